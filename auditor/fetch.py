@@ -1,0 +1,747 @@
+"""Fetch released vLLM source archives (sdists) from the package index pip uses.
+
+The index is never hard-coded: it is whatever pip itself is configured to use (see
+:func:`index_url`). Only the sdist ``vllm-X.tar.gz`` is fetched -- it holds the whole
+Python source in 10-50 MB, while the wheels weigh 300-500 MB. Archives are cached in
+``platformdirs.user_cache_path("eagle-audit") / "archives"`` (the cache root can be
+replaced with the ``EAGLE_AUDIT_CACHE_DIR`` environment variable), verified against the
+sha256 the index publishes, and re-verified offline on later runs against a
+``<file>.sha256`` sidecar written at download time.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import hashlib
+import json
+import os
+import pathlib
+import re
+import ssl
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from html.parser import HTMLParser
+
+from packaging.utils import InvalidSdistFilename, canonicalize_name, parse_sdist_filename
+from packaging.version import InvalidVersion, Version
+
+from auditor.errors import SourceError
+
+__all__ = [
+    "fetch_release",
+    "list_sdist_versions",
+    "index_url",
+    "archive_cache_dir",
+    "SdistFile",
+]
+
+_PROJECT = "vllm"
+_JSON_ACCEPT = (
+    "application/vnd.pypi.simple.v1+json, "
+    "application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
+)
+_CHUNK = 1 << 20
+_DEFAULT_TIMEOUT = 15.0
+_NEAREST = 5
+
+
+# ----------------------------------------------------------------- pip configuration
+
+
+def _pip_config() -> dict[str, str]:
+    """Load pip's merged configuration (files and ``PIP_*`` environment variables).
+
+    Returns:
+        pip's ``key -> value`` mapping (keys like ``global.index-url`` or
+        ``:env:.index-url``); empty when pip's internals are unavailable or changed.
+    """
+    try:
+        from pip._internal.configuration import Configuration
+
+        config = Configuration(isolated=False)
+        config.load()
+        return {str(k): str(v) for k, v in config.items()}
+    except Exception:  # pip internals are not a stable API
+        return {}
+
+
+def _pip_setting(name: str, config: dict[str, str] | None = None) -> str | None:
+    """Look a pip option up the way ``pip download`` would see it.
+
+    Precedence: ``PIP_<NAME>`` environment variable, then the ``download``, ``install``
+    and ``global`` sections of pip's configuration files.
+
+    Args:
+        name: the option name, e.g. ``"index-url"`` or ``"cert"``.
+        config: pip's configuration as returned by :func:`_pip_config` (loaded if None).
+
+    Returns:
+        The configured value, or None.
+    """
+    env = os.environ.get("PIP_" + name.upper().replace("-", "_"))
+    if env:
+        return env.strip()
+    if config is None:
+        config = _pip_config()
+    for section in (":env:", "download", "install", "global"):
+        value = config.get(f"{section}.{name}")
+        if value:
+            return value.strip()
+    return None
+
+
+def index_url() -> str:
+    """Return the package index URL pip is configured to use.
+
+    Resolution order, mirroring pip:
+
+    1. the ``PIP_INDEX_URL`` environment variable;
+    2. ``index-url`` in pip's configuration files (``download``, ``install`` then
+       ``global`` sections), read with ``pip._internal.configuration.Configuration``;
+    3. pip's built-in default, ``pip._internal.models.index.PyPI.simple_url``.
+
+    Returns:
+        The index's simple-API base URL, without a trailing slash.
+
+    Raises:
+        SourceError: when no index is configured and pip's default cannot be read.
+    """
+    url = _pip_setting("index-url")
+    if not url:
+        try:
+            from pip._internal.models.index import PyPI
+
+            url = PyPI.simple_url
+        except Exception:
+            raise SourceError(
+                "no package index configured: set PIP_INDEX_URL or pip's index-url"
+            ) from None
+    return url.split()[0].rstrip("/")
+
+
+def _redact(url: str) -> str:
+    """Hide the password of a URL's user-info for display.
+
+    Args:
+        url: any URL.
+
+    Returns:
+        The URL with ``user:password@`` shown as ``user:****@``.
+    """
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    netloc = f"{parts.username}:****@{host}"
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+def _timeout(config: dict[str, str]) -> float:
+    """Return pip's configured network timeout in seconds (default 15)."""
+    for name in ("timeout", "default-timeout"):
+        value = _pip_setting(name, config)
+        if value:
+            try:
+                return float(value)
+            except ValueError:
+                pass
+    return _DEFAULT_TIMEOUT
+
+
+def archive_cache_dir() -> pathlib.Path:
+    """Return the folder where release archives are cached.
+
+    Returns:
+        ``$EAGLE_AUDIT_CACHE_DIR/archives`` when that variable is set (it replaces the
+        whole cache root), else ``platformdirs.user_cache_path("eagle-audit")/archives``.
+    """
+    override = os.environ.get("EAGLE_AUDIT_CACHE_DIR")
+    if override:
+        return pathlib.Path(override).expanduser() / "archives"
+    import platformdirs
+
+    return platformdirs.user_cache_path("eagle-audit") / "archives"
+
+
+# ----------------------------------------------------------------------- HTTP client
+
+
+class _Client:
+    """A tiny urllib client honouring pip's index URL, ``cert``, ``proxy`` and timeout.
+
+    Args:
+        index: the index base URL (may carry ``user:password@`` credentials, which are
+            sent as HTTP Basic auth to that host only).
+    """
+
+    def __init__(self, index: str) -> None:
+        """Build the opener; see the class docstring."""
+        config = _pip_config()
+        self.index = index
+        self.shown_index = _redact(index)
+        self.timeout = _timeout(config)
+        cafile = _pip_setting("cert", config)
+        if cafile:
+            try:
+                context = ssl.create_default_context(cafile=cafile)
+            except (OSError, ssl.SSLError) as exc:
+                raise SourceError(f"cannot load pip's cert bundle {cafile}: {exc}") from None
+        else:
+            context = ssl.create_default_context()
+            try:  # pip's own default CA bundle
+                from pip._vendor import certifi
+
+                context.load_verify_locations(cafile=certifi.where())
+            except Exception:
+                pass
+        handlers: list[urllib.request.BaseHandler] = [
+            urllib.request.HTTPSHandler(context=context)
+        ]
+        proxy = _pip_setting("proxy", config)
+        if proxy:
+            handlers.append(urllib.request.ProxyHandler({"http": proxy, "https": proxy}))
+        self._opener = urllib.request.build_opener(*handlers)
+        parts = urllib.parse.urlsplit(index)
+        self._auth_host = parts.hostname
+        self._auth: str | None = None
+        if parts.username is not None:
+            user = urllib.parse.unquote(parts.username)
+            password = urllib.parse.unquote(parts.password or "")
+            token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+            self._auth = f"Basic {token}"
+
+    def open(self, url: str, accept: str | None = None):
+        """Open a URL, adding Basic auth for the index host when configured.
+
+        Args:
+            url: the URL to GET (``http``, ``https`` or ``file``).
+            accept: an optional ``Accept`` header.
+
+        Returns:
+            The urllib response object.
+
+        Raises:
+            SourceError: "cannot reach the package index" on network or HTTP errors.
+        """
+        parts = urllib.parse.urlsplit(url)
+        headers = {"User-Agent": "eagle-audit"}
+        if accept:
+            headers["Accept"] = accept
+        if parts.username is not None or parts.password is not None:
+            netloc = parts.hostname or ""
+            if parts.port:
+                netloc = f"{netloc}:{parts.port}"
+            url = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+        if self._auth and parts.hostname == self._auth_host:
+            headers["Authorization"] = self._auth
+        if parts.scheme == "file":
+            local = pathlib.Path(urllib.request.url2pathname(parts.path))
+            if local.is_dir():
+                url = (local / "index.html").as_uri()
+        request = urllib.request.Request(url, headers=headers)
+        try:
+            return self._opener.open(request, timeout=self.timeout)
+        except urllib.error.HTTPError:
+            raise  # the caller reports HTTP statuses with more context
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            reason = getattr(exc, "reason", None) or exc
+            raise SourceError(
+                f"cannot reach the package index ({self.shown_index}): {reason}"
+            ) from None
+
+
+# ---------------------------------------------------------------------- index pages
+
+
+@dataclass(frozen=True)
+class SdistFile:
+    """One ``vllm-X.tar.gz`` file listed by the index.
+
+    Attributes:
+        filename: the file name, e.g. ``"vllm-0.16.0.tar.gz"``.
+        version: the parsed release version.
+        url: the absolute download URL.
+        sha256: the published sha256 hex digest, or None when the index gives none.
+        size: the published size in bytes, or None.
+        yanked: whether the release file was yanked.
+    """
+
+    filename: str
+    version: Version
+    url: str
+    sha256: str | None
+    size: int | None
+    yanked: bool
+
+
+class _LinkParser(HTMLParser):
+    """Collect ``<a href>`` links of a PEP 503 HTML simple page."""
+
+    def __init__(self) -> None:
+        """Start with no links."""
+        super().__init__()
+        self.links: list[dict[str, str | None]] = []
+        self._current: dict[str, str | None] | None = None
+
+    def handle_starttag(self, tag, attrs) -> None:
+        """Start recording an anchor."""
+        if tag == "a":
+            self._current = dict(attrs)
+            self._current["_text"] = ""
+
+    def handle_data(self, data) -> None:
+        """Accumulate the anchor text (the file name)."""
+        if self._current is not None:
+            self._current["_text"] = (self._current["_text"] or "") + data
+
+    def handle_endtag(self, tag) -> None:
+        """Finish the current anchor."""
+        if tag == "a" and self._current is not None:
+            self.links.append(self._current)
+            self._current = None
+
+
+def _files_from_html(text: str, base: str) -> list[dict]:
+    """Turn a PEP 503 HTML page into PEP 691-style file dicts.
+
+    Args:
+        text: the HTML page.
+        base: the page URL, to resolve relative links.
+
+    Returns:
+        A list of ``{"filename", "url", "hashes", "yanked"}`` dicts.
+    """
+    parser = _LinkParser()
+    parser.feed(text)
+    files = []
+    for link in parser.links:
+        href = link.get("href")
+        if not href:
+            continue
+        url, _, fragment = urllib.parse.urljoin(base, href).partition("#")
+        hashes = {}
+        if "=" in fragment:
+            algo, _, digest = fragment.partition("=")
+            hashes[algo] = digest
+        filename = (link.get("_text") or "").strip() or urllib.parse.unquote(
+            url.rsplit("/", 1)[-1]
+        )
+        files.append(
+            {
+                "filename": filename,
+                "url": url,
+                "hashes": hashes,
+                "yanked": "data-yanked" in link,
+            }
+        )
+    return files
+
+
+def _project_files(client: _Client) -> tuple[list[dict], list[str]]:
+    """Fetch the index's page for vllm.
+
+    Args:
+        client: the HTTP client bound to the configured index.
+
+    Returns:
+        ``(files, versions)``: PEP 691 file dicts with absolute URLs, and the version
+        strings the index lists (may be empty for HTML pages or old JSON pages).
+
+    Raises:
+        SourceError: when the index cannot be reached or answers with garbage.
+    """
+    page = f"{client.index}/{_PROJECT}/"
+    shown = client.shown_index
+    try:
+        with client.open(page, accept=_JSON_ACCEPT) as response:
+            body = response.read()
+            content_type = response.headers.get("Content-Type", "") or ""
+            final_url = response.geturl() or page
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            raise SourceError(f"the package index ({shown}) does not list vllm") from None
+        raise SourceError(
+            f"cannot reach the package index ({shown}): HTTP {exc.code} {exc.reason}"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise SourceError(f"cannot reach the package index ({shown}): {exc}") from None
+    if "json" in content_type:
+        try:
+            data = json.loads(body)
+            files = [dict(f) for f in data["files"]]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SourceError(
+                f"the package index ({shown}) sent an unreadable page for vllm: {exc}"
+            ) from None
+        for entry in files:
+            entry["url"] = urllib.parse.urljoin(final_url, str(entry.get("url", "")))
+        versions = [str(v) for v in data.get("versions", [])]
+        return files, versions
+    return _files_from_html(body.decode("utf-8", errors="replace"), final_url), []
+
+
+def _sdists(files: list[dict]) -> list[SdistFile]:
+    """Keep the ``vllm-X.tar.gz`` files of an index page.
+
+    Args:
+        files: PEP 691 file dicts.
+
+    Returns:
+        The sdists, sorted by version.
+    """
+    found: list[SdistFile] = []
+    for entry in files:
+        filename = str(entry.get("filename", ""))
+        if not filename.endswith(".tar.gz") or "/" in filename or "\\" in filename:
+            continue
+        try:
+            name, version = parse_sdist_filename(filename)
+        except (InvalidSdistFilename, InvalidVersion):
+            continue
+        if canonicalize_name(name) != _PROJECT:
+            continue
+        hashes = entry.get("hashes") or {}
+        sha = hashes.get("sha256") if isinstance(hashes, dict) else None
+        size = entry.get("size")
+        found.append(
+            SdistFile(
+                filename=filename,
+                version=version,
+                url=str(entry["url"]),
+                sha256=str(sha).lower() if sha else None,
+                size=int(size) if isinstance(size, int) else None,
+                yanked=bool(entry.get("yanked")),
+            )
+        )
+    found.sort(key=lambda f: f.version)
+    return found
+
+
+def _all_versions(files: list[dict], versions: list[str]) -> set[Version]:
+    """Collect every release version the index mentions (any file type).
+
+    Args:
+        files: PEP 691 file dicts.
+        versions: the page's ``versions`` list (may be empty).
+
+    Returns:
+        The parsed versions.
+    """
+    result: set[Version] = set()
+    for text in versions:
+        try:
+            result.add(Version(text))
+        except InvalidVersion:
+            pass
+    for entry in files:
+        match = re.match(r"(?i)vllm-([^-]+?)(?:\.tar\.gz|\.zip|-)", str(entry.get("filename")))
+        if match:
+            try:
+                result.add(Version(match.group(1)))
+            except InvalidVersion:
+                pass
+    return result
+
+
+def _nearest(wanted: Version, available: list[Version], count: int = _NEAREST) -> list[Version]:
+    """Pick the releases closest to ``wanted`` in version order.
+
+    Args:
+        wanted: the requested version.
+        available: sorted, distinct candidate versions.
+        count: how many to return.
+
+    Returns:
+        Up to ``count`` versions around ``wanted``, sorted ascending.
+    """
+    if not available:
+        return []
+    pos = bisect.bisect_left(available, wanted)
+    lo, hi = pos - 1, pos
+    picked: list[Version] = []
+    while len(picked) < count and (lo >= 0 or hi < len(available)):
+        # alternate, preferring the side whose neighbour shares more of the release tuple
+        take_hi = hi < len(available) and (
+            lo < 0 or _closeness(available[hi], wanted) >= _closeness(available[lo], wanted)
+        )
+        if take_hi:
+            picked.append(available[hi])
+            hi += 1
+        else:
+            picked.append(available[lo])
+            lo -= 1
+    return sorted(picked)
+
+
+def _closeness(candidate: Version, wanted: Version) -> tuple[int, int]:
+    """Score how close two versions are (longer shared release prefix is closer)."""
+    shared = 0
+    for a, b in zip(candidate.release, wanted.release):
+        if a != b:
+            break
+        shared += 1
+    index = shared if shared < min(len(candidate.release), len(wanted.release)) else -1
+    gap = abs(candidate.release[index] - wanted.release[index]) if index >= 0 else 0
+    return shared, -gap
+
+
+def _release_sdists(client: _Client) -> tuple[list[SdistFile], set[Version]]:
+    """Fetch and parse the index page for vllm.
+
+    Returns:
+        The sdists listed, and every version the index knows.
+
+    Raises:
+        SourceError: when the index cannot be reached.
+    """
+    files, versions = _project_files(client)
+    return _sdists(files), _all_versions(files, versions)
+
+
+def list_sdist_versions() -> list[str]:
+    """List the vLLM releases that publish a source archive on pip's index.
+
+    Uses the index resolved by :func:`index_url`. Yanked files are left out.
+
+    Returns:
+        Version strings, sorted by :class:`packaging.version.Version`, without duplicates.
+
+    Raises:
+        SourceError: when the index cannot be reached or does not list vllm.
+    """
+    client = _Client(index_url())
+    sdists, _ = _release_sdists(client)
+    seen: dict[Version, str] = {}
+    for sdist in sdists:
+        if not sdist.yanked:
+            seen.setdefault(sdist.version, str(sdist.version))
+    return [seen[v] for v in sorted(seen)]
+
+
+# ------------------------------------------------------------------------ downloads
+
+
+def _sha256_file(path: pathlib.Path) -> str:
+    """Return the sha256 hex digest of a file, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _sidecar(path: pathlib.Path) -> pathlib.Path:
+    """Return the ``<file>.sha256`` sidecar path of a cached archive."""
+    return path.with_name(path.name + ".sha256")
+
+
+def _read_sidecar(path: pathlib.Path) -> str | None:
+    """Read the digest recorded in a sidecar (``sha256sum`` format), or None."""
+    try:
+        text = _sidecar(path).read_text(encoding="ascii", errors="replace").strip()
+    except OSError:
+        return None
+    token = text.split()[0].lower() if text else ""
+    return token if re.fullmatch(r"[0-9a-f]{64}", token) else None
+
+
+def _write_sidecar(path: pathlib.Path, digest: str) -> None:
+    """Atomically write ``<digest>  <filename>`` next to ``path``."""
+    target = _sidecar(path)
+    fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="ascii") as handle:
+            handle.write(f"{digest}  {path.name}\n")
+        os.replace(tmp, target)
+    except BaseException:
+        _unlink(pathlib.Path(tmp))
+        raise
+
+
+def _unlink(path: pathlib.Path) -> None:
+    """Delete a file, ignoring its absence."""
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+
+
+def _drop_cached(path: pathlib.Path) -> None:
+    """Delete a cached archive and its sidecar."""
+    _unlink(path)
+    _unlink(_sidecar(path))
+
+
+def _write(out, chunk: bytes, folder: pathlib.Path) -> None:
+    """Write a chunk to the temp file, reporting disk errors as SourceError.
+
+    Args:
+        out: the open temp file.
+        chunk: the bytes to append.
+        folder: the cache folder (for the message).
+
+    Raises:
+        SourceError: when the disk write fails (full disk, permissions).
+    """
+    try:
+        out.write(chunk)
+    except OSError as exc:
+        raise SourceError(f"cannot write to the cache folder {folder}: {exc}") from None
+
+
+def _download(client: _Client, sdist: SdistFile, target: pathlib.Path, progress: bool) -> str:
+    """Stream an sdist into ``target`` via a temp file and an atomic rename.
+
+    Args:
+        client: the HTTP client.
+        sdist: what to download.
+        target: the final cache path.
+        progress: draw a transient progress bar on stderr.
+
+    Returns:
+        The sha256 hex digest of the downloaded bytes.
+
+    Raises:
+        SourceError: on network errors or when the published sha256 does not match.
+    """
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(
+            prefix=f".{target.name}.", suffix=".part", dir=target.parent
+        )
+    except OSError as exc:
+        raise SourceError(f"cannot write to the cache folder {target.parent}: {exc}") from None
+    tmp = pathlib.Path(tmp_name)
+    digest = hashlib.sha256()
+    bar = None
+    try:
+        with os.fdopen(fd, "wb") as out:
+            try:
+                with client.open(sdist.url) as response:
+                    length = response.headers.get("Content-Length")
+                    total = int(length) if length and length.isdigit() else sdist.size
+                    if progress:
+                        from auditor.sources import _progress_bar
+
+                        bar = _progress_bar(f"downloading {sdist.filename}", total)
+                        bar[0].start()
+                    for chunk in iter(lambda: response.read(_CHUNK), b""):
+                        _write(out, chunk, target.parent)
+                        digest.update(chunk)
+                        if bar is not None:
+                            bar[0].advance(bar[1], len(chunk))
+            except urllib.error.HTTPError as exc:
+                raise SourceError(
+                    f"cannot reach the package index ({client.shown_index}): "
+                    f"HTTP {exc.code} {exc.reason} for {sdist.filename}"
+                ) from None
+            except (OSError, ValueError) as exc:
+                raise SourceError(
+                    f"cannot reach the package index ({client.shown_index}): {exc}"
+                ) from None
+            finally:
+                if bar is not None:
+                    bar[0].stop()
+        actual = digest.hexdigest()
+        if sdist.sha256 and actual != sdist.sha256:
+            raise SourceError(
+                f"downloaded {sdist.filename} does not match the sha256 published by the "
+                f"package index (expected {sdist.sha256}, got {actual}); it was deleted"
+            )
+        os.replace(tmp, target)
+    except BaseException:
+        _unlink(tmp)
+        raise
+    return actual
+
+
+def _check_version(version: str) -> Version:
+    """Parse a user-supplied version.
+
+    Raises:
+        SourceError: when it is not a valid PEP 440 version.
+    """
+    try:
+        return Version(str(version).strip())
+    except InvalidVersion:
+        raise SourceError(f"{version!r} is not a valid vLLM version (expected e.g. 0.16.0)") from None
+
+
+def fetch_release(
+    version: str,
+    *,
+    progress: bool = True,
+    cache_dir: pathlib.Path | None = None,
+) -> pathlib.Path:
+    """Return the local path of the vLLM sdist ``vllm-<version>.tar.gz``, fetching it
+    into the cache when needed.
+
+    The package index is the one pip is configured to use -- ``PIP_INDEX_URL``, else
+    ``index-url`` from pip's configuration files, else pip's built-in default (see
+    :func:`index_url`); pip's ``cert`` (or ``PIP_CERT``), ``proxy`` and ``timeout``
+    settings are honoured. The index is queried through its PEP 691 JSON simple API
+    (``<index>/vllm/``), with a PEP 503 HTML fallback.
+
+    A cached archive with a ``<file>.sha256`` sidecar is verified against that sidecar
+    and returned without any network access. A cached archive without a sidecar is
+    verified once against the sha256 the index publishes, and the sidecar is written. A
+    download goes to a temp file in the cache folder, is checked against the published
+    sha256 and is then atomically renamed into place.
+
+    Args:
+        version: the vLLM release, e.g. ``"0.16.0"``.
+        progress: draw a transient download progress bar on stderr.
+        cache_dir: the folder holding cached archives; defaults to
+            :func:`archive_cache_dir`.
+
+    Returns:
+        The path of the verified ``vllm-<version>.tar.gz`` in the cache.
+
+    Raises:
+        SourceError: for an invalid version; a release that does not exist or has no
+            sdist (the message lists the nearest releases that have one); an unreachable
+            index ("cannot reach the package index (<url>): <reason>"); a sha256
+            mismatch of a download (the file is deleted).
+    """
+    wanted = _check_version(version)
+    folder = pathlib.Path(cache_dir).expanduser() if cache_dir is not None else archive_cache_dir()
+    guess = folder / f"vllm-{wanted}.tar.gz"
+    recorded = _read_sidecar(guess) if guess.is_file() else None
+    if recorded is not None:
+        if _sha256_file(guess) == recorded:
+            return guess
+        _drop_cached(guess)  # corrupted since it was verified: fetch it again
+
+    client = _Client(index_url())
+    sdists, known = _release_sdists(client)
+    matches = [s for s in sdists if s.version == wanted]
+    if not matches:
+        available = sorted({s.version for s in sdists if not s.yanked})
+        nearest = ", ".join(str(v) for v in _nearest(wanted, available))
+        if wanted in known:
+            problem = f"vLLM {version} has no source archive (sdist) on the package index ({client.shown_index}), only wheels"
+        else:
+            problem = f"vLLM {version} is not on the package index ({client.shown_index})"
+        hint = f"; nearest releases with an sdist: {nearest}" if nearest else ""
+        raise SourceError(problem + hint)
+    sdist = next((s for s in matches if not s.yanked), matches[0])
+    target = folder / sdist.filename
+
+    if target.is_file():
+        recorded = _read_sidecar(target)
+        actual = _sha256_file(target)
+        expected = recorded or sdist.sha256
+        if expected is None or actual == expected:
+            _write_sidecar(target, actual)
+            return target
+        _drop_cached(target)  # stale or corrupt cache entry: download afresh
+
+    digest = _download(client, sdist, target, progress)
+    _write_sidecar(target, digest)
+    return target

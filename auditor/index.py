@@ -1,0 +1,638 @@
+"""Static index of one Python module of a vLLM tree: classes, members, imports, bindings.
+
+The index is built with the standard library ``ast`` (see the README's design section for the
+measurement behind that choice) and never imports or executes the scanned code. One call of
+:func:`summarize` turns a module's source bytes into a :class:`ModuleSummary`, a plain picklable
+record that later stages (name resolution, MRO, rules) read instead of the syntax tree, so that
+summaries can be cached by file content and computed in worker processes.
+
+Facts that only a few modules need (the EAGLE-3 allowlist, the proposer's image-token branches,
+the registry tables) are extracted by :mod:`auditor.extract` from the same tree, in the same pass.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Bump when the shape or meaning of a summary changes: it is part of every cache key.
+INDEX_FORMAT = 9
+
+#: Methods whose bodies are summarised in detail (references, loops, returns).
+DETAILED_METHODS = frozenset(
+    {
+        "forward",
+        "__init__",
+        "set_aux_hidden_state_layers",
+        "get_eagle3_aux_hidden_state_layers",
+        "get_eagle3_default_aux_hidden_state_layers",
+        "_init_model",
+        "get_language_model",
+        "_maybe_add_hidden_state",
+        "_set_aux_hidden_state_layers",
+    }
+)
+
+
+@dataclass
+class Binding:
+    """How a module-level name is bound at run time.
+
+    ``kind`` is one of:
+      - ``"class"``: a class defined here; ``target`` is its qualname in this module;
+      - ``"import"``: ``from MODULE import NAME``; ``target`` = ``(absolute module, name)``;
+      - ``"module"``: ``import a.b as c``; ``target`` = absolute module name;
+      - ``"alias"``: ``X = Y`` or ``X = a.b.Y``; ``target`` = dotted expression text;
+      - ``"factory"``: ``X = f(Y)``; ``target`` = ``(callee dotted, [arg dotted...])``;
+      - ``"function"``: a function defined here;
+      - ``"other"``: any other value (constants, calls we do not model).
+    ``line`` is 1-based. ``guarded`` is True for bindings inside ``try``/``except`` or ``if``.
+    """
+
+    kind: str
+    target: Any
+    line: int
+    guarded: bool = False
+
+
+@dataclass
+class LoopFact:
+    """A ``for`` loop over a model's decoder layers, as found in a ``forward`` method.
+
+    Attributes: ``line`` of the ``for``; ``index_var`` the loop's layer-index name, or None when the
+    loop has no index (``for layer in islice(...)``); ``index_kind`` one of ``"enumerate"``
+    (relative to the iterable unless ``enumerate_start`` is given), ``"range"`` (an absolute index
+    over ``range(start_layer, end_layer)``) or None; ``enumerate_start`` the text of
+    ``enumerate(..., start=X)`` if given; ``over_slice`` True when the iterable slices the layers
+    (``islice(self.layers, start, end)`` or ``self.layers[start:end]``); ``captures`` True when the
+    body tests the index against ``aux_hidden_state_layers`` and appends, or calls
+    ``_maybe_add_hidden_state``; ``capture_line``; ``uses_mixin_helper`` for the latter form.
+    """
+
+    line: int
+    index_var: str | None
+    index_kind: str | None
+    enumerate_start: str | None
+    over_slice: bool
+    captures: bool
+    capture_line: int | None
+    uses_mixin_helper: bool
+    end_line: int = 0
+
+
+@dataclass
+class MethodFact:
+    """A method defined in a class body.
+
+    ``is_stub``: the body is only a docstring, ``...`` or ``pass`` (or ``raise NotImplementedError``).
+    ``names``/``attrs``: Name ids and attribute names referenced in the body (detailed methods
+    only). ``self_assigns``: ``self.X = <value text>`` in the body (detailed methods only), with
+    ``self_assign_calls`` mapping X to ``(callee text, {kwarg: value text}, line)`` when the value
+    is a call. ``returns_call``: for ``return Callee(...)`` statements, the callee texts.
+    ``loops``: layer loops (``forward`` only). ``returns_aux``: ``forward`` returns a tuple whose
+    second item is the aux-states list. ``delegates``: ``self.X.method(...)`` calls, as
+    ``(X, method)`` pairs.
+    """
+
+    name: str
+    line: int
+    end_line: int
+    is_stub: bool
+    decorators: list[str] = field(default_factory=list)
+    names: frozenset[str] = frozenset()
+    attrs: frozenset[str] = frozenset()
+    self_assigns: dict[str, str] = field(default_factory=dict)
+    self_assign_calls: dict[str, tuple[str, dict[str, str], int]] = field(default_factory=dict)
+    returns_call: list[str] = field(default_factory=list)
+    loops: list[LoopFact] = field(default_factory=list)
+    returns_aux: bool = False
+    aux_list_var: str | None = None
+    delegates: list[tuple[str, str]] = field(default_factory=list)
+    strings: frozenset[str] = frozenset()
+
+
+@dataclass
+class AttrFact:
+    """A class-body attribute: ``name = value`` (``has_value``) or ``name: T`` (annotation only,
+    which creates no attribute at run time). ``value`` is the value's source text, ``literal`` its
+    value when it is a literal (``ast.literal_eval``-able), else None."""
+
+    name: str
+    line: int
+    has_value: bool
+    value: str | None = None
+    literal: Any = None
+
+
+@dataclass
+class ClassFact:
+    """A class statement. ``qualname`` is dotted within the module (``Outer.Inner`` or
+    ``factory.<locals>.Cls`` for classes built inside a module-level function). ``bases`` are
+    source texts as written (``nn.Module``, ``Generic[T]``, ``as_seq_cls_model(LlamaForCausalLM)``);
+    ``keywords`` the class keywords (``metaclass=...``). ``empty`` is True when the body holds only
+    a docstring and/or ``pass``/``...``. ``guarded``: defined inside ``if``/``try``. ``type_checking``:
+    defined under ``if TYPE_CHECKING:`` (never exists at run time). ``factory``: for a class built
+    inside a function, ``(function name, parameter names)``."""
+
+    name: str
+    qualname: str
+    line: int
+    end_line: int
+    bases: list[str]
+    keywords: dict[str, str]
+    decorators: list[str]
+    methods: dict[str, MethodFact]
+    attrs: dict[str, AttrFact]
+    empty: bool
+    guarded: bool = False
+    type_checking: bool = False
+    factory: tuple[str, list[str]] | None = None
+
+
+@dataclass
+class FunctionFact:
+    """A module-level function: its parameters and, when it returns a class it builds locally,
+    that class's qualname (``returns_local_class``)."""
+
+    name: str
+    line: int
+    params: list[str]
+    returns_local_class: str | None = None
+    returns_call: list[str] = field(default_factory=list)
+    local_bindings: dict[str, Binding] = field(default_factory=dict)
+
+
+@dataclass
+class ModuleSummary:
+    """Everything the analysis reads about one module.
+
+    ``module``: dotted module name (``vllm.model_executor.models.llama``). ``path``: POSIX path
+    relative to the folder that contains ``vllm/``. ``error``: a one-line parse error (the other
+    fields are then empty). ``bindings``: the final run-time binding of each module-level name
+    (the later binding wins; names bound only under ``TYPE_CHECKING`` are absent, and listed in
+    ``type_checking_names``). ``classes``: by qualname. ``extras``: facts from
+    :mod:`auditor.extract` keyed by extractor name.
+    """
+
+    module: str
+    path: str
+    is_package: bool
+    error: str | None = None
+    bindings: dict[str, Binding] = field(default_factory=dict)
+    alt_bindings: dict[str, list[Binding]] = field(default_factory=dict)
+    type_checking_names: set[str] = field(default_factory=set)
+    tc_bindings: dict[str, Binding] = field(default_factory=dict)
+    classes: dict[str, ClassFact] = field(default_factory=dict)
+    functions: dict[str, FunctionFact] = field(default_factory=dict)
+    dunder_all: list[str] | None = None
+    lazy_map: dict[str, str] = field(default_factory=dict)
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def module_name_for(path: str) -> tuple[str, bool]:
+    """Map a POSIX path (``vllm/a/b.py`` or ``vllm/a/__init__.py``) to ``(dotted name, is_package)``."""
+    parts = path[:-3].split("/") if path.endswith(".py") else path.split("/")
+    if parts[-1] == "__init__":
+        return ".".join(parts[:-1]), True
+    return ".".join(parts), False
+
+
+def resolve_relative(module: str, is_package: bool, level: int, name: str | None) -> str:
+    """Absolute module for ``from <level dots><name> import ...`` written in ``module``."""
+    if level == 0:
+        return name or ""
+    pkg_parts = module.split(".") if is_package else module.split(".")[:-1]
+    if level > 1:
+        pkg_parts = pkg_parts[: len(pkg_parts) - (level - 1)]
+    base = ".".join(pkg_parts)
+    if name:
+        return f"{base}.{name}" if base else name
+    return base
+
+
+def dotted(node: ast.AST) -> str | None:
+    """``a.b.c`` for a Name/Attribute chain, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _text(node: ast.AST) -> str:
+    try:
+        return ast.unparse(node)
+    except Exception:  # pragma: no cover - unparse handles every node ast produces
+        return "<expr>"
+
+
+def _is_stub_body(body: list[ast.stmt]) -> bool:
+    for i, stmt in enumerate(body):
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            continue  # docstring or bare ``...``
+        if isinstance(stmt, ast.Pass):
+            continue
+        if isinstance(stmt, ast.Raise) and stmt.exc is not None:
+            exc = stmt.exc.func if isinstance(stmt.exc, ast.Call) else stmt.exc
+            if dotted(exc) == "NotImplementedError":
+                continue
+        return False
+    return True
+
+
+def _is_empty_class_body(body: list[ast.stmt]) -> bool:
+    for stmt in body:
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            continue
+        if isinstance(stmt, ast.Pass):
+            continue
+        return False
+    return True
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    d = dotted(test)
+    return d in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+
+
+def _is_self_attr(node: ast.AST, attr: str | None = None) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+        and (attr is None or node.attr == attr)
+    )
+
+
+def _mentions(node: ast.AST, attr: str) -> bool:
+    return any(isinstance(n, ast.Attribute) and n.attr == attr for n in ast.walk(node))
+
+
+def _loop_fact(loop: ast.For) -> LoopFact | None:
+    """Describe ``loop`` if it iterates a model's decoder layers, else None."""
+    it = loop.iter
+    if not (_mentions(it, "layers") or _mentions(it, "start_layer") or _mentions(it, "end_layer")):
+        return None
+    index_var = None
+    index_kind = None
+    enum_start = None
+    inner = it
+    if isinstance(it, ast.Call) and dotted(it.func) == "enumerate":
+        index_kind = "enumerate"
+        if isinstance(loop.target, ast.Tuple) and loop.target.elts and isinstance(
+            loop.target.elts[0], ast.Name
+        ):
+            index_var = loop.target.elts[0].id
+        for kw in it.keywords:
+            if kw.arg == "start":
+                enum_start = _text(kw.value)
+        if len(it.args) > 1:
+            enum_start = _text(it.args[1])
+        inner = it.args[0] if it.args else it
+    elif isinstance(it, ast.Call) and dotted(it.func) == "range":
+        index_kind = "range"
+        if isinstance(loop.target, ast.Name):
+            index_var = loop.target.id
+    over_slice = False
+    if isinstance(inner, ast.Call) and (dotted(inner.func) or "").endswith("islice"):
+        over_slice = True
+    elif isinstance(inner, ast.Subscript) and isinstance(inner.slice, ast.Slice):
+        over_slice = True
+    elif index_kind == "range":
+        over_slice = True
+    captures = False
+    capture_line = None
+    mixin = False
+    for node in ast.walk(loop):
+        if isinstance(node, ast.Call):
+            fname = dotted(node.func) or ""
+            if fname.endswith("_maybe_add_hidden_state"):
+                captures, mixin = True, True
+                capture_line = capture_line or node.lineno
+        if isinstance(node, ast.If):
+            t = node.test
+            if (
+                isinstance(t, ast.Compare)
+                and any(isinstance(op, ast.In) for op in t.ops)
+                and any(_mentions(c, "aux_hidden_state_layers") for c in t.comparators)
+            ):
+                if any(
+                    isinstance(n, ast.Call)
+                    and isinstance(n.func, ast.Attribute)
+                    and n.func.attr == "append"
+                    for b in node.body
+                    for n in ast.walk(b)
+                ):
+                    captures = True
+                    capture_line = capture_line or node.lineno
+    return LoopFact(
+        line=loop.lineno,
+        index_var=index_var,
+        index_kind=index_kind,
+        enumerate_start=enum_start,
+        over_slice=over_slice,
+        captures=captures,
+        capture_line=capture_line,
+        uses_mixin_helper=mixin,
+        end_line=getattr(loop, "end_lineno", loop.lineno) or loop.lineno,
+    )
+
+
+def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
+    mf = MethodFact(
+        name=fn.name,
+        line=fn.lineno,
+        end_line=fn.end_lineno or fn.lineno,
+        is_stub=_is_stub_body(fn.body),
+        decorators=[_text(d) for d in fn.decorator_list],
+    )
+    if fn.name not in DETAILED_METHODS:
+        return mf
+    names: set[str] = set()
+    attrs: set[str] = set()
+    strings: set[str] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            attrs.add(node.attr)
+            if isinstance(node.value, ast.Attribute) and _is_self_attr(node.value):
+                pass
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if len(node.value) < 80:
+                strings.add(node.value)
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            value = node.value
+            for t in targets:
+                if _is_self_attr(t) and value is not None:
+                    mf.self_assigns[t.attr] = _text(value)
+                    call = value
+                    # ``self.model = X(...)`` possibly wrapped: take the outermost call
+                    if isinstance(call, ast.Call):
+                        kw = {k.arg: _text(k.value) for k in call.keywords if k.arg}
+                        mf.self_assign_calls[t.attr] = (_text(call.func), kw, node.lineno)
+        elif isinstance(node, ast.Return) and isinstance(node.value, ast.Call):
+            mf.returns_call.append(_text(node.value.func))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = node.func.value
+            if _is_self_attr(owner):
+                mf.delegates.append((owner.attr, node.func.attr))
+            elif isinstance(owner, ast.Call) and _is_self_attr(owner.func):
+                # self.get_language_model().method(...)
+                mf.delegates.append((owner.func.attr + "()", node.func.attr))
+    mf.names = frozenset(names)
+    mf.attrs = frozenset(attrs)
+    mf.strings = frozenset(strings)
+    if fn.name == "forward":
+        aux_vars: set[str] = set()
+        for node in ast.walk(fn):
+            if isinstance(node, ast.For):
+                lf = _loop_fact(node)
+                if lf is not None:
+                    mf.loops.append(lf)
+            if isinstance(node, ast.Assign) and isinstance(node.value, (ast.List, ast.ListComp)):
+                for t in node.targets:
+                    if isinstance(t, ast.Name) and "aux" in t.id:
+                        aux_vars.add(t.id)
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                if "aux" in node.target.id:
+                    aux_vars.add(node.target.id)
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple):
+                elts = node.value.elts
+                if len(elts) >= 2 and any(
+                    isinstance(e, ast.Name) and (e.id in aux_vars or "aux" in e.id) for e in elts[1:]
+                ):
+                    mf.returns_aux = True
+                    mf.aux_list_var = next(
+                        e.id for e in elts[1:] if isinstance(e, ast.Name) and (e.id in aux_vars or "aux" in e.id)
+                    )
+    return mf
+
+
+class _Summarizer:
+    def __init__(self, module: str, path: str, is_package: bool):
+        self.s = ModuleSummary(module=module, path=path, is_package=is_package)
+
+    # -- module level -----------------------------------------------------------------
+    def run(self, tree: ast.Module) -> ModuleSummary:
+        self._stmts(tree.body, guarded=False, type_checking=False)
+        return self.s
+
+    def _bind(self, name: str, b: Binding, type_checking: bool) -> None:
+        if type_checking:
+            self.s.tc_bindings.setdefault(name, b)
+            if name not in self.s.bindings:
+                self.s.type_checking_names.add(name)
+            return
+        prev = self.s.bindings.get(name)
+        if prev is not None and b.guarded and prev.guarded:
+            # ``try: import A as X / except: import B as X``: keep the first, remember the other
+            self.s.alt_bindings.setdefault(name, []).append(b)
+            return
+        self.s.bindings[name] = b
+        self.s.type_checking_names.discard(name)
+
+    def _stmts(self, body: list[ast.stmt], guarded: bool, type_checking: bool) -> None:
+        for stmt in body:
+            self._stmt(stmt, guarded, type_checking)
+
+    def _stmt(self, stmt: ast.stmt, guarded: bool, type_checking: bool) -> None:
+        s = self.s
+        if isinstance(stmt, ast.ClassDef):
+            cf = self._class(stmt, stmt.name, guarded, type_checking)
+            self._bind(stmt.name, Binding("class", cf.qualname, stmt.lineno, guarded), type_checking)
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            self._function(stmt)
+            self._bind(stmt.name, Binding("function", stmt.name, stmt.lineno, guarded), type_checking)
+        elif isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                if alias.asname:
+                    self._bind(alias.asname, Binding("module", alias.name, stmt.lineno, guarded), type_checking)
+                else:
+                    top = alias.name.split(".")[0]
+                    self._bind(top, Binding("module", top, stmt.lineno, guarded), type_checking)
+        elif isinstance(stmt, ast.ImportFrom):
+            mod = resolve_relative(s.module, s.is_package, stmt.level, stmt.module)
+            for alias in stmt.names:
+                if alias.name == "*":
+                    s.extras.setdefault("star_imports", []).append(mod)
+                    continue
+                self._bind(
+                    alias.asname or alias.name,
+                    Binding("import", (mod, alias.name), stmt.lineno, guarded),
+                    type_checking,
+                )
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            value = stmt.value
+            if value is None:
+                return
+            for t in targets:
+                if not isinstance(t, ast.Name):
+                    continue
+                d = dotted(value)
+                if d is not None:
+                    b = Binding("alias", d, stmt.lineno, guarded)
+                elif isinstance(value, ast.Call) and dotted(value.func):
+                    b = Binding(
+                        "factory",
+                        (dotted(value.func), [dotted(a) or _text(a) for a in value.args]),
+                        stmt.lineno,
+                        guarded,
+                    )
+                else:
+                    b = Binding("other", _text(value)[:200], stmt.lineno, guarded)
+                self._bind(t.id, b, type_checking)
+                if t.id == "__all__":
+                    try:
+                        s.dunder_all = list(ast.literal_eval(value))
+                    except Exception:
+                        pass
+                if isinstance(value, ast.Dict) and t.id.startswith("_") and "MODULE" in t.id.upper():
+                    try:
+                        lm = ast.literal_eval(value)
+                        if isinstance(lm, dict) and all(isinstance(v, str) for v in lm.values()):
+                            s.lazy_map.update(lm)
+                    except Exception:
+                        pass
+        elif isinstance(stmt, ast.If):
+            if _is_type_checking(stmt.test):
+                self._stmts(stmt.body, guarded, True)
+                self._stmts(stmt.orelse, guarded, type_checking)
+            elif isinstance(stmt.test, ast.UnaryOp) and isinstance(stmt.test.op, ast.Not) and _is_type_checking(
+                stmt.test.operand
+            ):
+                self._stmts(stmt.body, guarded, type_checking)
+                self._stmts(stmt.orelse, guarded, True)
+            else:
+                self._stmts(stmt.body, True, type_checking)
+                self._stmts(stmt.orelse, True, type_checking)
+        elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+            self._stmts(stmt.body, True, type_checking)
+            for h in stmt.handlers:
+                self._stmts(h.body, True, type_checking)
+            self._stmts(stmt.orelse, True, type_checking)
+            self._stmts(stmt.finalbody, guarded, type_checking)
+        elif isinstance(stmt, ast.With):
+            self._stmts(stmt.body, guarded, type_checking)
+
+    def _function(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+        ff = FunctionFact(name=fn.name, line=fn.lineno, params=params)
+        local_classes: dict[str, str] = {}
+        for node in ast.walk(fn):
+            if isinstance(node, ast.ImportFrom):
+                mod = resolve_relative(self.s.module, self.s.is_package, node.level, node.module)
+                for alias in node.names:
+                    if alias.name != "*":
+                        ff.local_bindings[alias.asname or alias.name] = Binding(
+                            "import", (mod, alias.name), node.lineno
+                        )
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    name = alias.asname or alias.name.split(".")[0]
+                    ff.local_bindings[name] = Binding("module", alias.asname and alias.name or name, node.lineno)
+            if isinstance(node, ast.ClassDef) and node is not fn:
+                qn = f"{fn.name}.<locals>.{node.name}"
+                if qn not in self.s.classes:
+                    cf = self._class(node, qn, True, False)
+                    cf.factory = (fn.name, params)
+                local_classes[node.name] = qn
+        for stmt in fn.body:
+            if isinstance(stmt, ast.Return) and stmt.value is not None:
+                if isinstance(stmt.value, ast.Name) and stmt.value.id in local_classes:
+                    ff.returns_local_class = local_classes[stmt.value.id]
+                elif isinstance(stmt.value, ast.Call):
+                    ff.returns_call.append(_text(stmt.value.func))
+        self.s.functions[fn.name] = ff
+
+    def _class(self, node: ast.ClassDef, qualname: str, guarded: bool, type_checking: bool) -> ClassFact:
+        methods: dict[str, MethodFact] = {}
+        attrs: dict[str, AttrFact] = {}
+        self._class_body(node.body, methods, attrs, qualname, guarded, type_checking)
+        cf = ClassFact(
+            name=node.name,
+            qualname=qualname,
+            line=node.lineno,
+            end_line=node.end_lineno or node.lineno,
+            bases=[_text(b) for b in node.bases],
+            keywords={k.arg or "**": _text(k.value) for k in node.keywords},
+            decorators=[_text(d) for d in node.decorator_list],
+            methods=methods,
+            attrs=attrs,
+            empty=_is_empty_class_body(node.body),
+            guarded=guarded,
+            type_checking=type_checking,
+        )
+        self.s.classes[qualname] = cf
+        return cf
+
+    def _class_body(self, body, methods, attrs, qualname, guarded, type_checking) -> None:
+        for stmt in body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                methods[stmt.name] = _method_fact(stmt)
+                attrs.pop(stmt.name, None)
+            elif isinstance(stmt, ast.Assign):
+                for t in stmt.targets:
+                    for n in ([t] if isinstance(t, ast.Name) else getattr(t, "elts", [])):
+                        if isinstance(n, ast.Name):
+                            attrs[n.id] = _attr(n.id, stmt.lineno, stmt.value)
+                            methods.pop(n.id, None)
+            elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                if stmt.value is None:
+                    if stmt.target.id not in attrs:
+                        attrs[stmt.target.id] = AttrFact(stmt.target.id, stmt.lineno, False)
+                else:
+                    attrs[stmt.target.id] = _attr(stmt.target.id, stmt.lineno, stmt.value)
+                    methods.pop(stmt.target.id, None)
+            elif isinstance(stmt, ast.ClassDef):
+                self._class(stmt, f"{qualname}.{stmt.name}", guarded, type_checking)
+                attrs[stmt.name] = AttrFact(stmt.name, stmt.lineno, True, f"<class {stmt.name}>")
+            elif isinstance(stmt, ast.If):
+                # conditional members: both branches may bind; keep what either binds
+                self._class_body(stmt.body, methods, attrs, qualname, guarded, type_checking)
+                self._class_body(stmt.orelse, methods, attrs, qualname, guarded, type_checking)
+
+
+def _attr(name: str, line: int, value: ast.expr) -> AttrFact:
+    lit = None
+    try:
+        lit = ast.literal_eval(value)
+    except Exception:
+        lit = None
+    return AttrFact(name, line, True, _text(value)[:300], lit)
+
+
+def parse_error_line(exc: SyntaxError) -> str:
+    """One-line description of a parse error: ``line N: message``."""
+    return f"line {exc.lineno}: {exc.msg}"
+
+
+def summarize(source: bytes, path: str) -> ModuleSummary:
+    """Build the :class:`ModuleSummary` of one module.
+
+    Args:
+        source: the module's bytes as stored in the tree (any encoding Python accepts).
+        path: POSIX path relative to the folder that contains ``vllm/`` (``vllm/x/y.py``).
+
+    Returns:
+        The summary; a file that does not parse yields a summary with ``error`` set and no facts
+        (the caller reports it and goes on). Never raises for bad source.
+    """
+    from auditor import extract  # local import: extract imports this module
+
+    module, is_package = module_name_for(path)
+    try:
+        tree = ast.parse(source, filename=path)
+    except (SyntaxError, ValueError) as exc:
+        msg = parse_error_line(exc) if isinstance(exc, SyntaxError) else str(exc)
+        return ModuleSummary(module=module, path=path, is_package=is_package, error=msg)
+    summary = _Summarizer(module, path, is_package).run(tree)
+    extract.run_extractors(tree, source, summary)
+    return summary

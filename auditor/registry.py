@@ -1,0 +1,150 @@
+"""vLLM's registries, read statically: model architectures, drafters, HF config classes.
+
+- The model registry: the module-level tables of ``vllm/model_executor/models/registry.py``
+  (``_TEXT_GENERATION_MODELS``, ``_MULTIMODAL_MODELS``, ``_SPECULATIVE_DECODING_MODELS`` … merged
+  into ``_VLLM_MODELS``), each row ``"Architecture": ("module", "ClassName")``; several
+  architectures may name one class (``DeepseekV32ForCausalLM`` → ``deepseek_v2.DeepseekV3ForCausalLM``).
+- The HF config registry: ``_CONFIG_REGISTRY`` in ``vllm/transformers_utils/config.py``
+  (model_type → config class, given as a class name in ``vllm.transformers_utils.configs`` or
+  as an imported name).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from auditor.errors import AuditError
+from auditor.resolve import ClassRef, External, Resolver, Target, Unresolved
+
+REGISTRY_MODULE = "vllm.model_executor.models.registry"
+MODELS_PACKAGE = "vllm.model_executor.models"
+CONFIG_REGISTRY_MODULE = "vllm.transformers_utils.config"
+CONFIGS_PACKAGE = "vllm.transformers_utils.configs"
+
+
+@dataclass
+class ArchEntry:
+    """One registry row: ``architecture`` → ``module`` (short name under
+    ``vllm.model_executor.models``) and ``class_name``; ``tables`` lists the registry tables that
+    hold the row (``_MULTIMODAL_MODELS``, ``_SPECULATIVE_DECODING_MODELS`` …); ``line`` is the
+    row's line in ``registry.py``."""
+
+    architecture: str
+    module: str
+    class_name: str
+    tables: list[str]
+    line: int | None
+
+    @property
+    def dotted_module(self) -> str:
+        # registry rows may name a fully qualified module (``vllm.models.deepseek_v4``)
+        if self.module.startswith("vllm."):
+            return self.module
+        return f"{MODELS_PACKAGE}.{self.module}"
+
+    @property
+    def is_drafter(self) -> bool:
+        return any("SPECULATIVE" in t for t in self.tables)
+
+    @property
+    def is_multimodal_table(self) -> bool:
+        return any("MULTIMODAL" in t for t in self.tables)
+
+
+class Registry:
+    """The model registry and HF config registry of one tree.
+
+    Raises:
+        AuditError: when the tree has no readable model registry (not a vLLM tree, or a layout
+            this tool does not know).
+    """
+
+    def __init__(self, resolver: Resolver):
+        self.resolver = resolver
+        tree = resolver.tree
+        m = tree.module(REGISTRY_MODULE)
+        if m is None:
+            raise AuditError("no model registry (vllm/model_executor/models/registry.py) in this tree")
+        if m.error:
+            raise AuditError(f"the model registry does not parse: {m.path} {m.error}")
+        self.path = m.path
+        tables: dict[str, dict] = m.extras.get("tables", {})
+        key_lines: dict[str, int] = m.extras.get("table_key_lines", {})
+        merged_name = "_VLLM_MODELS" if "_VLLM_MODELS" in tables else None
+        if merged_name is None:
+            # the biggest table of (module, class) rows is the merged one
+            cands = [k for k, v in tables.items() if _is_arch_table(v)]
+            if not cands:
+                raise AuditError(f"no architecture table found in {m.path}")
+            merged_name = max(cands, key=lambda k: len(tables[k]))
+        self.entries: dict[str, ArchEntry] = {}
+        for arch, val in tables[merged_name].items():
+            if not (isinstance(val, tuple) and len(val) == 2 and all(isinstance(x, str) for x in val)):
+                continue
+            in_tables = [t for t, v in tables.items() if t != merged_name and _is_arch_table(v) and arch in v]
+            self.entries[arch] = ArchEntry(arch, val[0], val[1], in_tables, key_lines.get(arch))
+        self._configs: dict[str, object] | None = None
+        self._config_path: str | None = None
+
+    def architectures(self) -> list[str]:
+        """Every registered architecture name, sorted."""
+        return sorted(self.entries)
+
+    def drafters(self) -> list[ArchEntry]:
+        """Rows of the speculative-decoding (drafter) table."""
+        return [e for e in self.entries.values() if e.is_drafter]
+
+    def class_ref(self, arch: str) -> Target:
+        """Resolve an architecture to its class (through the module's bindings)."""
+        e = self.entries[arch]
+        if not self.resolver.tree.has_module(e.dotted_module):
+            return Unresolved(f"{e.dotted_module}.{e.class_name}", f"module {e.module} is not in the tree")
+        return self.resolver.resolve_name(e.dotted_module, e.class_name)
+
+    # -- HF config registry ------------------------------------------------------------
+    def _load_configs(self) -> dict[str, object]:
+        if self._configs is not None:
+            return self._configs
+        self._configs = {}
+        m = self.resolver.tree.module(CONFIG_REGISTRY_MODULE)
+        if m is None or m.error:
+            return self._configs
+        self._config_path = m.path
+        table = m.extras.get("tables", {}).get("_CONFIG_REGISTRY")
+        if table is None:
+            cands = [v for k, v in m.extras.get("tables", {}).items() if "CONFIG" in k and "REGISTRY" in k]
+            table = cands[0] if cands else {}
+        self._configs = dict(table)
+        return self._configs
+
+    def config_model_types(self) -> list[str]:
+        """model_types the tree registers its own HF config class for."""
+        return sorted(self._load_configs())
+
+    def config_class(self, model_type: str) -> Target | None:
+        """The HF config class vLLM registers for ``model_type`` (None when vLLM registers none,
+        i.e. the class comes from ``transformers``)."""
+        val = self._load_configs().get(model_type)
+        if val is None:
+            return None
+        r = self.resolver
+        if isinstance(val, str):
+            t = r.resolve_name(CONFIGS_PACKAGE, val)
+            return t
+        if isinstance(val, tuple) and val and val[0] == "name":
+            return r.resolve_name(CONFIG_REGISTRY_MODULE, val[1])
+        return Unresolved(str(val), "config registry value is not a class name")
+
+
+def _is_arch_table(v: object) -> bool:
+    if not isinstance(v, dict) or not v:
+        return False
+    sample = list(v.values())[:5]
+    return all(isinstance(x, tuple) and len(x) == 2 and all(isinstance(y, str) for y in x) for x in sample)
+
+
+def external_or_ref(t: Target) -> str:
+    """Dotted display name of a target."""
+    if isinstance(t, (ClassRef, External, Unresolved)):
+        return t.dotted
+    return str(t)

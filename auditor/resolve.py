@@ -1,0 +1,355 @@
+"""Name resolution across the modules of a vLLM tree, C3 MRO, and member lookup.
+
+Everything here reads :class:`~auditor.index.ModuleSummary` records; nothing is imported. Names
+are resolved the way Python binds them at run time: relative and absolute imports, ``import a.b
+as c``, re-exports through ``__init__.py``, lazy ``__getattr__`` modules that map names to
+submodules, the later of two bindings, and names bound only under ``if TYPE_CHECKING:`` (which do
+not exist at run time). Names from outside the tree (``torch.nn.Module``, ``typing.Protocol``)
+become :class:`External` nodes; nothing is guessed.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Union
+
+from auditor.index import AttrFact, ClassFact, MethodFact, ModuleSummary
+from auditor.tree import Tree
+
+
+@dataclass(frozen=True)
+class ClassRef:
+    """A class defined in the tree: its module and qualname. ``subst`` binds the parameters of
+    the factory function that builds it (``as_seq_cls_model(cls)`` → ``(("cls", <target>),)``)."""
+
+    module: str
+    qualname: str
+    subst: tuple = ()
+
+    @property
+    def dotted(self) -> str:
+        """``module.qualname``, as Python's ``f"{cls.__module__}.{cls.__qualname__}"``."""
+        return f"{self.module}.{self.qualname}"
+
+    @property
+    def name(self) -> str:
+        return self.qualname.rsplit(".", 1)[-1]
+
+
+@dataclass(frozen=True)
+class External:
+    """A name from outside the tree, dotted as imported (``torch.nn.Module``)."""
+
+    name: str
+
+    @property
+    def dotted(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class ModuleRef:
+    """A module of the tree."""
+
+    module: str
+
+
+@dataclass(frozen=True)
+class FunctionRef:
+    """A module-level function of the tree."""
+
+    module: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    """A name that static analysis cannot bind, with the reason."""
+
+    text: str
+    reason: str
+
+    @property
+    def dotted(self) -> str:
+        return self.text
+
+
+Target = Union[ClassRef, External, ModuleRef, FunctionRef, Unresolved]
+
+#: MROs of the external bases whose MRO matters for C3 (from CPython's typing module).
+_EXTERNAL_MRO = {
+    "typing.Protocol": ["typing.Protocol", "typing.Generic"],
+    "typing_extensions.Protocol": ["typing.Protocol", "typing.Generic"],
+    "typing.Generic": ["typing.Generic"],
+    "typing_extensions.Generic": ["typing.Generic"],
+}
+
+_BUILTINS = {
+    "object", "int", "str", "float", "dict", "list", "tuple", "set", "Exception", "ValueError",
+    "RuntimeError", "type", "bytes", "frozenset", "bool", "NamedTuple", "TypeError", "KeyError",
+}
+
+
+@dataclass
+class MroResult:
+    """The C3 linearisation of a class: ``entries`` (ClassRef or External, the class first,
+    ``External("object")`` last), ``error`` (an inconsistent hierarchy, as Python would raise),
+    and ``unresolved`` base texts that could not be bound (the MRO is then partial)."""
+
+    entries: list
+    error: str | None = None
+    unresolved: list[Unresolved] = field(default_factory=list)
+
+
+class Resolver:
+    """Resolve names, classes and MROs in one :class:`~auditor.tree.Tree`."""
+
+    def __init__(self, tree: Tree):
+        self.tree = tree
+        self._mro: dict[ClassRef, MroResult] = {}
+
+    # -- summaries ---------------------------------------------------------------------
+    def cls(self, ref: ClassRef) -> ClassFact | None:
+        """The summary of a tree class, or None if the module or class is gone."""
+        m = self.tree.module(ref.module)
+        return m.classes.get(ref.qualname) if m else None
+
+    def location(self, ref: ClassRef) -> tuple[str, int] | None:
+        """``(path, line)`` of a tree class."""
+        m = self.tree.module(ref.module)
+        if not m or ref.qualname not in m.classes:
+            return None
+        return m.path, m.classes[ref.qualname].line
+
+    # -- names -------------------------------------------------------------------------
+    def resolve_name(self, module: str, name: str, _seen: frozenset = frozenset()) -> Target:
+        """Bind ``name`` as module ``module`` sees it at run time."""
+        key = (module, name)
+        if key in _seen:
+            return Unresolved(f"{module}.{name}", "import cycle")
+        _seen = _seen | {key}
+        m = self.tree.module(module)
+        if m is None:
+            if module.split(".")[0] != "vllm" or not module:
+                return External(f"{module}.{name}" if module else name)
+            return Unresolved(f"{module}.{name}", f"module {module} is not in the tree")
+        b = m.bindings.get(name)
+        if b is not None:
+            t = self._from_binding(m, name, b, _seen)
+            if isinstance(t, Unresolved) and name in m.alt_bindings:
+                for alt in m.alt_bindings[name]:
+                    t2 = self._from_binding(m, name, alt, _seen)
+                    if not isinstance(t2, Unresolved):
+                        return t2
+            return t
+        if m.is_package and self.tree.has_module(f"{module}.{name}"):
+            return ModuleRef(f"{module}.{name}")
+        if name in m.lazy_map:
+            target_mod = m.lazy_map[name]
+            if target_mod == module or target_mod.split(".")[0] != "vllm":
+                return External(f"{target_mod}.{name}")
+            return self.resolve_name(target_mod, name, _seen)
+        for star in m.extras.get("star_imports", []):
+            t = self.resolve_name(star, name, _seen)
+            if not isinstance(t, Unresolved):
+                return t
+        if name in m.type_checking_names and "__getattr__" in m.functions and name in m.tc_bindings:
+            # a lazy module: ``__getattr__`` imports at first access what TYPE_CHECKING names
+            return self._from_binding(m, name, m.tc_bindings[name], _seen)
+        if name in m.type_checking_names:
+            return Unresolved(f"{module}.{name}", "bound only under TYPE_CHECKING (absent at run time)")
+        if name in _BUILTINS:
+            return External(name)
+        return Unresolved(f"{module}.{name}", f"{name} is not bound in {m.path}")
+
+    def _from_binding(self, m: ModuleSummary, name: str, b, seen) -> Target:
+        if b.kind == "class":
+            return ClassRef(m.module, b.target)
+        if b.kind == "function":
+            return FunctionRef(m.module, b.target)
+        if b.kind == "module":
+            return ModuleRef(b.target) if self._in_tree_module(b.target) else External(b.target)
+        if b.kind == "import":
+            mod, attr = b.target
+            if self._in_tree_module(mod):
+                return self.resolve_name(mod, attr, seen)
+            if mod.split(".")[0] == "vllm":
+                return Unresolved(f"{mod}.{attr}", f"module {mod} is not in the tree")
+            return External(f"{mod}.{attr}")
+        if b.kind == "alias":
+            return self.resolve_dotted(m.module, b.target, seen)
+        if b.kind == "factory":
+            callee, args = b.target
+            return self._factory(m.module, callee, args, (), seen)
+        return Unresolved(f"{m.module}.{name}", f"{name} is bound to a value, not a class ({b.target[:60]})")
+
+    def _in_tree_module(self, mod: str) -> bool:
+        return self.tree.has_module(mod)
+
+    def resolve_dotted(self, module: str, text: str, _seen: frozenset = frozenset(), subst: tuple = ()) -> Target:
+        """Bind a dotted expression (``nn.Module``, ``interfaces.SupportsEagle3``) in ``module``.
+        ``subst`` maps factory parameters to targets."""
+        parts = text.split(".")
+        head = dict(subst).get(parts[0]) if subst else None
+        t = head if head is not None else self.resolve_name(module, parts[0], _seen)
+        for part in parts[1:]:
+            if isinstance(t, ModuleRef):
+                t = self.resolve_name(t.module, part, _seen)
+            elif isinstance(t, External):
+                t = External(f"{t.name}.{part}")
+            elif isinstance(t, ClassRef):
+                inner = ClassRef(t.module, f"{t.qualname}.{part}")
+                if self.cls(inner) is None:
+                    return Unresolved(text, f"{t.dotted} has no nested class {part}")
+                t = inner
+            else:
+                return t
+        return t
+
+    def _factory(self, module: str, callee: str, args: list[str], subst: tuple, seen) -> Target:
+        """A class returned by a module-level factory function (``as_seq_cls_model(X)``)."""
+        f = self.resolve_dotted(module, callee, seen, subst)
+        if isinstance(f, FunctionRef):
+            fm = self.tree.module(f.module)
+            ff = fm.functions.get(f.name) if fm else None
+            if ff and ff.returns_local_class:
+                binds = []
+                for p, a in zip(ff.params, args):
+                    binds.append((p, self.resolve_dotted(module, a, seen, subst)))
+                return ClassRef(f.module, ff.returns_local_class, tuple(binds))
+            return Unresolved(f"{callee}(...)", f"{callee} does not return a class it defines")
+        if isinstance(f, External):
+            return Unresolved(f"{callee}(...)", f"class built at run time by external {f.name}")
+        return Unresolved(f"{callee}(...)", f"cannot resolve factory {callee}")
+
+    def resolve_base(self, ref: ClassRef, text: str) -> Target:
+        """Bind one base-class text of ``ref`` (``Generic[T]`` → ``typing.Generic``)."""
+        try:
+            node = ast.parse(text, mode="eval").body
+        except SyntaxError:
+            return Unresolved(text, "unparsable base")
+        scope = ref.module
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        if isinstance(node, ast.Call):
+            callee = ast.unparse(node.func)
+            args = [ast.unparse(a) for a in node.args]
+            return self._factory(scope, callee, args, ref.subst, frozenset())
+        # names bound inside the factory function that builds this class
+        try:
+            text2 = ast.unparse(node)
+        except Exception:
+            return Unresolved(text, "unsupported base expression")
+        if not all(p.isidentifier() for p in text2.split(".")):
+            return Unresolved(text, "unsupported base expression")
+        subst = ref.subst
+        c = self.cls(ref)
+        if c is not None and c.factory:
+            fm = self.tree.module(ref.module)
+            ff = fm.functions.get(c.factory[0]) if fm else None
+            head = text2.split(".")[0]
+            if ff and head in ff.local_bindings and head not in dict(subst):
+                local = self._from_binding(fm, head, ff.local_bindings[head], frozenset())
+                subst = subst + ((head, local),)
+        t = self.resolve_dotted(scope, text2, frozenset(), subst)
+        if isinstance(t, External) and t.name in ("typing_extensions.Protocol",):
+            return External("typing.Protocol")
+        return t
+
+    # -- MRO ---------------------------------------------------------------------------
+    def bases(self, ref: ClassRef) -> list[Target]:
+        """The resolved direct bases of ``ref`` (empty list means ``object``)."""
+        c = self.cls(ref)
+        if c is None:
+            return []
+        return [self.resolve_base(ref, b) for b in c.bases]
+
+    def mro(self, ref: ClassRef) -> MroResult:
+        """C3 linearisation of ``ref``, as ``type.mro()`` computes it. Never raises: an
+        inconsistent hierarchy is returned as ``MroResult.error``."""
+        if ref in self._mro:
+            return self._mro[ref]
+        self._mro[ref] = MroResult([ref, External("object")], error="recursive hierarchy")
+        unresolved: list[Unresolved] = []
+        seqs: list[list] = []
+        direct: list = []
+        for b in self.bases(ref):
+            if isinstance(b, ClassRef):
+                r = self.mro(b)
+                unresolved += r.unresolved
+                if r.error and not r.entries:
+                    continue
+                seqs.append(list(r.entries))
+                direct.append(b)
+            elif isinstance(b, External):
+                chain = _EXTERNAL_MRO.get(b.name, [b.name])
+                ext = [External(n) for n in chain] + [External("object")]
+                if b.name == "object":
+                    ext = [External("object")]
+                seqs.append(ext)
+                direct.append(ext[0])
+            else:
+                ub = b if isinstance(b, Unresolved) else Unresolved(str(b), "not a class")
+                unresolved.append(ub)
+        if not direct:
+            res = MroResult([ref, External("object")], unresolved=unresolved)
+        else:
+            merged, err = _c3_merge(seqs + [direct])
+            res = MroResult([ref] + merged, error=err, unresolved=unresolved)
+        self._mro[ref] = res
+        return res
+
+    def lookup(self, ref: ClassRef, name: str) -> tuple[ClassRef, MethodFact | AttrFact] | None:
+        """The first class on ``ref``'s MRO that defines ``name`` (a method, or an attribute with
+        a value; annotation-only names define nothing), with its fact; None if none does."""
+        for entry in self.mro(ref).entries:
+            if not isinstance(entry, ClassRef):
+                continue
+            c = self.cls(entry)
+            if c is None:
+                continue
+            if name in c.methods:
+                return entry, c.methods[name]
+            a = c.attrs.get(name)
+            if a is not None and a.has_value:
+                return entry, a
+        return None
+
+    def is_subclass(self, ref: ClassRef, base: ClassRef | str) -> bool:
+        """True when ``base`` (a ClassRef, or a class name) is on ``ref``'s MRO."""
+        for e in self.mro(ref).entries:
+            if isinstance(e, ClassRef):
+                if (isinstance(base, ClassRef) and e.module == base.module and e.qualname == base.qualname) or (
+                    isinstance(base, str) and e.name == base
+                ):
+                    return True
+        return False
+
+    def find_class(self, name: str, near: str | None = None) -> ClassRef | None:
+        """Resolve a class by simple name from module ``near`` (its bindings first)."""
+        if near:
+            t = self.resolve_name(near, name)
+            if isinstance(t, ClassRef):
+                return t
+        return None
+
+
+def _c3_merge(seqs: list[list]) -> tuple[list, str | None]:
+    seqs = [list(s) for s in seqs if s]
+    out: list = []
+    while True:
+        seqs = [s for s in seqs if s]
+        if not seqs:
+            return out, None
+        for s in seqs:
+            head = s[0]
+            if not any(head in t[1:] for t in seqs):
+                break
+        else:
+            names = ", ".join(getattr(s[0], "dotted", str(s[0])) for s in seqs)
+            return out, f"Cannot create a consistent method resolution order (MRO) for bases {names}"
+        out.append(head)
+        for s in seqs:
+            if s and s[0] == head:
+                del s[0]

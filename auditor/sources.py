@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import abc
 import ast
+import bz2
 import email.parser
+import gzip
 import hashlib
 import importlib.metadata
 import importlib.util
 import io
+import lzma
 import os
 import pathlib
 import re
@@ -51,6 +54,7 @@ __all__ = [
 _PACKAGE = "vllm"
 _VERSION_FILE = "vllm/_version.py"
 _VERSION_NAMES = ("__version__", "version")
+_DRAIN_CHUNK = 1 << 20
 
 
 # --------------------------------------------------------------------------- helpers
@@ -633,6 +637,33 @@ class ArchiveSource(TreeSource):
             name = name[2:]
         return name.lstrip("/")
 
+    @staticmethod
+    def _decompressor(fileobj: IO[bytes]) -> IO[bytes]:
+        """Wrap a tarball in the decompressor its magic bytes call for.
+
+        Unlike tarfile's own stream decompression, these readers raise ``EOFError`` on
+        a truncated stream and check the gzip CRC.
+
+        Args:
+            fileobj: the raw archive file, positioned at its start (must support peek
+                or seek back).
+
+        Returns:
+            A binary stream of the uncompressed tar data.
+        """
+        if hasattr(fileobj, "peek"):
+            magic = fileobj.peek(6)[:6]
+        else:
+            magic = fileobj.read(6)
+            fileobj.seek(0)
+        if magic[:2] == b"\x1f\x8b":
+            return gzip.GzipFile(fileobj=fileobj, mode="rb")
+        if magic[:3] == b"BZh":
+            return bz2.BZ2File(fileobj)
+        if magic[:6] == b"\xfd7zXZ\x00":
+            return lzma.LZMAFile(fileobj)
+        return fileobj
+
     def _load_tar(self, progress: bool) -> None:
         """Read a tarball sequentially, keeping candidate files in memory.
 
@@ -654,7 +685,8 @@ class ArchiveSource(TreeSource):
                     )
                 else:
                     fileobj = raw
-                with tarfile.open(fileobj=fileobj, mode="r|*") as tar:
+                stream = self._decompressor(fileobj)
+                with tarfile.open(fileobj=stream, mode="r|") as tar:
                     for member in tar:
                         if not member.isfile():
                             continue
@@ -669,7 +701,11 @@ class ArchiveSource(TreeSource):
                         extracted = tar.extractfile(member)
                         data = extracted.read() if extracted is not None else b""
                         (py_members if wanted_py else metadata)[name] = data
-        except (tarfile.TarError, EOFError, zlib.error, OSError, ValueError) as exc:
+                # Read to the very end so that a truncated or corrupted compressed
+                # stream is detected (tarfile alone stops quietly at a cut).
+                while stream.read(_DRAIN_CHUNK):
+                    pass
+        except (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError, OSError, ValueError) as exc:
             raise self._error(exc) from None
         finally:
             if bar is not None:

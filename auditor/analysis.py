@@ -1,0 +1,393 @@
+"""Facts about a vLLM tree and about one target architecture in it (no verdicts here).
+
+:class:`TreeFacts` gathers what the whole tree says about speculative decoding: the EAGLE-3
+model_type allowlist (found by what it does in ``vllm/config*``), the ``SupportsEagle3`` /
+``SupportsEagle`` protocols and their members (read from the tree's own
+``vllm/model_executor/models/interfaces.py``), the proposer's image-token branches
+(``vllm/v1/spec_decode/``), and which ``get_eagle3_*`` methods runtime code calls (``vllm/v1/``).
+
+:class:`TargetFacts` resolves one architecture: its class and MRO, the nearest class that holds
+code (past empty subclasses), the holder model built in ``__init__`` (``self.model = X(...)``,
+``self._init_model(...)``, ``self.model_cls(...)``) or, for a multimodal wrapper, the language
+model it builds with ``init_vllm_registered_model(..., architectures=[...])``, and the holder's
+``forward`` layer loop. Rules in ``rules/`` turn these facts into findings.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from auditor.extract import AllowlistFact, ImageTokenFact
+from auditor.index import AttrFact, LoopFact, MethodFact
+from auditor.registry import Registry
+from auditor.resolve import ClassRef, External, Resolver, Target, Unresolved
+
+INTERFACES_MODULE = "vllm.model_executor.models.interfaces"
+
+#: Names Python's ``typing`` never counts as protocol members.
+_NON_MEMBERS = {"__doc__", "__module__", "__init__", "__new__", "__slots__", "__annotations__", "__dict__", "__weakref__"}
+
+#: Attribute names of a wrapper that hold its language model.
+LANGUAGE_MODEL_ATTRS = ("language_model", "text_model", "llm")
+
+
+@dataclass
+class Protocol:
+    """A runtime-checkable protocol of the tree: its class, and each member name with the
+    protocol class that declares it (``members``: name → ``(ClassRef, fact)``)."""
+
+    ref: ClassRef
+    path: str
+    line: int
+    members: dict[str, tuple[ClassRef, MethodFact | AttrFact]]
+
+    def is_protocol_class(self, ref: ClassRef) -> bool:
+        return any(r == ref for r, _ in self.members.values()) or ref == self.ref
+
+
+@dataclass
+class Located:
+    """A fact with its place: POSIX ``path`` (relative to the folder that contains ``vllm/``)
+    and 1-based ``line``."""
+
+    path: str
+    line: int
+
+
+class TreeFacts:
+    """Tree-wide facts, computed lazily once per tree (see the module docstring)."""
+
+    def __init__(self, resolver: Resolver, registry: Registry):
+        self.resolver = resolver
+        self.registry = registry
+        self.tree = resolver.tree
+
+    def _modules_under(self, prefixes: tuple[str, ...], needles: tuple[bytes, ...]):
+        for p in sorted(self.tree.files):
+            if not p.startswith(prefixes):
+                continue
+            data = self.tree.source.read(p)
+            if all(n in data for n in needles):
+                yield self.tree.summary(p)
+
+    @cached_property
+    def allowlists(self) -> list[tuple[str, AllowlistFact]]:
+        """``(path, fact)`` for every EAGLE-3 model_type allowlist in ``vllm/config*``."""
+        out = []
+        for s in self._modules_under(("vllm/config",), (b"eagle3", b"model_type")):
+            for f in s.extras.get("allowlist", []):
+                out.append((s.path, f))
+        return out
+
+    def allowlist_for(self, method: str) -> tuple[str, AllowlistFact] | None:
+        """The allowlist that applies to a speculative ``method`` (None: no allowlist)."""
+        for path, f in self.allowlists:
+            if method in f.methods:
+                return path, f
+        return None
+
+    @cached_property
+    def image_token(self) -> list[tuple[str, ImageTokenFact]]:
+        """``(path, fact)`` for the proposer's image-token chains under ``vllm/v1/spec_decode``."""
+        out = []
+        for s in self._modules_under(("vllm/v1/spec_decode",), (b"image_token_index", b"supports_multimodal")):
+            for f in s.extras.get("image_token", []):
+                out.append((s.path, f))
+        return out
+
+    @cached_property
+    def runtime_eagle3_calls(self) -> set[str]:
+        """``get_eagle3_*`` method names runtime code (``vllm/v1``, ``vllm/worker``, ``vllm/spec_decode``) calls."""
+        calls: set[str] = set()
+        for s in self._modules_under(("vllm/v1/", "vllm/worker/", "vllm/spec_decode/"), (b"get_eagle3",)):
+            calls |= set(s.extras.get("eagle3_calls", ()))
+        return calls
+
+    def protocol(self, name: str) -> Protocol | None:
+        """The tree's protocol ``name`` (``SupportsEagle3``) with its members, or None when the
+        tree has none (vLLM ≤ 0.10.0 calls the EAGLE-3 methods by duck typing)."""
+        return self._protocols.get(name) if name in self._protocols else self._load_protocol(name)
+
+    @cached_property
+    def _protocols(self) -> dict[str, Protocol | None]:
+        return {}
+
+    def _load_protocol(self, name: str) -> Protocol | None:
+        r = self.resolver
+        t = r.resolve_name(INTERFACES_MODULE, name) if self.tree.has_module(INTERFACES_MODULE) else None
+        proto = None
+        if isinstance(t, ClassRef):
+            members: dict[str, tuple[ClassRef, MethodFact | AttrFact]] = {}
+            for entry in reversed(r.mro(t).entries):
+                if not isinstance(entry, ClassRef):
+                    continue
+                c = r.cls(entry)
+                if c is None or not self._is_protocol_class(entry):
+                    continue
+                for mname, mf in c.methods.items():
+                    if not (mname.startswith("__") and mname.endswith("__")):
+                        members[mname] = (entry, mf)
+                for aname, af in c.attrs.items():
+                    if aname not in _NON_MEMBERS and not aname.startswith("_abc_") and not (
+                        aname.startswith("__") and aname.endswith("__")
+                    ):
+                        members[aname] = (entry, af)
+            loc = r.location(t)
+            proto = Protocol(t, loc[0], loc[1], members) if loc else None
+        self._protocols[name] = proto
+        return proto
+
+    def _is_protocol_class(self, ref: ClassRef) -> bool:
+        for b in self.resolver.bases(ref):
+            if isinstance(b, External) and b.name in ("typing.Protocol", "typing_extensions.Protocol"):
+                return True
+        return False
+
+    def duck_typed_eagle3_members(self) -> list[str]:
+        """Without a protocol, the methods the runner calls on the model for EAGLE-3."""
+        return sorted({"set_aux_hidden_state_layers"} | self.runtime_eagle3_calls)
+
+    @cached_property
+    def eagle_model_mixin(self) -> ClassRef | None:
+        """``EagleModelMixin`` (vLLM ≥ 0.18), or None."""
+        if not self.tree.has_module(INTERFACES_MODULE):
+            return None
+        t = self.resolver.resolve_name(INTERFACES_MODULE, "EagleModelMixin")
+        return t if isinstance(t, ClassRef) else None
+
+
+@dataclass
+class HolderInfo:
+    """The inner model that runs the decoder layers (``DeepseekV2Model``), how it was found
+    (``via``: a sentence), the class whose ``__init__`` builds it (``built_by``), the line of the
+    assignment, and, when it cannot be known statically, ``unknown`` with the reason. For a
+    multimodal wrapper, ``language_arch`` is the architecture it builds and ``language_ref`` its
+    class."""
+
+    ref: ClassRef | None
+    via: str
+    path: str | None = None
+    line: int | None = None
+    unknown: str | None = None
+    language_arch: str | None = None
+    language_ref: ClassRef | None = None
+
+
+@dataclass
+class TargetFacts:
+    """Facts about one architecture (see the module docstring).
+
+    ``architecture``: the registry name; ``ref``: the resolved class (or ``unresolved``);
+    ``path``/``line``: where the class is defined; ``empty``: the class body is empty;
+    ``code_holder``: nearest class on the MRO (itself included) whose body is not empty.
+    """
+
+    architecture: str
+    ref: ClassRef | None
+    unresolved: Unresolved | None = None
+    path: str | None = None
+    line: int | None = None
+    empty: bool = False
+    code_holder: ClassRef | None = None
+    mro: list = field(default_factory=list)
+    mro_error: str | None = None
+    mro_unresolved: list[Unresolved] = field(default_factory=list)
+
+
+def target_facts(resolver: Resolver, registry: Registry, arch: str) -> TargetFacts:
+    """Resolve ``arch`` (a registry architecture) to :class:`TargetFacts`.
+
+    Raises:
+        KeyError: ``arch`` is not in the registry.
+    """
+    t = registry.class_ref(arch)
+    if not isinstance(t, ClassRef):
+        u = t if isinstance(t, Unresolved) else Unresolved(str(t), "not a class")
+        return TargetFacts(arch, None, unresolved=u)
+    loc = resolver.location(t)
+    c = resolver.cls(t)
+    m = resolver.mro(t)
+    holder = None
+    for e in m.entries:
+        if isinstance(e, ClassRef):
+            ce = resolver.cls(e)
+            if ce is not None and not ce.empty:
+                holder = e
+                break
+    return TargetFacts(
+        architecture=arch,
+        ref=t,
+        path=loc[0] if loc else None,
+        line=loc[1] if loc else None,
+        empty=bool(c and c.empty),
+        code_holder=holder,
+        mro=m.entries,
+        mro_error=m.error,
+        mro_unresolved=m.unresolved,
+    )
+
+
+def _init_assign(resolver: Resolver, ref: ClassRef, attrs: tuple[str, ...]):
+    """The first ``__init__`` on ``ref``'s MRO that assigns ``self.<attr>`` for one of ``attrs``:
+    ``(defining class, attr, (callee text, kwargs, line), value text)`` or None."""
+    for e in resolver.mro(ref).entries:
+        if not isinstance(e, ClassRef):
+            continue
+        c = resolver.cls(e)
+        if c is None or "__init__" not in c.methods:
+            continue
+        init = c.methods["__init__"]
+        for a in attrs:
+            if a in init.self_assigns:
+                return e, a, init.self_assign_calls.get(a), init.self_assigns[a]
+    return None
+
+
+def _string_list(text: str) -> list[str] | None:
+    try:
+        v = ast.literal_eval(text)
+    except Exception:
+        return None
+    if isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v):
+        return list(v)
+    return None
+
+
+def find_holder(resolver: Resolver, registry: Registry, ref: ClassRef, _depth: int = 0) -> HolderInfo:
+    """Find the inner model whose ``forward`` loops over the decoder layers.
+
+    Tries, in order: a language model built by ``init_vllm_registered_model(...,
+    architectures=[...])`` (wrappers; recursion into that architecture's class), then
+    ``self.model = ...`` in the first ``__init__`` on the MRO that assigns it: a class called
+    directly, ``self.<method>(...)`` (the method is looked up on ``ref``'s MRO, so overrides
+    count, and its ``return X(...)`` gives the class), or ``self.<attr>(...)`` where ``<attr>`` is a
+    class attribute (``model_cls = DeepseekV2Model``; subclasses may rebind it).
+    """
+    if _depth > 3:
+        return HolderInfo(None, "wrapper recursion", unknown="wrapper nesting too deep")
+    lm = _init_assign(resolver, ref, LANGUAGE_MODEL_ATTRS)
+    if lm is not None and lm[2] is not None and lm[2][0].endswith("init_vllm_registered_model"):
+        owner, attr, (callee, kwargs, line), _ = lm
+        loc = resolver.location(owner)
+        archs = _string_list(kwargs.get("architectures", "")) if "architectures" in kwargs else None
+        path = loc[0] if loc else None
+        if not archs:
+            why = (
+                f"{owner.name}.__init__ builds self.{attr} with init_vllm_registered_model(hf_config=...) "
+                "and no literal architectures: the language model's architecture comes from the "
+                "checkpoint (pass --hf-config with the checkpoint's config.json)"
+            )
+            return HolderInfo(None, "language model from the checkpoint", path, line, unknown=why)
+        arch = archs[0]
+        if arch not in registry.entries:
+            return HolderInfo(None, f"language model {arch}", path, line, unknown=f"{arch} is not in the registry")
+        lref = registry.class_ref(arch)
+        if not isinstance(lref, ClassRef):
+            return HolderInfo(None, f"language model {arch}", path, line, unknown=f"cannot resolve {arch}")
+        inner = find_holder(resolver, registry, lref, _depth + 1)
+        inner.via = f"self.{attr} = init_vllm_registered_model(architectures=[{arch!r}]) → {inner.via}"
+        inner.language_arch = arch
+        inner.language_ref = lref
+        return inner
+    found = _init_assign(resolver, ref, ("model",))
+    if found is None:
+        return HolderInfo(None, "no self.model", unknown=f"no __init__ on {ref.name}'s MRO assigns self.model")
+    owner, _, call, value = found
+    loc = resolver.location(owner)
+    path = loc[0] if loc else None
+    if call is None:
+        return HolderInfo(None, f"self.model = {value}", path, unknown=f"self.model = {value[:60]} is not a constructor call")
+    callee, _, line = call
+    if callee.startswith("self."):
+        name = callee[len("self."):]
+        if "." in name:
+            return HolderInfo(None, f"self.model = {callee}(...)", path, line, unknown=f"{callee} cannot be resolved statically")
+        hit = resolver.lookup(ref, name)
+        if hit is None:
+            return HolderInfo(None, f"self.model = {callee}(...)", path, line, unknown=f"{name} is not defined on {ref.name}'s MRO")
+        defined_in, fact = hit
+        if isinstance(fact, AttrFact):
+            # model_cls = DeepseekV2Model
+            if not fact.value:
+                return HolderInfo(None, callee, path, line, unknown=f"{name} has no value")
+            t = resolver.resolve_dotted(defined_in.module, fact.value)
+            via = f"self.model = self.{name}(...) with {defined_in.name}.{name} = {fact.value}"
+        else:
+            if not fact.returns_call:
+                return HolderInfo(None, callee, path, line, unknown=f"{defined_in.name}.{name}() does not return a constructor call")
+            t = resolver.resolve_dotted(defined_in.module, fact.returns_call[0])
+            via = f"self.model = self.{name}(...) returning {fact.returns_call[0]}(...) ({defined_in.name})"
+    else:
+        t = resolver.resolve_dotted(owner.module, callee)
+        via = f"self.model = {callee}(...)"
+    if not isinstance(t, ClassRef):
+        reason = t.reason if isinstance(t, Unresolved) else f"{getattr(t, 'dotted', t)} is outside the tree"
+        return HolderInfo(None, via, path, line, unknown=reason)
+    return HolderInfo(t, via, path, line)
+
+
+@dataclass
+class ForwardFacts:
+    """The holder's ``forward``: the class that defines it, its location, the layer loops, and
+    whether it returns the aux-states list."""
+
+    defined_in: ClassRef | None
+    path: str | None
+    line: int | None
+    loops: list[LoopFact]
+    returns_aux: bool
+
+
+def holder_forward(resolver: Resolver, holder: ClassRef) -> ForwardFacts:
+    """The ``forward`` the holder runs (looked up on its MRO)."""
+    hit = resolver.lookup(holder, "forward")
+    if hit is None or not isinstance(hit[1], MethodFact):
+        return ForwardFacts(None, None, None, [], False)
+    defined_in, mf = hit
+    loc = resolver.location(defined_in)
+    return ForwardFacts(defined_in, loc[0] if loc else None, mf.line, mf.loops, mf.returns_aux)
+
+
+def config_attributes(resolver: Resolver, ref: ClassRef) -> dict[str, int]:
+    """Attribute names an HF config class provides, with a line: class attributes, ``self.X``
+    assignments in ``__init__`` and ``attribute_map`` keys, over the class's in-tree MRO."""
+    out: dict[str, int] = {}
+    for e in resolver.mro(ref).entries:
+        if not isinstance(e, ClassRef):
+            continue
+        c = resolver.cls(e)
+        if c is None:
+            continue
+        for a, af in c.attrs.items():
+            if af.has_value:
+                out.setdefault(a, af.line)
+            if a == "attribute_map" and isinstance(af.literal, dict):
+                for k in af.literal:
+                    out.setdefault(str(k), af.line)
+        init = c.methods.get("__init__")
+        if init:
+            for a in init.self_assigns:
+                out.setdefault(a, init.line)
+        for name, mf in c.methods.items():
+            if "property" in mf.decorators:
+                out.setdefault(name, mf.line)
+    return out
+
+
+def is_multimodal(resolver: Resolver, ref: ClassRef) -> bool:
+    """vLLM's ``supports_multimodal(model)``: the ``supports_multimodal`` flag is true on the MRO."""
+    hit = resolver.lookup(ref, "supports_multimodal")
+    return bool(hit and isinstance(hit[1], AttrFact) and hit[1].literal is True)
+
+
+def method_requires_mixin(fact: MethodFact) -> bool:
+    """True when a protocol default (``set_aux_hidden_state_layers`` in vLLM ≥ 0.18) demands
+    that the holder inherit ``EagleModelMixin``."""
+    return "EagleModelMixin" in fact.names
+
+
+def target_text(t: Target) -> str:
+    """Display text of a resolution target."""
+    return getattr(t, "dotted", str(t))

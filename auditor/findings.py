@@ -1,0 +1,68 @@
+"""Findings: what a rule reports about one target, and the verdict they add up to.
+
+A :class:`Finding` is plain data with :meth:`Finding.as_dict`, so every output format (table,
+JSON, SARIF, JUnit, Markdown) is a serialiser of the same records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+
+
+class Severity(str, Enum):
+    """How a finding bears on the verdict."""
+
+    ERROR = "error"  #: the gate blocks the target: vLLM refuses or crashes
+    WARNING = "warning"  #: the target runs, but something is wrong or fragile
+    UNKNOWN = "unknown"  #: the gate cannot be decided from what the tool can read
+
+
+class Verdict(str, Enum):
+    """The verdict for one target and method."""
+
+    SUPPORTED = "supported"
+    BLOCKED = "blocked"
+    UNKNOWN = "unknown"
+
+
+@dataclass
+class Finding:
+    """One rule's report on one target.
+
+    ``rule``: the rule code (``EA301``); ``gate``: the gate id (``allowlist``); ``severity``;
+    ``message``: one or two sentences; ``path``/``line``: where to look (POSIX path relative to
+    the folder that contains ``vllm/``, 1-based line), or None; ``fix_available``: the rule has a
+    codemod for this finding; ``data``: machine-readable details (missing members, …).
+    """
+
+    rule: str
+    gate: str
+    severity: Severity
+    message: str
+    path: str | None = None
+    line: int | None = None
+    fix_available: bool = False
+    data: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["severity"] = self.severity.value
+        return d
+
+    @property
+    def where(self) -> str:
+        """``path:line`` (or ``path``, or ``""``)."""
+        if self.path and self.line:
+            return f"{self.path}:{self.line}"
+        return self.path or ""
+
+
+def verdict_of(findings: list[Finding]) -> Verdict:
+    """``blocked`` if any finding is an error, else ``unknown`` if any is unknown, else
+    ``supported``."""
+    if any(f.severity is Severity.ERROR for f in findings):
+        return Verdict.BLOCKED
+    if any(f.severity is Severity.UNKNOWN for f in findings):
+        return Verdict.UNKNOWN
+    return Verdict.SUPPORTED

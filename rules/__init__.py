@@ -1,0 +1,1 @@
+"""One rule per gate: code, docs, check, fix, examples."""

@@ -1,0 +1,92 @@
+"""EA301 ``allowlist``: the target's text model_type is not on vLLM's EAGLE-3 allowlist."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from auditor.findings import Finding, Severity
+from rules.base import AuditTarget, Context, Example, Rule
+
+_SPEC = """
+class SpeculativeConfig:
+    def _verify_args(self):
+        {body}
+"""
+
+_LIST = '''supported = {entries!r}
+        if (
+            self.method == "eagle3"
+            and self.target_model_config
+            and not any(s in self.target_model_config.hf_text_config.model_type for s in supported)
+        ):
+            raise ValueError("Eagle3 is only supported for some models")'''
+
+
+def _spec(entries: list[str]) -> dict[str, str]:
+    return {"vllm/config/speculative.py": _SPEC.format(body=_LIST.format(entries=entries))}
+
+
+class AllowlistRule(Rule):
+    """The EAGLE-3 target model_type allowlist.
+
+    What it does: finds the condition in vLLM's speculative config validation that tests the
+    method against ``"eagle3"`` together with a membership test on the target's text
+    ``model_type`` and raises, and applies it with vLLM's own semantics (substring:
+    ``any(s in model_type for s in LIST)``).
+    """
+
+    CODE = "EA301"
+    GATE = "allowlist"
+    NAME = "model-type-not-allowlisted"
+    SUMMARY = "the target's text model_type is not on the EAGLE-3 allowlist"
+    WHY = (
+        "vLLM's SpeculativeConfig validation raises ValueError before the target is built when "
+        "the method is eagle3 and none of the allowlisted strings is a substring of the target's "
+        "hf_text_config.model_type (vllm/config.py in 0.10.0, vllm/config/speculative.py in "
+        "0.11–0.21; the list is named eagle3_target_supported, later aux_hidden_states_supported; "
+        "gone from 0.22)."
+    )
+    HOW_TO_FIX = (
+        "Add the target's text model_type to the allowlist (the codemod appends it to the list "
+        "literal, or turns an inline single-name test into a list test)."
+    )
+    FIX_AVAILABLE = True
+    VALID = [Example(_spec(["llama", "qwen"]), "LlamaForCausalLM", text_model_type="qwen3_moe")]
+    INVALID = [
+        Example(
+            _spec(["llama", "qwen"]),
+            "LlamaForCausalLM",
+            text_model_type="deepseek_v3",
+            expect_severity=Severity.ERROR,
+        )
+    ]
+
+    def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
+        found = ctx.tree.allowlist_for(target.method)
+        if found is None:
+            return
+        path, fact = found
+        mt = target.text_model_type
+        if mt is None:
+            yield self.finding(
+                Severity.UNKNOWN,
+                "the target's text model_type is unknown: pass --model-type or --hf-config",
+                path,
+                fact.list_line or fact.line,
+            )
+            return
+        ok = any(s in mt for s in fact.entries) if fact.substring else mt in fact.entries
+        if ok:
+            return
+        name = fact.list_name or "inline test"
+        yield self.finding(
+            Severity.ERROR,
+            f"text model_type {mt!r} ({target.model_type_source}) is not admitted by the "
+            f"{target.method} allowlist {name} {fact.entries} "
+            f"({'substring' if fact.substring else 'exact'} match) in {fact.function}()",
+            path,
+            fact.list_line or fact.line,
+            list_name=fact.list_name,
+            entries=fact.entries,
+            model_type=mt,
+        )

@@ -1,0 +1,89 @@
+"""The rule protocol shared by every gate in ``rules/``.
+
+A rule is one small class: its code, gate id, name (the problem, not the fix), the ``WHY`` and
+``HOW_TO_FIX`` texts that document it, ``FIX_AVAILABLE``, the methods it applies to, and
+``VALID``/``INVALID`` examples (small synthetic model files) that the test suite runs through the
+real scanner. ``check`` is a pure generator of :class:`~auditor.findings.Finding`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar, Iterator
+
+from auditor.analysis import TargetFacts, TreeFacts
+from auditor.findings import Finding, Severity
+from auditor.registry import Registry
+from auditor.resolve import Resolver
+
+
+@dataclass
+class AuditTarget:
+    """One target to audit: a registry ``architecture`` for one speculative ``method``.
+
+    ``model_type``: the target's own model_type (``kimi_k25``); ``text_model_type``: the text
+    config's model_type that vLLM's allowlist checks (``kimi_k2`` for Kimi-K2.5);
+    ``model_type_source``: how the tool knows it (``--model-type``, ``--hf-config``,
+    ``alias table``, ``derived from the architecture name``); ``hf_config``: the checkpoint's
+    parsed config.json when given.
+    """
+
+    architecture: str
+    method: str
+    facts: TargetFacts
+    model_type: str | None = None
+    text_model_type: str | None = None
+    model_type_source: str = "derived from the architecture name"
+    hf_config: dict | None = None
+
+
+@dataclass
+class Context:
+    """What every rule may read: the tree's resolver, registry and tree-wide facts."""
+
+    resolver: Resolver
+    registry: Registry
+    tree: TreeFacts
+    cache: dict = field(default_factory=dict)
+
+
+@dataclass
+class Example:
+    """A rule example: ``files`` (path → source) laid over the synthetic base tree in
+    ``fixtures/minivllm``, the ``architecture`` to audit, and for INVALID examples the
+    ``text_model_type`` used. ``expect_severity`` is what the rule must report (None: nothing)."""
+
+    files: dict[str, str]
+    architecture: str
+    text_model_type: str = "llama"
+    method: str = "eagle3"
+    expect_severity: Severity | None = None
+    note: str = ""
+
+
+class Rule:
+    """Base class of the rules. Subclasses set the class attributes and implement ``check``."""
+
+    CODE: ClassVar[str]
+    GATE: ClassVar[str]
+    NAME: ClassVar[str]
+    SUMMARY: ClassVar[str]
+    WHY: ClassVar[str]
+    HOW_TO_FIX: ClassVar[str]
+    FIX_AVAILABLE: ClassVar[bool] = False
+    BLOCKING: ClassVar[bool] = True
+    METHODS: ClassVar[tuple[str, ...]] = ("eagle3",)
+    VALID: ClassVar[list[Example]] = []
+    INVALID: ClassVar[list[Example]] = []
+
+    def applies(self, target: AuditTarget) -> bool:
+        return target.method in self.METHODS
+
+    def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:  # pragma: no cover
+        raise NotImplementedError
+
+    def finding(self, severity: Severity, message: str, path=None, line=None, fix=None, **data) -> Finding:
+        """A finding of this rule (``fix`` defaults to ``FIX_AVAILABLE`` for errors)."""
+        if fix is None:
+            fix = self.FIX_AVAILABLE and severity is Severity.ERROR
+        return Finding(self.CODE, self.GATE, severity, message, path, line, fix, data)

@@ -1,0 +1,204 @@
+"""EA302 ``interface``: the target class does not satisfy the tree's ``SupportsEagle3`` (or
+``SupportsEagle``) protocol as vLLM's runtime ``isinstance`` check decides it."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from auditor.findings import Finding, Severity
+from auditor.index import MethodFact
+from rules.base import AuditTarget, Context, Example, Rule
+
+#: The protocol each speculative method's runtime check uses (``supports_eagle3`` /
+#: ``supports_eagle`` in vllm/model_executor/models/interfaces.py).
+PROTOCOL_FOR_METHOD = {"eagle3": "SupportsEagle3", "eagle": "SupportsEagle"}
+
+_OK = '''
+import torch.nn as nn
+from vllm.model_executor.models.interfaces import SupportsEagle3
+from vllm.model_executor.models.llama import LlamaModel
+
+
+class LlamaForCausalLM(nn.Module, SupportsEagle3):
+    def __init__(self, vllm_config=None):
+        super().__init__()
+        self.model = LlamaModel()
+
+    def set_aux_hidden_state_layers(self, layers):
+        self.model.aux_hidden_state_layers = layers
+
+    def get_eagle3_aux_hidden_state_layers(self):
+        return (2, len(self.model.layers) // 2, len(self.model.layers) - 3)
+'''
+
+_EMPTY_SUBCLASS = '''
+from vllm.model_executor.models.toy import ToyV2ForCausalLM
+
+
+class ToyV3ForCausalLM(ToyV2ForCausalLM):
+    pass
+'''
+
+
+def missing_members(ctx: Context, target: AuditTarget) -> tuple[list[str], object, list[str]]:
+    """``(missing member names, protocol or None, required member names)`` for the target's
+    class under its method's protocol; without a protocol in the tree (vLLM ≤ 0.10.0), the
+    members are the methods the runner calls by duck typing."""
+    ref = target.facts.ref
+    proto = ctx.tree.protocol(PROTOCOL_FOR_METHOD[target.method])
+    if proto is not None:
+        required = sorted(proto.members)
+    elif target.method == "eagle3":
+        required = ctx.tree.duck_typed_eagle3_members()
+    else:
+        required = []
+    missing = [m for m in required if ctx.resolver.lookup(ref, m) is None]
+    return missing, proto, required
+
+
+class InterfaceRule(Rule):
+    """Protocol conformance, exactly as vLLM's runtime check decides it.
+
+    What it does: reads the protocol's members (its own and its protocol bases') from the
+    scanned tree's ``interfaces.py`` and looks each one up on the target class's C3 MRO.
+    Declaring the protocol as a base satisfies it (the protocol class defines the members);
+    so does defining every member without inheriting it.
+    """
+
+    CODE = "EA302"
+    GATE = "interface"
+    NAME = "protocol-not-implemented"
+    SUMMARY = "the target class does not implement the speculative-decoding protocol"
+    WHY = (
+        "The GPU model runner checks supports_eagle3(model) (isinstance against the "
+        "runtime-checkable SupportsEagle3 protocol) after the weights are loaded and raises "
+        "'Model does not support EAGLE3 interface but aux_hidden_state_outputs was requested'. "
+        "Empty subclasses such as DeepseekV3ForCausalLM(DeepseekV2ForCausalLM): pass inherit "
+        "exactly what their base has."
+    )
+    HOW_TO_FIX = (
+        "Declare the protocol on the nearest class of the MRO that holds code (never on an "
+        "empty subclass) and implement the members the tree's protocol requires; the codemod "
+        "does both."
+    )
+    FIX_AVAILABLE = True
+    METHODS = ("eagle3", "eagle")
+    VALID = [Example({"vllm/model_executor/models/llama.py": None}, "LlamaForCausalLM")]  # base tree's Llama
+    INVALID = [
+        Example({"vllm/model_executor/models/toy3.py": _EMPTY_SUBCLASS}, "ToyV3ForCausalLM",
+                expect_severity=Severity.ERROR, note="empty subclass of a class without SupportsEagle3"),
+    ]
+
+    def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
+        facts = target.facts
+        if facts.ref is None:
+            return
+        missing, proto, _ = missing_members(ctx, target)
+        if not missing:
+            return
+        pname = PROTOCOL_FOR_METHOD[target.method]
+        holder = facts.code_holder or facts.ref
+        loc = ctx.resolver.location(holder) or (facts.path, facts.line)
+        where = ""
+        if facts.empty and holder != facts.ref:
+            where = f" ({facts.ref.name} is an empty subclass; the code lives in {holder.name})"
+        if facts.mro_unresolved:
+            bases = ", ".join(u.text for u in facts.mro_unresolved)
+            yield self.finding(
+                Severity.UNKNOWN,
+                f"{facts.ref.name} lacks {pname} members {missing} on the resolved part of its MRO; "
+                f"bases that cannot be resolved statically may provide them: {bases}",
+                loc[0], loc[1],
+            )
+            return
+        proto_txt = f"{pname} (defined at {proto.path}:{proto.line})" if proto else f"the duck-typed {target.method} methods"
+        yield self.finding(
+            Severity.ERROR,
+            f"{facts.ref.name} does not satisfy {proto_txt}: missing {', '.join(missing)}{where}",
+            loc[0], loc[1],
+            missing=missing, holder=holder.dotted, protocol=pname,
+        )
+
+
+class StubMemberRule(Rule):
+    """A protocol method inherited only as the protocol's own stub (``...``): vLLM's
+    ``isinstance`` check passes, and the call returns None at run time."""
+
+    CODE = "EA305"
+    GATE = "stub-member"
+    NAME = "protocol-stub-inherited"
+    SUMMARY = "a protocol method is inherited only as the protocol's stub"
+    WHY = (
+        "Up to vLLM 0.17 the SupportsEagle3 methods are stubs whose body is '...'. A class that "
+        "declares the protocol without overriding them passes the runtime check, then "
+        "get_eagle3_aux_hidden_state_layers() returns None and set_aux_hidden_state_layers() "
+        "does nothing."
+    )
+    HOW_TO_FIX = "Implement the method on the class that holds the model (the interface codemod writes it)."
+    BLOCKING = False
+    METHODS = ("eagle3",)
+    VALID = []
+    INVALID = []
+
+    def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
+        facts = target.facts
+        if facts.ref is None:
+            return
+        proto = ctx.tree.protocol(PROTOCOL_FOR_METHOD[target.method])
+        if proto is None:
+            return
+        for name in sorted(proto.members):
+            hit = ctx.resolver.lookup(facts.ref, name)
+            if hit is None:
+                continue
+            owner, fact = hit
+            if isinstance(fact, MethodFact) and fact.is_stub and proto.is_protocol_class(owner):
+                loc = ctx.resolver.location(facts.code_holder or facts.ref)
+                yield self.finding(
+                    Severity.WARNING,
+                    f"{facts.ref.name}.{name} is the {owner.name} stub: it passes vLLM's check and "
+                    "does nothing at run time",
+                    loc[0] if loc else None, loc[1] if loc else None, member=name,
+                )
+
+
+class StaleMemberRule(Rule):
+    """A method named as in an older protocol that neither this tree's protocol nor its runtime
+    calls: an override that is silently dead."""
+
+    CODE = "EA306"
+    GATE = "stale-member"
+    NAME = "stale-protocol-method"
+    SUMMARY = "a method is named as in an older protocol and is never called"
+    WHY = (
+        "vLLM 0.18 renamed get_eagle3_aux_hidden_state_layers to "
+        "get_eagle3_default_aux_hidden_state_layers. A class that still defines the old name "
+        "keeps running, but its custom layer choice is ignored: the runner calls the protocol's "
+        "default instead."
+    )
+    HOW_TO_FIX = "Rename the method to the name the tree's protocol declares."
+    BLOCKING = False
+    METHODS = ("eagle3",)
+
+    def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
+        facts = target.facts
+        if facts.ref is None:
+            return
+        proto = ctx.tree.protocol("SupportsEagle3")
+        live = set(proto.members) if proto else set()
+        live |= ctx.tree.runtime_eagle3_calls
+        seen: set[str] = set()
+        for entry in facts.mro:
+            c = ctx.resolver.cls(entry) if hasattr(entry, "qualname") else None
+            if c is None or (proto and proto.is_protocol_class(entry)):
+                continue
+            for name, mf in c.methods.items():
+                if name.startswith("get_eagle3") and name not in live and name not in seen:
+                    seen.add(name)
+                    loc = ctx.resolver.location(entry)
+                    yield self.finding(
+                        Severity.WARNING,
+                        f"{entry.name}.{name} is never called by this tree (its protocol declares "
+                        f"{sorted(n for n in live if n.startswith('get_eagle3'))}): the override is dead",
+                        loc[0] if loc else None, mf.line, member=name,
+                    )

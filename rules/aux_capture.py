@@ -1,0 +1,171 @@
+"""EA303 ``aux-capture``: the holder model cannot capture auxiliary hidden states; EA307
+``pp-relative-index``: it captures them by a stage-relative layer index."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from auditor.analysis import find_holder, holder_forward, method_requires_mixin
+from auditor.findings import Finding, Severity
+from auditor.index import MethodFact
+from rules.base import AuditTarget, Context, Example, Rule
+
+_NO_INDEX_LOOP = '''
+from itertools import islice
+
+import torch.nn as nn
+from vllm.model_executor.models.interfaces import SupportsEagle3
+
+
+class NoIdxModel(nn.Module):
+    def forward(self, input_ids, positions):
+        hidden_states, residual = input_ids, None
+        for layer in islice(self.layers, self.start_layer, self.end_layer):
+            hidden_states, residual = layer(positions, hidden_states, residual)
+        return hidden_states
+
+
+class NoIdxForCausalLM(nn.Module, SupportsEagle3):
+    def __init__(self, vllm_config=None):
+        super().__init__()
+        self.model = NoIdxModel()
+
+    def set_aux_hidden_state_layers(self, layers):
+        self.model.aux_hidden_state_layers = layers
+
+    def get_eagle3_aux_hidden_state_layers(self):
+        return (2,)
+'''
+
+
+def holder_and_forward(ctx: Context, target: AuditTarget):
+    """``(HolderInfo, ForwardFacts | None)`` for the target, cached per target class."""
+    key = ("holder", target.facts.ref)
+    if key not in ctx.cache:
+        h = find_holder(ctx.resolver, ctx.registry, target.facts.ref)
+        fwd = holder_forward(ctx.resolver, h.ref) if h.ref is not None else None
+        ctx.cache[key] = (h, fwd)
+    return ctx.cache[key]
+
+
+class AuxCaptureRule(Rule):
+    """The holder model's ``forward`` captures aux hidden states and returns them.
+
+    What it does: finds the inner model (``self.model = X(...)``, ``self._init_model(...)``,
+    ``self.model_cls(...)``, or a wrapper's language model built with
+    ``init_vllm_registered_model(..., architectures=[...])``), reads its ``forward``, and checks
+    that a loop over the decoder layers knows each layer's index and appends the state entering
+    the layer when the index is in ``aux_hidden_state_layers`` (or calls ``EagleModelMixin``'s
+    ``_maybe_add_hidden_state``), and that ``forward`` returns ``(hidden_states, aux_hidden_states)``.
+    Where the tree's protocol default for ``set_aux_hidden_state_layers`` asserts
+    ``isinstance(model, EagleModelMixin)`` and the target does not override it, the holder must
+    inherit ``EagleModelMixin``.
+    """
+
+    CODE = "EA303"
+    GATE = "aux-capture"
+    NAME = "aux-hidden-states-not-captured"
+    SUMMARY = "the inner model's forward cannot capture auxiliary hidden states"
+    WHY = (
+        "EAGLE-3 feeds the drafter with the hidden states entering a few target layers. A "
+        "forward loop without a layer index (for layer in islice(self.layers, ...)) cannot "
+        "collect them: set_aux_hidden_state_layers has no effect and the runner fails to unpack "
+        "(hidden_states, aux_hidden_states)."
+    )
+    HOW_TO_FIX = (
+        "Track the absolute layer index (start_layer + i), append hidden_states + residual for "
+        "indices in aux_hidden_state_layers, and return (hidden_states, aux_hidden_states) when "
+        "any were captured; the codemod rewrites the loop."
+    )
+    FIX_AVAILABLE = True
+    VALID = [Example({}, "LlamaForCausalLM")]
+    INVALID = [
+        Example({"vllm/model_executor/models/noidx.py": _NO_INDEX_LOOP}, "NoIdxForCausalLM",
+                expect_severity=Severity.ERROR, note="islice loop without an index"),
+    ]
+
+    def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
+        facts = target.facts
+        if facts.ref is None:
+            return
+        h, fwd = holder_and_forward(ctx, target)
+        if h.unknown:
+            yield self.finding(Severity.UNKNOWN, f"cannot find the holder model: {h.unknown}", h.path, h.line)
+            return
+        holder = h.ref
+        if fwd is None or fwd.defined_in is None:
+            loc = ctx.resolver.location(holder)
+            yield self.finding(
+                Severity.UNKNOWN, f"holder {holder.name} ({h.via}) has no forward in the tree",
+                loc[0] if loc else None, loc[1] if loc else None,
+            )
+            return
+        capturing = [lp for lp in fwd.loops if lp.captures]
+        lm = f" (language model {h.language_arch})" if h.language_arch else ""
+        if not capturing:
+            if fwd.loops:
+                lp = fwd.loops[0]
+                how = "with no layer index" if lp.index_var is None else f"with index {lp.index_var!r} but never tests it"
+                msg = (f"{fwd.defined_in.name}.forward{lm} iterates its layers {how} and captures no "
+                       f"aux hidden states (holder found via {h.via})")
+                line = lp.line
+            else:
+                msg = (f"{fwd.defined_in.name}.forward{lm} has no loop over its decoder layers that "
+                       f"captures aux hidden states (holder found via {h.via})")
+                line = fwd.line
+            yield self.finding(Severity.ERROR, msg, fwd.path, line, holder=holder.dotted)
+            return
+        if not fwd.returns_aux:
+            yield self.finding(
+                Severity.ERROR,
+                f"{fwd.defined_in.name}.forward captures aux hidden states but never returns them",
+                fwd.path, fwd.line, holder=holder.dotted,
+            )
+            return
+        mixin = ctx.tree.eagle_model_mixin
+        needs_mixin = any(lp.uses_mixin_helper for lp in capturing)
+        why = "its loop calls _maybe_add_hidden_state"
+        setter = ctx.resolver.lookup(facts.ref, "set_aux_hidden_state_layers")
+        if setter is not None and isinstance(setter[1], MethodFact):
+            proto = ctx.tree.protocol("SupportsEagle3")
+            if proto and proto.is_protocol_class(setter[0]) and method_requires_mixin(setter[1]):
+                needs_mixin = True
+                why = f"{setter[0].name}.set_aux_hidden_state_layers (the protocol default) asserts it"
+        if needs_mixin and (mixin is None or not ctx.resolver.is_subclass(holder, mixin)):
+            loc = ctx.resolver.location(holder)
+            yield self.finding(
+                Severity.ERROR,
+                f"{holder.name} must inherit EagleModelMixin: {why}",
+                loc[0] if loc else None, loc[1] if loc else None, holder=holder.dotted, needs_mixin=True,
+            )
+
+
+class PPRelativeIndexRule(Rule):
+    """Aux states keyed on a stage-relative loop index."""
+
+    CODE = "EA307"
+    GATE = "pp-relative-index"
+    NAME = "stage-relative-layer-index"
+    SUMMARY = "aux hidden states are keyed on a pipeline-stage-relative layer index"
+    WHY = (
+        "enumerate(islice(self.layers, start_layer, end_layer)) counts from 0 on every pipeline "
+        "stage; aux_hidden_state_layers holds absolute layer numbers, so every stage but the first "
+        "captures the wrong layers."
+    )
+    HOW_TO_FIX = "Pass start=self.start_layer to enumerate (or add start_layer to the index)."
+    BLOCKING = False
+
+    def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
+        if target.facts.ref is None:
+            return
+        h, fwd = holder_and_forward(ctx, target)
+        if fwd is None:
+            return
+        for lp in fwd.loops:
+            if lp.captures and lp.index_kind == "enumerate" and lp.over_slice and lp.enumerate_start is None:
+                yield self.finding(
+                    Severity.WARNING,
+                    f"{fwd.defined_in.name}.forward keys aux states on {lp.index_var!r} from "
+                    "enumerate(islice(...)) without start=: wrong layers on pipeline stages after the first",
+                    fwd.path, lp.line,
+                )

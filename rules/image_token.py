@@ -1,0 +1,99 @@
+"""EA304 ``image-token``: the EAGLE proposer cannot find the image token id of a multimodal target."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from auditor.analysis import config_attributes, is_multimodal
+from auditor.findings import Finding, Severity
+from auditor.resolve import ClassRef
+from rules.base import AuditTarget, Context, Rule
+
+
+def token_candidates(attrs) -> list[str]:
+    """Attribute names that look like a media/image token id (``media_placeholder_token_id``)."""
+    return sorted(a for a in attrs if "token" in a and (a.endswith("_id") or a.endswith("_index")) and
+                  any(k in a for k in ("image", "media", "img", "placeholder", "vision")))
+
+
+class ImageTokenRule(Rule):
+    """A multimodal target's image token id, as the EAGLE proposer reads it.
+
+    What it does: for a target whose MRO sets ``supports_multimodal = True``, finds the
+    proposer's chain of per-architecture branches (they compare the model's class name); if no
+    branch names the target's class, the fallback reads ``target_model.config.image_token_index``,
+    so the HF config class registered for the target's model_type must provide that attribute.
+    """
+
+    CODE = "EA304"
+    GATE = "image-token"
+    NAME = "image-token-id-unreadable"
+    SUMMARY = "the EAGLE proposer cannot read the multimodal target's image token id"
+    WHY = (
+        "When the target supports multimodal inputs, EagleProposer.load_model copies an image "
+        "token id into the drafter's config: a branch per architecture, else "
+        "target_model.config.image_token_index. A config class without that attribute makes the "
+        "proposer raise AttributeError after the weights are loaded (Kimi-K2.5 calls it "
+        "media_placeholder_token_id)."
+    )
+    HOW_TO_FIX = (
+        "Add a branch for the architecture that reads the attribute its HF config class really "
+        "defines; the codemod does it when exactly one candidate attribute exists."
+    )
+    FIX_AVAILABLE = True
+    METHODS = ("eagle3", "eagle")
+
+    def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
+        ref = target.facts.ref
+        if ref is None or not is_multimodal(ctx.resolver, ref):
+            return
+        chains = ctx.tree.image_token
+        if not chains:
+            return
+        path, chain = chains[0]
+        for br in chain.branches:
+            if br.architectures and ref.name in br.architectures:
+                return
+        fallback = next((b for b in chain.branches if not b.architectures), None)
+        if fallback is None:
+            return
+        attr_path = fallback.attr_path.split(".")
+        needed = attr_path[-1]
+        if target.hf_config is not None:
+            node = target.hf_config
+            for part in attr_path[1:]:
+                node = node.get(part) if isinstance(node, dict) else None
+            if node is not None:
+                return
+            cands = token_candidates(k for k in target.hf_config if isinstance(k, str))
+            yield self.finding(
+                Severity.ERROR,
+                f"{ref.name} is multimodal and named in no branch of {chain.function}(); the fallback "
+                f"reads {fallback.attr_path}, which the checkpoint config lacks (candidates: {cands})",
+                path, fallback.line, attribute=needed, candidates=cands,
+            )
+            return
+        mt = target.model_type
+        cfg = ctx.registry.config_class(mt) if mt else None
+        if not isinstance(cfg, ClassRef):
+            what = f"model_type {mt!r}" if mt else "an unknown model_type"
+            yield self.finding(
+                Severity.UNKNOWN,
+                f"{ref.name} is multimodal and named in no proposer branch; the fallback reads "
+                f"{fallback.attr_path}, but the config class for {what} is not in vLLM's tree "
+                "(it comes from transformers or the checkpoint): pass --hf-config with the checkpoint's config.json",
+                path, fallback.line,
+            )
+            return
+        attrs = config_attributes(ctx.resolver, cfg)
+        if len(attr_path) == 2 and needed in attrs:
+            return
+        cands = token_candidates(attrs)
+        cloc = ctx.resolver.location(cfg)
+        yield self.finding(
+            Severity.ERROR,
+            f"{ref.name} is multimodal and named in no branch of {chain.function}(); the fallback reads "
+            f"{fallback.attr_path}, which {cfg.name} ({cloc[0] if cloc else '?'}) does not define"
+            + (f" (it has {', '.join(cands)})" if cands else ""),
+            path, fallback.line, attribute=needed, candidates=cands, config_class=cfg.dotted,
+        )

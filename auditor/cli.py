@@ -1,0 +1,243 @@
+"""The ``eagle-audit`` command line. Printing, colour, exit codes and file writes live here only.
+
+Exit codes (ruff-shaped): 0 every requested target is supported; 1 a target is blocked or its
+verdict is unknown; 2 usage or input error (bad path, corrupt archive, unknown model).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+
+from auditor.errors import AuditError
+
+app = typer.Typer(
+    name="eagle-audit",
+    help=(
+        "Static compatibility auditor for speculative decoding (EAGLE-3, EAGLE-1/2) in vLLM.\n\n"
+        "Reads a vLLM source tree without importing it and tells, per target architecture, "
+        "whether vLLM will accept it and which gate blocks it, with file:line.\n\n"
+        "Examples:\n\n"
+        "  eagle-audit scan --vllm-version 0.16.0 --model kimi_k2\n\n"
+        "  eagle-audit explain DeepseekV3ForCausalLM --vllm-version 0.16.0\n\n"
+        "  eagle-audit scan /path/to/site-packages/vllm --format json"
+    ),
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+out = Console(soft_wrap=False)
+err = Console(stderr=True)
+
+
+class Format(str, Enum):
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+    sarif = "sarif"
+    junit = "junit"
+
+
+class MethodOpt(str, Enum):
+    eagle3 = "eagle3"
+    eagle = "eagle"
+    all = "all"
+
+
+PathArg = typer.Argument(
+    None,
+    help="vLLM tree: a package folder (site-packages/vllm), a source checkout, or a release archive "
+    "(.tar.gz / .whl, read in place). Omit it to audit the vllm installed in this environment.",
+    show_default=False,
+)
+VersionOpt = typer.Option(
+    None, "--vllm-version", help="Fetch this vLLM release's source archive through pip's configured index "
+    "(sha256-checked, cached) and audit it.", metavar="X.Y.Z",
+)
+
+
+def _fail(message: str) -> None:
+    err.print(f"[bold red]eagle-audit: error:[/bold red] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def _progress_enabled(no_progress: bool) -> bool:
+    return not no_progress and err.is_terminal
+
+
+def _open(path: Optional[str], version: Optional[str], no_progress: bool, no_cache: bool):
+    from auditor.scan import Auditor, open_tree
+
+    if path and version:
+        _fail("give either a PATH or --vllm-version, not both")
+    tree = open_tree(path, version, progress=_progress_enabled(no_progress), use_cache=not no_cache)
+    return Auditor(tree)
+
+
+def _write(text: str, output: Optional[Path]) -> None:
+    if output is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return
+    import os
+    import tempfile
+
+    output.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, output)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@app.command()
+def scan(
+    path: Optional[str] = PathArg,
+    vllm_version: Optional[str] = VersionOpt,
+    model: List[str] = typer.Option(
+        [], "--model", "-m", help="Target: a registry architecture (DeepseekV3ForCausalLM) or a model_type "
+        "(kimi_k2, qwen3_moe). Repeatable. Default: every architecture in the registry.",
+    ),
+    model_type: Optional[str] = typer.Option(
+        None, "--model-type", help="The target's text model_type that vLLM's allowlist checks "
+        "(default: inferred, and the report says how)."),
+    hf_config: Optional[Path] = typer.Option(
+        None, "--hf-config", help="The checkpoint's config.json: architectures, model_type, text_config.model_type."),
+    method: MethodOpt = typer.Option(MethodOpt.eagle3, "--method", help="Speculative method(s) to audit."),
+    fmt: Format = typer.Option(Format.table, "--format", "-f", help="Output format."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every target and warning in the table."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
+    exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when a target is blocked."),
+) -> None:
+    """Verdict per architecture and method: supported, blocked (which gates, file:line) or unknown (why).
+
+    Exit codes: 0 all supported, 1 some target blocked or unknown, 2 usage or input error.
+    """
+    from auditor import report as rep
+    from auditor.scan import load_hf_config, resolve_targets
+
+    auditor = _open(path, vllm_version, no_progress, no_cache)
+    cfg = load_hf_config(hf_config) if hf_config else None
+    specs = resolve_targets(auditor.registry, model, model_type, cfg)
+    methods = ["eagle3", "eagle"] if method is MethodOpt.all else [method.value]
+    show = _progress_enabled(no_progress)
+    full = not model and cfg is None
+    if full:
+        _with_progress(show, "indexing modules", auditor.prefetch_all)
+    result = _with_progress(show and full, "auditing architectures",
+                            lambda cb: auditor.scan(specs, methods, cfg, progress=cb))
+    if fmt is Format.table and output is None:
+        rep.scan_table(result, out, verbose=verbose or not full)
+        notes = sorted({(r.architecture, r.text_model_type, r.model_type_source) for r in result.results
+                        if r.model_type_source not in ("--model-type", "--hf-config")})
+        if notes and not full:
+            for a, t, s in notes:
+                err.print(f"[dim]assumed text model_type {t!r} for {a} ({s}); set --model-type to override[/dim]")
+    else:
+        _write(_render(result, fmt), output)
+    if exit_zero:
+        raise typer.Exit(0)
+    raise typer.Exit(0 if all(r.verdict.value == "supported" for r in result.results) else 1)
+
+
+def _render(result, fmt: Format) -> str:
+    from auditor import report as rep
+
+    if fmt is Format.json:
+        return rep.scan_json(result)
+    if fmt is Format.markdown or fmt is Format.table:
+        return rep.scan_markdown(result)
+    if fmt is Format.sarif:
+        from auditor import ci_formats
+
+        return ci_formats.scan_sarif(result)
+    from auditor import ci_formats
+
+    return ci_formats.scan_junit(result)
+
+
+def _with_progress(show: bool, label: str, fn):
+    if not show:
+        return fn(None)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=True) as prog:
+        task = prog.add_task(label, total=None)
+
+        def cb(done: int, total: int) -> None:
+            prog.update(task, completed=done, total=total)
+
+        return fn(cb)
+
+
+@app.command()
+def explain(
+    arch: Optional[str] = typer.Argument(None, help="Registry architecture, e.g. DeepseekV3ForCausalLM.", show_default=False),
+    path: Optional[str] = PathArg,
+    vllm_version: Optional[str] = VersionOpt,
+    all_archs: bool = typer.Option(False, "--all", help="Every registry architecture (JSON list)."),
+    fmt: Format = typer.Option(Format.table, "--format", "-f", help="table or json."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write JSON to this file."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
+) -> None:
+    """The resolved class hierarchy of an architecture: MRO with file:line, empty subclasses,
+    protocol members and where each comes from, the holder model and its forward loop."""
+    from auditor import report as rep
+    from auditor.explain import explain as do_explain
+
+    if not arch and not all_archs:
+        _fail("give an architecture, or --all")
+    if arch and all_archs:
+        _fail("give an architecture or --all, not both")
+    auditor = _open(path, vllm_version, no_progress, no_cache)
+    if all_archs:
+        _with_progress(_progress_enabled(no_progress), "indexing modules", auditor.prefetch_all)
+        infos = [do_explain(auditor, a) for a in auditor.registry.architectures()]
+        _write(json.dumps(infos, indent=2), output)
+        return
+    info = do_explain(auditor, arch)
+    if fmt is Format.json or output is not None:
+        _write(json.dumps(info, indent=2), output)
+    else:
+        rep.explain_tree(info, out)
+
+
+@app.command("rules")
+def list_rules() -> None:
+    """The rules: code, gate, whether it blocks, whether a fix exists, why and how to fix."""
+    from rich.table import Table
+
+    from rules.registry import RULES
+
+    t = Table(show_lines=True)
+    for c in ("code", "gate", "blocks", "fix", "why / how to fix"):
+        t.add_column(c)
+    for code, r in RULES.items():
+        t.add_row(code, r.GATE, "yes" if r.BLOCKING else "warning", "yes" if r.FIX_AVAILABLE else "no",
+                  f"{r.WHY}\n[bold]Fix:[/bold] {r.HOW_TO_FIX}")
+    out.print(t)
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    """Console entry point: runs the app and turns every AuditError into one line and exit 2."""
+    try:
+        app(args=argv, standalone_mode=True)
+    except AuditError as exc:
+        err.print(f"[bold red]eagle-audit: error:[/bold red] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err.print("eagle-audit: interrupted")
+        sys.exit(130)

@@ -1,0 +1,87 @@
+"""``eagle-audit explain``: the resolved class hierarchy of an architecture, as data."""
+
+from __future__ import annotations
+
+import difflib
+
+from auditor.analysis import find_holder, holder_forward, target_facts
+from auditor.errors import AuditError
+from auditor.resolve import ClassRef
+from auditor.scan import Auditor
+
+
+def explain(auditor: Auditor, arch: str) -> dict:
+    """Explain one registry architecture.
+
+    Returns a dict with at least ``architecture``, ``class`` (dotted qualname), ``path`` (relative
+    to the folder that contains ``vllm/``), ``line``, ``empty_subclass``, ``mro`` (dotted names,
+    external bases as imported, e.g. ``torch.nn.Module``), plus ``mro_detail``, ``protocols``
+    (member → the class that provides it, or None), ``holder`` and ``language_model``.
+
+    Raises:
+        AuditError: ``arch`` is not in the registry (the message suggests close names).
+    """
+    reg = auditor.registry
+    if arch not in reg.entries:
+        close = difflib.get_close_matches(arch, reg.architectures(), n=4, cutoff=0.5)
+        hint = f"; did you mean: {', '.join(close)}?" if close else ""
+        raise AuditError(f"unknown architecture {arch!r}: not in this tree's model registry{hint}")
+    r = auditor.resolver
+    facts = target_facts(r, reg, arch)
+    entry = reg.entries[arch]
+    if facts.ref is None:
+        return {
+            "architecture": arch, "class": f"{entry.dotted_module}.{entry.class_name}", "path": None, "line": None,
+            "empty_subclass": False, "mro": [], "mro_detail": [], "resolved": False,
+            "mro_problems": [f"cannot resolve the class: {facts.unresolved.reason}"],
+        }
+    detail = []
+    for e in facts.mro:
+        d = {"name": e.dotted}
+        if isinstance(e, ClassRef):
+            loc = r.location(e)
+            c = r.cls(e)
+            d.update(path=loc[0] if loc else None, line=loc[1] if loc else None, empty=bool(c and c.empty),
+                     protocol=auditor.facts._is_protocol_class(e))
+        detail.append(d)
+    problems = []
+    if facts.mro_error:
+        problems.append(facts.mro_error)
+    problems += [f"unresolved base {u.text}: {u.reason}" for u in facts.mro_unresolved]
+    protocols = {}
+    for pname in ("SupportsEagle3", "SupportsEagle"):
+        p = auditor.facts.protocol(pname)
+        if p is None:
+            continue
+        members = {}
+        for m in sorted(p.members):
+            hit = r.lookup(facts.ref, m)
+            members[m] = hit[0].dotted if hit else None
+        protocols[pname] = members
+    h = find_holder(r, reg, facts.ref)
+    holder = {"class": h.ref.dotted if h.ref else None, "via": h.via, "unknown": h.unknown,
+              "path": h.path, "line": h.line}
+    if h.ref is not None:
+        fw = holder_forward(r, h.ref)
+        if fw.defined_in is not None:
+            holder["forward"] = {
+                "defined_in": fw.defined_in.dotted, "path": fw.path, "line": fw.line, "returns_aux": fw.returns_aux,
+                "loops": [{"line": lp.line, "index_var": lp.index_var, "index_kind": lp.index_kind,
+                           "enumerate_start": lp.enumerate_start, "captures": lp.captures} for lp in fw.loops],
+            }
+    return {
+        "architecture": arch,
+        "class": facts.ref.dotted,
+        "path": facts.path,
+        "line": facts.line,
+        "empty_subclass": facts.empty,
+        "mro": [e.dotted for e in facts.mro],
+        "mro_detail": detail,
+        "mro_problems": problems,
+        "resolved": True,
+        "registry_tables": entry.tables,
+        "code_holder": facts.code_holder.dotted if facts.code_holder else None,
+        "protocols": protocols,
+        "holder": holder,
+        "language_model": h.language_arch,
+    }

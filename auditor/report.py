@@ -1,0 +1,119 @@
+"""Rendering of scan reports and class explanations (table, JSON, Markdown). No analysis here."""
+
+from __future__ import annotations
+
+import json
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree as RichTree
+
+from auditor.scan import ScanReport
+
+_STYLE = {"supported": "green", "blocked": "red", "unknown": "yellow"}
+
+
+def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> None:
+    """Print a scan as a rich table: architecture, method, verdict, blocking gates, and the
+    ``file:line`` of each finding, then a summary line."""
+    title = f"vLLM {report.vllm_version or '?'} — {report.source}"
+    table = Table(title=title, show_lines=True)
+    table.add_column("architecture", no_wrap=True)
+    table.add_column("method")
+    table.add_column("verdict")
+    table.add_column("blocking gates")
+    table.add_column("findings (file:line)")
+    many = len(report.results) > 30 and not verbose
+    for r in report.results:
+        if many and r.verdict.value == "supported" and not r.findings:
+            continue
+        lines = Text()
+        for f in r.findings:
+            if many and f.severity.value == "warning":
+                continue
+            style = {"error": "red", "warning": "yellow", "unknown": "magenta"}[f.severity.value]
+            lines.append(f"{f.rule} {f.gate} ", style=style)
+            lines.append(f"{f.where}\n", style="cyan")
+            lines.append(f"  {f.message}\n")
+        table.add_row(
+            r.architecture,
+            r.method,
+            Text(r.verdict.value, style=_STYLE[r.verdict.value]),
+            ", ".join(r.blocking) or "—",
+            lines if lines.plain else "—",
+        )
+    console.print(table)
+    if many:
+        console.print("[dim](supported targets without findings and warnings are hidden in a full scan; --verbose shows all)[/dim]")
+    console.print(summary_line(report))
+    for p, e in sorted(report.parse_errors.items()):
+        console.print(f"[yellow]does not parse:[/yellow] {p} {e}")
+
+
+def summary_line(report: ScanReport) -> str:
+    """``N targets: a supported, b blocked, c unknown`` (per method result)."""
+    s = report.as_dict()["summary"]
+    return (f"{len(report.results)} results: {s['supported']} supported, {s['blocked']} blocked, "
+            f"{s['unknown']} unknown")
+
+
+def scan_json(report: ScanReport) -> str:
+    """The JSON document of a scan (schema in the README)."""
+    return json.dumps(report.as_dict(), indent=2)
+
+
+def scan_markdown(report: ScanReport) -> str:
+    """A Markdown table of the scan, for CI job summaries."""
+    out = [f"### eagle-audit: vLLM {report.vllm_version or '?'}", "",
+           "| architecture | method | verdict | blocking gates | findings |", "|---|---|---|---|---|"]
+    for r in report.results:
+        fs = "<br>".join(f"`{f.rule}` {f.gate} `{f.where}`: {f.message}".replace("|", "\\|") for f in r.findings)
+        out.append(f"| {r.architecture} | {r.method} | **{r.verdict.value}** | {', '.join(r.blocking) or '—'} | {fs or '—'} |")
+    out += ["", summary_line(report)]
+    return "\n".join(out) + "\n"
+
+
+def explain_tree(info: dict, console: Console) -> None:
+    """Print an explanation (see :func:`auditor.explain.explain`) as a rich tree."""
+    head = f"[bold]{info['architecture']}[/bold] → {info['class']}  [cyan]{info['path']}:{info['line']}[/cyan]"
+    if info.get("empty_subclass"):
+        head += "  [yellow](empty subclass)[/yellow]"
+    root = RichTree(head)
+    mro = root.add("MRO")
+    for e in info["mro_detail"]:
+        label = e["name"]
+        tags = []
+        if e.get("path"):
+            label += f"  [cyan]{e['path']}:{e['line']}[/cyan]"
+        else:
+            tags.append("external")
+        if e.get("empty"):
+            tags.append("empty")
+        if e.get("protocol"):
+            tags.append("protocol")
+        if tags:
+            label += "  [dim](" + ", ".join(tags) + ")[/dim]"
+        mro.add(label)
+    for err in info.get("mro_problems", []):
+        root.add(f"[red]{err}[/red]")
+    for pname, members in info.get("protocols", {}).items():
+        node = root.add(f"{pname} members")
+        for m, src in members.items():
+            node.add(f"{m}: " + (f"[green]{src}[/green]" if src else "[red]missing[/red]"))
+    h = info.get("holder")
+    if h:
+        node = root.add(f"holder model: {h.get('class') or '[yellow]unknown[/yellow]'}")
+        node.add(f"found via {h['via']}")
+        if h.get("unknown"):
+            node.add(f"[yellow]{h['unknown']}[/yellow]")
+        if h.get("forward"):
+            fw = h["forward"]
+            fnode = node.add(f"forward: {fw['defined_in']}  [cyan]{fw['path']}:{fw['line']}[/cyan]")
+            for lp in fw["loops"]:
+                fnode.add(f"layer loop at line {lp['line']}: index={lp['index_var']!s} ({lp['index_kind']!s}), "
+                          f"captures aux states: {lp['captures']}")
+            fnode.add(f"returns aux hidden states: {fw['returns_aux']}")
+    if info.get("language_model"):
+        root.add(f"language model architecture: {info['language_model']}")
+    console.print(root)

@@ -34,6 +34,8 @@ app = typer.Typer(
 )
 
 out = Console(soft_wrap=False)
+if not out.is_terminal:  # piped or captured: do not squeeze tables into 80 columns
+    out = Console(soft_wrap=False, width=160)
 err = Console(stderr=True)
 
 
@@ -139,11 +141,6 @@ def scan(
                             lambda cb: auditor.scan(specs, methods, cfg, progress=cb))
     if fmt is Format.table and output is None:
         rep.scan_table(result, out, verbose=verbose or not full)
-        notes = sorted({(r.architecture, r.text_model_type, r.model_type_source) for r in result.results
-                        if r.model_type_source not in ("--model-type", "--hf-config")})
-        if notes and not full:
-            for a, t, s in notes:
-                err.print(f"[dim]assumed text model_type {t!r} for {a} ({s}); set --model-type to override[/dim]")
     else:
         _write(_render(result, fmt), output)
     if exit_zero:

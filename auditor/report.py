@@ -15,37 +15,45 @@ _STYLE = {"supported": "green", "blocked": "red", "unknown": "yellow"}
 
 
 def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> None:
-    """Print a scan as a rich table: architecture, method, verdict, blocking gates, and the
-    ``file:line`` of each finding, then a summary line."""
+    """Print a scan: a rich table (architecture, method, verdict, blocking gates, ``file:line`` of
+    each finding), then each finding's message under its target, then a summary line. In a full
+    scan (more than 30 results) without ``verbose``, supported targets without findings and
+    warnings are left out of the table."""
     title = f"vLLM {report.vllm_version or '?'} — {report.source}"
-    table = Table(title=title, show_lines=True)
+    table = Table(title=title)
     table.add_column("architecture", no_wrap=True)
-    table.add_column("method")
-    table.add_column("verdict")
+    table.add_column("method", no_wrap=True)
+    table.add_column("verdict", no_wrap=True)
     table.add_column("blocking gates")
-    table.add_column("findings (file:line)")
+    table.add_column("where (file:line)", no_wrap=True, overflow="fold")
     many = len(report.results) > 30 and not verbose
+    shown = []
     for r in report.results:
-        if many and r.verdict.value == "supported" and not r.findings:
+        findings = [f for f in r.findings if not (many and f.severity.value == "warning")]
+        if many and r.verdict.value == "supported" and not findings:
             continue
-        lines = Text()
-        for f in r.findings:
-            if many and f.severity.value == "warning":
-                continue
+        shown.append((r, findings))
+        where = Text()
+        for i, f in enumerate(findings):
             style = {"error": "red", "warning": "yellow", "unknown": "magenta"}[f.severity.value]
-            lines.append(f"{f.rule} {f.gate} ", style=style)
-            lines.append(f"{f.where}\n", style="cyan")
-            lines.append(f"  {f.message}\n")
-        table.add_row(
-            r.architecture,
-            r.method,
-            Text(r.verdict.value, style=_STYLE[r.verdict.value]),
-            ", ".join(r.blocking) or "—",
-            lines if lines.plain else "—",
-        )
+            if i:
+                where.append("\n")
+            where.append(f"{f.gate} ", style=style)
+            where.append(f.where or "-", style="cyan")
+        table.add_row(r.architecture, r.method, Text(r.verdict.value, style=_STYLE[r.verdict.value]),
+                      ", ".join(r.blocking) or "—", where if where.plain else "—")
     console.print(table)
+    for r, findings in shown:
+        if not findings:
+            continue
+        console.print(f"[bold]{r.architecture}[/bold] ({r.method}, text model_type {r.text_model_type!r}: {r.model_type_source})")
+        for f in findings:
+            style = {"error": "red", "warning": "yellow", "unknown": "magenta"}[f.severity.value]
+            fix = " [dim](fix available)[/dim]" if f.fix_available else ""
+            console.print(f"  [{style}]{f.rule} {f.gate} {f.severity.value}[/{style}] [cyan]{f.where}[/cyan]{fix}", highlight=False)
+            console.print(f"    {f.message}", highlight=False, markup=False)
     if many:
-        console.print("[dim](supported targets without findings and warnings are hidden in a full scan; --verbose shows all)[/dim]")
+        console.print("(supported targets without findings, and warnings, are hidden in a full scan; --verbose shows all)", style="dim")
     console.print(summary_line(report))
     for p, e in sorted(report.parse_errors.items()):
         console.print(f"[yellow]does not parse:[/yellow] {p} {e}")

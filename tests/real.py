@@ -1,0 +1,31 @@
+"""Shared helpers for tests on real vLLM release archives (fetched through pip's index, cached)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import tomllib
+from pathlib import Path
+
+from auditor.fetch import fetch_release
+from auditor.scan import Auditor
+from auditor.sources import ArchiveSource
+from auditor.tree import SummaryCache, Tree
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def expected_cases() -> list[dict]:
+    """The public acceptance cases of ``../shared/acceptance/expected.toml`` (beside the repo;
+    ``EAGLE_AUDIT_EXPECTED`` overrides the path)."""
+    path = Path(os.environ.get("EAGLE_AUDIT_EXPECTED", REPO.parent / "shared" / "acceptance" / "expected.toml"))
+    with open(path, "rb") as fh:
+        return tomllib.load(fh)["case"]
+
+
+@functools.lru_cache(maxsize=None)
+def release_auditor(version: str) -> Auditor:
+    """An :class:`Auditor` over the real source archive of ``version`` (downloaded once, cached,
+    sha256-checked; never skipped: a fetch failure fails the test)."""
+    archive = fetch_release(version, progress=False)
+    return Auditor(Tree(ArchiveSource(archive), SummaryCache()))

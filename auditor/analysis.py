@@ -64,19 +64,33 @@ class TreeFacts:
         self.registry = registry
         self.tree = resolver.tree
 
-    def _modules_under(self, prefixes: tuple[str, ...], needles: tuple[bytes, ...]):
+    #: Where each tree-wide fact lives: (path prefixes, words every such module contains).
+    SEARCHES = {
+        "allowlist": (("vllm/config",), (b"eagle3", b"model_type")),
+        "image_token": (("vllm/v1/spec_decode",), (b"image_token_index", b"supports_multimodal")),
+        "eagle3_calls": (("vllm/v1/", "vllm/worker/", "vllm/spec_decode/"), (b"get_eagle3",)),
+    }
+
+    def candidate_paths(self, search: str) -> list[str]:
+        """Paths of the modules that may hold a tree-wide fact (by prefix and trigger words)."""
+        prefixes, needles = self.SEARCHES[search]
+        out = []
         for p in sorted(self.tree.files):
-            if not p.startswith(prefixes):
-                continue
-            data = self.tree.source.read(p)
-            if all(n in data for n in needles):
-                yield self.tree.summary(p)
+            if p.startswith(prefixes):
+                data = self.tree.read(p)
+                if all(n in data for n in needles):
+                    out.append(p)
+        return out
+
+    def _modules_under(self, search: str):
+        for p in self.candidate_paths(search):
+            yield self.tree.summary(p)
 
     @cached_property
     def allowlists(self) -> list[tuple[str, AllowlistFact]]:
         """``(path, fact)`` for every EAGLE-3 model_type allowlist in ``vllm/config*``."""
         out = []
-        for s in self._modules_under(("vllm/config",), (b"eagle3", b"model_type")):
+        for s in self._modules_under("allowlist"):
             for f in s.extras.get("allowlist", []):
                 out.append((s.path, f))
         return out
@@ -92,7 +106,7 @@ class TreeFacts:
     def image_token(self) -> list[tuple[str, ImageTokenFact]]:
         """``(path, fact)`` for the proposer's image-token chains under ``vllm/v1/spec_decode``."""
         out = []
-        for s in self._modules_under(("vllm/v1/spec_decode",), (b"image_token_index", b"supports_multimodal")):
+        for s in self._modules_under("image_token"):
             for f in s.extras.get("image_token", []):
                 out.append((s.path, f))
         return out
@@ -101,7 +115,7 @@ class TreeFacts:
     def runtime_eagle3_calls(self) -> set[str]:
         """``get_eagle3_*`` method names runtime code (``vllm/v1``, ``vllm/worker``, ``vllm/spec_decode``) calls."""
         calls: set[str] = set()
-        for s in self._modules_under(("vllm/v1/", "vllm/worker/", "vllm/spec_decode/"), (b"get_eagle3",)):
+        for s in self._modules_under("eagle3_calls"):
             calls |= set(s.extras.get("eagle3_calls", ()))
         return calls
 

@@ -135,10 +135,8 @@ def scan(
     methods = ["eagle3", "eagle"] if method is MethodOpt.all else [method.value]
     show = _progress_enabled(no_progress)
     full = not model and cfg is None
-    if full:
-        _with_progress(show, "indexing modules", auditor.prefetch_all)
-    result = _with_progress(show and full, "auditing architectures",
-                            lambda cb: auditor.scan(specs, methods, cfg, progress=cb))
+    result = _with_progress(show and full, "indexing and auditing",
+                            lambda cb: auditor.scan(specs, methods, cfg, progress=cb, prefetch=full, prefetch_progress=cb))
     if fmt is Format.table and output is None:
         rep.scan_table(result, out, verbose=verbose or not full)
     else:

@@ -427,15 +427,15 @@ def run_extractors(tree: ast.Module, source: bytes, summary: ModuleSummary) -> N
     """Run every extractor whose trigger words occur in ``source``; store results in
     ``summary.extras`` (``allowlist``, ``image_token``, ``tables``, ``table_key_lines``,
     ``eagle3_calls``)."""
-    if b"eagle3" in source and b"model_type" in source:
+    path = summary.path
+    if path.startswith("vllm/config") and b"eagle3" in source and b"model_type" in source:
         found = extract_allowlist(tree)
         if found:
             summary.extras["allowlist"] = found
-    if b"image_token_index" in source and b"supports_multimodal" in source:
+    if path.startswith("vllm/v1/spec_decode") and b"image_token_index" in source and b"supports_multimodal" in source:
         found_it = extract_image_token(tree)
         if found_it:
             summary.extras["image_token"] = found_it
-    path = summary.path
     if path.endswith("model_executor/models/registry.py") or path.endswith("transformers_utils/config.py"):
         t = extract_tables(tree)
         summary.extras["tables"] = t["tables"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: Bump when the shape or meaning of a summary changes: it is part of every cache key.
-INDEX_FORMAT = 9
+INDEX_FORMAT = 12
 
 #: Methods whose bodies are summarised in detail (references, loops, returns).
 DETAILED_METHODS = frozenset(
@@ -35,7 +35,7 @@ DETAILED_METHODS = frozenset(
 )
 
 
-@dataclass
+@dataclass(slots=True)
 class Binding:
     """How a module-level name is bound at run time.
 
@@ -56,7 +56,7 @@ class Binding:
     guarded: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class LoopFact:
     """A ``for`` loop over a model's decoder layers, as found in a ``forward`` method.
 
@@ -81,7 +81,7 @@ class LoopFact:
     end_line: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class MethodFact:
     """A method defined in a class body.
 
@@ -112,7 +112,7 @@ class MethodFact:
     strings: frozenset[str] = frozenset()
 
 
-@dataclass
+@dataclass(slots=True)
 class AttrFact:
     """A class-body attribute: ``name = value`` (``has_value``) or ``name: T`` (annotation only,
     which creates no attribute at run time). ``value`` is the value's source text, ``literal`` its
@@ -125,7 +125,7 @@ class AttrFact:
     literal: Any = None
 
 
-@dataclass
+@dataclass(slots=True)
 class ClassFact:
     """A class statement. ``qualname`` is dotted within the module (``Outer.Inner`` or
     ``factory.<locals>.Cls`` for classes built inside a module-level function). ``bases`` are
@@ -150,7 +150,7 @@ class ClassFact:
     factory: tuple[str, list[str]] | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class FunctionFact:
     """A module-level function: its parameters and, when it returns a class it builds locally,
     that class's qualname (``returns_local_class``)."""
@@ -163,7 +163,7 @@ class FunctionFact:
     local_bindings: dict[str, Binding] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(slots=True)
 class ModuleSummary:
     """Everything the analysis reads about one module.
 
@@ -342,76 +342,110 @@ def _loop_fact(loop: ast.For) -> LoopFact | None:
     )
 
 
+def _short(node: ast.AST) -> str:
+    """Cheap display text: a dotted name as written, a call's callee with ``(...)``, else the
+    node type (full unparsing of every value costs more than parsing the module)."""
+    d = dotted(node)
+    if d is not None:
+        return d
+    if isinstance(node, ast.Call):
+        return f"{_short(node.func)}(...)"
+    if isinstance(node, ast.Constant):
+        return repr(node.value)[:80]
+    return f"<{type(node).__name__}>"
+
+
+def _iter_stmts(body: list[ast.stmt]):
+    """Every statement in ``body``, recursively through compound statements, but not into
+    nested functions or classes."""
+    stack = list(reversed(body))
+    while stack:
+        st = stack.pop()
+        yield st
+        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for fld in ("body", "orelse", "finalbody"):
+            sub = getattr(st, fld, None)
+            if sub:
+                stack.extend(reversed(sub))
+        for h in getattr(st, "handlers", ()) or ():
+            stack.extend(reversed(h.body))
+        for c in getattr(st, "cases", ()) or ():
+            stack.extend(reversed(c.body))
+
+
+_REFERENCE_METHODS = frozenset(
+    {
+        "set_aux_hidden_state_layers",
+        "get_eagle3_aux_hidden_state_layers",
+        "get_eagle3_default_aux_hidden_state_layers",
+        "get_language_model",
+        "_maybe_add_hidden_state",
+        "_set_aux_hidden_state_layers",
+    }
+)
+
+
 def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
     mf = MethodFact(
         name=fn.name,
         line=fn.lineno,
         end_line=fn.end_lineno or fn.lineno,
         is_stub=_is_stub_body(fn.body),
-        decorators=[_text(d) for d in fn.decorator_list],
+        decorators=[_short(d) for d in fn.decorator_list],
     )
     if fn.name not in DETAILED_METHODS:
         return mf
-    names: set[str] = set()
-    attrs: set[str] = set()
-    strings: set[str] = set()
-    for node in ast.walk(fn):
-        if isinstance(node, ast.Name):
-            names.add(node.id)
-        elif isinstance(node, ast.Attribute):
-            attrs.add(node.attr)
-            if isinstance(node.value, ast.Attribute) and _is_self_attr(node.value):
-                pass
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if len(node.value) < 80:
-                strings.add(node.value)
-        if isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            value = node.value
+    if fn.name in _REFERENCE_METHODS:
+        # small methods: every name and attribute they reference, and delegations
+        names: set[str] = set()
+        attrs: set[str] = set()
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Name):
+                names.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                attrs.add(node.attr)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                owner = node.func.value
+                if _is_self_attr(owner):
+                    mf.delegates.append((owner.attr, node.func.attr))
+                elif isinstance(owner, ast.Call) and _is_self_attr(owner.func):
+                    mf.delegates.append((owner.func.attr + "()", node.func.attr))
+        mf.names = frozenset(names)
+        mf.attrs = frozenset(attrs)
+    aux_vars: set[str] = set()
+    returns: list[ast.Return] = []
+    for st in _iter_stmts(fn.body):
+        if isinstance(st, (ast.Assign, ast.AnnAssign)):
+            targets = st.targets if isinstance(st, ast.Assign) else [st.target]
+            value = st.value
+            if value is None:
+                continue
             for t in targets:
-                if _is_self_attr(t) and value is not None:
-                    mf.self_assigns[t.attr] = _text(value)
-                    call = value
-                    # ``self.model = X(...)`` possibly wrapped: take the outermost call
-                    if isinstance(call, ast.Call):
-                        kw = {k.arg: _text(k.value) for k in call.keywords if k.arg}
-                        mf.self_assign_calls[t.attr] = (_text(call.func), kw, node.lineno)
-        elif isinstance(node, ast.Return) and isinstance(node.value, ast.Call):
-            mf.returns_call.append(_text(node.value.func))
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            owner = node.func.value
-            if _is_self_attr(owner):
-                mf.delegates.append((owner.attr, node.func.attr))
-            elif isinstance(owner, ast.Call) and _is_self_attr(owner.func):
-                # self.get_language_model().method(...)
-                mf.delegates.append((owner.func.attr + "()", node.func.attr))
-    mf.names = frozenset(names)
-    mf.attrs = frozenset(attrs)
-    mf.strings = frozenset(strings)
+                if _is_self_attr(t):
+                    mf.self_assigns[t.attr] = _short(value)
+                    if isinstance(value, ast.Call):
+                        kw = {k.arg: (ast.unparse(k.value) if k.arg == "architectures" else _short(k.value))
+                              for k in value.keywords if k.arg}
+                        mf.self_assign_calls[t.attr] = (_short(value.func), kw, st.lineno)
+                elif isinstance(t, ast.Name) and "aux" in t.id and isinstance(value, (ast.List, ast.ListComp)):
+                    aux_vars.add(t.id)
+        elif isinstance(st, ast.Return):
+            returns.append(st)
+            if isinstance(st.value, ast.Call):
+                mf.returns_call.append(_short(st.value.func))
+        elif isinstance(st, ast.For) and fn.name == "forward":
+            lf = _loop_fact(st)
+            if lf is not None:
+                mf.loops.append(lf)
     if fn.name == "forward":
-        aux_vars: set[str] = set()
-        for node in ast.walk(fn):
-            if isinstance(node, ast.For):
-                lf = _loop_fact(node)
-                if lf is not None:
-                    mf.loops.append(lf)
-            if isinstance(node, ast.Assign) and isinstance(node.value, (ast.List, ast.ListComp)):
-                for t in node.targets:
-                    if isinstance(t, ast.Name) and "aux" in t.id:
-                        aux_vars.add(t.id)
-            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-                if "aux" in node.target.id:
-                    aux_vars.add(node.target.id)
-        for node in ast.walk(fn):
-            if isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple):
-                elts = node.value.elts
-                if len(elts) >= 2 and any(
-                    isinstance(e, ast.Name) and (e.id in aux_vars or "aux" in e.id) for e in elts[1:]
-                ):
+        for st in returns:
+            if isinstance(st.value, ast.Tuple):
+                elts = st.value.elts
+                hit = [e.id for e in elts[1:] if isinstance(e, ast.Name) and (e.id in aux_vars or "aux" in e.id)]
+                if len(elts) >= 2 and hit:
                     mf.returns_aux = True
-                    mf.aux_list_var = next(
-                        e.id for e in elts[1:] if isinstance(e, ast.Name) and (e.id in aux_vars or "aux" in e.id)
-                    )
+                    mf.aux_list_var = hit[0]
     return mf
 
 
@@ -487,7 +521,7 @@ class _Summarizer:
                         guarded,
                     )
                 else:
-                    b = Binding("other", _text(value)[:200], stmt.lineno, guarded)
+                    b = Binding("other", _short(value), stmt.lineno, guarded)
                 self._bind(t.id, b, type_checking)
                 if t.id == "__all__":
                     try:
@@ -563,7 +597,7 @@ class _Summarizer:
             end_line=node.end_lineno or node.lineno,
             bases=[_text(b) for b in node.bases],
             keywords={k.arg or "**": _text(k.value) for k in node.keywords},
-            decorators=[_text(d) for d in node.decorator_list],
+            decorators=[_short(d) for d in node.decorator_list],
             methods=methods,
             attrs=attrs,
             empty=_is_empty_class_body(node.body),
@@ -602,11 +636,12 @@ class _Summarizer:
 
 def _attr(name: str, line: int, value: ast.expr) -> AttrFact:
     lit = None
-    try:
-        lit = ast.literal_eval(value)
-    except Exception:
-        lit = None
-    return AttrFact(name, line, True, _text(value)[:300], lit)
+    if isinstance(value, (ast.Constant, ast.Dict, ast.List, ast.Tuple, ast.Set, ast.UnaryOp)):
+        try:
+            lit = ast.literal_eval(value)
+        except Exception:
+            lit = None
+    return AttrFact(name, line, True, _short(value), lit)
 
 
 def parse_error_line(exc: SyntaxError) -> str:

@@ -231,14 +231,41 @@ class Auditor:
         self.ctx = Context(self.resolver, self.registry, self.facts)
 
     def prefetch_all(self, progress: Callable[[int, int], None] | None = None) -> None:
-        """Summarise every module a full scan reads, in parallel (model packages, config,
-        speculative-decoding and worker modules)."""
-        prefixes = (
-            "vllm/model_executor/models/", "vllm/models/", "vllm/config", "vllm/v1/spec_decode/",
-            "vllm/transformers_utils/",
-        )
-        paths = [p for p in self.tree.files if p.startswith(prefixes)]
-        self.tree.prefetch(paths, progress=progress)
+        """Summarise, in parallel, the modules a full scan reads: every registry module, the
+        modules holding tree-wide facts, then (in waves) the in-tree model and config modules
+        they import."""
+        tree = self.tree
+        wave: set[str] = set()
+        for e in self.registry.entries.values():
+            p = tree.path_of(e.dotted_module)
+            if p:
+                wave.add(p)
+        for search in self.facts.SEARCHES:
+            wave |= set(self.facts.candidate_paths(search))
+        for mod in ("vllm.model_executor.models.interfaces", "vllm.transformers_utils.config"):
+            p = tree.path_of(mod)
+            if p:
+                wave.add(p)
+        scope = ("vllm/model_executor/models/", "vllm/models/")
+
+        def imports(s) -> list[str]:
+            if s.path.endswith("__init__.py") and not s.lazy_map and "__getattr__" not in s.functions:
+                return []  # a package's re-exports: resolved lazily, name by name
+            out = []
+            for b in list(s.bindings.values()) + list(s.tc_bindings.values()):
+                if b.kind == "import":
+                    mods = (b.target[0], f"{b.target[0]}.{b.target[1]}")
+                elif b.kind == "module":
+                    mods = (b.target,)
+                else:
+                    continue
+                for m in mods:
+                    q = tree.path_of(m)
+                    if q and q.startswith(scope):
+                        out.append(q)
+            return out
+
+        tree.prefetch(sorted(wave), progress=progress, expand=imports)
 
     def audit(self, spec: TargetSpec, method: str, hf_config: dict | None = None) -> TargetResult:
         """Run every rule for one target and method."""
@@ -282,9 +309,24 @@ class Auditor:
         methods: Iterable[str] = ("eagle3",),
         hf_config: dict | None = None,
         progress: Callable[[int, int], None] | None = None,
+        prefetch: bool = False,
+        prefetch_progress: Callable[[int, int], None] | None = None,
     ) -> ScanReport:
-        """Audit every spec for every method; ``progress(done, total)`` after each target."""
+        """Audit every spec for every method; ``progress(done, total)`` after each target.
+        ``prefetch``: summarise every module a full scan needs in parallel first (on a miss of
+        the result cache only)."""
         methods = list(methods)
+        results_cache = ResultCache(self.tree, specs, methods, hf_config)
+        hit = results_cache.get()
+        if hit is not None:
+            return hit
+        if prefetch:
+            self.prefetch_all(prefetch_progress)
+        report = self._scan(specs, methods, hf_config, progress)
+        results_cache.put(report)
+        return report
+
+    def _scan(self, specs, methods, hf_config, progress) -> ScanReport:
         results = []
         total = len(specs) * len(methods)
         for i, spec in enumerate(specs):
@@ -299,6 +341,66 @@ class Auditor:
             parse_errors=dict(self.tree.parse_errors),
             drafters=sorted(e.architecture for e in self.registry.drafters()),
         )
+
+
+class ResultCache:
+    """Whole-scan results, keyed on the request and the tree's file list, and valid only while
+    every file the scan read still has the content it had (sha256 of each, checked on every
+    hit): it can never return a stale verdict. Stored under the user cache folder."""
+
+    def __init__(self, tree: Tree, specs: list[TargetSpec], methods: list[str], hf_config: dict | None):
+        import hashlib
+
+        from auditor import __version__
+        from auditor.index import INDEX_FORMAT
+
+        self.tree = tree
+        self.enabled = tree.cache.enabled
+        if not self.enabled:
+            return
+        request = json.dumps([__version__, INDEX_FORMAT, tree.files_digest(),
+                              [(s.architecture, s.model_type, s.text_model_type, s.source) for s in specs],
+                              methods, hf_config], sort_keys=True, default=str)
+        key = hashlib.sha256(request.encode()).hexdigest()
+        self.path = tree.cache.root.parent.parent / "results" / key[:2] / f"{key}.pkl"
+
+    def get(self) -> ScanReport | None:
+        """The cached report if every file it was computed from is unchanged, else None."""
+        if not self.enabled:
+            return None
+        import hashlib
+        import pickle
+
+        try:
+            with open(self.path, "rb") as fh:
+                reads, report = pickle.load(fh)
+        except Exception:
+            return None
+        for rel, digest in reads.items():
+            try:
+                data = self.tree.source.read(rel)
+            except KeyError:
+                return None
+            if hashlib.sha256(data).hexdigest() != digest:
+                return None
+        self.tree.reads.update(reads)
+        return report
+
+    def put(self, report: ScanReport) -> None:
+        if not self.enabled:
+            return
+        import os
+        import pickle
+        import tempfile
+
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, suffix=".tmp")
+            with os.fdopen(fd, "wb") as fh:
+                pickle.dump((dict(self.tree.reads), report), fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, self.path)
+        except OSError:
+            pass
 
 
 def open_tree(path: str | None, vllm_version: str | None, *, progress: bool = True, use_cache: bool = True) -> Tree:

@@ -95,6 +95,9 @@ class Tree:
         self._by_path: dict[str, ModuleSummary] = {}
         self._files: set[str] | None = None
         self.parse_errors: dict[str, str] = {}
+        #: sha256 of every file whose content the analysis has read, by path: a result computed
+        #: from this tree is valid for any tree with the same file list and these contents.
+        self.reads: dict[str, str] = {}
 
     @property
     def files(self) -> set[str]:
@@ -117,6 +120,18 @@ class Tree:
     def has_module(self, module: str) -> bool:
         return self.path_of(module) is not None
 
+    def read(self, rel: str) -> bytes:
+        """The bytes of a file, recording their digest in :attr:`reads`."""
+        data = self.source.read(rel)
+        self.reads[rel] = _digest(data)
+        return data
+
+    def files_digest(self) -> str:
+        """sha256 of the sorted list of the tree's ``.py`` paths (which modules exist)."""
+        import hashlib
+
+        return hashlib.sha256("\n".join(sorted(self.files)).encode()).hexdigest()
+
     def _record(self, rel: str, s: ModuleSummary) -> ModuleSummary:
         self._by_path[rel] = s
         if s.error:
@@ -130,6 +145,7 @@ class Tree:
             return s
         data = self.source.read(rel)
         digest = _digest(data)
+        self.reads[rel] = digest
         s = self.cache.get(digest)
         if s is None or s.path != rel:
             s = summarize(data, rel)
@@ -146,52 +162,82 @@ class Tree:
         paths: Iterable[str],
         workers: int | None = None,
         progress: Callable[[int, int], None] | None = None,
+        expand: Callable[[ModuleSummary], Iterable[str]] | None = None,
     ) -> None:
         """Summarise many modules at once: cache hits are loaded, misses parsed in ``workers``
-        processes (default: the CPU count; 1 parses in this process). ``progress(done, total)``
-        is called as modules complete."""
-        todo = [p for p in paths if p not in self._by_path]
-        misses: list[tuple[str, bytes, str]] = []
-        total = len(todo)
-        done = 0
-        for rel in todo:
-            data = self.source.read(rel)
-            digest = _digest(data)
-            s = self.cache.get(digest)
-            if s is not None and s.path == rel:
-                self._record(rel, s)
-                done += 1
-            else:
-                misses.append((rel, data, digest))
-        if progress:
-            progress(done, total)
-        if not misses:
-            return
+        worker processes (default: the CPU count; 1 parses in this process).
+
+        ``expand(summary)`` may name more paths to summarise as each module completes (for
+        example the modules it imports); they join the same pool without waiting for the rest.
+        ``progress(done, total)`` is called as modules complete.
+        """
+        from collections import deque
+        from concurrent.futures import FIRST_COMPLETED, wait
+
+        queue = deque(sorted(set(paths), key=lambda p: p))
+        seen: set[str] = set()
         workers = workers if workers is not None else (os.cpu_count() or 1)
         root = self.source.root()
-        digests = {rel: d for rel, _, d in misses}
-        if workers <= 1 or len(misses) < 8:
-            results = (_summarize_job((None, rel, data)) for rel, data, _ in misses)
-            for rel, s in results:
-                self.cache.put(digests[rel], s)
-                self._record(rel, s)
-                done += 1
-                if progress:
-                    progress(done, total)
-            return
-        # Big files first so the two workers finish together.
-        misses.sort(key=lambda m: -len(m[1]))
-        jobs = [((str(root), rel, None) if root is not None else (None, rel, data)) for rel, data, _ in misses]
-        import multiprocessing
+        ex = None
+        pending: dict = {}
+        done = 0
 
-        ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
-            for rel, s in ex.map(_summarize_job, jobs, chunksize=4):
-                self.cache.put(digests[rel], s)
-                self._record(rel, s)
-                done += 1
-                if progress:
-                    progress(done, total)
+        def finish(rel: str, s: ModuleSummary) -> None:
+            nonlocal done
+            self._record(rel, s)
+            done += 1
+            if expand is not None:
+                for q in expand(s):
+                    if q not in seen and q not in self._by_path:
+                        queue.append(q)
+            if progress:
+                progress(done, len(seen))
+
+        try:
+            while queue or pending:
+                batch = []
+                while queue:
+                    rel = queue.popleft()
+                    if rel in seen:
+                        continue
+                    seen.add(rel)
+                    if rel in self._by_path:
+                        finish(rel, self._by_path[rel])
+                        continue
+                    data = self.source.read(rel)
+                    digest = _digest(data)
+                    self.reads[rel] = digest
+                    hit = self.cache.get(digest)
+                    if hit is not None and hit.path == rel:
+                        finish(rel, hit)
+                    else:
+                        batch.append((rel, data, digest))
+                if workers <= 1:
+                    for rel, data, digest in batch:
+                        s = summarize(data, rel)
+                        self.cache.put(digest, s)
+                        finish(rel, s)
+                    continue
+                if batch and ex is None:
+                    import multiprocessing
+
+                    ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
+                    ex = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+                batch.sort(key=lambda m: -len(m[1]))  # big files first: the workers finish together
+                for rel, data, digest in batch:
+                    job = (str(root), rel, None) if root is not None else (None, rel, data)
+                    pending[ex.submit(_summarize_job, job)] = digest
+                if not pending:
+                    continue
+                finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    digest = pending.pop(fut)
+                    rel, s = fut.result()
+                    self.cache.put(digest, s)
+                    finish(rel, s)
+        finally:
+            if ex is not None:
+                ex.shutdown(wait=True, cancel_futures=True)
 
     def loaded(self) -> dict[str, ModuleSummary]:
         """The summaries built or loaded so far, by path."""

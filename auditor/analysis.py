@@ -32,6 +32,9 @@ _NON_MEMBERS = {"__doc__", "__module__", "__init__", "__new__", "__slots__", "__
 #: Attribute names of a wrapper that hold its language model.
 LANGUAGE_MODEL_ATTRS = ("language_model", "text_model", "llm")
 
+#: Attribute names that hold the inner model, in the order they are tried.
+HOLDER_ATTRS = ("model", "transformer", "language_model", "backbone", "llm", "text_model")
+
 
 @dataclass
 class Protocol:
@@ -138,8 +141,8 @@ class TreeFacts:
                 if not isinstance(entry, ClassRef):
                     continue
                 c = r.cls(entry)
-                if c is None or not self._is_protocol_class(entry):
-                    continue
+                if c is None:
+                    continue  # typing.Protocol/Generic/object contribute no members
                 for mname, mf in c.methods.items():
                     if not (mname.startswith("__") and mname.endswith("__")):
                         members[mname] = (entry, mf)
@@ -305,41 +308,62 @@ def find_holder(resolver: Resolver, registry: Registry, ref: ClassRef, _depth: i
         inner.language_arch = arch
         inner.language_ref = lref
         return inner
-    found = _init_assign(resolver, ref, ("model",))
+    found = _init_assign(resolver, ref, HOLDER_ATTRS)
     if found is None:
-        return HolderInfo(None, "no self.model", unknown=f"no __init__ on {ref.name}'s MRO assigns self.model")
-    owner, _, call, value = found
+        return HolderInfo(None, "no self.model", unknown=(
+            f"no __init__ on {ref.name}'s MRO assigns the inner model (self.{', self.'.join(HOLDER_ATTRS)})"))
+    owner, attr, call, value = found
     loc = resolver.location(owner)
     path = loc[0] if loc else None
     if call is None:
-        return HolderInfo(None, f"self.model = {value}", path, unknown=f"self.model = {value[:60]} is not a constructor call")
+        return HolderInfo(None, f"self.{attr} = {value}", path,
+                          unknown=f"self.{attr} = {value[:60]} is not a constructor call")
     callee, _, line = call
     if callee.startswith("self."):
         name = callee[len("self."):]
         if "." in name:
-            return HolderInfo(None, f"self.model = {callee}(...)", path, line, unknown=f"{callee} cannot be resolved statically")
+            return HolderInfo(None, f"self.{attr} = {callee}(...)", path, line,
+                              unknown=f"self.{attr} = {callee}(...) cannot be resolved statically")
         hit = resolver.lookup(ref, name)
         if hit is None:
-            return HolderInfo(None, f"self.model = {callee}(...)", path, line, unknown=f"{name} is not defined on {ref.name}'s MRO")
+            return HolderInfo(None, f"self.{attr} = {callee}(...)", path, line, unknown=f"{name} is not defined on {ref.name}'s MRO")
         defined_in, fact = hit
         if isinstance(fact, AttrFact):
             # model_cls = DeepseekV2Model
             if not fact.value:
                 return HolderInfo(None, callee, path, line, unknown=f"{name} has no value")
             t = resolver.resolve_dotted(defined_in.module, fact.value)
-            via = f"self.model = self.{name}(...) with {defined_in.name}.{name} = {fact.value}"
+            via = f"self.{attr} = self.{name}(...) with {defined_in.name}.{name} = {fact.value}"
         else:
             if not fact.returns_call:
                 return HolderInfo(None, callee, path, line, unknown=f"{defined_in.name}.{name}() does not return a constructor call")
-            t = resolver.resolve_dotted(defined_in.module, fact.returns_call[0])
-            via = f"self.model = self.{name}(...) returning {fact.returns_call[0]}(...) ({defined_in.name})"
+            t = resolver.resolve_dotted(defined_in.module, fact.returns_call[0].removesuffix("(...)"))
+            via = f"self.{attr} = self.{name}(...) returning {fact.returns_call[0]}(...) ({defined_in.name})"
+            if len(set(fact.returns_call)) > 1:
+                via += f"; other branches return {', '.join(sorted(set(fact.returns_call[1:])))}"
     else:
         t = resolver.resolve_dotted(owner.module, callee)
-        via = f"self.model = {callee}(...)"
+        via = f"self.{attr} = {callee}(...)"
     if not isinstance(t, ClassRef):
-        reason = t.reason if isinstance(t, Unresolved) else f"{getattr(t, 'dotted', t)} is outside the tree"
+        if isinstance(t, Unresolved):
+            reason = t.reason
+        elif isinstance(t, External):
+            reason = f"the inner model is built by {t.name}, outside the vLLM tree"
+        else:
+            reason = f"{callee} is not a class"
         return HolderInfo(None, via, path, line, unknown=reason)
+    if _depth < 3 and t != ref and _init_assign(resolver, t, HOLDER_ATTRS + LANGUAGE_MODEL_ATTRS) is not None \
+            and not _has_layer_loop(resolver, t):
+        # the attribute holds another wrapper (a ForCausalLM): its own holder runs the layers
+        inner = find_holder(resolver, registry, t, _depth + 1)
+        inner.via = f"{via} → {inner.via}"
+        return inner
     return HolderInfo(t, via, path, line)
+
+
+def _has_layer_loop(resolver: Resolver, ref: ClassRef) -> bool:
+    hit = resolver.lookup(ref, "forward")
+    return bool(hit and isinstance(hit[1], MethodFact) and hit[1].loops)
 
 
 @dataclass

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: Bump when the shape or meaning of a summary changes: it is part of every cache key.
-INDEX_FORMAT = 12
+INDEX_FORMAT = 13
 
 #: Methods whose bodies are summarised in detail (references, loops, returns).
 DETAILED_METHODS = frozenset(
@@ -395,6 +395,12 @@ def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
         decorators=[_short(d) for d in fn.decorator_list],
     )
     if fn.name not in DETAILED_METHODS:
+        # shallow: ``return X(...)`` in the body or one ``if``/``else`` level down (factories
+        # such as ``_init_model``/``_build_model`` that build the inner model)
+        for st in fn.body:
+            for sub in [st] + (st.body + st.orelse if isinstance(st, ast.If) else []):
+                if isinstance(sub, ast.Return) and isinstance(sub.value, ast.Call):
+                    mf.returns_call.append(_short(sub.value.func))
         return mf
     if fn.name in _REFERENCE_METHODS:
         # small methods: every name and attribute they reference, and delegations

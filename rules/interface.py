@@ -52,7 +52,16 @@ def missing_members(ctx: Context, target: AuditTarget) -> tuple[list[str], objec
         required = ctx.tree.duck_typed_eagle3_members()
     else:
         required = []
-    missing = [m for m in required if ctx.resolver.lookup(ref, m) is None]
+    missing = []
+    for m in required:
+        hit = ctx.resolver.lookup(ref, m)
+        if hit is None:
+            missing.append(m)
+        elif proto is not None and m in proto.members and isinstance(proto.members[m][1], MethodFact):
+            # typing's runtime check also rejects a callable member set to None
+            fact = hit[1]
+            if not isinstance(fact, MethodFact) and fact.value == "None":
+                missing.append(m)
     return missing, proto, required
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: Bump when the shape or meaning of a summary changes: it is part of every cache key.
-INDEX_FORMAT = 13
+INDEX_FORMAT = 14
 
 #: Methods whose bodies are summarised in detail (references, loops, returns).
 DETAILED_METHODS = frozenset(
@@ -161,6 +161,8 @@ class FunctionFact:
     returns_local_class: str | None = None
     returns_call: list[str] = field(default_factory=list)
     local_bindings: dict[str, Binding] = field(default_factory=dict)
+    appends_bases: list[str] = field(default_factory=list)
+    calls: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -456,8 +458,10 @@ def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
 
 
 class _Summarizer:
-    def __init__(self, module: str, path: str, is_package: bool):
+    def __init__(self, module: str, path: str, is_package: bool, track_bases: bool = False):
         self.s = ModuleSummary(module=module, path=path, is_package=is_package)
+        #: the module assigns some ``__bases__``: record which functions append bases
+        self.track_bases = track_bases
 
     # -- module level -----------------------------------------------------------------
     def run(self, tree: ast.Module) -> ModuleSummary:
@@ -567,6 +571,17 @@ class _Summarizer:
         ff = FunctionFact(name=fn.name, line=fn.lineno, params=params)
         local_classes: dict[str, str] = {}
         for node in ast.walk(fn):
+            if self.track_bases:
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                    ff.calls.append(node.func.id)
+                elif (
+                    isinstance(node, ast.Assign)
+                    and any(isinstance(t, ast.Attribute) and t.attr == "__bases__" for t in node.targets)
+                    and isinstance(node.value, ast.BinOp)
+                    and isinstance(node.value.right, ast.Tuple)
+                ):
+                    # ``cls.__bases__ = cls.__bases__ + (Wrapper,)``
+                    ff.appends_bases += [d for d in map(dotted, node.value.right.elts) if d]
             if isinstance(node, ast.ImportFrom):
                 mod = resolve_relative(self.s.module, self.s.is_package, node.level, node.module)
                 for alias in node.names:
@@ -674,6 +689,6 @@ def summarize(source: bytes, path: str) -> ModuleSummary:
     except (SyntaxError, ValueError) as exc:
         msg = parse_error_line(exc) if isinstance(exc, SyntaxError) else str(exc)
         return ModuleSummary(module=module, path=path, is_package=is_package, error=msg)
-    summary = _Summarizer(module, path, is_package).run(tree)
+    summary = _Summarizer(module, path, is_package, track_bases=b"__bases__" in source).run(tree)
     extract.run_extractors(tree, source, summary)
     return summary

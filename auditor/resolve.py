@@ -259,11 +259,51 @@ class Resolver:
 
     # -- MRO ---------------------------------------------------------------------------
     def bases(self, ref: ClassRef) -> list[Target]:
-        """The resolved direct bases of ``ref`` (empty list means ``object``)."""
+        """The resolved direct bases of ``ref`` (empty list means ``object``), as they are after
+        the class's decorators ran: a decorator that executes
+        ``cls.__bases__ = cls.__bases__ + (X,)`` (vLLM's ``support_torch_compile`` does, in
+        ``vllm/compilation/decorators.py``) appends X."""
         c = self.cls(ref)
         if c is None:
             return []
-        return [self.resolve_base(ref, b) for b in c.bases]
+        out = [self.resolve_base(ref, b) for b in c.bases]
+        for deco in c.decorators:
+            for extra in self.decorator_appended_bases(ref.module, deco):
+                if extra not in out:
+                    out.append(extra)
+        return out
+
+    def decorator_appended_bases(self, module: str, deco: str) -> list[Target]:
+        """Bases a class decorator appends to ``__bases__`` (through the functions of its module
+        that it calls), resolved; [] for decorators that leave the bases alone."""
+        key = (module, deco)
+        cache = self.__dict__.setdefault("_deco_cache", {})
+        if key in cache:
+            return cache[key]
+        cache[key] = []
+        name = deco.removesuffix("(...)")
+        if not all(p.isidentifier() for p in name.split(".")):
+            return []
+        f = self.resolve_dotted(module, name)
+        result: list[Target] = []
+        if isinstance(f, FunctionRef):
+            fm = self.tree.module(f.module)
+            if fm is not None:
+                seen: set[str] = set()
+                todo = [f.name]
+                while todo:
+                    fn = todo.pop()
+                    if fn in seen or fn not in fm.functions:
+                        continue
+                    seen.add(fn)
+                    ff = fm.functions[fn]
+                    for b in ff.appends_bases:
+                        t = self.resolve_dotted(f.module, b)
+                        if t not in result:
+                            result.append(t)
+                    todo += ff.calls
+        cache[key] = result
+        return result
 
     def mro(self, ref: ClassRef) -> MroResult:
         """C3 linearisation of ``ref``, as ``type.mro()`` computes it. Never raises: an

@@ -193,6 +193,8 @@ def explain(
     from auditor import report as rep
     from auditor.explain import explain as do_explain
 
+    if all_archs and arch and path is None:
+        arch, path = None, arch  # ``explain --all PATH``: the one positional is the tree
     if not arch and not all_archs:
         _fail("give an architecture, or --all")
     if arch and all_archs:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: Bump when the shape or meaning of a summary changes: it is part of every cache key.
-INDEX_FORMAT = 14
+INDEX_FORMAT = 15
 
 #: Methods whose bodies are summarised in detail (references, loops, returns).
 DETAILED_METHODS = frozenset(
@@ -185,6 +185,7 @@ class ModuleSummary:
     alt_bindings: dict[str, list[Binding]] = field(default_factory=dict)
     type_checking_names: set[str] = field(default_factory=set)
     tc_bindings: dict[str, Binding] = field(default_factory=dict)
+    earlier: dict[str, list[Binding]] = field(default_factory=dict)
     classes: dict[str, ClassFact] = field(default_factory=dict)
     functions: dict[str, FunctionFact] = field(default_factory=dict)
     dunder_all: list[str] | None = None
@@ -479,6 +480,8 @@ class _Summarizer:
             # ``try: import A as X / except: import B as X``: keep the first, remember the other
             self.s.alt_bindings.setdefault(name, []).append(b)
             return
+        if prev is not None:
+            self.s.earlier.setdefault(name, []).append(prev)  # a class body may have seen it
         self.s.bindings[name] = b
         self.s.type_checking_names.discard(name)
 
@@ -625,6 +628,14 @@ class _Summarizer:
             guarded=guarded,
             type_checking=type_checking,
         )
+        old = self.s.classes.get(qualname)
+        if old is not None:
+            # a second definition: keep the first under ``Name@line`` for the code that saw it
+            key = f"{qualname}@{old.line}"
+            self.s.classes[key] = old
+            for b in [self.s.bindings.get(node.name)] + self.s.earlier.get(node.name, []):
+                if b is not None and b.kind == "class" and b.target == qualname and b.line == old.line:
+                    b.target = key
         self.s.classes[qualname] = cf
         return cf
 

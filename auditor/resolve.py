@@ -29,12 +29,13 @@ class ClassRef:
 
     @property
     def dotted(self) -> str:
-        """``module.qualname``, as Python's ``f"{cls.__module__}.{cls.__qualname__}"``."""
-        return f"{self.module}.{self.qualname}"
+        """``module.qualname``, as Python's ``f"{cls.__module__}.{cls.__qualname__}"`` (an
+        earlier definition of a name defined twice is keyed ``Name@line`` internally)."""
+        return f"{self.module}.{self.qualname.split('@')[0]}"
 
     @property
     def name(self) -> str:
-        return self.qualname.rsplit(".", 1)[-1]
+        return self.qualname.split("@")[0].rsplit(".", 1)[-1]
 
 
 @dataclass(frozen=True)
@@ -187,12 +188,31 @@ class Resolver:
     def _in_tree_module(self, mod: str) -> bool:
         return self.tree.has_module(mod)
 
-    def resolve_dotted(self, module: str, text: str, _seen: frozenset = frozenset(), subst: tuple = ()) -> Target:
+    def resolve_name_at(self, module: str, name: str, line: int) -> Target:
+        """Bind ``name`` as module-level code at ``line`` sees it: the latest binding made
+        before that line (``class Thing(Thing)`` sees the imported Thing)."""
+        m = self.tree.module(module)
+        if m is None or name not in m.bindings:
+            return self.resolve_name(module, name)
+        cands = m.earlier.get(name, []) + [m.bindings[name]]
+        before = [b for b in cands if b.line < line]
+        if not before or before[-1] is m.bindings[name]:
+            return self.resolve_name(module, name)
+        return self._from_binding(m, name, before[-1], frozenset({(module, name)}))
+
+    def resolve_dotted(self, module: str, text: str, _seen: frozenset = frozenset(), subst: tuple = (),
+                       at_line: int | None = None) -> Target:
         """Bind a dotted expression (``nn.Module``, ``interfaces.SupportsEagle3``) in ``module``.
-        ``subst`` maps factory parameters to targets."""
+        ``subst`` maps factory parameters to targets; ``at_line`` binds the head name as code at
+        that line sees it."""
         parts = text.split(".")
         head = dict(subst).get(parts[0]) if subst else None
-        t = head if head is not None else self.resolve_name(module, parts[0], _seen)
+        if head is not None:
+            t = head
+        elif at_line is not None:
+            t = self.resolve_name_at(module, parts[0], at_line)
+        else:
+            t = self.resolve_name(module, parts[0], _seen)
         for part in parts[1:]:
             if isinstance(t, ModuleRef):
                 t = self.resolve_name(t.module, part, _seen)
@@ -252,7 +272,8 @@ class Resolver:
             if ff and head in ff.local_bindings and head not in dict(subst):
                 local = self._from_binding(fm, head, ff.local_bindings[head], frozenset())
                 subst = subst + ((head, local),)
-        t = self.resolve_dotted(scope, text2, frozenset(), subst)
+        at = c.line if c is not None and "." not in ref.qualname.split("@")[0] else None
+        t = self.resolve_dotted(scope, text2, frozenset(), subst, at_line=at)
         if isinstance(t, External) and t.name in ("typing_extensions.Protocol",):
             return External("typing.Protocol")
         return t
@@ -318,7 +339,8 @@ class Resolver:
             if isinstance(b, ClassRef):
                 r = self.mro(b)
                 unresolved += r.unresolved
-                if r.error and not r.entries:
+                if r.error == "recursive hierarchy":
+                    unresolved.append(Unresolved(b.dotted, "recursive hierarchy"))
                     continue
                 seqs.append(list(r.entries))
                 direct.append(b)

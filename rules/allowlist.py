@@ -22,6 +22,11 @@ _LIST = '''supported = {entries!r}
             raise ValueError("Eagle3 is only supported for some models")'''
 
 
+_INLINE = '''if self.method == "eagle3" and self.target_model_config and \\
+                "llama" not in self.target_model_config.hf_text_config.model_type:
+            raise ValueError("Eagle3 is only supported for Llama models.")'''
+
+
 def _spec(entries: list[str]) -> dict[str, str]:
     return {"vllm/config/speculative.py": _SPEC.format(body=_LIST.format(entries=entries))}
 
@@ -58,7 +63,9 @@ class AllowlistRule(Rule):
             "LlamaForCausalLM",
             text_model_type="deepseek_v3",
             expect_severity=Severity.ERROR,
-        )
+        ),
+        Example({"vllm/config/speculative.py": _SPEC.format(body=_INLINE)}, "LlamaForCausalLM",
+                text_model_type="qwen2", expect_severity=Severity.ERROR, note="0.10.0's inline test"),
     ]
 
     def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:

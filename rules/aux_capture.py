@@ -38,6 +38,44 @@ class NoIdxForCausalLM(nn.Module, SupportsEagle3):
 '''
 
 
+_CAPTURING_MODEL = '''
+from itertools import islice
+
+import torch.nn as nn
+from vllm.model_executor.models.interfaces import SupportsEagle3
+
+
+class CapModel(nn.Module):
+    def forward(self, input_ids, positions):
+        hidden_states, residual = input_ids, None
+        aux_hidden_states = []
+        for idx, layer in enumerate(islice(self.layers, self.start_layer, self.end_layer){start}):
+            if idx in self.aux_hidden_state_layers:
+                aux_hidden_states.append(hidden_states + residual)
+            hidden_states, residual = layer(positions, hidden_states, residual)
+        {ret}
+
+
+class CapForCausalLM(nn.Module, SupportsEagle3):
+    def __init__(self, vllm_config=None):
+        super().__init__()
+        self.model = CapModel()
+
+    def set_aux_hidden_state_layers(self, layers):
+        self.model.aux_hidden_state_layers = layers
+
+    def get_eagle3_aux_hidden_state_layers(self):
+        return (2,)
+'''
+_RETURNS = """if len(aux_hidden_states) > 0:
+            return hidden_states, aux_hidden_states
+        return hidden_states"""
+
+
+def _cap(start: str = "", ret: str = _RETURNS) -> dict[str, str]:
+    return {"vllm/model_executor/models/cap.py": _CAPTURING_MODEL.format(start=start, ret=ret)}
+
+
 def holder_and_forward(ctx: Context, target: AuditTarget):
     """``(HolderInfo, ForwardFacts | None)`` for the target, cached per target class."""
     key = ("holder", target.facts.ref)
@@ -78,10 +116,12 @@ class AuxCaptureRule(Rule):
         "any were captured; the codemod rewrites the loop."
     )
     FIX_AVAILABLE = True
-    VALID = [Example({}, "LlamaForCausalLM")]
+    VALID = [Example({}, "LlamaForCausalLM"), Example(_cap(), "CapForCausalLM")]
     INVALID = [
         Example({"vllm/model_executor/models/noidx.py": _NO_INDEX_LOOP}, "NoIdxForCausalLM",
                 expect_severity=Severity.ERROR, note="islice loop without an index"),
+        Example(_cap(ret="return hidden_states"), "CapForCausalLM",
+                expect_severity=Severity.ERROR, note="captures but never returns the aux states"),
     ]
 
     def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
@@ -154,6 +194,8 @@ class PPRelativeIndexRule(Rule):
     )
     HOW_TO_FIX = "Pass start=self.start_layer to enumerate (or add start_layer to the index)."
     BLOCKING = False
+    VALID = [Example(_cap(start=", start=self.start_layer"), "CapForCausalLM")]
+    INVALID = [Example(_cap(), "CapForCausalLM", expect_severity=Severity.WARNING)]
 
     def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
         if target.facts.ref is None:

@@ -7,7 +7,7 @@ from typing import Iterator
 from auditor.analysis import config_attributes, is_multimodal
 from auditor.findings import Finding, Severity
 from auditor.resolve import ClassRef
-from rules.base import AuditTarget, Context, Rule
+from rules.base import AuditTarget, Context, Example, Rule
 
 
 def token_candidates(attrs) -> list[str]:
@@ -42,6 +42,9 @@ class ImageTokenRule(Rule):
     )
     FIX_AVAILABLE = True
     METHODS = ("eagle3", "eagle")
+    VALID = [Example({}, "LlamaForCausalLM", note="not multimodal")]
+    INVALID = [Example({}, "ToyVLForConditionalGeneration", expect_severity=Severity.ERROR,
+                       note="config class has media_placeholder_token_id, the fallback reads image_token_index")]
 
     def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
         ref = target.facts.ref

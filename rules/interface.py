@@ -35,8 +35,43 @@ _EMPTY_SUBCLASS = '''
 from vllm.model_executor.models.toy import ToyV2ForCausalLM
 
 
-class ToyV3ForCausalLM(ToyV2ForCausalLM):
+class ToyV4ForCausalLM(ToyV2ForCausalLM):
     pass
+'''
+
+_STRUCTURAL = '''
+import torch.nn as nn
+from vllm.model_executor.models.llama import LlamaModel
+
+
+class StructuralForCausalLM(nn.Module):
+    """Satisfies SupportsEagle3 without inheriting it: every member is defined."""
+
+    supports_eagle3 = True
+    has_own_lm_head = False
+    has_own_embed_tokens = False
+
+    def __init__(self, vllm_config=None):
+        super().__init__()
+        self.model = LlamaModel()
+
+    def set_aux_hidden_state_layers(self, layers):
+        self.model.aux_hidden_state_layers = layers
+
+    def get_eagle3_aux_hidden_state_layers(self):
+        return (2,)
+'''
+
+_STUB_ONLY = '''
+import torch.nn as nn
+from vllm.model_executor.models.interfaces import SupportsEagle3
+from vllm.model_executor.models.llama import LlamaModel
+
+
+class StubForCausalLM(nn.Module, SupportsEagle3):
+    def __init__(self, vllm_config=None):
+        super().__init__()
+        self.model = LlamaModel()
 '''
 
 
@@ -96,9 +131,13 @@ class InterfaceRule(Rule):
     )
     FIX_AVAILABLE = True
     METHODS = ("eagle3", "eagle")
-    VALID = [Example({"vllm/model_executor/models/llama.py": None}, "LlamaForCausalLM")]  # base tree's Llama
+    VALID = [
+        Example({"vllm/model_executor/models/llama.py": None}, "LlamaForCausalLM"),  # base tree's Llama
+        Example({"vllm/model_executor/models/structural.py": _STRUCTURAL}, "StructuralForCausalLM",
+                note="structural conformance without inheriting the protocol"),
+    ]
     INVALID = [
-        Example({"vllm/model_executor/models/toy3.py": _EMPTY_SUBCLASS}, "ToyV3ForCausalLM",
+        Example({"vllm/model_executor/models/toy4.py": _EMPTY_SUBCLASS}, "ToyV4ForCausalLM",
                 expect_severity=Severity.ERROR, note="empty subclass of a class without SupportsEagle3"),
     ]
 
@@ -150,8 +189,9 @@ class StubMemberRule(Rule):
     HOW_TO_FIX = "Implement the method on the class that holds the model (the interface codemod writes it)."
     BLOCKING = False
     METHODS = ("eagle3",)
-    VALID = []
-    INVALID = []
+    VALID = [Example({}, "LlamaForCausalLM")]
+    INVALID = [Example({"vllm/model_executor/models/stub.py": _STUB_ONLY}, "StubForCausalLM",
+                       expect_severity=Severity.WARNING, note="inherits the protocol, overrides nothing")]
 
     def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
         facts = target.facts

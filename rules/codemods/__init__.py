@@ -1,0 +1,438 @@
+"""Codemods: one libcst transformer per blocking gate, next to the rules that find the gates.
+
+Each codemod is a :class:`libcst.codemod.VisitorBasedCodemodCommand` with a ``DESCRIPTION``
+and keyword parameters that say *what* to change (a class name, model_types, an attribute),
+never *where* by line: the transformer finds its target by structure, the way the rule does.
+Every codemod is idempotent (running it on its own output changes nothing) and leaves the
+formatting and comments of the code it does not touch as they were (libcst round-trips them).
+
+A codemod that finds the tree in a shape it cannot rewrite safely raises :class:`NotAutoFixable`
+with the reason and what a human should add instead; it never writes a guess.
+
+:func:`run_codemod` is the entry point used by :mod:`auditor.fix`; :data:`CODEMODS` maps the
+stable codemod names (recorded in ``--out`` codemod files) to the classes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Sequence
+
+import libcst as cst
+from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
+
+#: Line length the codemods aim to stay within (vLLM's ruff setting).
+LINE_LENGTH = 88
+
+
+class NotAutoFixable(Exception):
+    """The codemod cannot make the change safely. ``reason``: why; ``hint``: what to add by hand."""
+
+    def __init__(self, reason: str, hint: str = ""):
+        super().__init__(reason)
+        self.reason = reason
+        self.hint = hint
+
+
+class EagleCodemod(VisitorBasedCodemodCommand):
+    """Base class of the gate codemods: ``NAME`` (stable id), ``GATE`` (the rule's gate id),
+    ``DESCRIPTION``; ``changes`` collects one sentence per edit made (empty: nothing to do)."""
+
+    NAME: ClassVar[str] = ""
+    GATE: ClassVar[str] = ""
+    DESCRIPTION: ClassVar[str] = ""
+
+    def __init__(self, context: CodemodContext, **params: Any) -> None:
+        super().__init__(context)
+        self.params = params
+        self.changes: list[str] = []
+
+
+#: Codemod name → ``module:Class`` (imported on first use: the modules import this one).
+_CODEMODS = {
+    "allowlist": "rules.codemods.allowlist:AllowlistCodemod",
+    "interface": "rules.codemods.interface:InterfaceCodemod",
+    "aux-capture": "rules.codemods.aux_capture:AuxCaptureCodemod",
+    "image-token": "rules.codemods.image_token:ImageTokenCodemod",
+}
+
+
+def codemod_class(name: str) -> type[EagleCodemod]:
+    """The codemod class registered as ``name``. Raises KeyError for an unknown name."""
+    import importlib
+
+    mod, cls = _CODEMODS[name].split(":")
+    return getattr(importlib.import_module(mod), cls)
+
+
+def codemod_classes() -> dict[str, type[EagleCodemod]]:
+    """Every codemod by its stable name, in gate order."""
+    return {n: codemod_class(n) for n in _CODEMODS}
+
+
+def run_codemod(name: str, code: str, params: dict, filename: str | None = None) -> tuple[str, list[str]]:
+    """Apply codemod ``name`` with ``params`` to the module source ``code``.
+
+    Returns:
+        ``(new code, changes)``; ``changes`` is empty when the module already had the change.
+    Raises:
+        NotAutoFixable: the codemod cannot make the change (the reason says why).
+        KeyError: unknown codemod name.
+        libcst.ParserSyntaxError: ``code`` does not parse.
+    """
+    cls = codemod_class(name)
+    module = cst.parse_module(code)
+    cmd = cls(CodemodContext(filename=filename), **params)
+    new = cmd.transform_module(module)
+    if not cmd.changes:
+        return code, []
+    return new.code, cmd.changes
+
+
+# -- helpers shared by the codemods ----------------------------------------------------------
+
+
+def dotted_name(node: cst.CSTNode) -> str | None:
+    """``a.b.c`` for a Name/Attribute chain, else None."""
+    parts: list[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if isinstance(node, cst.Name):
+        parts.append(node.value)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _no_comment(ws: cst.BaseParenthesizableWhitespace) -> cst.BaseParenthesizableWhitespace:
+    """The same whitespace without a trailing comment (so that copying a separator never
+    duplicates a comment)."""
+    if isinstance(ws, cst.ParenthesizedWhitespace):
+        return ws.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[])
+    return ws
+
+
+def _separator(items: Sequence[Any], opening_ws: cst.BaseParenthesizableWhitespace | None) -> cst.Comma:
+    """The comma that separates two items of this sequence, as the sequence writes it."""
+    for it in items[:-1]:
+        if isinstance(it.comma, cst.Comma):
+            return it.comma.with_changes(whitespace_after=_no_comment(it.comma.whitespace_after))
+    if isinstance(opening_ws, cst.ParenthesizedWhitespace):
+        return cst.Comma(whitespace_after=_no_comment(opening_ws))
+    return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+
+
+def insert_items(
+    items: Sequence[Any],
+    new_items: Sequence[Any],
+    index: int | None = None,
+    opening_ws: cst.BaseParenthesizableWhitespace | None = None,
+    closing_ws: cst.BaseParenthesizableWhitespace | None = None,
+) -> tuple[list[Any], cst.BaseParenthesizableWhitespace | None]:
+    """Insert ``new_items`` (Element / Arg / ImportAlias nodes) into a comma-separated sequence
+    at ``index`` (default: the end), in the sequence's own layout: one per line when it is
+    exploded, ``a, b`` when inline, keeping a trailing comma and any comment on the last line
+    where they were.
+
+    Returns:
+        ``(items, closing_ws)``: the new items and the whitespace to put before the closing
+        bracket (changed only when a comment had to move).
+    """
+    items = list(items)
+    if not items:
+        out = [n.with_changes(comma=cst.MaybeSentinel.DEFAULT) for n in new_items]
+        for i in range(len(out) - 1):
+            out[i] = out[i].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        return out, closing_ws
+    sep = _separator(items, opening_ws)
+    if index is not None and index < len(items):
+        fresh = [n.with_changes(comma=sep) for n in new_items]
+        return items[:index] + fresh + items[index:], closing_ws
+    last = items[-1]
+    trailing = last.comma  # Comma (trailing comma) or MaybeSentinel
+    last_sep = sep
+    if isinstance(sep.whitespace_after, cst.ParenthesizedWhitespace) and isinstance(
+        closing_ws, cst.ParenthesizedWhitespace
+    ):
+        # the old last line's comment (kept before the closing bracket) stays on that line
+        last_sep = sep.with_changes(
+            whitespace_after=sep.whitespace_after.with_changes(first_line=closing_ws.first_line)
+        )
+        closing_ws = closing_ws.with_changes(first_line=cst.TrailingWhitespace())
+    out = items[:-1] + [last.with_changes(comma=last_sep)]
+    for i, n in enumerate(new_items):
+        out.append(n.with_changes(comma=sep if i < len(new_items) - 1 else trailing))
+    return out, closing_ws
+
+
+def _indent_ws(indent: str) -> cst.ParenthesizedWhitespace:
+    return cst.ParenthesizedWhitespace(
+        first_line=cst.TrailingWhitespace(), empty_lines=[], indent=True, last_line=cst.SimpleWhitespace(indent)
+    )
+
+
+def explode(items: Sequence[Any], indent: str = "    ") -> tuple[list[Any], cst.ParenthesizedWhitespace, cst.ParenthesizedWhitespace]:
+    """Lay a sequence out one item per line with a trailing comma (ruff's "magic trailing comma"
+    form). Returns ``(items, opening whitespace, closing whitespace)``."""
+    out = []
+    for it in items:
+        out.append(it.with_changes(comma=cst.Comma(whitespace_after=_indent_ws(indent))))
+    if out:
+        out[-1] = out[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace("")))
+    return out, _indent_ws(indent), _indent_ws("")
+
+
+def is_exploded(items: Sequence[Any]) -> bool:
+    """True when the items of a sequence are laid out one per line (a newline follows a comma)."""
+    return any(
+        isinstance(it.comma, cst.Comma) and isinstance(it.comma.whitespace_after, cst.ParenthesizedWhitespace)
+        for it in list(items)[:-1]
+    )
+
+
+def too_long(module: cst.Module, node: cst.CSTNode, depth: int = 0, needle: str | None = None) -> bool:
+    """True when a line of ``node`` (rendered at block depth ``depth``) that contains ``needle``
+    (any line if None) is longer than :data:`LINE_LENGTH`."""
+    pad = len(module.default_indent) * depth
+    for line in module.code_for_node(node).splitlines():
+        if needle is not None and needle not in line:
+            continue
+        if pad + len(line) > LINE_LENGTH:
+            return True
+    return False
+
+
+def string_node(value: str, like: cst.SimpleString | None = None) -> cst.SimpleString:
+    """A string literal for ``value`` quoted the way ``like`` is (double quotes by default)."""
+    q = '"'
+    if like is not None and like.value[:1] in ("'", '"') and like.value[:3] not in ('"""', "'''"):
+        q = like.value[0]
+    return cst.SimpleString(f"{q}{value}{q}")
+
+
+def module_binds(module: cst.Module, name: str) -> bool:
+    """True when ``name`` is bound at the top level of ``module`` by an import or a definition
+    (not under ``if TYPE_CHECKING:``)."""
+    for stmt in module.body:
+        if isinstance(stmt, (cst.ClassDef, cst.FunctionDef)) and stmt.name.value == name:
+            return True
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for s in stmt.body:
+                if isinstance(s, (cst.ImportFrom, cst.Import)) and not isinstance(s.names, cst.ImportStar):
+                    for alias in s.names:
+                        if isinstance(s, cst.ImportFrom):
+                            bound = alias.evaluated_alias or alias.evaluated_name
+                        else:
+                            bound = alias.evaluated_alias or alias.evaluated_name.split(".")[0]
+                        if bound == name:
+                            return True
+    return False
+
+
+def _absolute(module_name: str, is_package: bool, s: cst.ImportFrom) -> str:
+    level = len(s.relative)
+    mod = dotted_name(s.module) if s.module is not None else ""
+    if level == 0:
+        return mod or ""
+    parts = module_name.split(".") if is_package else module_name.split(".")[:-1]
+    if level > 1:
+        parts = parts[: len(parts) - (level - 1)]
+    base = ".".join(parts)
+    return f"{base}.{mod}" if mod and base else (mod or base)
+
+
+def ensure_import(module: cst.Module, from_module: str, name: str, this_module: str, is_package: bool = False) -> tuple[cst.Module, bool]:
+    """Make ``name`` importable in ``module`` from ``from_module`` (absolute dotted).
+
+    Adds ``name`` to an existing top-level ``from <from_module> import ...`` (relative or
+    absolute; in sorted position when the names are sorted; the import is wrapped one name per
+    line when it would get too long), else adds a new ``from <from_module> import <name>`` after
+    the last top-level import. Returns ``(module, changed)``; nothing changes when ``name`` is
+    already bound at the top level.
+    """
+    if module_binds(module, name):
+        return module, False
+    body = list(module.body)
+    for i, stmt in enumerate(body):
+        if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+            continue
+        s = stmt.body[0]
+        if not isinstance(s, cst.ImportFrom) or isinstance(s.names, cst.ImportStar):
+            continue
+        if _absolute(this_module, is_package, s) != from_module:
+            continue
+        names = list(s.names)
+        texts = [a.evaluated_name for a in names]
+        index = None
+        if texts == sorted(texts):
+            index = next((k for k, t in enumerate(texts) if t > name), None)
+        opening = s.lpar.whitespace_after if s.lpar else None
+        closing = s.rpar.whitespace_before if s.rpar else None
+        new_names, closing = insert_items(names, [cst.ImportAlias(name=cst.Name(name))], index, opening, closing)
+        new_s = s.with_changes(names=new_names)
+        if s.rpar is not None:
+            new_s = new_s.with_changes(rpar=s.rpar.with_changes(whitespace_before=closing))
+        if not is_exploded(new_names) and too_long(module, stmt.with_changes(body=[new_s])):
+            exploded, o, c = explode(new_names)
+            new_s = new_s.with_changes(
+                names=exploded, lpar=cst.LeftParen(whitespace_after=o), rpar=cst.RightParen(whitespace_before=c)
+            )
+        body[i] = stmt.with_changes(body=[new_s])
+        return module.with_changes(body=body), True
+    # a new import statement after the last top-level import
+    last = -1
+    for i, stmt in enumerate(body):
+        if isinstance(stmt, cst.SimpleStatementLine) and all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body):
+            last = i
+    new_stmt = cst.parse_statement(f"from {from_module} import {name}\n")
+    if last < 0:
+        # after a module docstring, if any
+        last = 0 if body and _is_docstring(body[0]) else -1
+    body.insert(last + 1, new_stmt)
+    return module.with_changes(body=body), True
+
+
+def _is_docstring(stmt: cst.CSTNode) -> bool:
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], cst.Expr)
+        and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
+
+
+def base_names(cls: cst.ClassDef) -> list[str]:
+    """The dotted texts of a class's positional bases (``nn.Module``, ``SupportsPP``)."""
+    out = []
+    for a in cls.bases:
+        d = dotted_name(a.value)
+        if d is not None:
+            out.append(d)
+    return out
+
+
+def has_base(cls: cst.ClassDef, name: str) -> bool:
+    return any(b == name or b.endswith("." + name) for b in base_names(cls))
+
+
+def add_base(module: cst.Module, cls: cst.ClassDef, name: str, depth: int = 0) -> cst.ClassDef:
+    """``cls`` with ``name`` appended to its bases (after the existing ones, so that the MRO keeps
+    its order), in the class statement's layout; the header is wrapped one base per line when
+    the new base would make its line too long."""
+    bases = list(cls.bases)
+    opening = cls.lpar.whitespace_after if isinstance(cls.lpar, cst.LeftParen) else None
+    closing = cls.rpar.whitespace_before if isinstance(cls.rpar, cst.RightParen) else None
+    new_arg = cst.Arg(value=cst.Name(name))
+    # keyword arguments (metaclass=...) stay after the positional bases
+    keywords = list(cls.keywords)
+    if keywords:
+        new_bases, _ = insert_items(bases + keywords, [new_arg], len(bases), opening, closing)
+        new_bases_pos = new_bases[: len(bases) + 1]
+        new_keywords = new_bases[len(bases) + 1:]
+        out = cls.with_changes(bases=new_bases_pos, keywords=new_keywords)
+    else:
+        new_bases, closing = insert_items(bases, [new_arg], None, opening, closing)
+        out = cls.with_changes(bases=new_bases)
+        if isinstance(cls.rpar, cst.RightParen):
+            out = out.with_changes(rpar=cls.rpar.with_changes(whitespace_before=closing))
+    if not bases and not keywords:
+        out = out.with_changes(lpar=cst.LeftParen(), rpar=cst.RightParen())
+    header = out.with_changes(body=cst.SimpleStatementSuite(body=[cst.Pass()]), decorators=[], leading_lines=[])
+    if not is_exploded(list(out.bases) + list(out.keywords)) and too_long(module, header, depth):
+        items, o, c = explode(list(out.bases) + list(out.keywords), module.default_indent)
+        nb = len(out.bases)
+        out = out.with_changes(
+            bases=items[:nb], keywords=items[nb:],
+            lpar=cst.LeftParen(whitespace_after=o), rpar=cst.RightParen(whitespace_before=c),
+        )
+    return out
+
+
+def parse_member(source: str, module: cst.Module) -> cst.BaseStatement:
+    """Parse a method (or class attribute) written with 4-space indentation into a statement
+    that uses ``module``'s indentation, preceded by one blank line."""
+    indent = module.default_indent
+    if indent != "    ":
+        source = "\n".join(
+            (indent * ((len(line) - len(line.lstrip(" "))) // 4) + line.lstrip(" ")) if line.strip() else line
+            for line in source.splitlines()
+        ) + "\n"
+    stmt = cst.parse_statement(source, config=module.config_for_parsing)
+    return stmt.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+
+
+class ClassFinder(cst.CSTVisitor):
+    """Finds the *last* definition of the class with qualname ``qualname`` (the binding that
+    wins at run time) and records its depth."""
+
+    def __init__(self, qualname: str):
+        self.qualname = qualname
+        self.stack: list[str] = []
+        self.found: cst.ClassDef | None = None
+        self.depth = 0
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        self.stack.append(node.name.value)
+        if ".".join(self.stack) == self.qualname:
+            self.found = node
+            self.depth = len(self.stack) - 1
+        return True
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self.stack.pop()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False  # classes built inside functions are out of scope
+
+
+def find_class(module: cst.Module, qualname: str) -> tuple[cst.ClassDef | None, int]:
+    f = ClassFinder(qualname)
+    module.visit(f)
+    return f.found, f.depth
+
+
+class ReplaceNode(cst.CSTTransformer):
+    """Replace one node (found by identity) with another node, a removal, or a sequence."""
+
+    def __init__(self, old: cst.CSTNode, new: Any):
+        self.old = old
+        self.new = new
+
+    def on_leave(self, original_node, updated_node):
+        if original_node is self.old:
+            return self.new
+        return updated_node
+
+
+def replace(module: cst.Module, old: cst.CSTNode, new: Any) -> cst.Module:
+    return module.visit(ReplaceNode(old, new))
+
+
+def class_methods(cls: cst.ClassDef) -> dict[str, cst.FunctionDef]:
+    """Methods defined directly in a class body (the later definition wins)."""
+    out: dict[str, cst.FunctionDef] = {}
+    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else []
+    for s in body:
+        if isinstance(s, cst.FunctionDef):
+            out[s.name.value] = s
+    return out
+
+
+def append_to_class(cls: cst.ClassDef, stmts: list[cst.BaseStatement]) -> cst.ClassDef:
+    """``cls`` with ``stmts`` appended at the end of its body (an empty body loses its ``pass``)."""
+    body = cls.body
+    if not isinstance(body, cst.IndentedBlock):
+        body = cst.IndentedBlock(body=[])
+        stmts = [stmts[0].with_changes(leading_lines=[])] + list(stmts[1:]) if stmts else stmts
+        return cls.with_changes(body=body.with_changes(body=stmts))
+    old = list(body.body)
+    kept = [s for s in old if not _is_placeholder(s)]
+    if len(kept) != len(old) and not kept:
+        stmts = [stmts[0].with_changes(leading_lines=[])] + list(stmts[1:])
+    return cls.with_changes(body=body.with_changes(body=kept + list(stmts)))
+
+
+def _is_placeholder(stmt: cst.CSTNode) -> bool:
+    """``pass`` or ``...`` as a whole statement."""
+    return isinstance(stmt, cst.SimpleStatementLine) and all(
+        isinstance(x, cst.Pass) or (isinstance(x, cst.Expr) and isinstance(x.value, cst.Ellipsis)) for x in stmt.body
+    )

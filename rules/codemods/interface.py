@@ -1,0 +1,106 @@
+"""Codemod for EA302 ``interface``: make a class satisfy the tree's ``SupportsEagle3`` protocol
+(declare it as a base, import it, and write the members that the tree's protocol leaves as stubs)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from rules.codemods import (
+    EagleCodemod,
+    NotAutoFixable,
+    add_base,
+    append_to_class,
+    class_methods,
+    ensure_import,
+    find_class,
+    has_base,
+    parse_member,
+    replace,
+)
+
+#: Member templates by kind. ``{name}``: the member name as the tree's protocol spells it;
+#: ``{attr}``: the attribute holding the inner model (``model``) or, for a multimodal wrapper,
+#: the language model (``language_model``).
+TEMPLATES = {
+    # the inner model's forward reads self.aux_hidden_state_layers
+    "set-inner": (
+        "def {name}(self, layers: tuple[int, ...]) -> None:\n"
+        "    self.{attr}.aux_hidden_state_layers = layers\n"
+    ),
+    # the layer-default getter: (2, n // 2, n - 3), as vLLM's Llama and the 0.18 protocol default
+    "get-default": (
+        "def {name}(self) -> tuple[int, ...]:\n"
+        "    num_layers = len(self.{attr}.layers)\n"
+        "    return (2, num_layers // 2, num_layers - 3)\n"
+    ),
+    # multimodal wrappers delegate to their language model
+    "delegate-set": (
+        "def {name}(self, layers: tuple[int, ...]) -> None:\n"
+        "    self.{attr}.{name}(layers)\n"
+    ),
+    "delegate-get": (
+        "def {name}(self) -> tuple[int, ...]:\n"
+        "    return self.{attr}.{name}()\n"
+    ),
+}
+
+
+def member_source(kind: str, name: str, attr: str) -> str:
+    """The source of one member (4-space indentation, no class indentation)."""
+    return TEMPLATES[kind].format(name=name, attr=attr)
+
+
+class InterfaceCodemod(EagleCodemod):
+    """Declare the speculative-decoding protocol on the class that holds the code.
+
+    Parameters: ``class`` (qualname of the class in this module: the nearest non-empty class of
+    the target's MRO, never an empty subclass), ``protocol`` (``SupportsEagle3``; None where the
+    tree has no protocol and the runner calls the methods by duck typing), ``protocol_module``
+    (where the protocol is defined), ``module`` / ``is_package`` (this file's dotted module, to
+    match relative imports), ``members``: ``[{"name", "kind", "attr"}]`` with kind one of
+    ``set-inner``, ``get-default``, ``delegate-set``, ``delegate-get`` (see :data:`TEMPLATES`).
+    Idempotent: a base already declared or a member already defined in the class body is left
+    as it is.
+    """
+
+    NAME = "interface"
+    GATE = "interface"
+    DESCRIPTION = (
+        "Add the SupportsEagle3 protocol to the bases of the class that holds the code, with its "
+        "import and the members the tree's protocol requires."
+    )
+
+    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
+        qualname = self.params["class"]
+        protocol = self.params.get("protocol")
+        members = self.params.get("members") or []
+        cls, depth = find_class(tree, qualname)
+        if cls is None:
+            raise NotAutoFixable(f"class {qualname} not found in this module",
+                                 f"declare {protocol or 'the EAGLE-3 methods'} on {qualname}")
+        new_cls = cls
+        if protocol and not has_base(cls, protocol):
+            new_cls = add_base(tree, new_cls, protocol, depth)
+            self.changes.append(f"added {protocol} to the bases of {qualname}")
+        existing = class_methods(cls)
+        added = []
+        stmts = []
+        for m in members:
+            if m["name"] in existing:
+                continue
+            stmts.append(parse_member(member_source(m["kind"], m["name"], m["attr"]), tree))
+            added.append(m["name"])
+        if stmts:
+            new_cls = append_to_class(new_cls, stmts)
+            self.changes.append(f"implemented {', '.join(added)} on {qualname}")
+        if new_cls is cls:
+            return tree
+        tree = replace(tree, cls, new_cls)
+        if protocol and self.changes and self.changes[0].startswith(f"added {protocol}"):
+            tree, imported = ensure_import(
+                tree, self.params["protocol_module"], protocol, self.params.get("module", ""),
+                bool(self.params.get("is_package", False)),
+            )
+            if imported:
+                self.changes.append(f"imported {protocol} from {self.params['protocol_module']}")
+        return tree

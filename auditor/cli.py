@@ -228,6 +228,98 @@ def list_rules() -> None:
     out.print(t)
 
 
+@app.command("fix")
+def fix_cmd(
+    path: Optional[str] = PathArg,
+    vllm_version: Optional[str] = VersionOpt,
+    model: List[str] = typer.Option(
+        [], "--model", "-m", help="Target to fix: a registry architecture or a model_type (kimi_k2). Repeatable."),
+    model_type: Optional[str] = typer.Option(
+        None, "--model-type", help="The target's text model_type that vLLM's allowlist checks."),
+    method: str = typer.Option("eagle3", "--method", help="Speculative method: eagle3 or eagle."),
+    out_dir: Optional[Path] = typer.Option(
+        None, "--out", help="Write DIR/<name>.patch and DIR/<name>.codemods.json instead of printing the diff."),
+    codemods: Optional[Path] = typer.Option(
+        None, "--codemods", help="Replay a codemods file written by --out on this tree (re-planned from its scan)."),
+    apply: bool = typer.Option(False, "--apply", help="Edit the folder tree in place (atomic writes, backup kept)."),
+    revert: bool = typer.Option(False, "--revert", help="Restore the files changed by the last --apply on this tree."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
+) -> None:
+    """Write the patch that makes the targets pass every EAGLE-3 gate: a unified diff on stdout
+    (dry run, the default), DIR/<name>.patch plus a re-runnable codemods file (--out), or the tree
+    itself (--apply; --revert undoes it). Nothing is written unless the patched tree, re-scanned
+    in memory, gives supported for every target.
+
+    Exit codes: 0 patch produced (or nothing to do), 1 some gate cannot be fixed automatically
+    (nothing written; the report says why), 2 usage error or refused write.
+    """
+    from auditor import fix as fx
+    from auditor.scan import resolve_targets
+
+    if revert:
+        if apply or out_dir or codemods or model or vllm_version:
+            _fail("--revert takes only the PATH of the tree to restore")
+        if not path or not Path(path).is_dir():
+            _fail("--revert needs the PATH of the folder tree that --apply changed")
+        root = Path(path).resolve()
+        root = root.parent if root.name == "vllm" and not (root / "vllm").is_dir() else root
+        try:
+            bdir, paths = fx.revert_folder(root)
+        except fx.FixRefused as exc:
+            _fail(str(exc))
+        err.print(f"restored {len(paths)} file(s) from {bdir}", markup=False, highlight=False)
+        raise typer.Exit(0)
+    if method not in fx.PROTOCOL_FOR_METHOD:
+        _fail(f"--method must be one of {', '.join(fx.PROTOCOL_FOR_METHOD)}")
+    if codemods and model:
+        _fail("give either --model or --codemods, not both")
+    auditor = _open(path, vllm_version, no_progress, no_cache)
+    only = None
+    if codemods:
+        specs, method, only = fx.load_codemods(codemods)
+        missing = [s.architecture for s in specs if s.architecture not in auditor.registry.entries]
+        if missing:
+            _fail(f"--codemods: {', '.join(missing)} not in this tree's registry")
+        name = codemods.name.removesuffix(".json").removesuffix(".codemods")
+    elif model:
+        specs = resolve_targets(auditor.registry, model, model_type)
+        name = "+".join(m.replace("/", "_") for m in model)
+    else:
+        _fail("give --model NAME (or --codemods FILE, or --revert)")
+    root = auditor.tree.source.root()
+    if apply and root is None:
+        _fail("--apply needs a folder tree (an archive cannot be edited in place); use --out and patch -p1")
+    result = fx.plan_fix(auditor, specs, method, only)
+    if result.already_supported:
+        err.print(result.report(), markup=False, highlight=False, soft_wrap=True)
+        err.print("every target is already supported: nothing to change (empty diff)", highlight=False)
+        raise typer.Exit(0)
+    if not result.ok:
+        err.print(result.report(), markup=False, highlight=False, soft_wrap=True)
+        err.print("[bold red]not fixed:[/bold red] nothing was written", highlight=False)
+        raise typer.Exit(1)
+    err.print(result.report(), markup=False, highlight=False, soft_wrap=True)
+    err.print(f"{result.diffstat()} (validated: re-scan gives supported; {result.seconds:.1f}s)",
+              markup=False, highlight=False)
+    if out_dir is None and not apply:
+        sys.stdout.write(result.diff())
+        raise typer.Exit(0)
+    if out_dir is not None:
+        _write(result.diff(), out_dir / f"{name}.patch")
+        _write(json.dumps(result.codemods_document(), indent=2), out_dir / f"{name}.codemods.json")
+        err.print(f"wrote {out_dir / (name + '.patch')} (apply from the folder that contains vllm/ with "
+                  f"patch -p1 or git apply) and {out_dir / (name + '.codemods.json')}", markup=False, highlight=False)
+    if apply:
+        try:
+            bdir = fx.apply_to_folder(root, result)
+        except fx.FixRefused as exc:
+            _fail(str(exc))
+        err.print(f"applied to {root}; originals kept in {bdir} (undo: eagle-audit fix --revert {root})",
+                  markup=False, highlight=False)
+    raise typer.Exit(0)
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     """Console entry point: runs the app and turns every AuditError into one line and exit 2."""
     try:

@@ -11,6 +11,7 @@ become :class:`External` nodes; nothing is guessed.
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -245,24 +246,13 @@ class Resolver:
 
     def resolve_base(self, ref: ClassRef, text: str) -> Target:
         """Bind one base-class text of ``ref`` (``Generic[T]`` → ``typing.Generic``)."""
-        try:
-            node = ast.parse(text, mode="eval").body
-        except SyntaxError:
-            return Unresolved(text, "unparsable base")
+        shape = _base_shape(text)
+        if shape is None:
+            return Unresolved(text, "unsupported base expression")
         scope = ref.module
-        if isinstance(node, ast.Subscript):
-            node = node.value
-        if isinstance(node, ast.Call):
-            callee = ast.unparse(node.func)
-            args = [ast.unparse(a) for a in node.args]
-            return self._factory(scope, callee, args, ref.subst, frozenset())
-        # names bound inside the factory function that builds this class
-        try:
-            text2 = ast.unparse(node)
-        except Exception:
-            return Unresolved(text, "unsupported base expression")
-        if not all(p.isidentifier() for p in text2.split(".")):
-            return Unresolved(text, "unsupported base expression")
+        if shape[0] == "call":
+            return self._factory(scope, shape[1], list(shape[2]), ref.subst, frozenset())
+        text2 = shape[1]
         subst = ref.subst
         c = self.cls(ref)
         if c is not None and c.factory:
@@ -395,6 +385,24 @@ class Resolver:
             if isinstance(t, ClassRef):
                 return t
         return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _base_shape(text: str) -> tuple | None:
+    """A base-class text as ``("name", dotted)`` (subscripts dropped: ``Generic[T]`` →
+    ``Generic``) or ``("call", callee, args)``; None when it is neither."""
+    try:
+        node = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return None
+    if isinstance(node, ast.Subscript):
+        node = node.value
+    if isinstance(node, ast.Call):
+        return ("call", ast.unparse(node.func), tuple(ast.unparse(a) for a in node.args))
+    text2 = ast.unparse(node)
+    if not all(p.isidentifier() for p in text2.split(".")):
+        return None
+    return ("name", text2)
 
 
 def _c3_merge(seqs: list[list]) -> tuple[list, str | None]:

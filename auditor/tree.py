@@ -93,6 +93,7 @@ class Tree:
         self.source = source
         self.cache = cache if cache is not None else SummaryCache()
         self._by_path: dict[str, ModuleSummary] = {}
+        self._by_module: dict[str, ModuleSummary] = {}
         self._files: set[str] | None = None
         self.parse_errors: dict[str, str] = {}
         #: sha256 of every file whose content the analysis has read, by path: a result computed
@@ -154,8 +155,15 @@ class Tree:
 
     def module(self, module: str) -> ModuleSummary | None:
         """Summary of a dotted module, or None when the tree has no such module."""
+        s = self._by_module.get(module)
+        if s is not None:
+            return s
         rel = self.path_of(module)
-        return self.summary(rel) if rel else None
+        if rel is None:
+            return None
+        s = self.summary(rel)
+        self._by_module[module] = s
+        return s
 
     def prefetch(
         self,

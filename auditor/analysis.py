@@ -85,18 +85,19 @@ class TreeFacts:
                     out.append(p)
         return out
 
-    def _modules_under(self, search: str):
+    def _found(self, search: str) -> list[tuple[str, object]]:
+        """``(path, fact)`` for every fact the extractor ``search`` stored in the modules that
+        may hold it."""
+        out = []
         for p in self.candidate_paths(search):
-            yield self.tree.summary(p)
+            s = self.tree.summary(p)
+            out += [(s.path, f) for f in s.extras.get(search, ())]
+        return out
 
     @cached_property
     def allowlists(self) -> list[tuple[str, AllowlistFact]]:
         """``(path, fact)`` for every EAGLE-3 model_type allowlist in ``vllm/config*``."""
-        out = []
-        for s in self._modules_under("allowlist"):
-            for f in s.extras.get("allowlist", []):
-                out.append((s.path, f))
-        return out
+        return self._found("allowlist")
 
     def allowlist_for(self, method: str) -> tuple[str, AllowlistFact] | None:
         """The allowlist that applies to a speculative ``method`` (None: no allowlist)."""
@@ -108,19 +109,12 @@ class TreeFacts:
     @cached_property
     def image_token(self) -> list[tuple[str, ImageTokenFact]]:
         """``(path, fact)`` for the proposer's image-token chains under ``vllm/v1/spec_decode``."""
-        out = []
-        for s in self._modules_under("image_token"):
-            for f in s.extras.get("image_token", []):
-                out.append((s.path, f))
-        return out
+        return self._found("image_token")
 
     @cached_property
     def runtime_eagle3_calls(self) -> set[str]:
         """``get_eagle3_*`` method names runtime code (``vllm/v1``, ``vllm/worker``, ``vllm/spec_decode``) calls."""
-        calls: set[str] = set()
-        for s in self._modules_under("eagle3_calls"):
-            calls |= set(s.extras.get("eagle3_calls", ()))
-        return calls
+        return {name for _, name in self._found("eagle3_calls")}
 
     def protocol(self, name: str) -> Protocol | None:
         """The tree's protocol ``name`` (``SupportsEagle3``) with its members, or None when the

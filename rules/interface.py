@@ -13,24 +13,6 @@ from rules.base import AuditTarget, Context, Example, Rule
 #: ``supports_eagle`` in vllm/model_executor/models/interfaces.py).
 PROTOCOL_FOR_METHOD = {"eagle3": "SupportsEagle3", "eagle": "SupportsEagle"}
 
-_OK = '''
-import torch.nn as nn
-from vllm.model_executor.models.interfaces import SupportsEagle3
-from vllm.model_executor.models.llama import LlamaModel
-
-
-class LlamaForCausalLM(nn.Module, SupportsEagle3):
-    def __init__(self, vllm_config=None):
-        super().__init__()
-        self.model = LlamaModel()
-
-    def set_aux_hidden_state_layers(self, layers):
-        self.model.aux_hidden_state_layers = layers
-
-    def get_eagle3_aux_hidden_state_layers(self):
-        return (2, len(self.model.layers) // 2, len(self.model.layers) - 3)
-'''
-
 _EMPTY_SUBCLASS = '''
 from vllm.model_executor.models.toy import ToyV2ForCausalLM
 

@@ -262,8 +262,9 @@ def fix_cmd(
             _fail("--revert takes only the PATH of the tree to restore")
         if not path or not Path(path).is_dir():
             _fail("--revert needs the PATH of the folder tree that --apply changed")
-        root = Path(path).resolve()
-        root = root.parent if root.name == "vllm" and not (root / "vllm").is_dir() else root
+        from auditor.sources import FolderSource
+
+        root = FolderSource(path).root()
         try:
             bdir, paths = fx.revert_folder(root)
         except fx.FixRefused as exc:

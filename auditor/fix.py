@@ -21,6 +21,7 @@ The pipeline, all in memory until the very end:
 
 from __future__ import annotations
 
+import ast
 import difflib
 import hashlib
 import json
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from auditor.analysis import (
+    HOLDER_ATTRS,
     LANGUAGE_MODEL_ATTRS,
     _init_assign,
     find_holder,
@@ -178,6 +180,7 @@ class Planner:
         self.only = only
         self.invocations: dict[tuple, Invocation] = {}
         self.unfixable: list[Unfixable] = []
+        self.explicit_setter: set[str] = set()  # targets whose planned interface writes the setter
 
     def _add(self, inv: Invocation) -> None:
         if self.only is not None and inv.codemod not in self.only:
@@ -221,73 +224,132 @@ class Planner:
                              [result.architecture]))
 
     def _interface(self, result: TargetResult, f: Finding) -> None:
-        self._interface_for(result.architecture, f, top=True)
-
-    def _interface_for(self, arch: str, f: Finding, top: bool) -> bool:
-        """Plan the protocol on ``arch``'s code holder; for a wrapper, also on its language
-        model's class. Returns False when it cannot."""
-        facts = target_facts(self.r, self.a.registry, arch)
+        facts = target_facts(self.r, self.a.registry, result.architecture)
         if facts.ref is None:
-            self._no(arch, f, f"cannot resolve the class of {arch}")
+            self._no(result.architecture, f, f"cannot resolve the class of {result.architecture}")
+            return
+        self._interface_on(facts.ref, result.architecture, f)
+
+    def _code_holder(self, ref: ClassRef) -> ClassRef:
+        """The nearest class of ``ref``'s MRO whose body is not empty (``ref`` itself if none)."""
+        for e in self.r.mro(ref).entries:
+            if isinstance(e, ClassRef):
+                c = self.r.cls(e)
+                if c is not None and not c.empty:
+                    return e
+        return ref
+
+    def _assigned_class(self, ref: ClassRef, owner: ClassRef, callee: str) -> ClassRef | None:
+        """The class built by ``self.<attr> = <callee>(...)`` in ``owner.__init__`` (a class,
+        ``self.<class attribute>(...)`` or ``self.<factory method>(...)``, looked up on ``ref``)."""
+        if callee.startswith("self."):
+            name = callee[len("self."):]
+            hit = self.r.lookup(ref, name) if "." not in name else None
+            if hit is None:
+                return None
+            defined_in, fact = hit
+            if isinstance(fact, MethodFact):
+                text = fact.returns_call[0].removesuffix("(...)") if fact.returns_call else None
+            else:
+                text = fact.value
+            t = self.r.resolve_dotted(defined_in.module, text) if text else None
+        else:
+            t = self.r.resolve_dotted(owner.module, callee)
+        return t if isinstance(t, ClassRef) else None
+
+    def _interface_on(self, ref: ClassRef, arch: str, f: Finding, depth: int = 0) -> bool:
+        """Plan the protocol on the code holder of ``ref`` (the nearest non-empty class of its
+        MRO). The members are written for this tree: none where the protocol's own defaults
+        reach the inner model (``.model``, through the language model for wrappers), the layer
+        methods on the inner model where the protocol has stubs, delegation for wrappers (whose
+        inner class is planned too). Returns False when it cannot."""
+        if depth > 3:
+            self._no(arch, f, "wrappers nested too deep to plan")
             return False
-        holder = facts.code_holder or facts.ref
+        holder = self._code_holder(ref)
         loc = self.r.location(holder)
         if loc is None:
             self._no(arch, f, f"{holder.name} is not defined in the tree")
             return False
         pname = PROTOCOL_FOR_METHOD[self.method]
         proto = self.a.facts.protocol(pname)
-        members: list[dict] = []
-        lm = _init_assign(self.r, holder, LANGUAGE_MODEL_ATTRS)
-        wrapper = lm is not None and lm[2] is not None and lm[2][0].endswith("init_vllm_registered_model")
         if proto is not None:
-            stubs = [n for n, (_, mf) in sorted(proto.members.items()) if isinstance(mf, MethodFact) and mf.is_stub]
-            needed = stubs
-        elif self.method == "eagle3":
-            needed = self.a.facts.duck_typed_eagle3_members()
+            methods = {n: mf for n, (_, mf) in proto.members.items() if isinstance(mf, MethodFact)}
+            defaults = any(not mf.is_stub for mf in methods.values())
+            needed = [n for n, mf in methods.items() if defaults or mf.is_stub]
         else:
-            needed = []
+            defaults = False
+            needed = self.a.facts.duck_typed_eagle3_members() if self.method == "eagle3" else []
         needed = sorted(needed, key=lambda n: (n != "set_aux_hidden_state_layers", n))
-        for name in needed:
-            hit = self.r.lookup(holder, name)
-            if hit is not None and not (proto is not None and proto.is_protocol_class(hit[0])):
-                continue  # implemented on the holder's MRO already
-            if name == "set_aux_hidden_state_layers":
-                kind = "set"
-            elif name.startswith("get_eagle3"):
-                kind = "get"
-            else:
-                self._no(arch, f, f"the tree's {pname} requires {name}, which the codemod has no template for",
-                         f"implement {name} on {holder.name}")
+        # how the holder reaches the inner model
+        lm = _init_assign(self.r, holder, LANGUAGE_MODEL_ATTRS)
+        h = find_holder(self.r, self.a.registry, ref)
+        if lm is not None and lm[2] is not None and lm[2][0].endswith("init_vllm_registered_model"):
+            attr, relation, inner = lm[1], "delegate", h.language_ref
+            if inner is None and needed:
+                self._no(arch, f, f"{holder.name} builds its language model from the checkpoint's config, so the "
+                         f"class to delegate to is not known statically ({h.unknown or h.via})",
+                         f"implement {', '.join(needed)} on {holder.name} and on its language model class")
                 return False
-            members.append({"name": name, "kind": kind})
-        if wrapper:
-            attr = lm[1]
-            for m in members:
-                m["kind"] = f"delegate-{m['kind']}"
-                m["attr"] = attr
-            if members:
-                # the delegation target must implement the members too
-                h = find_holder(self.r, self.a.registry, facts.ref)
-                if h.language_arch is None:
-                    self._no(arch, f, f"{holder.name} delegates to a language model whose architecture is not "
-                             f"known statically ({h.unknown or h.via})",
-                             f"implement {', '.join(m['name'] for m in members)} on {holder.name} and on its "
-                             "language model class")
-                    return False
-                lfacts = target_facts(self.r, self.a.registry, h.language_arch)
-                if lfacts.ref is not None and any(self._lacks(lfacts.ref, m["name"], proto) for m in members):
-                    if not self._interface_for(h.language_arch, f, top=False):
-                        return False
+            default_path = attr == "language_model" or self.r.lookup(holder, "get_language_model") is not None
         else:
-            if members and _init_assign(self.r, holder, ("model",)) is None:
-                self._no(arch, f, f"no __init__ on {holder.name}'s MRO assigns self.model, so the layer "
-                         "methods have no inner model to act on", f"implement {', '.join(m['name'] for m in members)}"
-                         f" on {holder.name}")
-                return False
-            for m in members:
-                m["kind"] = "set-inner" if m["kind"] == "set" else "get-default"
-                m["attr"] = "model"
+            found = _init_assign(self.r, holder, HOLDER_ATTRS)
+            if found is None or found[2] is None:
+                if needed:
+                    self._no(arch, f, f"no __init__ on {holder.name}'s MRO builds the inner model "
+                             f"(self.{', self.'.join(HOLDER_ATTRS)}), so the layer methods have nothing to act on",
+                             f"implement {', '.join(needed)} on {holder.name}")
+                    return False
+                attr, relation, inner, default_path = "model", "direct", None, False
+            else:
+                owner, attr, call, _ = found
+                t = self._assigned_class(ref, owner, call[0])
+                if h.ref is not None and t == h.ref:
+                    relation, inner = "direct", None
+                elif t is not None:
+                    relation, inner = "delegate", t  # self.model = XForCausalLM(...): a nested wrapper
+                else:
+                    self._no(arch, f, f"the inner model of {holder.name} is not known statically "
+                             f"({h.unknown or h.via})", f"implement {', '.join(needed)} on {holder.name}")
+                    return False
+                default_path = relation == "direct" and attr == "model"
+        layers = "layers"
+        if relation == "direct" and h.ref is not None:
+            layers = self._layers_attr(h.ref)
+            default_path = default_path and layers == "layers"  # the default getter reads .model.layers
+        if defaults and relation == "delegate" and inner is not None and default_path:
+            # the protocol default unwraps the language model, then needs its .model(.layers)
+            iholder = self._code_holder(inner)
+            ifound = _init_assign(self.r, iholder, HOLDER_ATTRS)
+            ih = find_holder(self.r, self.a.registry, inner)
+            default_path = (ifound is not None and ifound[1] == "model" and ih.ref is not None
+                            and self._layers_attr(ih.ref) == "layers")
+        members: list[dict] = []
+        if not (defaults and default_path):
+            for name in needed:
+                hit = self.r.lookup(holder, name)
+                if hit is not None and not (proto is not None and proto.is_protocol_class(hit[0])):
+                    continue  # implemented on the holder's MRO already
+                if name == "set_aux_hidden_state_layers":
+                    kind = "set"
+                elif name.startswith("get_eagle3"):
+                    kind = "get"
+                else:
+                    self._no(arch, f, f"the tree's {pname} requires {name}, which the codemod has no template for",
+                             f"implement {name} on {holder.name}")
+                    return False
+                if relation == "delegate":
+                    kind = f"delegate-{kind}"
+                else:
+                    kind = "set-inner" if kind == "set" else "get-default"
+                members.append({"name": name, "kind": kind, "attr": attr, "layers": layers})
+                if kind in ("set", "set-inner", "delegate-set"):
+                    self.explicit_setter.add(arch)
+        if relation == "delegate" and inner is not None and (members or defaults):
+            if any(self._lacks(inner, m, proto) for m in needed) or (
+                    defaults and proto is not None and not self.r.is_subclass(inner, proto.ref)):
+                if not self._interface_on(inner, inner.name, f, depth + 1):
+                    return False
         add_base = proto is not None and not self.r.is_subclass(holder, proto.ref)
         if not add_base and not members:
             return True
@@ -300,6 +362,25 @@ class Planner:
         params.update(_module_params(holder, loc[0]))
         self._add(Invocation("interface", "interface", loc[0], params, [arch]))
         return True
+
+    def _layers_attr(self, holder: ClassRef) -> str:
+        """The attribute of the inner model that holds its decoder layers, as its forward loop
+        iterates it (``self.layers``; GPT-2's ``self.h``)."""
+        fwd = holder_forward(self.r, holder)
+        if not fwd.loops or fwd.path is None:
+            return "layers"
+        line = fwd.loops[0].line
+        try:
+            mod = ast.parse(self.a.tree.source.read(fwd.path))
+        except (SyntaxError, ValueError, KeyError):
+            return "layers"
+        for node in ast.walk(mod):
+            if isinstance(node, ast.For) and node.lineno == line:
+                for n in ast.walk(node.iter):
+                    if (isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self"
+                            and n.attr not in ("start_layer", "end_layer")):
+                        return n.attr
+        return "layers"
 
     def _lacks(self, ref: ClassRef, name: str, proto) -> bool:
         """True when ``name`` is missing on ``ref``'s MRO or only the protocol's stub."""
@@ -319,7 +400,8 @@ class Planner:
         if fwd.defined_in is None or fwd.path is None:
             self._no(arch, f, f"{h.ref.name} has no forward in the tree")
             return
-        mode = "mixin" if (f.data.get("needs_mixin") or self._needs_mixin(facts.ref)) else "list"
+        needs = f.data.get("needs_mixin") or self._needs_mixin(facts.ref)
+        mode = "mixin" if needs and arch not in self.explicit_setter else "list"
         mixin = self.a.facts.eagle_model_mixin
         if mode == "mixin" and mixin is None:
             self._no(arch, f, "the tree's protocol needs EagleModelMixin, which the tree does not define")
@@ -466,6 +548,9 @@ class FixResult:
                     lines.append(f"  [{inv.codemod}] {inv.path}: {c}")
         for p in self.problems:
             lines.append(f"validation: {p}")
+        if self.ok and self.patched:
+            lines.append("scope: the patch makes every gate eagle-audit checks pass (allowlist, interface, "
+                         "aux-capture, image-token), as re-scanned; it has not been run on a GPU")
         if self.unfixable:
             lines.append("not auto-fixable:")
             seen = set()
@@ -519,6 +604,7 @@ def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", 
     results = before
     done: set[tuple] = set()
     modules: dict[str, cst.Module] = {}  # parsed once per file, codemods applied in order
+    failures: list[Unfixable] = []  # codemods that refused, kept across rounds
     for _ in range(_MAX_ROUNDS):
         planner = Planner(current, method, only)
         for r in results:
@@ -539,13 +625,13 @@ def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", 
                     modules[inv.path] = cst.parse_module(text)
                 new, changes = apply_codemod(inv.codemod, modules[inv.path], inv.params, inv.path)
             except NotAutoFixable as exc:
-                res.unfixable.append(Unfixable(arch, inv.gate, exc.reason, exc.hint, inv.path))
+                failures.append(Unfixable(arch, inv.gate, exc.reason, exc.hint, inv.path))
                 continue
             except UnicodeDecodeError:
-                res.unfixable.append(Unfixable(arch, inv.gate, "the file is not UTF-8", "", inv.path))
+                failures.append(Unfixable(arch, inv.gate, "the file is not UTF-8", "", inv.path))
                 continue
             except Exception as exc:  # parse errors and the like: report, never write
-                res.unfixable.append(Unfixable(arch, inv.gate,
+                failures.append(Unfixable(arch, inv.gate,
                                                f"the {inv.codemod} codemod failed: {type(exc).__name__}: {exc}",
                                                "", inv.path))
                 continue
@@ -580,13 +666,16 @@ def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", 
                 res.problems.append(f"{p} does not parse after the codemods: {current.tree.parse_errors[p]}")
     else:
         res.after = before
-    if not res.ok and not res.unfixable:
-        # explain every gate still failing
+    if res.ok:
+        res.unfixable = []
+    else:
+        # explain every gate still failing: the codemods that refused, and what planning says now
         planner = Planner(current, method, only)
         for r in res.after:
             if r.verdict is not Verdict.SUPPORTED:
                 planner.plan(r)
-        res.unfixable = planner.unfixable
+        res.unfixable = failures + [u for u in planner.unfixable if (u.architecture, u.gate) not in
+                                    {(f.architecture, f.gate) for f in failures}]
     res.seconds = time.perf_counter() - t0
     return res
 

@@ -46,6 +46,11 @@ class EagleCodemod(VisitorBasedCodemodCommand):
         self.params = params
         self.changes: list[str] = []
 
+    def transform_module(self, tree: cst.Module) -> cst.Module:
+        """Run the codemod. The gate codemods use no metadata, so the module is transformed
+        directly (libcst's default wraps it in a MetadataWrapper, which deep-copies it)."""
+        return self.transform_module_impl(tree)
+
 
 #: Codemod name → ``module:Class`` (imported on first use: the modules import this one).
 _CODEMODS = {
@@ -69,23 +74,32 @@ def codemod_classes() -> dict[str, type[EagleCodemod]]:
     return {n: codemod_class(n) for n in _CODEMODS}
 
 
-def run_codemod(name: str, code: str, params: dict, filename: str | None = None) -> tuple[str, list[str]]:
-    """Apply codemod ``name`` with ``params`` to the module source ``code``.
+def apply_codemod(name: str, module: cst.Module, params: dict, filename: str | None = None) -> tuple[cst.Module, list[str]]:
+    """Apply codemod ``name`` with ``params`` to a parsed module.
 
     Returns:
-        ``(new code, changes)``; ``changes`` is empty when the module already had the change.
+        ``(new module, changes)``; ``changes`` is empty (and the module unchanged) when the
+        module already had the change.
     Raises:
         NotAutoFixable: the codemod cannot make the change (the reason says why).
         KeyError: unknown codemod name.
-        libcst.ParserSyntaxError: ``code`` does not parse.
     """
-    cls = codemod_class(name)
-    module = cst.parse_module(code)
-    cmd = cls(CodemodContext(filename=filename), **params)
+    cmd = codemod_class(name)(CodemodContext(filename=filename), **params)
     new = cmd.transform_module(module)
     if not cmd.changes:
-        return code, []
-    return new.code, cmd.changes
+        return module, []
+    return new, cmd.changes
+
+
+def run_codemod(name: str, code: str, params: dict, filename: str | None = None) -> tuple[str, list[str]]:
+    """Apply codemod ``name`` with ``params`` to the module source ``code``: ``(new code, changes)``.
+
+    Raises:
+        NotAutoFixable, KeyError: see :func:`apply_codemod`.
+        libcst.ParserSyntaxError: ``code`` does not parse.
+    """
+    new, changes = apply_codemod(name, cst.parse_module(code), params, filename)
+    return (new.code if changes else code), changes
 
 
 # -- helpers shared by the codemods ----------------------------------------------------------
@@ -337,9 +351,19 @@ def add_base(module: cst.Module, cls: cst.ClassDef, name: str, depth: int = 0) -
     if not bases and not keywords:
         out = out.with_changes(lpar=cst.LeftParen(), rpar=cst.RightParen())
     header = out.with_changes(body=cst.SimpleStatementSuite(body=[cst.Pass()]), decorators=[], leading_lines=[])
-    if not is_exploded(list(out.bases) + list(out.keywords)) and too_long(module, header, depth):
-        items, o, c = explode(list(out.bases) + list(out.keywords), module.default_indent)
+    every = list(out.bases) + list(out.keywords)
+    if not is_exploded(every) and too_long(module, header, depth):
         nb = len(out.bases)
+        # ruff's layouts, in order: the bases on one indented line, else one per line
+        hug = [it.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for it in every]
+        hug[-1] = hug[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        o = _indent_ws(module.default_indent)
+        c = _indent_ws("")
+        hugged = out.with_changes(bases=hug[:nb], keywords=hug[nb:], lpar=cst.LeftParen(whitespace_after=o),
+                                  rpar=cst.RightParen(whitespace_before=c))
+        if not too_long(module, hugged.with_changes(body=header.body, decorators=[], leading_lines=[]), depth):
+            return hugged
+        items, o, c = explode(every, module.default_indent)
         out = out.with_changes(
             bases=items[:nb], keywords=items[nb:],
             lpar=cst.LeftParen(whitespace_after=o), rpar=cst.RightParen(whitespace_before=c),
@@ -360,42 +384,104 @@ def parse_member(source: str, module: cst.Module) -> cst.BaseStatement:
     return stmt.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
 
 
-class ClassFinder(cst.CSTVisitor):
-    """Finds the *last* definition of the class with qualname ``qualname`` (the binding that
-    wins at run time) and records its depth."""
-
-    def __init__(self, qualname: str):
-        self.qualname = qualname
-        self.stack: list[str] = []
-        self.found: cst.ClassDef | None = None
-        self.depth = 0
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        self.stack.append(node.name.value)
-        if ".".join(self.stack) == self.qualname:
-            self.found = node
-            self.depth = len(self.stack) - 1
-        return True
-
-    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
-        self.stack.pop()
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False  # classes built inside functions are out of scope
+def _block(node: cst.CSTNode) -> list[cst.BaseStatement]:
+    body = getattr(node, "body", None)
+    if isinstance(node, cst.Module):
+        return list(node.body)
+    if isinstance(body, cst.IndentedBlock):
+        return list(body.body)
+    return []
 
 
 def find_class(module: cst.Module, qualname: str) -> tuple[cst.ClassDef | None, int]:
-    f = ClassFinder(qualname)
-    module.visit(f)
-    return f.found, f.depth
+    """The *last* definition of the class ``qualname`` (``Outer.Inner`` for nested classes; the
+    binding that wins at run time) among module-level statements, ``if``/``try`` blocks
+    included, and its nesting depth. Classes built inside functions are out of scope."""
+    parts = qualname.split(".")
+    found: cst.ClassDef | None = None
+
+    def scan(stmts, depth_parts, depth):
+        nonlocal found
+        for st in stmts:
+            if isinstance(st, cst.ClassDef):
+                if st.name.value == parts[len(depth_parts)]:
+                    if len(depth_parts) + 1 == len(parts):
+                        found = st
+                        found_depth[0] = depth
+                    else:
+                        scan(_block(st), depth_parts + [st.name.value], depth + 1)
+            elif isinstance(st, (cst.If, cst.Try)) and not depth_parts:
+                for c in st.children:
+                    if isinstance(c, cst.IndentedBlock):
+                        scan(list(c.body), depth_parts, depth)
+                    elif isinstance(c, (cst.Else, cst.ExceptHandler, cst.Finally, cst.If)):
+                        scan(_block(c) if not isinstance(c, cst.If) else [c], depth_parts, depth)
+
+    found_depth = [0]
+    scan(list(module.body), [], 0)
+    return found, found_depth[0]
+
+
+def functions_named(module: cst.Module, name: str) -> list[list[cst.CSTNode]]:
+    """Every module-level function or method of a module-level class called ``name``, each as
+    its container chain ``[function]`` or ``[class, function]``."""
+    out = []
+    for st in module.body:
+        if isinstance(st, cst.FunctionDef) and st.name.value == name:
+            out.append([st])
+        elif isinstance(st, cst.ClassDef):
+            for m in _block(st):
+                if isinstance(m, cst.FunctionDef) and m.name.value == name:
+                    out.append([st, m])
+    return out
+
+
+def replace_within(module: cst.Module, chain: list[cst.CSTNode], old: cst.CSTNode, new: Any) -> cst.Module:
+    """Replace ``old`` inside ``chain[-1]`` (a statement reached from the module through the
+    containers in ``chain``, each a direct child statement of the previous), rebuilding only
+    that path."""
+    if not chain:
+        return replace(module, old, new)
+    node = replace(chain[-1], old, new)
+    parents = [module] + list(chain[:-1])
+    for parent, child in zip(reversed(parents), reversed(chain)):
+        node = replace(parent, child, node)
+    return node
+
+
+class _Ancestors(cst.CSTVisitor):
+    """Finds the chain of nodes from the root down to one node (by identity), stopping early."""
+
+    def __init__(self, target: cst.CSTNode):
+        self.target = target
+        self.stack: list[cst.CSTNode] = []
+        self.found: list[cst.CSTNode] | None = None
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.found is not None:
+            return False
+        if node is self.target:
+            self.found = list(self.stack)
+            return False
+        self.stack.append(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        if self.stack and self.stack[-1] is original_node:
+            self.stack.pop()
 
 
 class ReplaceNode(cst.CSTTransformer):
-    """Replace one node (found by identity) with another node, a removal, or a sequence."""
+    """Replace one node (found by identity) with another node, a removal, or a sequence,
+    descending only through its ancestors."""
 
-    def __init__(self, old: cst.CSTNode, new: Any):
+    def __init__(self, old: cst.CSTNode, new: Any, ancestors: list[cst.CSTNode] | None = None):
         self.old = old
         self.new = new
+        self.path = {id(n) for n in ancestors} if ancestors is not None else None
+
+    def on_visit(self, node) -> bool:
+        return self.path is None or id(node) in self.path
 
     def on_leave(self, original_node, updated_node):
         if original_node is self.old:
@@ -403,8 +489,28 @@ class ReplaceNode(cst.CSTTransformer):
         return updated_node
 
 
-def replace(module: cst.Module, old: cst.CSTNode, new: Any) -> cst.Module:
-    return module.visit(ReplaceNode(old, new))
+def replace(root: cst.CSTNode, old: cst.CSTNode, new: Any) -> Any:
+    """``root`` with the node ``old`` (by identity) replaced by ``new``. A direct child
+    statement of a module is swapped in place; otherwise only ``old``'s ancestors are rebuilt."""
+    if isinstance(root, cst.Module) and not isinstance(new, cst.FlattenSentinel):
+        for i, st in enumerate(root.body):
+            if st is old:
+                body = list(root.body)
+                body[i] = new
+                return root.with_changes(body=body)
+    if isinstance(root, cst.ClassDef) and isinstance(root.body, cst.IndentedBlock) and not isinstance(
+        new, cst.FlattenSentinel
+    ):
+        for i, st in enumerate(root.body.body):
+            if st is old:
+                body = list(root.body.body)
+                body[i] = new
+                return root.with_changes(body=root.body.with_changes(body=body))
+    finder = _Ancestors(old)
+    root.visit(finder)
+    if finder.found is None:
+        return root
+    return root.visit(ReplaceNode(old, new, finder.found))
 
 
 def class_methods(cls: cst.ClassDef) -> dict[str, cst.FunctionDef]:

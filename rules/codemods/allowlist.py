@@ -7,7 +7,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from rules.codemods import EagleCodemod, NotAutoFixable, insert_items, replace, string_node
+from rules.codemods import EagleCodemod, NotAutoFixable, functions_named, insert_items, replace_within, string_node
 
 
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -59,6 +59,7 @@ class _Gate:
         self.subject = subject
         self.negated = negated
         self.name = name
+        self.chain: list[cst.CSTNode] = []
 
 
 def _classify(test: cst.BaseExpression, assigns: dict[str, cst.CSTNode]) -> _Gate | None:
@@ -104,6 +105,7 @@ class _Finder(cst.CSTVisitor):
         self.fn_stack: list[str] = []
         self.assigns: list[dict[str, cst.CSTNode]] = []
         self.gates: list[_Gate] = []
+        self.chain: list[cst.CSTNode] = []
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         self.fn_stack.append(node.name.value)
@@ -135,6 +137,7 @@ class _Finder(cst.CSTVisitor):
         gate = _classify(node.test, self.assigns[-1] if self.assigns else {})
         if gate is None:
             gate = _Gate("unknown", True)
+        gate.chain = list(self.chain)
         self.gates.append(gate)
 
 
@@ -157,8 +160,15 @@ class AllowlistCodemod(EagleCodemod):
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         model_types: list[str] = list(dict.fromkeys(self.params["model_types"]))
         method = self.params.get("method", "eagle3")
-        finder = _Finder(method, self.params.get("function"))
-        tree.visit(finder)
+        function = self.params.get("function")
+        finder = _Finder(method, function)
+        chains = functions_named(tree, function) if function else []
+        for chain in chains:
+            finder.chain = chain
+            chain[-1].visit(finder)
+        if not chains:
+            finder.chain = []
+            tree.visit(finder)
         if not finder.gates:
             raise NotAutoFixable(
                 f"no {method} model_type allowlist test found in this module",
@@ -173,7 +183,7 @@ class AllowlistCodemod(EagleCodemod):
             what = f"the list {gate.name}" if gate.name else "the allowlist test"
             raise NotAutoFixable(
                 f"{what} is not a list literal the codemod can extend",
-                f"add {model_types} to the EAGLE-3 allowlist by hand",
+                f"add {model_types} to the EAGLE-3 allowlist",
             )
         if gate.kind == "inline":
             entries = list(gate.literal)
@@ -197,7 +207,7 @@ class AllowlistCodemod(EagleCodemod):
             self.changes.append(
                 f"rewrote the inline allowlist test {tree.code_for_node(old)!r} into a list test admitting {missing}"
             )
-            return replace(tree, old, new)
+            return replace_within(tree, gate.chain, old, new)
         lit = gate.literal
         like = next((e.value for e in lit.elements if isinstance(e.value, cst.SimpleString)), None)
         new_elems = [cst.Element(value=string_node(mt, like)) for mt in missing]
@@ -219,4 +229,4 @@ class AllowlistCodemod(EagleCodemod):
             new_lit = new_lit.with_changes(rbrace=lit.rbrace.with_changes(whitespace_before=closing))
         where = f"the list {gate.name}" if gate.name else "the inline allowlist literal"
         self.changes.append(f"added {missing} to {where}")
-        return replace(tree, lit, new_lit)
+        return replace_within(tree, gate.chain, lit, new_lit)

@@ -252,7 +252,7 @@ class AuxCaptureCodemod(EagleCodemod):
         if located is None:
             raise NotAutoFixable(
                 f"{qualname}.forward has no loop over its decoder layers",
-                "capture hidden_states + residual for the layers in aux_hidden_state_layers by hand",
+                "capture hidden_states + residual for the layers in aux_hidden_state_layers",
             )
         loop: cst.For = located.node
         used = _names_used(fwd)
@@ -261,7 +261,12 @@ class AuxCaptureCodemod(EagleCodemod):
         new_stmts: list[cst.BaseStatement] = [loop]
         if existing is None:
             new_stmts = self._capture_loop(tree, qualname, loop, aux, used, fn_depth + located.depth - 1, mode)
-        returns = self._returns(tree, qualname, located, aux)
+        returns = self._returns(tree, qualname, located, "?" if existing == "?" else aux)
+        if returns and existing == "?":
+            raise NotAutoFixable(
+                f"{qualname}.forward captures aux states in a form the codemod cannot read back",
+                "return the captured states alongside the hidden states",
+            )
         if existing is not None and not returns:
             return fwd
         if existing is not None:
@@ -276,7 +281,7 @@ class AuxCaptureCodemod(EagleCodemod):
         if names is None:
             raise NotAutoFixable(
                 f"{qualname}.forward: cannot tell which variables carry the hidden state in the layer loop",
-                "append the state entering each layer in aux_hidden_state_layers by hand",
+                "append the state entering each layer in aux_hidden_state_layers",
             )
         hidden, residual = names
         it = loop.iter
@@ -327,7 +332,7 @@ class AuxCaptureCodemod(EagleCodemod):
             raise NotAutoFixable(
                 f"{qualname}.forward: the layer loop's shape ({tree.code_for_node(target)} in "
                 f"{_compact(tree, it)}) is not one the codemod can index",
-                "track the absolute layer index (start_layer + i) and capture by hand",
+                "track the absolute layer index (start_layer + i) and capture the states entering the requested layers",
             )
         if mode == "mixin":
             res = residual or "None"
@@ -375,7 +380,7 @@ class AuxCaptureCodemod(EagleCodemod):
             return None
         raise NotAutoFixable(
             f"{qualname}.forward: cannot tell where the layer loop starts ({_compact(tree, it)})",
-            "track the absolute layer index (start_layer + i) and capture by hand",
+            "track the absolute layer index (start_layer + i) and capture the states entering the requested layers",
         )
 
     def _returns(self, tree, qualname, located: _Located, aux: str) -> dict:
@@ -390,12 +395,13 @@ class AuxCaptureCodemod(EagleCodemod):
             for r in finals:
                 v = r.body[0].value
                 if isinstance(v, cst.Tuple):
-                    if any(isinstance(e.value, cst.Name) and e.value.value == aux for e in v.elements[1:]):
+                    if any(isinstance(e.value, cst.Name) and (e.value.value == aux or (aux == "?" and "aux" in e.value.value))
+                           for e in v.elements[1:]):
                         fwd_returns_aux = True
                         continue
                     raise NotAutoFixable(
                         f"{qualname}.forward returns a tuple ({tree.code_for_node(v)}) after the layer loop",
-                        f"return the captured {aux} alongside the hidden states by hand",
+                        f"return the captured {aux} alongside the hidden states",
                     )
                 out[r] = None
             if finals:

@@ -7,7 +7,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from rules.codemods import LINE_LENGTH, EagleCodemod, NotAutoFixable, dotted_name, replace
+from rules.codemods import LINE_LENGTH, EagleCodemod, NotAutoFixable, dotted_name, functions_named, replace_within
 
 
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -57,8 +57,9 @@ class _Finder(cst.CSTVisitor):
         self.function = function
         self.fn_stack: list[str] = []
         self.depth = 0
-        self.found: list[tuple[cst.If, int, str]] = []
+        self.found: list[tuple[cst.If, int, str, list]] = []
         self.has_get_model_name = False
+        self.chain: list[cst.CSTNode] = []
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         if node.name.value == "get_model_name":
@@ -87,7 +88,8 @@ class _Finder(cst.CSTVisitor):
         if call is None or _assigns_image_token(node.body) is None:
             return
         target = dotted_name(call.args[0].value) if call.args else None
-        self.found.append((node, self.depth, target or "target_model"))
+        depth = self.depth + (len(self.chain) - 1 if self.chain else 0)
+        self.found.append((node, depth, target or "target_model", list(self.chain)))
 
 
 class ImageTokenCodemod(EagleCodemod):
@@ -115,14 +117,21 @@ class ImageTokenCodemod(EagleCodemod):
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         cls_name = self.params["class_name"]
         attribute = self.params["attribute"]
-        finder = _Finder(self.params.get("function"))
-        tree.visit(finder)
+        function = self.params.get("function")
+        finder = _Finder(function)
+        finder.has_get_model_name = bool(functions_named(tree, "get_model_name"))
+        chains = functions_named(tree, function) if function else []
+        for chain in chains:
+            finder.chain = chain
+            chain[-1].visit(finder)
+        if not chains:
+            tree.visit(finder)
         if not finder.found:
             raise NotAutoFixable(
                 "no 'if supports_multimodal(...)' block setting image_token_index found in this module",
                 f"make the EAGLE proposer read config.{attribute} for {cls_name}",
             )
-        mm_if, depth, target_var = finder.found[0]
+        mm_if, depth, target_var, self._chain = finder.found[0]
         body = list(mm_if.body.body)
         chain = next((s for s in body if isinstance(s, cst.If) and _arch_names(s.test)), None)
         if chain is None:
@@ -145,7 +154,7 @@ class ImageTokenCodemod(EagleCodemod):
         if name_expr is None or template is None:
             raise NotAutoFixable("the proposer's image-token branches have a shape the codemod does not know")
         new_branch = self._branch(tree, name_expr, template, cls_name, attribute, depth + 1, fallback)
-        tree = replace(tree, cur, cur.with_changes(orelse=new_branch))
+        tree = replace_within(tree, self._chain, cur, cur.with_changes(orelse=new_branch))
         self.changes.append(
             f"added a proposer branch for {cls_name} reading {_config_prefix(tree, template)}.{attribute}"
         )
@@ -179,7 +188,7 @@ class ImageTokenCodemod(EagleCodemod):
             f"wrapped the proposer's image_token_index assignment in a branch for {cls_name} reading "
             f"{_config_prefix(tree, template)}.{attribute}"
         )
-        return replace(tree, line, branch)
+        return replace_within(tree, self._chain, line, branch)
 
 
 def _chain(first: cst.If) -> Iterator[cst.If]:

@@ -20,7 +20,8 @@ from rules.codemods import (
 
 #: Member templates by kind. ``{name}``: the member name as the tree's protocol spells it;
 #: ``{attr}``: the attribute holding the inner model (``model``) or, for a multimodal wrapper,
-#: the language model (``language_model``).
+#: the language model (``language_model``); ``{layers}``: the inner model's attribute that holds
+#: its decoder layers (``layers``; GPT-2's ``h``).
 TEMPLATES = {
     # the inner model's forward reads self.aux_hidden_state_layers
     "set-inner": (
@@ -30,7 +31,7 @@ TEMPLATES = {
     # the layer-default getter: (2, n // 2, n - 3), as vLLM's Llama and the 0.18 protocol default
     "get-default": (
         "def {name}(self) -> tuple[int, ...]:\n"
-        "    num_layers = len(self.{attr}.layers)\n"
+        "    num_layers = len(self.{attr}.{layers})\n"
         "    return (2, num_layers // 2, num_layers - 3)\n"
     ),
     # multimodal wrappers delegate to their language model
@@ -45,9 +46,9 @@ TEMPLATES = {
 }
 
 
-def member_source(kind: str, name: str, attr: str) -> str:
+def member_source(kind: str, name: str, attr: str, layers: str = "layers") -> str:
     """The source of one member (4-space indentation, no class indentation)."""
-    return TEMPLATES[kind].format(name=name, attr=attr)
+    return TEMPLATES[kind].format(name=name, attr=attr, layers=layers)
 
 
 class InterfaceCodemod(EagleCodemod):
@@ -58,7 +59,8 @@ class InterfaceCodemod(EagleCodemod):
     tree has no protocol and the runner calls the methods by duck typing), ``protocol_module``
     (where the protocol is defined), ``module`` / ``is_package`` (this file's dotted module, to
     match relative imports), ``members``: ``[{"name", "kind", "attr"}]`` with kind one of
-    ``set-inner``, ``get-default``, ``delegate-set``, ``delegate-get`` (see :data:`TEMPLATES`).
+    ``set-inner``, ``get-default``, ``delegate-set``, ``delegate-get`` (see :data:`TEMPLATES`)
+    and optional ``layers`` (the inner model's layer list attribute, default ``layers``).
     Idempotent: a base already declared or a member already defined in the class body is left
     as it is.
     """
@@ -88,7 +90,7 @@ class InterfaceCodemod(EagleCodemod):
         for m in members:
             if m["name"] in existing:
                 continue
-            stmts.append(parse_member(member_source(m["kind"], m["name"], m["attr"]), tree))
+            stmts.append(parse_member(member_source(m["kind"], m["name"], m["attr"], m.get("layers", "layers")), tree))
             added.append(m["name"])
         if stmts:
             new_cls = append_to_class(new_cls, stmts)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: Bump when the shape or meaning of a summary changes: it is part of every cache key.
-INDEX_FORMAT = 15
+INDEX_FORMAT = 17
 
 #: Methods whose bodies are summarised in detail (references, loops, returns).
 DETAILED_METHODS = frozenset(
@@ -79,6 +79,7 @@ class LoopFact:
     capture_line: int | None
     uses_mixin_helper: bool
     end_line: int = 0
+    over_layers: bool = False
 
 
 @dataclass(slots=True)
@@ -342,6 +343,7 @@ def _loop_fact(loop: ast.For) -> LoopFact | None:
         capture_line=capture_line,
         uses_mixin_helper=mixin,
         end_line=getattr(loop, "end_lineno", loop.lineno) or loop.lineno,
+        over_layers=_mentions(it, "layers"),
     )
 
 
@@ -430,6 +432,8 @@ def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
             value = st.value
             if value is None:
                 continue
+            # ``self.start_layer, self.end_layer, self.layers = make_layers(...)``
+            targets = [e for t in targets for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t])]
             for t in targets:
                 if _is_self_attr(t):
                     mf.self_assigns[t.attr] = _short(value)

@@ -76,6 +76,19 @@ def _cap(start: str = "", ret: str = _RETURNS) -> dict[str, str]:
     return {"vllm/model_executor/models/cap.py": _CAPTURING_MODEL.format(start=start, ret=ret)}
 
 
+def _assigns(ctx: Context, ref, attr: str) -> bool:
+    """True when some ``__init__`` on ``ref``'s MRO assigns ``self.<attr>``, or a class on it
+    defines ``attr``."""
+    for e in ctx.resolver.mro(ref).entries:
+        c = ctx.resolver.cls(e) if hasattr(e, "qualname") else None
+        if c is None:
+            continue
+        init = c.methods.get("__init__")
+        if (init and attr in init.self_assigns) or attr in c.attrs or attr in c.methods:
+            return True
+    return False
+
+
 def holder_and_forward(ctx: Context, target: AuditTarget):
     """``(HolderInfo, ForwardFacts | None)`` for the target, cached per target class."""
     key = ("holder", target.facts.ref)
@@ -178,6 +191,24 @@ class AuxCaptureRule(Rule):
                 f"{holder.name} must inherit EagleModelMixin: {why}",
                 loc[0] if loc else None, loc[1] if loc else None, holder=holder.dotted, needs_mixin=True,
             )
+        # the protocol's default layer getter (vLLM >= 0.18) reads ``<holder>.layers``
+        proto = ctx.tree.protocol("SupportsEagle3")
+        if proto is not None:
+            for name, (owner, fact) in proto.members.items():
+                if not (isinstance(fact, MethodFact) and name.startswith("get_eagle3") and "layers" in fact.attrs):
+                    continue
+                hit = ctx.resolver.lookup(facts.ref, name)
+                if hit is None or not proto.is_protocol_class(hit[0]):
+                    continue  # overridden: the model picks its own layers
+                if not (_assigns(ctx, holder, "layers") or any(lp.over_layers for lp in capturing)):
+                    loc = ctx.resolver.location(holder)
+                    yield self.finding(
+                        Severity.ERROR,
+                        f"{owner.name}.{name} (the protocol default) reads {holder.name}.layers, which "
+                        f"{holder.name} never sets (unless the drafter config lists "
+                        "eagle_aux_hidden_state_layer_ids)",
+                        loc[0] if loc else None, loc[1] if loc else None, holder=holder.dotted,
+                    )
 
 
 class PPRelativeIndexRule(Rule):

@@ -242,6 +242,8 @@ class Auditor:
                 wave.add(p)
         for search in self.facts.SEARCHES:
             wave |= set(self.facts.candidate_paths(search))
+        # HF config classes of multimodal targets
+        wave |= {f for f in tree.files if f.startswith("vllm/transformers_utils/configs/")}
         for mod in ("vllm.model_executor.models.interfaces", "vllm.transformers_utils.config"):
             p = tree.path_of(mod)
             if p:

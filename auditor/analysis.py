@@ -383,8 +383,9 @@ def holder_forward(resolver: Resolver, holder: ClassRef) -> ForwardFacts:
 
 
 def config_attributes(resolver: Resolver, ref: ClassRef) -> dict[str, int]:
-    """Attribute names an HF config class provides, with a line: class attributes, ``self.X``
-    assignments in ``__init__`` and ``attribute_map`` keys, over the class's in-tree MRO."""
+    """Attribute names an HF config class provides, with a line: class attributes (annotated
+    fields included), ``self.X`` assignments in ``__init__``, properties and ``attribute_map``
+    keys, over the class's in-tree MRO."""
     out: dict[str, int] = {}
     for e in resolver.mro(ref).entries:
         if not isinstance(e, ClassRef):
@@ -393,8 +394,8 @@ def config_attributes(resolver: Resolver, ref: ClassRef) -> dict[str, int]:
         if c is None:
             continue
         for a, af in c.attrs.items():
-            if af.has_value:
-                out.setdefault(a, af.line)
+            # annotation-only names count: HF config classes are dataclass-like (transformers 5)
+            out.setdefault(a, af.line)
             if a == "attribute_map" and isinstance(af.literal, dict):
                 for k in af.literal:
                     out.setdefault(str(k), af.line)

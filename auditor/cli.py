@@ -74,13 +74,14 @@ def _progress_enabled(no_progress: bool) -> bool:
     return not no_progress and err.is_terminal
 
 
-def _open(path: Optional[str], version: Optional[str], no_progress: bool, no_cache: bool):
+def _open(path: Optional[str], version: Optional[str], no_progress: bool, no_cache: bool,
+          transformers: Optional[str] = None):
     from auditor.scan import Auditor, open_tree
 
     if path and version:
         _fail("give either a PATH or --vllm-version, not both")
     tree = open_tree(path, version, progress=_progress_enabled(no_progress), use_cache=not no_cache)
-    return Auditor(tree)
+    return Auditor(tree, transformers=transformers)
 
 
 def _write(text: str, output: Optional[Path]) -> None:
@@ -121,6 +122,9 @@ def scan(
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when a target is blocked."),
+    transformers: Optional[str] = typer.Option(
+        None, "--transformers", help="A transformers source folder whose HF config classes to read "
+        "(default: the transformers installed here, located without importing it)."),
 ) -> None:
     """Verdict per architecture and method: supported, blocked (which gates, file:line) or unknown (why).
 
@@ -129,7 +133,7 @@ def scan(
     from auditor import report as rep
     from auditor.scan import load_hf_config, resolve_targets
 
-    auditor = _open(path, vllm_version, no_progress, no_cache)
+    auditor = _open(path, vllm_version, no_progress, no_cache, transformers)
     cfg = load_hf_config(hf_config) if hf_config else None
     specs = resolve_targets(auditor.registry, model, model_type, cfg)
     methods = ["eagle3", "eagle"] if method is MethodOpt.all else [method.value]

@@ -219,16 +219,25 @@ class Auditor:
 
     Args:
         tree: the tree to audit.
+        transformers: the folder that contains a ``transformers`` package (or the package
+            folder) whose config classes to read; default: the installed one, if any.
     Raises:
-        AuditError: the tree has no readable model registry.
+        AuditError: the tree has no readable model registry, or ``transformers`` is not a
+            transformers source.
     """
 
-    def __init__(self, tree: Tree):
+    def __init__(self, tree: Tree, transformers: str | None = None):
         self.tree = tree
         self.resolver = Resolver(tree)
         self.registry = Registry(self.resolver)
         self.facts = TreeFacts(self.resolver, self.registry)
         self.ctx = Context(self.resolver, self.registry, self.facts)
+        if transformers:
+            from auditor.hfconfigs import locate_transformers
+
+            if locate_transformers(transformers) is None:
+                raise AuditError(f"--transformers: no transformers package at {transformers}")
+            self.ctx.cache["transformers_path"] = transformers
 
     def prefetch_all(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Summarise, in parallel, the modules a full scan reads: every registry module, the
@@ -325,7 +334,8 @@ class Auditor:
         if prefetch:
             self.prefetch_all(prefetch_progress)
         report = self._scan(specs, methods, hf_config, progress)
-        results_cache.put(report)
+        if not self.ctx.cache.get("consulted_transformers"):
+            results_cache.put(report)  # results that read transformers' files are not cached
         return report
 
     def _scan(self, specs, methods, hf_config, progress) -> ScanReport:

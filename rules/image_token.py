@@ -10,6 +10,17 @@ from auditor.resolve import ClassRef
 from rules.base import AuditTarget, Context, Example, Rule
 
 
+def transformers_configs(ctx: Context):
+    """The :class:`auditor.hfconfigs.TransformersConfigs` of the transformers source given with
+    ``--transformers`` or installed here (None when there is none), built once per context."""
+    if "transformers" not in ctx.cache:
+        from auditor.hfconfigs import TransformersConfigs, locate_transformers
+
+        parent = locate_transformers(ctx.cache.get("transformers_path"))
+        ctx.cache["transformers"] = TransformersConfigs(parent) if parent else None
+    return ctx.cache["transformers"]
+
+
 def token_candidates(attrs) -> list[str]:
     """Attribute names that look like a media/image token id (``media_placeholder_token_id``)."""
     return sorted(a for a in attrs if "token" in a and (a.endswith("_id") or a.endswith("_index")) and
@@ -78,21 +89,34 @@ class ImageTokenRule(Rule):
             return
         mt = target.model_type
         cfg = ctx.registry.config_class(mt) if mt else None
+        resolver = ctx.resolver
+        where = None
+        if not isinstance(cfg, ClassRef) and mt:
+            tf = transformers_configs(ctx)
+            cfg = tf.config_class(mt) if tf is not None else None
+            if cfg is not None:
+                resolver = tf.resolver
+                ctx.cache["consulted_transformers"] = True
+                where = f"transformers at {tf.parent}"
         if not isinstance(cfg, ClassRef):
             what = f"model_type {mt!r}" if mt else "an unknown model_type"
+            tf_note = ("no transformers is installed here (or pass --transformers PATH)"
+                       if transformers_configs(ctx) is None else "the installed transformers does not register it")
             yield self.finding(
                 Severity.UNKNOWN,
                 f"{ref.name} is multimodal and named in no proposer branch; the fallback reads "
-                f"{fallback.attr_path}, but the config class for {what} is not in vLLM's tree "
-                "(it comes from transformers or the checkpoint): pass --hf-config with the checkpoint's config.json",
+                f"{fallback.attr_path}, but the config class for {what} is not in vLLM's tree and "
+                f"{tf_note}: pass --hf-config with the checkpoint's config.json",
                 path, fallback.line,
             )
             return
-        attrs = config_attributes(ctx.resolver, cfg)
+        attrs = config_attributes(resolver, cfg)
         if len(attr_path) == 2 and needed in attrs:
             return
         cands = token_candidates(attrs)
-        cloc = ctx.resolver.location(cfg)
+        cloc = resolver.location(cfg)
+        if where:
+            cloc = (f"{cloc[0] if cloc else '?'} in {where}", 0)
         yield self.finding(
             Severity.ERROR,
             f"{ref.name} is multimodal and named in no branch of {chain.function}(); the fallback reads "

@@ -243,15 +243,10 @@ def module_binds(module: cst.Module, name: str) -> bool:
 
 
 def _absolute(module_name: str, is_package: bool, s: cst.ImportFrom) -> str:
-    level = len(s.relative)
-    mod = dotted_name(s.module) if s.module is not None else ""
-    if level == 0:
-        return mod or ""
-    parts = module_name.split(".") if is_package else module_name.split(".")[:-1]
-    if level > 1:
-        parts = parts[: len(parts) - (level - 1)]
-    base = ".".join(parts)
-    return f"{base}.{mod}" if mod and base else (mod or base)
+    from auditor.index import resolve_relative
+
+    mod = dotted_name(s.module) if s.module is not None else None
+    return resolve_relative(module_name, is_package, len(s.relative), mod)
 
 
 def ensure_import(module: cst.Module, from_module: str, name: str, this_module: str, is_package: bool = False) -> tuple[cst.Module, bool]:

@@ -19,7 +19,7 @@ import ast
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from auditor.extract import AllowlistFact, ImageTokenFact
+from auditor.extract import AllowlistFact, ImageTokenFact, may_hold_allowlist, scan_eagle3_calls
 from auditor.index import AttrFact, LoopFact, MethodFact
 from auditor.registry import Registry
 from auditor.resolve import ClassRef, External, Resolver, Target, Unresolved
@@ -71,8 +71,9 @@ class TreeFacts:
     SEARCHES = {
         "allowlist": (("vllm/config",), (b"eagle3", b"model_type")),
         "image_token": (("vllm/v1/spec_decode",), (b"image_token_index", b"supports_multimodal")),
-        "eagle3_calls": (("vllm/v1/", "vllm/worker/", "vllm/spec_decode/"), (b"get_eagle3",)),
     }
+    #: Runtime modules that call the model's EAGLE-3 methods.
+    RUNTIME_PREFIXES = ("vllm/v1/", "vllm/worker/", "vllm/spec_decode/")
 
     def candidate_paths(self, search: str) -> list[str]:
         """Paths of the modules that may hold a tree-wide fact (by prefix and trigger words)."""
@@ -81,7 +82,7 @@ class TreeFacts:
         for p in sorted(self.tree.files):
             if p.startswith(prefixes):
                 data = self.tree.read(p)
-                if all(n in data for n in needles):
+                if all(n in data for n in needles) and (search != "allowlist" or may_hold_allowlist(data)):
                     out.append(p)
         return out
 
@@ -113,8 +114,15 @@ class TreeFacts:
 
     @cached_property
     def runtime_eagle3_calls(self) -> set[str]:
-        """``get_eagle3_*`` method names runtime code (``vllm/v1``, ``vllm/worker``, ``vllm/spec_decode``) calls."""
-        return {name for _, name in self._found("eagle3_calls")}
+        """``get_eagle3_*`` method names runtime code (``vllm/v1``, ``vllm/worker``,
+        ``vllm/spec_decode``) calls (see :func:`auditor.extract.scan_eagle3_calls`)."""
+        calls: set[str] = set()
+        for p in sorted(self.tree.files):
+            if p.startswith(self.RUNTIME_PREFIXES):
+                data = self.tree.read(p)
+                if b"get_eagle3" in data:
+                    calls |= scan_eagle3_calls(data)
+        return calls
 
     def protocol(self, name: str) -> Protocol | None:
         """The tree's protocol ``name`` (``SupportsEagle3``) with its members, or None when the

@@ -13,13 +13,14 @@ extractor finds its target by what the code does, never by a variable name, a li
 - ``tables``: module-level dict tables evaluated statically (the model registry
   ``vllm/model_executor/models/registry.py`` and the HF config registry
   ``vllm/transformers_utils/config.py``), including ``**spread`` and simple dict comprehensions.
-- ``eagle3_calls``: the ``get_eagle3_*`` methods that runtime code calls (used to tell a live
-  protocol method from a stale one).
+- ``scan_eagle3_calls``: the ``get_eagle3_*`` methods that runtime code calls (used to tell a
+  live protocol method from a stale one), by a text scan of the runtime modules.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -407,26 +408,32 @@ def _key_lines(tree: ast.Module, names: set[str]) -> dict[str, int]:
     return out
 
 
-def extract_eagle3_calls(tree: ast.Module) -> set[str]:
-    """Names of ``get_eagle3*`` / ``set_aux_hidden_state_layers`` methods called (or probed with
-    ``hasattr``/``getattr``) anywhere in a module, excluding definitions."""
-    out: set[str] = set()
-    for n in ast.walk(tree):
-        if isinstance(n, ast.Call):
-            f = n.func
-            if isinstance(f, ast.Attribute) and f.attr.startswith("get_eagle3"):
-                out.add(f.attr)
-            if isinstance(f, ast.Name) and f.id in ("hasattr", "getattr") and len(n.args) >= 2:
-                a = n.args[1]
-                if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("get_eagle3"):
-                    out.add(a.value)
-    return out
+_CALL = re.compile(rb"\.(get_eagle3\w*)\s*\(")
+_PROBE = re.compile(rb"\b(?:hasattr|getattr)\s*\([^()]*?[\"'](get_eagle3\w*)[\"']")
+_COMMENT = re.compile(rb"#[^\n]*")
+
+
+def scan_eagle3_calls(source: bytes) -> set[str]:
+    """Names of ``get_eagle3*`` methods that a module calls (``x.get_eagle3_...(``) or probes
+    (``hasattr(x, "get_eagle3_...")``), by a text scan with comments removed. Runtime modules
+    such as ``vllm/v1/worker/gpu_model_runner.py`` are large and need nothing else from their
+    syntax tree, so they are not parsed; a definition (``def get_eagle3_...(``) is no call."""
+    text = _COMMENT.sub(b"", source)
+    names = {m.group(1) for m in _CALL.finditer(text)} | {m.group(1) for m in _PROBE.finditer(text)}
+    return {n.decode() for n in names}
+
+
+_ALLOWLIST_NEAR = re.compile(rb"eagle3[\s\S]{0,800}?model_type|model_type[\s\S]{0,800}?eagle3")
+
+
+def may_hold_allowlist(source: bytes) -> bool:
+    """Cheap pre-filter: ``"eagle3"`` and ``model_type`` within a few lines of each other."""
+    return _ALLOWLIST_NEAR.search(source) is not None
 
 
 def run_extractors(tree: ast.Module, source: bytes, summary: ModuleSummary) -> None:
     """Run every extractor whose trigger words occur in ``source``; store results in
-    ``summary.extras`` (``allowlist``, ``image_token``, ``tables``, ``table_key_lines``,
-    ``eagle3_calls``)."""
+    ``summary.extras`` (``allowlist``, ``image_token``, ``tables``, ``table_key_lines``)."""
     path = summary.path
     if path.startswith("vllm/config") and b"eagle3" in source and b"model_type" in source:
         found = extract_allowlist(tree)
@@ -441,7 +448,3 @@ def run_extractors(tree: ast.Module, source: bytes, summary: ModuleSummary) -> N
         summary.extras["tables"] = t["tables"]
         summary.extras["table_lines"] = t["lines"]
         summary.extras["table_key_lines"] = _key_lines(tree, set(t["tables"]))
-    if b"get_eagle3" in source and not path.startswith("vllm/model_executor/models/"):
-        calls = extract_eagle3_calls(tree)
-        if calls:
-            summary.extras["eagle3_calls"] = calls

@@ -34,12 +34,9 @@ def _to_json(obj):
     return obj
 
 
-def scan_sarif(report: ScanReport) -> str:
-    """The scan as a SARIF 2.1.0 log: one result per finding, rules from ``rules/``; locations
-    are relative to the folder that contains ``vllm/`` (``uriBaseId: SRCROOT``)."""
-    from auditor import __version__
-
-    rules = [
+def _descriptors(checks: dict) -> list:
+    """SARIF rule descriptors for rule classes (or gate checks) keyed by code."""
+    return [
         sarif.ReportingDescriptor(
             id=code,
             name=r.NAME,
@@ -49,26 +46,22 @@ def scan_sarif(report: ScanReport) -> str:
             default_configuration=sarif.ReportingConfiguration(level="error" if r.BLOCKING else "warning"),
             properties={"gate": r.GATE, "fixAvailable": r.FIX_AVAILABLE},
         )
-        for code, r in RULES.items()
+        for code, r in checks.items()
     ]
-    index = {code: i for i, code in enumerate(RULES)}
-    results = []
-    for res in report.results:
-        for f in res.findings:
-            loc = None
-            if f.path:
-                region = sarif.Region(start_line=f.line) if f.line else None
-                loc = [sarif.Location(physical_location=sarif.PhysicalLocation(
-                    artifact_location=sarif.ArtifactLocation(uri=f.path, uri_base_id="SRCROOT"), region=region))]
-            results.append(sarif.Result(
-                rule_id=f.rule,
-                rule_index=index.get(f.rule),
-                level=_LEVEL[f.severity.value],
-                message=sarif.Message(text=f"{res.architecture} ({res.method}): {f.message}"),
-                locations=loc,
-                properties={"architecture": res.architecture, "method": res.method, "gate": f.gate,
-                            "severity": f.severity.value, "verdict": res.verdict.value},
-            ))
+
+
+def _locations(path: str | None, line: int | None) -> list | None:
+    """A SARIF location relative to the folder that contains ``vllm/`` (``SRCROOT``)."""
+    if not path:
+        return None
+    region = sarif.Region(start_line=line) if line else None
+    return [sarif.Location(physical_location=sarif.PhysicalLocation(
+        artifact_location=sarif.ArtifactLocation(uri=path, uri_base_id="SRCROOT"), region=region))]
+
+
+def _log(rules: list, results: list, properties: dict) -> str:
+    from auditor import __version__
+
     log = sarif.SarifLog(
         version="2.1.0",
         schema_uri=SARIF_SCHEMA,
@@ -76,10 +69,29 @@ def scan_sarif(report: ScanReport) -> str:
             tool=sarif.Tool(driver=sarif.ToolComponent(
                 name="eagle-audit", version=__version__, rules=rules)),
             results=results,
-            properties={"vllmVersion": report.vllm_version, "source": report.source},
+            properties=properties,
         )],
     )
     return json.dumps(_to_json(log), indent=2)
+
+
+def scan_sarif(report: ScanReport) -> str:
+    """The scan as a SARIF 2.1.0 log: one result per finding, rules from ``rules/``; locations
+    are relative to the folder that contains ``vllm/`` (``uriBaseId: SRCROOT``)."""
+    index = {code: i for i, code in enumerate(RULES)}
+    results = []
+    for res in report.results:
+        for f in res.findings:
+            results.append(sarif.Result(
+                rule_id=f.rule,
+                rule_index=index.get(f.rule),
+                level=_LEVEL[f.severity.value],
+                message=sarif.Message(text=f"{res.architecture} ({res.method}): {f.message}"),
+                locations=_locations(f.path, f.line),
+                properties={"architecture": res.architecture, "method": res.method, "gate": f.gate,
+                            "severity": f.severity.value, "verdict": res.verdict.value},
+            ))
+    return _log(_descriptors(RULES), results, {"vllmVersion": report.vllm_version, "source": report.source})
 
 
 def scan_junit(report: ScanReport) -> str:
@@ -107,3 +119,202 @@ def scan_junit(report: ScanReport) -> str:
                 case.result = [Skipped("class not resolved")]
             suite.add_testcase(case)
     return xml.tostring().decode() if isinstance(xml.tostring(), bytes) else str(xml.tostring())
+
+
+# -- gate and matrix ---------------------------------------------------------------------------
+
+
+def _gate_checks() -> dict:
+    from auditor.gate import GATE_CHECKS
+
+    return {**RULES, **GATE_CHECKS}
+
+
+def gate_sarif(report) -> str:
+    """A gate report (:class:`auditor.gate.GateReport`) as a SARIF 2.1.0 log, for code-scanning
+    upload. One result per finding of the candidate: ``error`` for a gate that breaks the
+    target (the message says which codemod failed and why), ``note`` for a gate the codemods
+    fix, ``warning`` for a warning, suppressed (``suppressions``, kind ``external``) when
+    ``allowed-warnings`` lists it; plus one result per regression (EA390) and per problem that
+    has no finding (EA391 target absent, EA392 invalid patch). Locations are relative to the
+    folder that contains the candidate's ``vllm/`` (``SRCROOT``)."""
+    from auditor.gate import GATE_CHECKS
+
+    checks = _gate_checks()
+    index = {code: i for i, code in enumerate(checks)}
+    by_gate = {c.GATE: code for code, c in GATE_CHECKS.items()}
+    results = []
+
+    def add(code, level, text, path, line, t, extra=None, suppressed=False):
+        props = {"architecture": t.architecture, "method": t.method, "outcome": t.outcome,
+                 "currentVerdict": t.current_verdict, "candidateVerdict": t.candidate_verdict,
+                 "patchedVerdict": t.patched_verdict}
+        props.update(extra or {})
+        results.append(sarif.Result(
+            rule_id=code, rule_index=index.get(code), level=level,
+            message=sarif.Message(text=f"{t.architecture} ({t.method}): {text}"),
+            locations=_locations(path, line), properties=props,
+            suppressions=[sarif.Suppression(kind="external", justification="allowed-warnings in [tool.eagle-audit]")]
+            if suppressed else None,
+        ))
+
+    for t in report.targets:
+        broken = {p.gate: p for p in t.problems}
+        fixed = set(t.fixed_gates)
+        for f in (t.candidate.findings if t.candidate else []):
+            sev = f.severity.value
+            if sev == "warning":
+                allowed = f.gate in report.allowed_warnings
+                level = "error" if f.gate in broken else "warning"
+                add(f.rule, level, f.message, f.path, f.line, t, {"gate": f.gate, "allowed": allowed}, allowed)
+                continue
+            if f.gate in broken:
+                p = broken[f.gate]
+                why = "" if p.reason == f.message else (
+                    f" Codemod {p.codemod}: {p.reason}" if p.codemod else f" {p.reason}")
+                hint = f" ({p.hint})" if p.hint else ""
+                add(f.rule, "error", f"{f.message}{why}{hint}", f.path, f.line, t,
+                    {"gate": f.gate, "codemod": p.codemod})
+            elif f.gate in fixed:
+                add(f.rule, "note", f"{f.message} Fixed in the patched candidate by codemod {f.gate}.",
+                    f.path, f.line, t, {"gate": f.gate, "fixedByCodemod": f.gate})
+            else:
+                add(f.rule, _LEVEL[sev], f.message, f.path, f.line, t, {"gate": f.gate})
+        found = {f.gate for f in t.candidate.findings} if t.candidate else set()
+        for p in t.problems:
+            if p.gate in found:
+                continue  # reported on its finding above
+            code = by_gate.get(p.gate) or next((c for c, r in RULES.items() if r.GATE == p.gate), None)
+            add(code or "EA392", "error", p.text(), p.path, p.line, t, {"gate": p.gate, "codemod": p.codemod})
+        if t.regression:
+            first = next((f for f in t.candidate.findings if f.severity.value != "warning"), None) if t.candidate else None
+            add("EA390", "error" if t.outcome == "broken" else "warning",
+                f"supported by {report.current.name} but {t.candidate_verdict} in {report.candidate.name}"
+                + (f" (patched: {t.patched_verdict})" if t.patched_verdict else ""),
+                first.path if first else None, first.line if first else None, t, {"gate": "regression"})
+    props = {"outcome": report.outcome, "message": report.message(),
+             "candidate": report.candidate.as_dict(),
+             "current": report.current.as_dict() if report.current else None,
+             "codemods": str(report.codemods) if report.codemods else None}
+    return _log(_descriptors(checks), results, props)
+
+
+def gate_junit(report) -> str:
+    """A gate report as JUnit XML: one suite per method, one test case per target and blocking
+    gate (classname the architecture, name the gate): a failure when the gate breaks the target
+    (the message names the codemod and why), an error when it is unknown, passed when the gate
+    passes natively or once patched (the system-out says which codemod fixed it). A problem on
+    another gate (a disallowed warning, an absent target, an invalid patch) adds a failing case."""
+    from rules.registry import BLOCKING_GATES
+
+    xml = JUnitXml(name=f"eagle-audit gate: {report.candidate.name} ({report.outcome})")
+    suites: dict[str, TestSuite] = {}
+    for t in report.targets:
+        suite = suites.get(t.method)
+        if suite is None:
+            suite = suites[t.method] = TestSuite(f"eagle-audit.gate.{t.method}")
+            xml.add_testsuite(suite)
+        problems: dict[str, list] = {}
+        for p in t.problems:
+            problems.setdefault(p.gate, []).append(p)
+        fixed = set(t.fixed_gates)
+        regression = (f" Regression: supported by {report.current.name}." if t.regression and report.current else "")
+        for gate in list(BLOCKING_GATES) + [g for g in problems if g not in BLOCKING_GATES]:
+            case = TestCase(name=gate, classname=t.architecture)
+            ps = problems.get(gate, [])
+            if ps:
+                unknown = all(p.reason.startswith("the verdict is unknown") for p in ps)
+                kind = Error if unknown else Failure
+                case.result = [kind(p.text() + regression, type_=p.codemod or gate) for p in ps]
+            elif gate in fixed:
+                case.system_out = f"blocks {report.candidate.name}; fixed in the patched candidate by codemod {gate}"
+            suite.add_testcase(case)
+    out = xml.tostring()
+    return out.decode() if isinstance(out, bytes) else str(out)
+
+
+_OUTCOME_WORD = {"native": "native", "patched": "patched", "broken": "BROKEN"}
+
+
+def _md(text: object) -> str:
+    """Text safe inside a Markdown table cell."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def gate_markdown(report) -> str:
+    """A gate report as GitHub-flavoured Markdown (for a job summary): the outcome, a table of
+    targets, then the problems, regressions and warnings."""
+    lines = [f"## eagle-audit gate: {_OUTCOME_WORD[report.outcome]}", "", report.message(), ""]
+    sides = [f"candidate: **{report.candidate.name}** (`{report.candidate.source}`)"]
+    if report.current:
+        sides.append(f"current: {report.current.name} (`{report.current.source}`)")
+    if report.codemods:
+        written = f", written for {report.codemods_source}" if report.codemods_source else ""
+        sides.append(f"codemods: `{report.codemods.name}` ({', '.join(report.codemods_names)}{written})")
+    lines += [" · ".join(sides), ""]
+    lines += ["| target | method | current | candidate | with codemods | outcome |", "|---|---|---|---|---|---|"]
+    for t in report.targets:
+        cand = t.candidate_verdict + (f" ({', '.join(t.candidate.blocking)})" if t.candidate and t.candidate.blocking else "")
+        patched = t.patched_verdict or "—"
+        if t.patched and t.patched.blocking:
+            patched += f" ({', '.join(t.patched.blocking)})"
+        reg = " (regression)" if t.regression else ""
+        lines.append(f"| {_md(t.architecture)} | {t.method} | {t.current_verdict or '—'}{reg} | {_md(cand)} | "
+                     f"{_md(patched)} | **{t.outcome}** |")
+    problems = [(t, p) for t in report.targets for p in t.problems]
+    if problems:
+        lines += ["", "### Why it is broken", ""]
+        for t, p in problems:
+            cm = f" (codemod `{p.codemod}`)" if p.codemod else ""
+            where = f" `{p.where}`" if p.where else ""
+            hint = f" — {p.hint}" if p.hint else ""
+            lines.append(f"- **{t.architecture}** `{p.gate}`{cm}{where}: {p.reason}{hint}")
+    if report.regressions:
+        lines += ["", "### Regressions", ""]
+        for t in report.regressions:
+            lines.append(f"- **{t.architecture}** ({t.method}): supported by {report.current.name}, "
+                         f"{t.candidate_verdict} in {report.candidate.name}")
+    warned = [(t, f) for t in report.targets for f in t.warnings]
+    if warned:
+        lines += ["", "### Warnings", ""]
+        for t, f in warned:
+            lines.append(f"- **{t.architecture}** `{f.gate}` ({f.rule}) `{f.where}`: {f.message}")
+    return "\n".join(lines) + "\n"
+
+
+def _cell(row) -> str:
+    if row.verdict == "blocked":
+        return f"blocked: {', '.join(row.blocking)}"
+    if row.verdict == "supported":
+        w = f" (warnings: {', '.join(dict.fromkeys(row.warnings))})" if row.warnings else ""
+        return (f"**supported** ← first native{w}" if row.first_native else f"supported{w}")
+    if row.verdict == "skipped":
+        return "skipped"
+    return row.verdict
+
+
+def matrix_markdown(report) -> str:
+    """A matrix report (:class:`auditor.gate.MatrixReport`) as Markdown: one row per release,
+    one column per architecture (verdict and blocking gates); the first release with native
+    support is in bold; skipped releases are listed with the reason below the table."""
+    archs = report.architectures
+    lines = [f"## eagle-audit matrix: {', '.join(report.model)} ({report.method}), vLLM {report.versions}", ""]
+    lines.append("| vLLM | " + " | ".join(archs) + " |")
+    lines.append("|---" * (len(archs) + 1) + "|")
+    by = {(r.vllm_version, r.architecture): r for r in report.rows}
+    for v in report.releases:
+        cells = [_md(_cell(by[(v, a)])) if (v, a) in by else "—" for a in archs]
+        first = any(by.get((v, a)) is not None and by[(v, a)].first_native for a in archs)
+        lines.append(f"| {'**' + v + '**' if first else v} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for a, v in report.first_supported.items():
+        lines.append(f"- first release with native support for {a}: {v or 'none in this range'}")
+    if len(archs) > 1:
+        lines.append(f"- first release with native support for all: {report.first_all_supported or 'none in this range'}")
+    skipped: dict[str, str] = {}
+    for r in report.rows:
+        if r.verdict == "skipped":
+            skipped.setdefault(r.vllm_version, r.reason)
+    for v, why in skipped.items():
+        lines.append(f"- skipped {v}: {why}")
+    return "\n".join(lines) + "\n"

@@ -14,6 +14,7 @@ from typing import List, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from auditor.errors import AuditError
 
@@ -66,7 +67,7 @@ VersionOpt = typer.Option(
 
 
 def _fail(message: str) -> None:
-    err.print(f"[bold red]eagle-audit: error:[/bold red] {message}", highlight=False, soft_wrap=True)
+    err.print(f"[bold red]eagle-audit: error:[/bold red] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
 
@@ -325,12 +326,219 @@ def fix_cmd(
     raise typer.Exit(0)
 
 
+class GateFormat(str, Enum):
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+    sarif = "sarif"
+    junit = "junit"
+
+
+class MatrixFormat(str, Enum):
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+
+
+class OneMethod(str, Enum):
+    eagle3 = "eagle3"
+    eagle = "eagle"
+
+
+ConfigOpt = typer.Option(
+    None, "--config", help="Read \\[tool.eagle-audit] from this pyproject.toml (default: the nearest one "
+    "with that table, from the working folder up).", show_default=False)
+SummaryOpt = typer.Option(
+    None, "--summary", help="Also append the Markdown report to this file (e.g. \"$GITHUB_STEP_SUMMARY\").",
+    show_default=False)
+
+
+def _config(path: Optional[Path], **flags):
+    from auditor.config import load_config
+
+    return load_config(path).merged(**flags)
+
+
+def _append(text: str, path: Optional[Path]) -> None:
+    if path is None:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(text if text.endswith("\n") else text + "\n")
+    except OSError as exc:
+        _fail(f"--summary: cannot write {path}: {exc}")
+
+
+def _open_side(label: str, value: str, no_progress: bool, no_cache: bool):
+    from auditor.gate import open_side
+
+    try:
+        return open_side(value, progress=_progress_enabled(no_progress), use_cache=not no_cache)
+    except AuditError as exc:
+        _fail(f"{label} {value}: {exc}")
+
+
+@app.command("gate")
+def gate_cmd(
+    model: List[str] = typer.Option(
+        [], "--model", "-m", help="Target: an architecture or a model_type (kimi_k2). Repeatable. "
+        "Default: targets in \\[tool.eagle-audit], else those of the --codemods file."),
+    candidate: Optional[str] = typer.Option(
+        None, "--candidate", help="The release to upgrade to: a version (fetched, cached) or a PATH "
+        "(folder, .tar.gz, .whl).", metavar="X|PATH", show_default=False),
+    current: Optional[str] = typer.Option(
+        None, "--current", help="The release in use, to report regressions: a version or a PATH.",
+        metavar="X|PATH", show_default=False),
+    codemods: Optional[Path] = typer.Option(
+        None, "--codemods", help="The codemods file written by 'eagle-audit fix --out', replayed on the candidate "
+        "in memory.", show_default=False),
+    method: Optional[MethodOpt] = typer.Option(None, "--method", help="Speculative method(s) (default eagle3).",
+                                               show_default=False),
+    model_type: Optional[str] = typer.Option(None, "--model-type", help="The targets' text model_type."),
+    hf_config: Optional[Path] = typer.Option(None, "--hf-config", help="The checkpoint's config.json."),
+    allow_warning: List[str] = typer.Option(
+        [], "--allow-warning", help="A warning to accept (gate id such as stale-member, or rule code). Repeatable."),
+    fail_on_warnings: Optional[bool] = typer.Option(
+        None, "--fail-on-warnings/--no-fail-on-warnings", help="Break the gate on a warning that is not allowed "
+        "(default: report it only).", show_default=False),
+    config: Optional[Path] = ConfigOpt,
+    fmt: GateFormat = typer.Option(GateFormat.table, "--format", "-f", help="Output format."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
+    summary: Optional[Path] = SummaryOpt,
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
+    exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when the gate is broken."),
+) -> None:
+    """Pre-upgrade gate: does the CANDIDATE release still work for your targets?
+
+    native: the candidate supports every target without patches (drop your codemods).
+
+    patched: it does not, but your codemods apply cleanly and the patched candidate re-scans as supported.
+
+    broken: a target is blocked and the codemods do not apply or do not suffice (the report names the gate and the codemod).
+
+    With --current, regressions are reported too. Settings default to \\[tool.eagle-audit] in pyproject.toml; flags override them.
+
+    Exit codes: 0 native or patched, 1 broken, 2 usage or input error.
+    """
+    from auditor import ci_formats
+    from auditor.gate import run_gate
+    from auditor.scan import load_hf_config
+
+    cfg = _config(config, targets=model, candidate=candidate, current=current, codemods=codemods,
+                  methods=None if method is None else [method.value], model_type=model_type, hf_config=hf_config,
+                  allowed_warnings=allow_warning, fail_on_warnings=fail_on_warnings)
+    if not cfg.candidate:
+        _fail("give --candidate X|PATH (or candidate in pyproject.toml, tool.eagle-audit)")
+    if cfg.codemods is not None and not Path(cfg.codemods).is_file():
+        _fail(f"--codemods: no such file: {cfg.codemods}")
+    hf = load_hf_config(cfg.hf_config) if cfg.hf_config else None
+    cand = _open_side("--candidate", cfg.candidate, no_progress, no_cache)
+    cur = _open_side("--current", cfg.current, no_progress, no_cache) if cfg.current else None
+    report = _with_progress(
+        _progress_enabled(no_progress), "gating",
+        lambda cb: run_gate(cand, cfg.targets, candidate_spec=cfg.candidate, current=cur, current_spec=cfg.current or "",
+                            codemods=cfg.codemods, methods=cfg.methods, model_type=cfg.model_type, hf_config=hf,
+                            allowed_warnings=cfg.allowed_warnings, fail_on_warnings=cfg.fail_on_warnings))
+    report.config = cfg.path
+    markdown = ci_formats.gate_markdown(report)
+    if fmt is GateFormat.table and output is None:
+        from rich.markdown import Markdown
+
+        out.print(Markdown(markdown))
+    else:
+        text = {
+            GateFormat.json: lambda: json.dumps(report.as_dict(), indent=2),
+            GateFormat.markdown: lambda: markdown,
+            GateFormat.table: lambda: markdown,
+            GateFormat.sarif: lambda: ci_formats.gate_sarif(report),
+            GateFormat.junit: lambda: ci_formats.gate_junit(report),
+        }[fmt]()
+        _write(text, output)
+    _append(markdown, summary)
+    if output is not None or fmt is not GateFormat.table:
+        err.print(f"eagle-audit gate: {report.outcome}: {report.message()}", markup=False, highlight=False,
+                  soft_wrap=True)
+    raise typer.Exit(0 if exit_zero else report.exit_code)
+
+
+@app.command("matrix")
+def matrix_cmd(
+    model: List[str] = typer.Option(
+        [], "--model", "-m", help="Target: an architecture or a model_type (kimi_k2). Repeatable. "
+        "Default: targets in \\[tool.eagle-audit]."),
+    versions: Optional[str] = typer.Option(
+        None, "--versions", help="Releases: a list (0.16.0,0.18.0), a range over released versions "
+        "(0.12.0..0.33.0; A.. and ..B are open), or both, comma-separated.", metavar="SPEC", show_default=False),
+    method: Optional[OneMethod] = typer.Option(
+        None, "--method", help="Speculative method (default: the first of methods in \\[tool.eagle-audit], else eagle3).",
+        show_default=False),
+    model_type: Optional[str] = typer.Option(None, "--model-type", help="The targets' text model_type."),
+    jobs: Optional[int] = typer.Option(
+        None, "--jobs", "-j", min=1, help="Worker processes auditing releases (default: the CPU count; 1: in "
+        "this process).", show_default=False),
+    config: Optional[Path] = ConfigOpt,
+    fmt: MatrixFormat = typer.Option(MatrixFormat.table, "--format", "-f", help="Output format."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
+    summary: Optional[Path] = SummaryOpt,
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
+) -> None:
+    """Support matrix: one row per release with the verdict and blocking gates of each target, the first release with native support in bold.
+
+    Archives are fetched in parallel and cached; releases with no source archive on the index are listed as skipped, with the reason.
+
+    Exit codes: 0 matrix produced, 2 usage or input error, or a release that could not be fetched or read (it is listed as skipped, with the error).
+    """
+    from auditor import ci_formats
+    from auditor.gate import run_matrix
+
+    cfg = _config(config, targets=model, versions=versions, methods=[method.value] if method else None,
+                  model_type=model_type)
+    if not cfg.versions:
+        _fail("give --versions SPEC (or versions in pyproject.toml, tool.eagle-audit)")
+    report = _matrix_progress(_progress_enabled(no_progress), lambda cb: run_matrix(
+        cfg.targets, cfg.versions, method=cfg.methods[0], model_type=cfg.model_type, jobs=jobs,
+        use_cache=not no_cache, progress=cb))
+    markdown = ci_formats.matrix_markdown(report)
+    if fmt is MatrixFormat.table and output is None:
+        from rich.markdown import Markdown
+
+        out.print(Markdown(markdown))
+    else:
+        _write(json.dumps(report.as_dict(), indent=2) if fmt is MatrixFormat.json else markdown, output)
+    _append(markdown, summary)
+    n = len(report.releases)
+    err.print(f"eagle-audit matrix: {n} release(s), {len(report.rows)} row(s) in {report.seconds:.1f}s "
+              f"({report.jobs} worker(s))", markup=False, highlight=False)
+    for v, e in sorted(report.errors.items()):
+        err.print(f"[bold red]eagle-audit: error:[/bold red] vLLM {v}: {e}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2 if report.errors else 0)
+
+
+def _matrix_progress(show: bool, fn):
+    """Run ``fn(callback)`` under two progress bars: archives fetched, releases audited."""
+    if not show:
+        return fn(None)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    labels = {"fetch": "fetching archives", "audit": "auditing releases"}
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=True) as prog:
+        tasks = {k: prog.add_task(v, total=None) for k, v in labels.items()}
+
+        def cb(stage: str, done: int, total: int) -> None:
+            prog.update(tasks[stage], completed=done, total=total)
+
+        return fn(cb)
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     """Console entry point: runs the app and turns every AuditError into one line and exit 2."""
     try:
         app(args=argv, standalone_mode=True)
     except AuditError as exc:
-        err.print(f"[bold red]eagle-audit: error:[/bold red] {exc}", highlight=False, soft_wrap=True)
+        err.print(f"[bold red]eagle-audit: error:[/bold red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         err.print("eagle-audit: interrupted")

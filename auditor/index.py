@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: Bump when the shape or meaning of a summary changes: it is part of every cache key.
-INDEX_FORMAT = 18
+INDEX_FORMAT = 19
 
 #: Methods whose bodies are summarised in detail (references, loops, returns).
 DETAILED_METHODS = frozenset(
@@ -577,7 +577,9 @@ class _Summarizer:
         params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
         ff = FunctionFact(name=fn.name, line=fn.lineno, params=params)
         local_classes: dict[str, str] = {}
-        for node in ast.walk(fn):
+        # statements are enough (imports, classes, returns) unless this module rewrites bases
+        nodes = ast.walk(fn) if self.track_bases else _iter_stmts(fn.body)
+        for node in nodes:
             if self.track_bases:
                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
                     ff.calls.append(node.func.id)

@@ -245,10 +245,12 @@ class Auditor:
         they import."""
         tree = self.tree
         wave: set[str] = set()
+        wanted: dict[str, set[str]] = {}  # registry module path -> the class names it must bind
         for e in self.registry.entries.values():
             p = tree.path_of(e.dotted_module)
             if p:
                 wave.add(p)
+                wanted.setdefault(p, set()).add(e.class_name)
         for search in self.facts.SEARCHES:
             wave |= set(self.facts.candidate_paths(search))
         # HF config classes of multimodal targets
@@ -260,10 +262,22 @@ class Auditor:
         scope = ("vllm/model_executor/models/", "vllm/models/")
 
         def imports(s) -> list[str]:
-            if s.path.endswith("__init__.py") and not s.lazy_map and "__getattr__" not in s.functions:
-                return []  # a package's re-exports: resolved lazily, name by name
+            # the modules that bind names this module's classes are built from: bases,
+            # decorators, class attributes, and what __init__ and factory methods construct
+            used: set[str] = set(wanted.get(s.path, ()))
+            for c in s.classes.values():
+                used.update(t.split(".")[0].split("[")[0].split("(")[0] for t in c.bases + c.decorators)
+                used.update((a.value or "").split(".")[0] for a in c.attrs.values())
+                for m in c.methods.values():
+                    used.update(v[0].split(".")[0] for v in m.self_assign_calls.values())
+                    used.update(r.split(".")[0] for r in m.returns_call)
+            for f in s.functions.values():
+                used.update(r.split(".")[0] for r in f.returns_call)
             out = []
-            for b in list(s.bindings.values()) + list(s.tc_bindings.values()):
+            for name in used:
+                b = s.bindings.get(name) or s.tc_bindings.get(name)
+                if b is None:
+                    continue
                 if b.kind == "import":
                     mods = (b.target[0], f"{b.target[0]}.{b.target[1]}")
                 elif b.kind == "module":

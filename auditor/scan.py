@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable, Iterable
 
-from auditor.analysis import TreeFacts, find_holder, target_facts
+from auditor.analysis import HOLDER_ATTRS, LANGUAGE_MODEL_ATTRS, TreeFacts, find_holder, target_facts
 from auditor.errors import AuditError
 from auditor.findings import Finding, Verdict, verdict_of
 from auditor.registry import Registry
@@ -260,21 +260,27 @@ class Auditor:
             if p:
                 wave.add(p)
         scope = ("vllm/model_executor/models/", "vllm/models/")
+        holder_attrs = set(HOLDER_ATTRS) | set(LANGUAGE_MODEL_ATTRS)
 
         def imports(s) -> list[str]:
             # the modules that bind names this module's classes are built from: bases,
             # decorators, class attributes, and what __init__ and factory methods construct
             used: set[str] = set(wanted.get(s.path, ()))
+            anywhere: set[str] = set()  # decorators may rewrite bases: read them wherever they live
+            for name, b in s.bindings.items():
+                if b.kind == "factory":  # ``X = as_seq_cls_model(Y)``
+                    used.add(b.target[0].split(".")[0])
             for c in s.classes.values():
-                used.update(t.split(".")[0].split("[")[0].split("(")[0] for t in c.bases + c.decorators)
-                used.update((a.value or "").split(".")[0] for a in c.attrs.values())
+                used.update(t.split(".")[0].split("[")[0].split("(")[0] for t in c.bases)
+                anywhere.update(t.split(".")[0].split("(")[0] for t in c.decorators)
+                used.update((a.value or "").split(".")[0] for n, a in c.attrs.items() if n.endswith("_cls"))
                 for m in c.methods.values():
-                    used.update(v[0].split(".")[0] for v in m.self_assign_calls.values())
+                    used.update(v[0].split(".")[0] for k, v in m.self_assign_calls.items() if k in holder_attrs)
                     used.update(r.split(".")[0] for r in m.returns_call)
             for f in s.functions.values():
                 used.update(r.split(".")[0] for r in f.returns_call)
             out = []
-            for name in used:
+            for name in used | anywhere:
                 b = s.bindings.get(name) or s.tc_bindings.get(name)
                 if b is None:
                     continue
@@ -286,7 +292,7 @@ class Auditor:
                     continue
                 for m in mods:
                     q = tree.path_of(m)
-                    if q and q.startswith(scope):
+                    if q and (q.startswith(scope) or name in anywhere):
                         out.append(q)
             return out
 

@@ -179,8 +179,10 @@ class Tree:
         example the modules it imports); they join the same pool without waiting for the rest.
         ``progress(done, total)`` is called as modules complete.
         """
+        import queue
         from collections import deque
-        from concurrent.futures import FIRST_COMPLETED, wait
+
+        completed: queue.SimpleQueue = queue.SimpleQueue()
 
         queue = deque(sorted(set(paths), key=lambda p: p))
         seen: set[str] = set()
@@ -201,6 +203,10 @@ class Tree:
             if progress:
                 progress(done, len(seen))
 
+        import gc
+
+        gc_was_enabled = gc.isenabled()
+        gc.disable()  # summaries hold no reference cycles; collecting while loading them is waste
         try:
             while queue or pending:
                 batch = []
@@ -234,16 +240,19 @@ class Tree:
                 batch.sort(key=lambda m: -len(m[1]))  # big files first: the workers finish together
                 for rel, data, digest in batch:
                     job = (str(root), rel, None) if root is not None else (None, rel, data)
-                    pending[ex.submit(_summarize_job, job)] = digest
+                    fut = ex.submit(_summarize_job, job)
+                    pending[fut] = digest
+                    fut.add_done_callback(completed.put)
                 if not pending:
                     continue
-                finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
-                for fut in finished:
-                    digest = pending.pop(fut)
-                    rel, s = fut.result()
-                    self.cache.put(digest, s)
-                    finish(rel, s)
+                fut = completed.get()  # one result at a time, without re-waiting on every future
+                digest = pending.pop(fut)
+                rel, s = fut.result()
+                self.cache.put(digest, s)
+                finish(rel, s)
         finally:
+            if gc_was_enabled:
+                gc.enable()
             if ex is not None:
                 ex.shutdown(wait=True, cancel_futures=True)
 

@@ -534,12 +534,25 @@ def _matrix_progress(show: bool, fn):
 
 
 def main(argv: Optional[list[str]] = None) -> None:
-    """Console entry point: runs the app and turns every AuditError into one line and exit 2."""
+    """Console entry point. Every error the user can cause ends as one line on stderr and exit
+    2: an AuditError from the analysis, or a usage error from the command line."""
     try:
-        app(args=argv, standalone_mode=True)
+        rv = app(args=argv, standalone_mode=False)
     except AuditError as exc:
         err.print(f"[bold red]eagle-audit: error:[/bold red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(2)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, typer.Abort):
         err.print("eagle-audit: interrupted")
         sys.exit(130)
+    except Exception as exc:  # click's exceptions (typer may vendor its own copy of click)
+        if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
+            raise
+        ctx = getattr(exc, "ctx", None)
+        if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
+            sys.stdout.write(ctx.get_help() + "\n")
+            sys.exit(0)
+        hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
+        err.print(f"[bold red]eagle-audit: error:[/bold red] {escape(exc.format_message())}{escape(hint)}",
+                  highlight=False, soft_wrap=True)
+        sys.exit(exc.exit_code)
+    sys.exit(rv if isinstance(rv, int) else 0)

@@ -140,8 +140,9 @@ def scan(
     methods = ["eagle3", "eagle"] if method is MethodOpt.all else [method.value]
     show = _progress_enabled(no_progress)
     full = not model and cfg is None
-    result = _with_progress(show and full, "indexing and auditing",
-                            lambda cb: auditor.scan(specs, methods, cfg, progress=cb, prefetch=full, prefetch_progress=cb))
+    result = _with_progress2(show and full, ("indexing modules", "auditing architectures"),
+                             lambda idx, aud: auditor.scan(specs, methods, cfg, progress=aud, prefetch=full,
+                                                           prefetch_progress=idx))
     if fmt is Format.table and output is None:
         rep.scan_table(result, out, verbose=verbose or not full)
     else:
@@ -180,6 +181,24 @@ def _with_progress(show: bool, label: str, fn):
             prog.update(task, completed=done, total=total)
 
         return fn(cb)
+
+
+def _with_progress2(show: bool, labels: tuple[str, str], fn):
+    """Run ``fn(first_cb, second_cb)`` with two progress bars (one per phase) on stderr."""
+    if not show:
+        return fn(None, None)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=True) as prog:
+        tasks = [prog.add_task(label, total=None) for label in labels]
+
+        def make(task):
+            def cb(done: int, total: int) -> None:
+                prog.update(task, completed=done, total=total)
+            return cb
+
+        return fn(make(tasks[0]), make(tasks[1]))
 
 
 @app.command()

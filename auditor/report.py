@@ -38,7 +38,8 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
             style = {"error": "red", "warning": "yellow", "unknown": "magenta"}[f.severity.value]
             if i:
                 where.append("\n")
-            where.append(f"{f.gate} ", style=style)
+            tag = "" if f.severity.value == "error" else f" ({f.severity.value})"
+            where.append(f"{f.gate}{tag} ", style=style)
             where.append(f.where or "-", style="cyan")
         table.add_row(r.architecture, r.method, Text(r.verdict.value, style=_STYLE[r.verdict.value]),
                       ", ".join(r.blocking) or "—", where if where.plain else "—")
@@ -53,7 +54,10 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
             console.print(f"  [{style}]{f.rule} {f.gate} {f.severity.value}[/{style}] [cyan]{f.where}[/cyan]{fix}", highlight=False)
             console.print(f"    {f.message}", highlight=False, markup=False)
     if many:
-        console.print("(supported targets without findings, and warnings, are hidden in a full scan; --verbose shows all)", style="dim")
+        supported = sorted({r.architecture for r in report.results if r.verdict.value == "supported"})
+        console.print(f"supported ({len(supported)}): {', '.join(supported) or '-'}", highlight=False)
+        console.print("(supported targets and warnings are left out of the table in a full scan; --verbose shows all)",
+                      style="dim")
     console.print(summary_line(report))
     for p, e in sorted(report.parse_errors.items()):
         console.print(f"[yellow]does not parse:[/yellow] {p} {e}")
@@ -119,8 +123,13 @@ def explain_tree(info: dict, console: Console) -> None:
             fw = h["forward"]
             fnode = node.add(f"forward: {fw['defined_in']}  [cyan]{fw['path']}:{fw['line']}[/cyan]")
             for lp in fw["loops"]:
-                fnode.add(f"layer loop at line {lp['line']}: index={lp['index_var']!s} ({lp['index_kind']!s}), "
-                          f"captures aux states: {lp['captures']}")
+                if lp["index_var"] is None:
+                    idx = "no layer index"
+                else:
+                    start = f", start={lp['enumerate_start']}" if lp.get("enumerate_start") else ""
+                    idx = f"layer index {lp['index_var']!r} from {lp['index_kind']}{start}"
+                fnode.add(f"layer loop at line {lp['line']}: {idx}; captures aux hidden states: "
+                          f"{'yes' if lp['captures'] else 'no'}")
             fnode.add(f"returns aux hidden states: {fw['returns_aux']}")
     if info.get("language_model"):
         root.add(f"language model architecture: {info['language_model']}")

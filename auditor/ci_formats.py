@@ -94,6 +94,14 @@ def scan_sarif(report: ScanReport) -> str:
     return _log(_descriptors(RULES), results, {"vllmVersion": report.vllm_version, "source": report.source})
 
 
+def _suite(xml: JUnitXml, suites: dict[str, TestSuite], name: str) -> TestSuite:
+    """The test suite called ``name`` in ``xml``, added on first use."""
+    if name not in suites:
+        suites[name] = TestSuite(name)
+        xml.add_testsuite(suites[name])
+    return suites[name]
+
+
 def scan_junit(report: ScanReport) -> str:
     """The scan as JUnit XML: one suite per method, one test case per target and blocking gate
     (a failure when the gate blocks, an error when it is unknown, passed otherwise)."""
@@ -102,10 +110,7 @@ def scan_junit(report: ScanReport) -> str:
     xml = JUnitXml(name=f"eagle-audit vLLM {report.vllm_version}")
     suites: dict[str, TestSuite] = {}
     for res in report.results:
-        suite = suites.get(res.method)
-        if suite is None:
-            suite = suites[res.method] = TestSuite(f"eagle-audit.{res.method}")
-            xml.add_testsuite(suite)
+        suite = _suite(xml, suites, f"eagle-audit.{res.method}")
         for gate in BLOCKING_GATES:
             case = TestCase(name=gate, classname=res.architecture)
             fs = [f for f in res.findings if f.gate == gate]
@@ -210,10 +215,7 @@ def gate_junit(report) -> str:
     xml = JUnitXml(name=f"eagle-audit gate: {report.candidate.name} ({report.outcome})")
     suites: dict[str, TestSuite] = {}
     for t in report.targets:
-        suite = suites.get(t.method)
-        if suite is None:
-            suite = suites[t.method] = TestSuite(f"eagle-audit.gate.{t.method}")
-            xml.add_testsuite(suite)
+        suite = _suite(xml, suites, f"eagle-audit.gate.{t.method}")
         problems: dict[str, list] = {}
         for p in t.problems:
             problems.setdefault(p.gate, []).append(p)

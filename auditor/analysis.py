@@ -47,6 +47,7 @@ class Protocol:
     members: dict[str, tuple[ClassRef, MethodFact | AttrFact]]
 
     def is_protocol_class(self, ref: ClassRef) -> bool:
+        """True when ``ref`` is the protocol or one of the classes that declare its members."""
         return any(r == ref for r, _ in self.members.values()) or ref == self.ref
 
 

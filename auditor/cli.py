@@ -41,6 +41,7 @@ err = Console(stderr=True)
 
 
 class Format(str, Enum):
+    """Output formats of ``scan``."""
     table = "table"
     json = "json"
     markdown = "markdown"
@@ -49,6 +50,7 @@ class Format(str, Enum):
 
 
 class MethodOpt(str, Enum):
+    """Speculative methods ``scan`` audits (``all``: eagle3 and eagle)."""
     eagle3 = "eagle3"
     eagle = "eagle"
     all = "all"
@@ -346,6 +348,7 @@ def fix_cmd(
 
 
 class GateFormat(str, Enum):
+    """Output formats of ``gate``."""
     table = "table"
     json = "json"
     markdown = "markdown"
@@ -354,12 +357,14 @@ class GateFormat(str, Enum):
 
 
 class MatrixFormat(str, Enum):
+    """Output formats of ``matrix``."""
     table = "table"
     json = "json"
     markdown = "markdown"
 
 
 class OneMethod(str, Enum):
+    """One speculative method."""
     eagle3 = "eagle3"
     eagle = "eagle"
 

@@ -115,6 +115,7 @@ class _ParentMap:
                 self.parent[c] = p
 
     def enclosing_function(self, node: ast.AST) -> ast.AST | None:
+        """The function definition that contains ``node``, or None at module level."""
         cur = self.parent.get(node)
         while cur is not None and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef)):
             cur = self.parent.get(cur)

@@ -46,6 +46,7 @@ class Finding:
     data: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
+        """The finding as JSON-ready data (severity as its string value)."""
         d = asdict(self)
         d["severity"] = self.severity.value
         return d

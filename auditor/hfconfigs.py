@@ -34,21 +34,25 @@ class PackageFolderSource:
         self._files: list[str] | None = None
 
     def files(self) -> list[str]:
+        """Sorted ``.py`` paths of the package, relative to its parent folder."""
         if self._files is None:
             base = self.parent / self.package
             self._files = sorted(p.relative_to(self.parent).as_posix() for p in base.rglob("*.py"))
         return self._files
 
     def read(self, relpath: str) -> bytes:
+        """The bytes of one file; raises KeyError when it cannot be read."""
         try:
             return (self.parent / relpath).read_bytes()
         except OSError:
             raise KeyError(relpath) from None
 
     def root(self) -> Path:
+        """The folder that contains the package."""
         return self.parent
 
     def version(self) -> str | None:
+        """Not read: always None."""
         return None
 
 

@@ -470,6 +470,7 @@ class _Summarizer:
 
     # -- module level -----------------------------------------------------------------
     def run(self, tree: ast.Module) -> ModuleSummary:
+        """Summarise a parsed module (its statements in order)."""
         self._stmts(tree.body, guarded=False, type_checking=False)
         return self.s
 

@@ -38,16 +38,19 @@ class ArchEntry:
     @property
     def dotted_module(self) -> str:
         # registry rows may name a fully qualified module (``vllm.models.deepseek_v4``)
+        """The module of the row, absolute (``vllm.model_executor.models.X`` or a full ``vllm.`` path)."""
         if self.module.startswith("vllm."):
             return self.module
         return f"{MODELS_PACKAGE}.{self.module}"
 
     @property
     def is_drafter(self) -> bool:
+        """True for rows of the speculative-decoding (drafter) table."""
         return any("SPECULATIVE" in t for t in self.tables)
 
     @property
     def is_multimodal_table(self) -> bool:
+        """True for rows of the multimodal table."""
         return any("MULTIMODAL" in t for t in self.tables)
 
 

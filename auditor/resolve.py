@@ -36,6 +36,7 @@ class ClassRef:
 
     @property
     def name(self) -> str:
+        """The class name (last part of the qualname)."""
         return self.qualname.split("@")[0].rsplit(".", 1)[-1]
 
 

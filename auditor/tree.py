@@ -45,6 +45,7 @@ class SummaryCache:
         return self.root / digest[:2] / f"{digest}.pkl"
 
     def get(self, digest: str) -> ModuleSummary | None:
+        """The cached summary for a file sha256, or None (a miss, or an unreadable entry)."""
         if not self.enabled:
             return None
         try:
@@ -54,6 +55,7 @@ class SummaryCache:
             return None
 
     def put(self, digest: str, summary: ModuleSummary) -> None:
+        """Store a summary under a file sha256 (atomic; a read-only cache folder is ignored)."""
         if not self.enabled:
             return
         p = self._path(digest)
@@ -119,6 +121,7 @@ class Tree:
         return None
 
     def has_module(self, module: str) -> bool:
+        """True when the tree has the dotted module (as ``x.py`` or ``x/__init__.py``)."""
         return self.path_of(module) is not None
 
     def read(self, rel: str) -> bytes:

@@ -77,9 +77,11 @@ class Rule:
     INVALID: ClassVar[list[Example]] = []
 
     def applies(self, target: AuditTarget) -> bool:
+        """True when the rule checks the target's speculative method."""
         return target.method in self.METHODS
 
     def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:  # pragma: no cover
+        """Findings of this rule for one target (a generator; empty when the gate passes)."""
         raise NotImplementedError
 
     def finding(self, severity: Severity, message: str, path=None, line=None, fix=None, **data) -> Finding:

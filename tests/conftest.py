@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 from pathlib import Path
@@ -99,3 +100,28 @@ def add_registry_row(folder: Path, arch: str, module: str, class_name: str | Non
 def minivllm(tmp_path) -> Path:
     """A fresh, unmodified copy of the minivllm fixture."""
     return make_tree(tmp_path)
+
+
+#: Modules of minivllm that the Kimi drift tree does not have.
+_DRIFT_DROPS = (
+    "vllm/model_executor/models/toy.py",
+    "vllm/model_executor/models/toy_vl.py",
+    "vllm/transformers_utils/configs/toy_vl.py",
+)
+
+
+@functools.lru_cache(maxsize=None)
+def drift_tree() -> Path:
+    """The synthetic "Kimi drift" tree (a release where the codemods no longer apply), built
+    once per test session: minivllm without its toy models, with
+    ``fixtures/kimi_drift_overlay`` laid over it. Returns the folder that contains ``vllm/``."""
+    import atexit
+    import tempfile
+
+    dest = Path(tempfile.mkdtemp(prefix="eagle-audit-kimi-drift-")) / "kimi_drift"
+    atexit.register(shutil.rmtree, dest.parent, ignore_errors=True)
+    shutil.copytree(MINIVLLM, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for rel in _DRIFT_DROPS:
+        (dest / rel).unlink()
+    shutil.copytree(REPO / "fixtures" / "kimi_drift_overlay", dest, dirs_exist_ok=True)
+    return dest

@@ -22,11 +22,12 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
+from conftest import drift_tree
 
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOW = REPO / "examples" / "github-actions.yml"
 HOOKS = REPO / ".pre-commit-hooks.yaml"
-DRIFT = REPO / "fixtures" / "kimi_drift"
+DRIFT = drift_tree()
 
 
 def tool_env(**extra: str) -> dict:

@@ -1,5 +1,5 @@
 """``eagle-audit gate`` and ``eagle-audit matrix`` on the real release archives (fetched through
-pip's index, sha256-checked, cached) and on ``fixtures/kimi_drift`` (a synthetic tree in which the
+pip's index, sha256-checked, cached) and on the Kimi drift tree (``fixtures/kimi_drift_overlay`` over minivllm) (a synthetic tree in which the
 0.16.0 codemods can no longer apply).
 
 As in ``test_cli.py``, every command runs as a subprocess, prepared once in a module fixture and
@@ -30,9 +30,10 @@ from auditor.fetch import fetch_release, list_sdist_versions
 from auditor.gate import IndexListing, index_listing, parse_versions, run_matrix
 from auditor.errors import SourceError
 from rules.registry import BLOCKING_GATES
+from conftest import drift_tree
 
 REPO = Path(__file__).resolve().parents[1]
-DRIFT = REPO / "fixtures" / "kimi_drift"
+DRIFT = drift_tree()
 KIMI = "KimiK25ForConditionalGeneration"
 DSV3 = "DeepseekV3ForCausalLM"
 

@@ -646,34 +646,19 @@ def _release_cache_path(archive: str, names: Sequence[str], method: str, model_t
 
 def cached_release_audit(archive: str, names: Sequence[str], method: str, model_type: str | None) -> ReleaseAudit | None:
     """The cached audit of a release archive, or None."""
-    import pickle
+    from auditor.tree import load_cached
 
     path = _release_cache_path(archive, names, method, model_type)
-    if path is None:
-        return None
-    try:
-        with open(path, "rb") as fh:
-            audit = pickle.load(fh)
-    except Exception:
-        return None
+    audit = load_cached(path) if path is not None else None
     return audit if isinstance(audit, ReleaseAudit) else None
 
 
 def _store_release_audit(archive: str, names, method, model_type, audit: ReleaseAudit) -> None:
-    import pickle
-    import tempfile
+    from auditor.tree import store_cached
 
     path = _release_cache_path(archive, names, method, model_type)
-    if path is None:
-        return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:
-            pickle.dump(audit, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only cache folder only costs speed
+    if path is not None:
+        store_cached(path, audit)
 
 
 def audit_release(version: str, archive: str, names: Sequence[str], method: str,

@@ -401,13 +401,13 @@ class ResultCache:
         if not self.enabled:
             return None
         import hashlib
-        import pickle
 
-        try:
-            with open(self.path, "rb") as fh:
-                reads, report = pickle.load(fh)
-        except Exception:
+        from auditor.tree import load_cached
+
+        entry = load_cached(self.path)
+        if not (isinstance(entry, tuple) and len(entry) == 2):
             return None
+        reads, report = entry
         for rel, digest in reads.items():
             try:
                 data = self.tree.source.read(rel)
@@ -419,20 +419,11 @@ class ResultCache:
         return report
 
     def put(self, report: ScanReport) -> None:
-        if not self.enabled:
-            return
-        import os
-        import pickle
-        import tempfile
+        """Store ``report`` with the sha256 of every file it was computed from."""
+        if self.enabled:
+            from auditor.tree import store_cached
 
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, suffix=".tmp")
-            with os.fdopen(fd, "wb") as fh:
-                pickle.dump((dict(self.tree.reads), report), fh, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, self.path)
-        except OSError:
-            pass
+            store_cached(self.path, (dict(self.tree.reads), report))
 
 
 def open_tree(path: str | None, vllm_version: str | None, *, progress: bool = True, use_cache: bool = True) -> Tree:

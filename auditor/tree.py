@@ -30,6 +30,32 @@ def cache_root() -> Path:
     return platformdirs.user_cache_path("eagle-audit")
 
 
+def load_cached(path: Path) -> object | None:
+    """The object pickled at ``path`` by :func:`store_cached`, or None (absent or unreadable).
+    Only this tool's own cache files, under the user cache folder, are ever loaded."""
+    try:
+        with open(path, "rb") as fh:
+            return pickle.load(fh)
+    except Exception:
+        return None
+
+
+def store_cached(path: Path, obj: object) -> None:
+    """Pickle ``obj`` to ``path`` atomically (temporary file + rename). A cache folder that
+    cannot be written only costs speed: errors are swallowed and no temporary file is left."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            pickle.dump(obj, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    except OSError:
+        Path(tmp).unlink(missing_ok=True)
+
+
 class SummaryCache:
     """On-disk cache of module summaries, one pickle per (file sha256, index format).
 
@@ -48,25 +74,13 @@ class SummaryCache:
         """The cached summary for a file sha256, or None (a miss, or an unreadable entry)."""
         if not self.enabled:
             return None
-        try:
-            with open(self._path(digest), "rb") as fh:
-                return pickle.load(fh)
-        except Exception:
-            return None
+        s = load_cached(self._path(digest))
+        return s if isinstance(s, ModuleSummary) else None
 
     def put(self, digest: str, summary: ModuleSummary) -> None:
         """Store a summary under a file sha256 (atomic; a read-only cache folder is ignored)."""
-        if not self.enabled:
-            return
-        p = self._path(digest)
-        try:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=p.parent, suffix=".tmp")
-            with os.fdopen(fd, "wb") as fh:
-                pickle.dump(summary, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, p)
-        except OSError:
-            pass  # a read-only cache folder only costs speed
+        if self.enabled:
+            store_cached(self._path(digest), summary)
 
 
 def _summarize_job(args: tuple[str | None, str, bytes | None]) -> tuple[str, ModuleSummary]:

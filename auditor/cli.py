@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from auditor.errors import AuditError
+from auditor.model.errors import AuditError
 
 app = typer.Typer(
     name="eagle-audit",
@@ -79,7 +79,7 @@ def _progress_enabled(no_progress: bool) -> bool:
 
 def _open(path: Optional[str], version: Optional[str], no_progress: bool, no_cache: bool,
           transformers: Optional[str] = None):
-    from auditor.scan import Auditor, open_tree
+    from auditor.orchestration.scan import Auditor, open_tree
 
     if path and version:
         _fail("give either a PATH or --vllm-version, not both")
@@ -133,8 +133,8 @@ def scan(
 
     Exit codes: 0 all supported, 1 some target blocked or unknown, 2 usage or input error.
     """
-    from auditor import report as rep
-    from auditor.scan import load_hf_config, resolve_targets
+    from auditor.render import report as rep
+    from auditor.engines.vllm.targets import load_hf_config, resolve_targets
 
     auditor = _open(path, vllm_version, no_progress, no_cache, transformers)
     cfg = load_hf_config(hf_config) if hf_config else None
@@ -155,17 +155,17 @@ def scan(
 
 
 def _render(result, fmt: Format) -> str:
-    from auditor import report as rep
+    from auditor.render import report as rep
 
     if fmt is Format.json:
         return rep.scan_json(result)
     if fmt is Format.markdown or fmt is Format.table:
         return rep.scan_markdown(result)
     if fmt is Format.sarif:
-        from auditor import ci_formats
+        from auditor.render import ci_formats
 
         return ci_formats.scan_sarif(result)
-    from auditor import ci_formats
+    from auditor.render import ci_formats
 
     return ci_formats.scan_junit(result)
 
@@ -216,8 +216,8 @@ def explain(
 ) -> None:
     """The resolved class hierarchy of an architecture: MRO with file:line, empty subclasses,
     protocol members and where each comes from, the holder model and its forward loop."""
-    from auditor import report as rep
-    from auditor.explain import explain as do_explain
+    from auditor.render import report as rep
+    from auditor.orchestration.explain import explain as do_explain
 
     if all_archs and arch and path is None:
         arch, path = None, arch  # ``explain --all PATH``: the one positional is the tree
@@ -280,15 +280,15 @@ def fix_cmd(
     Exit codes: 0 patch produced (or nothing to do), 1 some gate cannot be fixed automatically
     (nothing written; the report says why), 2 usage error or refused write.
     """
-    from auditor import fix as fx
-    from auditor.scan import resolve_targets
+    from auditor.orchestration import fix as fx
+    from auditor.engines.vllm.targets import resolve_targets
 
     if revert:
         if apply or out_dir or codemods or model or vllm_version:
             _fail("--revert takes only the PATH of the tree to restore")
         if not path or not Path(path).is_dir():
             _fail("--revert needs the PATH of the folder tree that --apply changed")
-        from auditor.sources import FolderSource
+        from auditor.source.sources import FolderSource
 
         root = FolderSource(path).root()
         try:
@@ -378,7 +378,7 @@ SummaryOpt = typer.Option(
 
 
 def _config(path: Optional[Path], **flags):
-    from auditor.config import load_config
+    from auditor.orchestration.config import load_config
 
     return load_config(path).merged(**flags)
 
@@ -394,7 +394,7 @@ def _append(text: str, path: Optional[Path]) -> None:
 
 
 def _open_side(label: str, value: str, no_progress: bool, no_cache: bool):
-    from auditor.gate import open_side
+    from auditor.orchestration.upgrade import open_side
 
     try:
         return open_side(value, progress=_progress_enabled(no_progress), use_cache=not no_cache)
@@ -445,9 +445,9 @@ def gate_cmd(
 
     Exit codes: 0 native or patched, 1 broken, 2 usage or input error.
     """
-    from auditor import ci_formats
-    from auditor.gate import run_gate
-    from auditor.scan import load_hf_config
+    from auditor.render import ci_formats
+    from auditor.orchestration.upgrade import run_gate
+    from auditor.engines.vllm.targets import load_hf_config
 
     cfg = _config(config, targets=model, candidate=candidate, current=current, codemods=codemods,
                   methods=None if method is None else [method.value], model_type=model_type, hf_config=hf_config,
@@ -514,8 +514,8 @@ def matrix_cmd(
 
     Exit codes: 0 matrix produced, 2 usage or input error, or a release that could not be fetched or read (it is listed as skipped, with the error).
     """
-    from auditor import ci_formats
-    from auditor.gate import run_matrix
+    from auditor.render import ci_formats
+    from auditor.orchestration.upgrade import run_matrix
 
     cfg = _config(config, targets=model, versions=versions, methods=[method.value] if method else None,
                   model_type=model_type)

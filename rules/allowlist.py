@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from auditor.findings import Finding, Severity
+from auditor.model.findings import Finding, Severity
 from rules.base import AuditTarget, Context, Example, Rule
 
 _SPEC = """

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from auditor.analysis import find_holder, holder_forward, method_requires_mixin
-from auditor.findings import Finding, Severity
-from auditor.index import MethodFact
+from auditor.engines.vllm.facts import find_holder, holder_forward, method_requires_mixin
+from auditor.model.findings import Finding, Severity
+from auditor.index.summary import MethodFact
 from rules.base import AuditTarget, Context, Example, Rule
 
 _NO_INDEX_LOOP = '''

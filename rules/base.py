@@ -3,7 +3,7 @@
 A rule is one small class: its code, gate id, name (the problem, not the fix), the ``WHY`` and
 ``HOW_TO_FIX`` texts that document it, ``FIX_AVAILABLE``, the methods it applies to, and
 ``VALID``/``INVALID`` examples (small synthetic model files) that the test suite runs through the
-real scanner. ``check`` is a pure generator of :class:`~auditor.findings.Finding`.
+real scanner. ``check`` is a pure generator of :class:`~auditor.model.findings.Finding`.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Iterator
 
-from auditor.analysis import TargetFacts, TreeFacts
-from auditor.findings import Finding, Severity
-from auditor.registry import Registry
-from auditor.resolve import Resolver
+from auditor.engines.vllm.facts import TargetFacts, TreeFacts
+from auditor.model.findings import Finding, Severity
+from auditor.engines.vllm.registry import Registry
+from auditor.index.resolve import Resolver
 
 
 @dataclass

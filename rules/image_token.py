@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from auditor.analysis import config_attributes, is_multimodal
-from auditor.findings import Finding, Severity
-from auditor.resolve import ClassRef
+from auditor.engines.vllm.facts import config_attributes, is_multimodal
+from auditor.model.findings import Finding, Severity
+from auditor.index.resolve import ClassRef
 from rules.base import AuditTarget, Context, Example, Rule
 
 
 def transformers_configs(ctx: Context):
-    """The :class:`auditor.hfconfigs.TransformersConfigs` of the transformers source given with
+    """The :class:`auditor.engines.vllm.hfconfigs.TransformersConfigs` of the transformers source given with
     ``--transformers`` or installed here (None when there is none), built once per context."""
     if "transformers" not in ctx.cache:
-        from auditor.hfconfigs import TransformersConfigs, locate_transformers
+        from auditor.engines.vllm.hfconfigs import TransformersConfigs, locate_transformers
 
         parent = locate_transformers(ctx.cache.get("transformers_path"))
         ctx.cache["transformers"] = TransformersConfigs(parent) if parent else None

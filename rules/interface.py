@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from auditor.findings import Finding, Severity
-from auditor.index import MethodFact
+from auditor.model.findings import Finding, Severity
+from auditor.index.summary import MethodFact
 from rules.base import AuditTarget, Context, Example, Rule
 
 #: The protocol each speculative method's runtime check uses (``supports_eagle3`` /

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from auditor.fetch import archive_cache_dir
+from auditor.source.fetch import archive_cache_dir
 
 REPO = Path(__file__).resolve().parents[1]
 MINIVLLM = REPO / "fixtures" / "minivllm"
@@ -69,16 +69,16 @@ def make_tree(tmp_path: Path, overrides: dict[str, str | None] | None = None) ->
 
 
 def open_auditor(folder: Path | str):
-    """An :class:`auditor.scan.Auditor` over a folder, without the on-disk index cache."""
-    from auditor.scan import Auditor, open_tree
+    """An :class:`auditor.orchestration.scan.Auditor` over a folder, without the on-disk index cache."""
+    from auditor.orchestration.scan import Auditor, open_tree
 
     return Auditor(open_tree(str(folder), None, progress=False, use_cache=False))
 
 
 def audit(folder: Path | str, arch: str, method: str = "eagle3", text_model_type: str | None = None):
     """Audit one architecture of the tree in ``folder``; returns the
-    :class:`auditor.scan.TargetResult`. ``text_model_type`` acts as ``--model-type``."""
-    from auditor.scan import resolve_targets
+    :class:`auditor.orchestration.scan.TargetResult`. ``text_model_type`` acts as ``--model-type``."""
+    from auditor.engines.vllm.targets import resolve_targets
 
     a = open_auditor(folder)
     (spec,) = resolve_targets(a.registry, [arch], model_type=text_model_type)

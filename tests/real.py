@@ -7,10 +7,10 @@ import os
 import tomllib
 from pathlib import Path
 
-from auditor.fetch import fetch_release
-from auditor.scan import Auditor
-from auditor.sources import ArchiveSource
-from auditor.tree import SummaryCache, Tree
+from auditor.source.fetch import fetch_release
+from auditor.orchestration.scan import Auditor
+from auditor.source.sources import ArchiveSource
+from auditor.index.tree import SummaryCache, Tree
 
 REPO = Path(__file__).resolve().parents[1]
 

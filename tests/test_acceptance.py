@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from auditor.scan import TargetSpec, resolve_targets
+from auditor.engines.vllm.targets import resolve_targets
+from auditor.model.results import TargetSpec
 from tests.real import expected_cases, release_auditor
 
 CASES = expected_cases()

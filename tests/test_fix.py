@@ -23,8 +23,8 @@ import pytest
 from typer.testing import CliRunner
 
 from auditor.cli import app
-from auditor.fetch import fetch_release
-from auditor.fix import (
+from auditor.source.fetch import fetch_release
+from auditor.orchestration.fix import (
     BACKUP_DIR,
     FixRefused,
     OverlaySource,
@@ -33,9 +33,10 @@ from auditor.fix import (
     plan_fix,
     revert_folder,
 )
-from auditor.scan import Auditor, resolve_targets
-from auditor.sources import FolderSource
-from auditor.tree import SummaryCache, Tree
+from auditor.orchestration.scan import Auditor
+from auditor.engines.vllm.targets import resolve_targets
+from auditor.source.sources import FolderSource
+from auditor.index.tree import SummaryCache, Tree
 from rules.codemods import NotAutoFixable, run_codemod
 from tests.real import release_auditor
 
@@ -363,7 +364,7 @@ def test_apply_refuses_when_a_file_changed_or_the_tree_is_read_only(tmp_path, mo
     assert {p: (root / p).read_bytes() for p in res.patched} == snapshot
     assert not (root / BACKUP_DIR).exists()
     target.write_text(res.originals["vllm/config/speculative.py"])
-    monkeypatch.setattr("auditor.fix.os.access", lambda *a, **k: False)
+    monkeypatch.setattr("auditor.orchestration.fix.os.access", lambda *a, **k: False)
     with pytest.raises(FixRefused, match="not writable"):
         apply_to_folder(root, res)
     assert not (root / BACKUP_DIR).exists()

@@ -24,11 +24,11 @@ import jsonschema
 import pytest
 from junitparser import JUnitXml
 
-from auditor.config import Config, find_pyproject, load_config
-from auditor.errors import AuditError
-from auditor.fetch import fetch_release, list_sdist_versions
-from auditor.gate import IndexListing, index_listing, parse_versions, run_matrix
-from auditor.errors import SourceError
+from auditor.orchestration.config import Config, find_pyproject, load_config
+from auditor.model.errors import AuditError
+from auditor.source.fetch import fetch_release, list_sdist_versions
+from auditor.orchestration.upgrade import IndexListing, index_listing, parse_versions, run_matrix
+from auditor.model.errors import SourceError
 from rules.registry import BLOCKING_GATES
 from conftest import drift_tree
 

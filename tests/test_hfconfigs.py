@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from auditor.hfconfigs import TransformersConfigs, locate_transformers
-from auditor.scan import Auditor, TargetSpec, open_tree
+from auditor.engines.vllm.hfconfigs import TransformersConfigs, locate_transformers
+from auditor.orchestration.scan import Auditor, open_tree
+from auditor.model.results import TargetSpec
 from conftest import add_registry_row, make_tree
 
 STUB = Path(__file__).resolve().parents[1] / "fixtures" / "transformers_stub"
@@ -47,7 +48,7 @@ def test_image_token_decided_from_transformers(tmp_path):
 
 
 def test_image_token_unknown_without_transformers(tmp_path, monkeypatch):
-    import auditor.hfconfigs as hf
+    import auditor.engines.vllm.hfconfigs as hf
 
     monkeypatch.setattr(hf.importlib.util, "find_spec", lambda name: None)
     monkeypatch.delenv("EAGLE_AUDIT_TRANSFORMERS", raising=False)

@@ -1,4 +1,4 @@
-"""auditor.index (module summaries) and auditor.resolve (names, C3 MRO, lookup) on synthetic code.
+"""auditor.index.summary (module summaries) and auditor.index.resolve (names, C3 MRO, lookup) on synthetic code.
 
 The last tests cross-check the static MRO against Python's own ``__mro__`` on a synthetic package
 written here (our own code, no torch), imported in the test process.
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from auditor.index import AttrFact, MethodFact, resolve_relative, summarize
-from auditor.resolve import ClassRef, External, ModuleRef, Resolver, Unresolved
-from auditor.sources import FolderSource
-from auditor.tree import SummaryCache, Tree
+from auditor.index.summary import AttrFact, MethodFact, resolve_relative, summarize
+from auditor.index.resolve import ClassRef, External, ModuleRef, Resolver, Unresolved
+from auditor.source.sources import FolderSource
+from auditor.index.tree import SummaryCache, Tree
 
 
 def summ(src: str, path: str = "vllm/m.py"):
@@ -428,7 +428,7 @@ def test_inconsistent_hierarchy_sets_error(tmp_path):
 
 def test_inconsistent_hierarchy_in_a_tree_audit_does_not_crash(tmp_path):
     from conftest import add_registry_row, audit, make_tree
-    from auditor.explain import explain
+    from auditor.orchestration.explain import explain
     from conftest import open_auditor
 
     bad = (

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from auditor.analysis import target_facts
-from auditor.findings import Severity
-from auditor.scan import derive_model_type
+from auditor.engines.vllm.facts import target_facts
+from auditor.model.findings import Severity
+from auditor.engines.vllm.targets import derive_model_type
 from conftest import add_registry_row, audit, make_tree, open_auditor
 from rules.base import AuditTarget, Example
 from rules.registry import RULES

@@ -1,4 +1,4 @@
-"""Tests for auditor.sources (tree access) and auditor.fetch (release download + cache)."""
+"""Tests for auditor.source.sources (tree access) and auditor.source.fetch (release download + cache)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from auditor import fetch
-from auditor.errors import AuditError, SourceError
-from auditor.fetch import fetch_release, list_sdist_versions
-from auditor.sources import (
+from auditor.source import fetch
+from auditor.model.errors import AuditError, SourceError
+from auditor.source.fetch import fetch_release, list_sdist_versions
+from auditor.source.sources import (
     ArchiveSource,
     FolderSource,
     InstalledSource,

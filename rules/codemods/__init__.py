@@ -9,7 +9,7 @@ formatting and comments of the code it does not touch as they were (libcst round
 A codemod that finds the tree in a shape it cannot rewrite safely raises :class:`NotAutoFixable`
 with the reason and what a human should add instead; it never writes a guess.
 
-:func:`run_codemod` is the entry point used by :mod:`auditor.fix`; :data:`CODEMODS` maps the
+:func:`run_codemod` is the entry point used by :mod:`auditor.orchestration.fix`; :data:`CODEMODS` maps the
 stable codemod names (recorded in ``--out`` codemod files) to the classes.
 """
 
@@ -243,7 +243,7 @@ def module_binds(module: cst.Module, name: str) -> bool:
 
 
 def _absolute(module_name: str, is_package: bool, s: cst.ImportFrom) -> str:
-    from auditor.index import resolve_relative
+    from auditor.index.summary import resolve_relative
 
     mod = dotted_name(s.module) if s.module is not None else None
     return resolve_relative(module_name, is_package, len(s.relative), mod)

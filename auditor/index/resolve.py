@@ -1,6 +1,6 @@
 """Name resolution across the modules of a vLLM tree, C3 MRO, and member lookup.
 
-Everything here reads :class:`~auditor.index.ModuleSummary` records; nothing is imported. Names
+Everything here reads :class:`~auditor.index.summary.ModuleSummary` records; nothing is imported. Names
 are resolved the way Python binds them at run time: relative and absolute imports, ``import a.b
 as c``, re-exports through ``__init__.py``, lazy ``__getattr__`` modules that map names to
 submodules, the later of two bindings, and names bound only under ``if TYPE_CHECKING:`` (which do
@@ -15,8 +15,8 @@ import functools
 from dataclasses import dataclass, field
 from typing import Union
 
-from auditor.index import AttrFact, ClassFact, MethodFact, ModuleSummary
-from auditor.tree import Tree
+from auditor.index.summary import AttrFact, ClassFact, MethodFact, ModuleSummary
+from auditor.index.tree import Tree
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ class MroResult:
 
 
 class Resolver:
-    """Resolve names, classes and MROs in one :class:`~auditor.tree.Tree`."""
+    """Resolve names, classes and MROs in one :class:`~auditor.index.tree.Tree`."""
 
     def __init__(self, tree: Tree):
         self.tree = tree

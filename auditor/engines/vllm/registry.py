@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from auditor.errors import AuditError
-from auditor.resolve import ClassRef, External, Resolver, Target, Unresolved
+from auditor.model.errors import AuditError
+from auditor.index.resolve import ClassRef, External, Resolver, Target, Unresolved
 
 REGISTRY_MODULE = "vllm.model_executor.models.registry"
 MODELS_PACKAGE = "vllm.model_executor.models"

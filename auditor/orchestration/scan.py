@@ -1,217 +1,23 @@
 """The scan: open a tree, pick targets, run every rule, collect verdicts (no printing here).
 
 Data flows one way: sources → index/resolve (facts) → rules (findings) → :class:`ScanReport`,
-which the reporters in :mod:`auditor.report` render.
+which the reporters in :mod:`auditor.render.report` render.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
-import re
-import tomllib
-from dataclasses import dataclass, field
-from importlib import resources
-from pathlib import Path
 from typing import Callable, Iterable
 
-from auditor.analysis import HOLDER_ATTRS, LANGUAGE_MODEL_ATTRS, TreeFacts, find_holder, target_facts
-from auditor.errors import AuditError
-from auditor.findings import Finding, Verdict, verdict_of
-from auditor.registry import Registry
-from auditor.resolve import Resolver
-from auditor.tree import SummaryCache, Tree
+from auditor.engines.vllm.facts import HOLDER_ATTRS, LANGUAGE_MODEL_ATTRS, TreeFacts, find_holder, target_facts
+from auditor.engines.vllm.registry import Registry
+from auditor.index.resolve import Resolver
+from auditor.index.tree import SummaryCache, Tree
+from auditor.model.errors import AuditError
+from auditor.model.findings import Finding, verdict_of
+from auditor.model.results import ScanReport, TargetResult, TargetSpec
 from rules.base import AuditTarget, Context
 from rules.registry import RULES
-
-METHODS = ("eagle3", "eagle")
-
-_SUFFIXES = (
-    "ForConditionalGeneration", "ForCausalLM", "LMHeadModel", "ForSequenceClassification",
-    "ForTokenClassification", "ForEmbedding", "ForRewardModel", "Model",
-)
-
-
-def derive_model_type(arch: str) -> str:
-    """The HF convention for a model_type from an architecture name:
-    ``DeepseekV3ForCausalLM`` → ``deepseek_v3``, ``Qwen3NextForCausalLM`` → ``qwen3_next``."""
-    stem = arch
-    for suf in _SUFFIXES:
-        if stem.endswith(suf) and stem != suf:
-            stem = stem[: -len(suf)]
-            break
-    stem = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", stem)
-    return stem.lower()
-
-
-def load_alias_table() -> dict:
-    """The alias table ``rules/targets.toml`` (model_type → targets, architecture → model_types)."""
-    text = resources.files("rules").joinpath("targets.toml").read_text()
-    return tomllib.loads(text)
-
-
-@dataclass
-class TargetSpec:
-    """A requested target before analysis: architecture and what is known of its model_types."""
-
-    architecture: str
-    model_type: str | None
-    text_model_type: str | None
-    source: str
-
-
-def load_hf_config(path: str | Path) -> dict:
-    """Parse a checkpoint's ``config.json``. Raises AuditError with one line on bad input."""
-    p = Path(path)
-    try:
-        data = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise AuditError(f"--hf-config: no such file: {p}") from None
-    except (OSError, ValueError) as exc:
-        raise AuditError(f"--hf-config: cannot read {p} as JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise AuditError(f"--hf-config: {p} is not a JSON object")
-    return data
-
-
-def resolve_targets(
-    registry: Registry,
-    names: Iterable[str],
-    model_type: str | None = None,
-    hf_config: dict | None = None,
-) -> list[TargetSpec]:
-    """Turn ``--model`` names (architectures or model_types), ``--model-type`` and a checkpoint
-    config into target specs. No names and no config: every registry architecture.
-
-    Raises:
-        AuditError: a name that is neither an architecture nor a known model_type (the message
-            lists the closest matches).
-    """
-    aliases = load_alias_table()
-    names = list(names)
-    specs: list[TargetSpec] = []
-    if hf_config is not None:
-        archs = [a for a in hf_config.get("architectures") or [] if isinstance(a, str)]
-        mt = hf_config.get("model_type")
-        tc = hf_config.get("text_config") if isinstance(hf_config.get("text_config"), dict) else None
-        tmt = (tc or {}).get("model_type") or mt
-        for a in archs:
-            if a not in registry.entries:
-                raise AuditError(f"--hf-config: architecture {a} is not in this tree's registry{_close(a, registry)}")
-            specs.append(TargetSpec(a, mt, model_type or tmt, "--model-type" if model_type else "--hf-config"))
-        if not names:
-            return specs
-    if not names:
-        return [_arch_spec(a, aliases, model_type) for a in registry.architectures()]
-    for name in names:
-        if name in registry.entries:
-            specs.append(_arch_spec(name, aliases, model_type))
-            continue
-        entry = aliases.get("model_type", {}).get(name)
-        if entry:
-            found = [t for t in entry["targets"] if t["architecture"] in registry.entries]
-            if not found:
-                raise AuditError(f"model_type {name!r}: none of its architectures is in this tree "
-                                 f"({', '.join(t['architecture'] for t in entry['targets'])})")
-            for t in found:
-                specs.append(TargetSpec(t["architecture"], t.get("model_type"), model_type or t.get("text_model_type"),
-                                        "--model-type" if model_type else "alias table"))
-            continue
-        derived = [a for a in registry.architectures() if derive_model_type(a) == name and not registry.entries[a].is_drafter]
-        if derived:
-            for a in derived:
-                specs.append(TargetSpec(a, name, model_type or name, "--model-type" if model_type else "given model_type"))
-            continue
-        raise AuditError(f"unknown model {name!r}: not an architecture in this tree's registry nor a known model_type{_close(name, registry)}")
-    seen: set[str] = set()
-    out = []
-    for s in specs:
-        if s.architecture not in seen:
-            seen.add(s.architecture)
-            out.append(s)
-    return out
-
-
-def _arch_spec(arch: str, aliases: dict, model_type: str | None) -> TargetSpec:
-    a = aliases.get("architecture", {}).get(arch)
-    if model_type:
-        mt = a.get("model_type") if a else derive_model_type(arch)
-        return TargetSpec(arch, mt, model_type, "--model-type")
-    if a:
-        return TargetSpec(arch, a.get("model_type"), a.get("text_model_type"), "alias table")
-    mt = derive_model_type(arch)
-    return TargetSpec(arch, mt, mt, "derived from the architecture name")
-
-
-def _close(name: str, registry: Registry) -> str:
-    pool = registry.architectures() + sorted(load_alias_table().get("model_type", {}))
-    m = difflib.get_close_matches(name, pool, n=4, cutoff=0.5)
-    if not m:
-        low = name.lower()
-        m = [p for p in pool if low in p.lower()][:4]
-    return f"; did you mean: {', '.join(m)}?" if m else ""
-
-
-@dataclass
-class TargetResult:
-    """The audit of one target for one method: verdict and findings, plus what the tool assumed."""
-
-    architecture: str
-    class_name: str | None
-    method: str
-    verdict: Verdict
-    findings: list[Finding]
-    model_type: str | None = None
-    text_model_type: str | None = None
-    model_type_source: str = ""
-    holder: str | None = None
-    language_model: str | None = None
-
-    @property
-    def blocking(self) -> list[str]:
-        """Gate ids of the error findings, in rule order, without repeats."""
-        out: list[str] = []
-        for f in self.findings:
-            if f.severity.value == "error" and f.gate not in out:
-                out.append(f.gate)
-        return out
-
-    def as_dict(self) -> dict:
-        return {
-            "architecture": self.architecture,
-            "class": self.class_name,
-            "method": self.method,
-            "verdict": self.verdict.value,
-            "blocking": self.blocking,
-            "model_type": self.model_type,
-            "text_model_type": self.text_model_type,
-            "model_type_source": self.model_type_source,
-            "holder": self.holder,
-            "language_model": self.language_model,
-            "findings": [f.as_dict() for f in self.findings],
-        }
-
-
-@dataclass
-class ScanReport:
-    """A scan's results: the tree's version and label, one :class:`TargetResult` per target and
-    method, the files that did not parse, and the drafter architectures the tree registers."""
-
-    vllm_version: str | None
-    source: str
-    results: list[TargetResult]
-    parse_errors: dict[str, str] = field(default_factory=dict)
-    drafters: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict:
-        return {
-            "vllm_version": self.vllm_version,
-            "source": self.source,
-            "results": [r.as_dict() for r in self.results],
-            "parse_errors": [{"path": p, "error": e} for p, e in sorted(self.parse_errors.items())],
-            "drafters": self.drafters,
-            "summary": {v.value: sum(1 for r in self.results if r.verdict is v) for v in Verdict},
-        }
 
 
 class Auditor:
@@ -233,7 +39,7 @@ class Auditor:
         self.facts = TreeFacts(self.resolver, self.registry)
         self.ctx = Context(self.resolver, self.registry, self.facts)
         if transformers:
-            from auditor.hfconfigs import locate_transformers
+            from auditor.engines.vllm.hfconfigs import locate_transformers
 
             if locate_transformers(transformers) is None:
                 raise AuditError(f"--transformers: no transformers package at {transformers}")
@@ -304,7 +110,7 @@ class Auditor:
         target = AuditTarget(spec.architecture, method, facts, spec.model_type, spec.text_model_type, spec.source, hf_config)
         findings: list[Finding] = []
         if facts.ref is None:
-            from auditor.findings import Severity
+            from auditor.model.findings import Severity
 
             e = self.registry.entries[spec.architecture]
             findings.append(Finding("EA300", "resolve", Severity.UNKNOWN,
@@ -384,7 +190,7 @@ class ResultCache:
         import hashlib
 
         from auditor import __version__
-        from auditor.index import INDEX_FORMAT
+        from auditor.index.summary import INDEX_FORMAT
 
         self.tree = tree
         self.enabled = tree.cache.enabled
@@ -402,7 +208,7 @@ class ResultCache:
             return None
         import hashlib
 
-        from auditor.tree import load_cached
+        from auditor.index.tree import load_cached
 
         entry = load_cached(self.path)
         if not (isinstance(entry, tuple) and len(entry) == 2):
@@ -421,7 +227,7 @@ class ResultCache:
     def put(self, report: ScanReport) -> None:
         """Store ``report`` with the sha256 of every file it was computed from."""
         if self.enabled:
-            from auditor.tree import store_cached
+            from auditor.index.tree import store_cached
 
             store_cached(self.path, (dict(self.tree.reads), report))
 
@@ -432,7 +238,7 @@ def open_tree(path: str | None, vllm_version: str | None, *, progress: bool = Tr
     Raises:
         AuditError: bad path, corrupt archive, unknown version, no vllm installed.
     """
-    from auditor.sources import open_source
+    from auditor.source.sources import open_source
 
     src = open_source(path, vllm_version, progress=progress)
     return Tree(src, SummaryCache(enabled=use_cache))

@@ -17,8 +17,8 @@ import importlib.util
 import os
 from pathlib import Path
 
-from auditor.resolve import ClassRef, Resolver
-from auditor.tree import SummaryCache, Tree
+from auditor.index.resolve import ClassRef, Resolver
+from auditor.index.tree import SummaryCache, Tree
 
 AUTO_MODULES = ("transformers/models/auto/auto_mappings.py", "transformers/models/auto/configuration_auto.py")
 

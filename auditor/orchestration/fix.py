@@ -2,7 +2,7 @@
 
 The pipeline, all in memory until the very end:
 
-1. **scan** the targets (:meth:`auditor.scan.Auditor.audit`);
+1. **scan** the targets (:meth:`auditor.orchestration.scan.Auditor.audit`);
 2. **plan**: map every blocking finding to a codemod invocation (``rules/codemods``) with the
    parameters the tree's own facts dictate (which class holds the code, which protocol members
    the tree requires, which attribute the HF config class defines), or to an
@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from auditor.analysis import (
+from auditor.engines.vllm.facts import (
     HOLDER_ATTRS,
     LANGUAGE_MODEL_ATTRS,
     _init_assign,
@@ -40,13 +40,14 @@ from auditor.analysis import (
     method_requires_mixin,
     target_facts,
 )
-from auditor.errors import AuditError
-from auditor.findings import Finding, Severity, Verdict
-from auditor.index import MethodFact
-from auditor.resolve import ClassRef
-from auditor.scan import Auditor, TargetResult, TargetSpec
-from auditor.sources import TreeSource
-from auditor.tree import Tree
+from auditor.model.errors import AuditError
+from auditor.model.findings import Finding, Severity, Verdict
+from auditor.index.summary import MethodFact
+from auditor.index.resolve import ClassRef
+from auditor.orchestration.scan import Auditor
+from auditor.model.results import TargetResult, TargetSpec
+from auditor.source.sources import TreeSource
+from auditor.index.tree import Tree
 
 #: Format id of the codemods file written by ``fix --out``.
 CODEMODS_FORMAT = "eagle-audit-codemods/1"
@@ -69,7 +70,7 @@ class FixRefused(AuditError):
 
 class OverlaySource(TreeSource):
     """A tree source that returns patched bytes for some paths and delegates every other read
-    to ``base``. Used to re-scan a patched tree in memory (the :class:`~auditor.tree.Tree`
+    to ``base``. Used to re-scan a patched tree in memory (the :class:`~auditor.index.tree.Tree`
     caches summaries by content hash, so only the patched files are summarised again)."""
 
     def __init__(self, base: TreeSource, patched: dict[str, bytes]):

@@ -29,7 +29,7 @@ from html.parser import HTMLParser
 from packaging.utils import InvalidSdistFilename, canonicalize_name, parse_sdist_filename
 from packaging.version import InvalidVersion, Version
 
-from auditor.errors import SourceError
+from auditor.model.errors import SourceError
 
 __all__ = [
     "fetch_release",
@@ -630,7 +630,7 @@ def _download(client: _Client, sdist: SdistFile, target: pathlib.Path, progress:
                     length = response.headers.get("Content-Length")
                     total = int(length) if length and length.isdigit() else sdist.size
                     if progress:
-                        from auditor.sources import _progress_bar
+                        from auditor.source.sources import _progress_bar
 
                         bar = _progress_bar(f"downloading {sdist.filename}", total)
                         bar[0].start()

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from auditor.errors import AuditError
+from auditor.model.errors import AuditError
 
 #: The table read from pyproject.toml.
 TABLE = ("tool", "eagle-audit")

@@ -2,7 +2,7 @@
 
 **Gate** (:func:`run_gate`): scan the *candidate* release for the targets; a target the candidate
 supports as it is is ``native``; otherwise the user's codemods (the file ``fix --out`` writes)
-are replayed on the candidate in memory through :func:`auditor.fix.plan_fix` — re-planned from
+are replayed on the candidate in memory through :func:`auditor.orchestration.fix.plan_fix` — re-planned from
 the candidate's own facts, restricted to the codemods the file names, validated by re-scanning
 the patched tree — and the target is ``patched`` when that re-scan says supported, else
 ``broken`` with, per gate still blocking, the codemod concerned and why it did not apply or
@@ -27,9 +27,11 @@ from typing import Callable, Iterable, Sequence
 
 from packaging.version import InvalidVersion, Version
 
-from auditor.errors import AuditError
-from auditor.findings import Finding, Severity, Verdict
-from auditor.scan import Auditor, TargetResult, TargetSpec, load_alias_table, resolve_targets
+from auditor.model.errors import AuditError
+from auditor.model.findings import Finding, Severity, Verdict
+from auditor.orchestration.scan import Auditor
+from auditor.engines.vllm.targets import load_alias_table, resolve_targets
+from auditor.model.results import TargetResult, TargetSpec
 from rules.registry import BLOCKING_GATES
 
 OUTCOMES = ("native", "patched", "broken")
@@ -90,7 +92,7 @@ def side_kind(value: str) -> str:
 def open_side(value: str, *, progress: bool = False, use_cache: bool = True) -> Auditor:
     """An :class:`Auditor` over ``value``: a release version (fetched and cached) or a PATH
     (folder, source checkout, ``.tar.gz`` / ``.whl``)."""
-    from auditor.scan import open_tree
+    from auditor.orchestration.scan import open_tree
 
     if side_kind(value) == "path":
         return Auditor(open_tree(value, None, progress=progress, use_cache=use_cache))
@@ -336,7 +338,7 @@ def run_gate(
         AuditError: no target given, a target known to neither tree, an unreadable codemods
             file.
     """
-    from auditor.fix import load_codemods
+    from auditor.orchestration.fix import load_codemods
 
     t0 = time.perf_counter()
     methods = list(dict.fromkeys(methods))
@@ -377,7 +379,7 @@ def run_gate(
         fix = None
         need = [s for s in in_cand if cand[s.architecture].verdict is not Verdict.SUPPORTED]
         if need and codemods is not None and method == file_method:
-            from auditor.fix import plan_fix
+            from auditor.orchestration.fix import plan_fix
 
             fix = plan_fix(candidate, need, method, only)
         for s in ordered:
@@ -413,7 +415,7 @@ def _codemods_source(path: Path) -> str | None:
 def _judge(arch: str, method: str, cand: TargetResult | None, cur: TargetResult | None, current_given: bool,
            fix, codemods: Path | None, file_method: str | None, allowed: tuple[str, ...],
            fail_on_warnings: bool, registry_path: str | None = None) -> GateTarget:
-    """The outcome of one target: native, patched (by ``fix``, a :class:`~auditor.fix.FixResult`)
+    """The outcome of one target: native, patched (by ``fix``, a :class:`~auditor.orchestration.fix.FixResult`)
     or broken, with the problems that break it."""
     t = GateTarget(arch, method, cur, cand, None, "broken", current_given, allowed_warnings=allowed)
     if cand is None:
@@ -510,8 +512,8 @@ class IndexListing:
 
 
 def index_listing() -> IndexListing:
-    """Read the vllm page of pip's index once (see :mod:`auditor.fetch`)."""
-    from auditor.fetch import _Client, _release_sdists, index_url
+    """Read the vllm page of pip's index once (see :mod:`auditor.source.fetch`)."""
+    from auditor.source.fetch import _Client, _release_sdists, index_url
 
     sdists, known = _release_sdists(_Client(index_url()))
     ok = {s.version for s in sdists if not s.yanked}
@@ -576,7 +578,7 @@ def parse_versions(spec: str, listing: IndexListing) -> list[PlannedRelease]:
         else:
             v = _version(item, spec)
             if v not in known:
-                from auditor.fetch import _nearest
+                from auditor.source.fetch import _nearest
 
                 near = ", ".join(str(n) for n in _nearest(v, [k for k in known if k in sdists]))
                 raise AuditError(f"--versions: vLLM {item} is not on the package index"
@@ -628,14 +630,14 @@ def _code_digest() -> str:
 
 def _release_cache_path(archive: str, names: Sequence[str], method: str, model_type: str | None) -> Path | None:
     """Where the audit of a fetched release archive is cached: keyed on the archive's sha256 as
-    recorded by :func:`auditor.fetch.fetch_release` (which has just verified the file against
+    recorded by :func:`auditor.source.fetch.fetch_release` (which has just verified the file against
     it), the request, and :func:`_code_digest`. None when no digest is recorded (an archive
     that was not fetched)."""
     import hashlib
     import json
 
-    from auditor.fetch import _read_sidecar
-    from auditor.tree import cache_root
+    from auditor.source.fetch import _read_sidecar
+    from auditor.index.tree import cache_root
 
     digest = _read_sidecar(Path(archive))
     if digest is None:
@@ -646,7 +648,7 @@ def _release_cache_path(archive: str, names: Sequence[str], method: str, model_t
 
 def cached_release_audit(archive: str, names: Sequence[str], method: str, model_type: str | None) -> ReleaseAudit | None:
     """The cached audit of a release archive, or None."""
-    from auditor.tree import load_cached
+    from auditor.index.tree import load_cached
 
     path = _release_cache_path(archive, names, method, model_type)
     audit = load_cached(path) if path is not None else None
@@ -654,7 +656,7 @@ def cached_release_audit(archive: str, names: Sequence[str], method: str, model_
 
 
 def _store_release_audit(archive: str, names, method, model_type, audit: ReleaseAudit) -> None:
-    from auditor.tree import store_cached
+    from auditor.index.tree import store_cached
 
     path = _release_cache_path(archive, names, method, model_type)
     if path is not None:
@@ -666,8 +668,8 @@ def audit_release(version: str, archive: str, names: Sequence[str], method: str,
     """Audit ``names`` in the release archive ``archive`` (a top-level function, so that a
     process pool can run it). With ``use_cache``, the result is cached per archive sha256 (see
     :func:`cached_release_audit`), besides the index and result caches of the scan itself."""
-    from auditor.sources import ArchiveSource
-    from auditor.tree import SummaryCache, Tree
+    from auditor.source.sources import ArchiveSource
+    from auditor.index.tree import SummaryCache, Tree
 
     if use_cache:
         hit = cached_release_audit(archive, names, method, model_type)
@@ -797,7 +799,7 @@ def run_matrix(
     from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 
     if fetch is None:
-        from auditor.fetch import fetch_release as fetch
+        from auditor.source.fetch import fetch_release as fetch
     t0 = time.perf_counter()
     names = list(names)
     if not names:

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree as RichTree
 
-from auditor.scan import ScanReport
+from auditor.model.results import ScanReport
 
 _STYLE = {"supported": "green", "blocked": "red", "unknown": "yellow"}
 
@@ -87,7 +87,7 @@ def scan_markdown(report: ScanReport) -> str:
 
 
 def explain_tree(info: dict, console: Console) -> None:
-    """Print an explanation (see :func:`auditor.explain.explain`) as a rich tree."""
+    """Print an explanation (see :func:`auditor.orchestration.explain.explain`) as a rich tree."""
     head = f"[bold]{info['architecture']}[/bold] → {info['class']}  [cyan]{info['path']}:{info['line']}[/cyan]"
     if info.get("empty_subclass"):
         head += "  [yellow](empty subclass)[/yellow]"

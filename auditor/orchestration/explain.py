@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import difflib
 
-from auditor.analysis import find_holder, holder_forward, target_facts
-from auditor.errors import AuditError
-from auditor.resolve import ClassRef
-from auditor.scan import Auditor
+from auditor.engines.vllm.facts import find_holder, holder_forward, target_facts
+from auditor.model.errors import AuditError
+from auditor.index.resolve import ClassRef
+from auditor.orchestration.scan import Auditor
 
 
 def explain(auditor: Auditor, arch: str) -> dict:

@@ -7,7 +7,7 @@ record that later stages (name resolution, MRO, rules) read instead of the synta
 summaries can be cached by file content and computed in worker processes.
 
 Facts that only a few modules need (the EAGLE-3 allowlist, the proposer's image-token branches,
-the registry tables) are extracted by :mod:`auditor.extract` from the same tree, in the same pass.
+the registry tables) are extracted by :mod:`auditor.engines.vllm.extract` from the same tree, in the same pass.
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ class ModuleSummary:
     fields are then empty). ``bindings``: the final run-time binding of each module-level name
     (the later binding wins; names bound only under ``TYPE_CHECKING`` are absent, and listed in
     ``type_checking_names``). ``classes``: by qualname. ``extras``: facts from
-    :mod:`auditor.extract` keyed by extractor name.
+    :mod:`auditor.engines.vllm.extract` keyed by extractor name.
     """
 
     module: str
@@ -699,7 +699,7 @@ def summarize(source: bytes, path: str) -> ModuleSummary:
         The summary; a file that does not parse yields a summary with ``error`` set and no facts
         (the caller reports it and goes on). Never raises for bad source.
     """
-    from auditor import extract  # local import: extract imports this module
+    from auditor.engines.vllm import extract  # local import: extract imports this module
 
     import gc
 

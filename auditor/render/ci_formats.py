@@ -9,7 +9,7 @@ import attr
 import sarif_om as sarif
 from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
 
-from auditor.scan import ScanReport
+from auditor.model.results import ScanReport
 from rules.registry import RULES
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -130,20 +130,20 @@ def scan_junit(report: ScanReport) -> str:
 
 
 def _gate_checks() -> dict:
-    from auditor.gate import GATE_CHECKS
+    from auditor.orchestration.upgrade import GATE_CHECKS
 
     return {**RULES, **GATE_CHECKS}
 
 
 def gate_sarif(report) -> str:
-    """A gate report (:class:`auditor.gate.GateReport`) as a SARIF 2.1.0 log, for code-scanning
+    """A gate report (:class:`auditor.orchestration.upgrade.GateReport`) as a SARIF 2.1.0 log, for code-scanning
     upload. One result per finding of the candidate: ``error`` for a gate that breaks the
     target (the message says which codemod failed and why), ``note`` for a gate the codemods
     fix, ``warning`` for a warning, suppressed (``suppressions``, kind ``external``) when
     ``allowed-warnings`` lists it; plus one result per regression (EA390) and per problem that
     has no finding (EA391 target absent, EA392 invalid patch). Locations are relative to the
     folder that contains the candidate's ``vllm/`` (``SRCROOT``)."""
-    from auditor.gate import GATE_CHECKS
+    from auditor.orchestration.upgrade import GATE_CHECKS
 
     checks = _gate_checks()
     index = {code: i for i, code in enumerate(checks)}
@@ -296,7 +296,7 @@ def _cell(row) -> str:
 
 
 def matrix_markdown(report) -> str:
-    """A matrix report (:class:`auditor.gate.MatrixReport`) as Markdown: one row per release,
+    """A matrix report (:class:`auditor.orchestration.upgrade.MatrixReport`) as Markdown: one row per release,
     one column per architecture (verdict and blocking gates); the first release with native
     support is in bold; skipped releases are listed with the reason below the table."""
     archs = report.architectures

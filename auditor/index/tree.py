@@ -1,8 +1,8 @@
 """A vLLM tree as the analysis sees it: module summaries on demand, cached by file content.
 
-:class:`Tree` wraps a :class:`auditor.sources.TreeSource`. ``tree.module("vllm.x.y")`` returns the
-:class:`~auditor.index.ModuleSummary` of that module (or None when the tree has no such module),
-building it with :func:`auditor.index.summarize` at most once per process, and at most once per
+:class:`Tree` wraps a :class:`auditor.source.sources.TreeSource`. ``tree.module("vllm.x.y")`` returns the
+:class:`~auditor.index.summary.ModuleSummary` of that module (or None when the tree has no such module),
+building it with :func:`auditor.index.summary.summarize` at most once per process, and at most once per
 file content across processes thanks to an on-disk cache keyed on the file's sha256 and the
 index format (a cache entry can never be stale: changed bytes are a different key).
 :meth:`Tree.prefetch` summarises many modules at once in worker processes.
@@ -17,7 +17,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Callable, Iterable
 
-from auditor.index import INDEX_FORMAT, ModuleSummary, summarize
+from auditor.index.summary import INDEX_FORMAT, ModuleSummary, summarize
 
 
 def cache_root() -> Path:

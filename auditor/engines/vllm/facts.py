@@ -19,10 +19,10 @@ import ast
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from auditor.extract import AllowlistFact, ImageTokenFact, may_hold_allowlist, scan_eagle3_calls
-from auditor.index import AttrFact, LoopFact, MethodFact
-from auditor.registry import Registry
-from auditor.resolve import ClassRef, External, Resolver, Target, Unresolved
+from auditor.engines.vllm.extract import AllowlistFact, ImageTokenFact, may_hold_allowlist, scan_eagle3_calls
+from auditor.index.summary import AttrFact, LoopFact, MethodFact
+from auditor.engines.vllm.registry import Registry
+from auditor.index.resolve import ClassRef, External, Resolver, Target, Unresolved
 
 INTERFACES_MODULE = "vllm.model_executor.models.interfaces"
 
@@ -116,7 +116,7 @@ class TreeFacts:
     @cached_property
     def runtime_eagle3_calls(self) -> set[str]:
         """``get_eagle3_*`` method names runtime code (``vllm/v1``, ``vllm/worker``,
-        ``vllm/spec_decode``) calls (see :func:`auditor.extract.scan_eagle3_calls`)."""
+        ``vllm/spec_decode``) calls (see :func:`auditor.engines.vllm.extract.scan_eagle3_calls`)."""
         calls: set[str] = set()
         for p in sorted(self.tree.files):
             if p.startswith(self.RUNTIME_PREFIXES):

@@ -9,7 +9,7 @@ One interface, :class:`TreeSource`, four ways in:
 * :class:`InstalledSource` -- the vLLM installed in the running environment, located
   without importing it;
 * :func:`open_source` -- picks one of the above from command-line style arguments
-  (``--vllm-version`` fetches the release sdist, see :mod:`auditor.fetch`).
+  (``--vllm-version`` fetches the release sdist, see :mod:`auditor.source.fetch`).
 
 Nothing here imports or executes code from the scanned tree: files are only read as
 bytes, and the version is parsed statically with :mod:`ast`.
@@ -41,7 +41,7 @@ from typing import IO, Callable
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from auditor.errors import SourceError
+from auditor.model.errors import SourceError
 
 __all__ = [
     "TreeSource",
@@ -815,7 +815,7 @@ def open_source(
             archive (``vllm-X.tar.gz`` / ``vllm-X-*.whl``); None to use ``vllm_version``
             or the installed vllm.
         vllm_version: a released version to fetch as an sdist from the package index
-            configured for pip (see :func:`auditor.fetch.fetch_release`); cached.
+            configured for pip (see :func:`auditor.source.fetch.fetch_release`); cached.
         progress: show transient progress bars on stderr for downloads/archive reads.
 
     Returns:
@@ -829,7 +829,7 @@ def open_source(
     if path is not None and vllm_version is not None:
         raise SourceError("pass either a PATH or --vllm-version, not both")
     if vllm_version is not None:
-        from auditor.fetch import fetch_release
+        from auditor.source.fetch import fetch_release
 
         archive = fetch_release(vllm_version, progress=progress)
         return ArchiveSource(archive, progress=progress)

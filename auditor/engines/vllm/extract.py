@@ -1,6 +1,6 @@
 """Content-gated extractors: facts that only a few vLLM modules hold.
 
-Each extractor runs in the same pass as :func:`auditor.index.summarize`, only on modules whose
+Each extractor runs in the same pass as :func:`auditor.index.summary.summarize`, only on modules whose
 bytes contain its trigger words, and stores a plain record in ``ModuleSummary.extras``. Every
 extractor finds its target by what the code does, never by a variable name, a line or a version:
 
@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from auditor.index import ModuleSummary, dotted
+from auditor.index.summary import ModuleSummary, dotted
 
 
 @dataclass

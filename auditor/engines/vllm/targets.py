@@ -1,0 +1,134 @@
+"""Targets as users name them: registry architectures, model_types (alias table
+``auditor/engines/vllm/targets.toml``), a checkpoint's ``config.json``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Iterable
+
+from auditor.engines.vllm.registry import Registry
+from auditor.model.errors import AuditError
+from auditor.model.results import TargetSpec
+
+METHODS = ("eagle3", "eagle")
+
+_SUFFIXES = (
+    "ForConditionalGeneration", "ForCausalLM", "LMHeadModel", "ForSequenceClassification",
+    "ForTokenClassification", "ForEmbedding", "ForRewardModel", "Model",
+)
+
+
+def derive_model_type(arch: str) -> str:
+    """The HF convention for a model_type from an architecture name:
+    ``DeepseekV3ForCausalLM`` → ``deepseek_v3``, ``Qwen3NextForCausalLM`` → ``qwen3_next``."""
+    stem = arch
+    for suf in _SUFFIXES:
+        if stem.endswith(suf) and stem != suf:
+            stem = stem[: -len(suf)]
+            break
+    stem = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", stem)
+    return stem.lower()
+
+
+def load_alias_table() -> dict:
+    """The alias table ``auditor/engines/vllm/targets.toml`` (model_type → targets, architecture → model_types)."""
+    text = resources.files("auditor.engines.vllm").joinpath("targets.toml").read_text()
+    return tomllib.loads(text)
+
+
+def load_hf_config(path: str | Path) -> dict:
+    """Parse a checkpoint's ``config.json``. Raises AuditError with one line on bad input."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise AuditError(f"--hf-config: no such file: {p}") from None
+    except (OSError, ValueError) as exc:
+        raise AuditError(f"--hf-config: cannot read {p} as JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise AuditError(f"--hf-config: {p} is not a JSON object")
+    return data
+
+
+def resolve_targets(
+    registry: Registry,
+    names: Iterable[str],
+    model_type: str | None = None,
+    hf_config: dict | None = None,
+) -> list[TargetSpec]:
+    """Turn ``--model`` names (architectures or model_types), ``--model-type`` and a checkpoint
+    config into target specs. No names and no config: every registry architecture.
+
+    Raises:
+        AuditError: a name that is neither an architecture nor a known model_type (the message
+            lists the closest matches).
+    """
+    aliases = load_alias_table()
+    names = list(names)
+    specs: list[TargetSpec] = []
+    if hf_config is not None:
+        archs = [a for a in hf_config.get("architectures") or [] if isinstance(a, str)]
+        mt = hf_config.get("model_type")
+        tc = hf_config.get("text_config") if isinstance(hf_config.get("text_config"), dict) else None
+        tmt = (tc or {}).get("model_type") or mt
+        for a in archs:
+            if a not in registry.entries:
+                raise AuditError(f"--hf-config: architecture {a} is not in this tree's registry{_close(a, registry)}")
+            specs.append(TargetSpec(a, mt, model_type or tmt, "--model-type" if model_type else "--hf-config"))
+        if not names:
+            return specs
+    if not names:
+        return [_arch_spec(a, aliases, model_type) for a in registry.architectures()]
+    for name in names:
+        if name in registry.entries:
+            specs.append(_arch_spec(name, aliases, model_type))
+            continue
+        entry = aliases.get("model_type", {}).get(name)
+        if entry:
+            found = [t for t in entry["targets"] if t["architecture"] in registry.entries]
+            if not found:
+                raise AuditError(f"model_type {name!r}: none of its architectures is in this tree "
+                                 f"({', '.join(t['architecture'] for t in entry['targets'])})")
+            for t in found:
+                specs.append(TargetSpec(t["architecture"], t.get("model_type"), model_type or t.get("text_model_type"),
+                                        "--model-type" if model_type else "alias table"))
+            continue
+        derived = [a for a in registry.architectures() if derive_model_type(a) == name and not registry.entries[a].is_drafter]
+        if derived:
+            for a in derived:
+                specs.append(TargetSpec(a, name, model_type or name, "--model-type" if model_type else "given model_type"))
+            continue
+        raise AuditError(f"unknown model {name!r}: not an architecture in this tree's registry nor a known model_type{_close(name, registry)}")
+    seen: set[str] = set()
+    out = []
+    for s in specs:
+        if s.architecture not in seen:
+            seen.add(s.architecture)
+            out.append(s)
+    return out
+
+
+def _arch_spec(arch: str, aliases: dict, model_type: str | None) -> TargetSpec:
+    a = aliases.get("architecture", {}).get(arch)
+    if model_type:
+        mt = a.get("model_type") if a else derive_model_type(arch)
+        return TargetSpec(arch, mt, model_type, "--model-type")
+    if a:
+        return TargetSpec(arch, a.get("model_type"), a.get("text_model_type"), "alias table")
+    mt = derive_model_type(arch)
+    return TargetSpec(arch, mt, mt, "derived from the architecture name")
+
+
+def _close(name: str, registry: Registry) -> str:
+    pool = registry.architectures() + sorted(load_alias_table().get("model_type", {}))
+    m = difflib.get_close_matches(name, pool, n=4, cutoff=0.5)
+    if not m:
+        low = name.lower()
+        m = [p for p in pool if low in p.lower()][:4]
+    return f"; did you mean: {', '.join(m)}?" if m else ""

@@ -1,0 +1,82 @@
+"""What a scan returns: requested targets, one result per target and method, the whole report.
+
+Plain data with ``as_dict`` (JSON-ready); every renderer in :mod:`auditor.render` serialises these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from auditor.model.findings import Finding, Verdict
+
+
+@dataclass
+class TargetSpec:
+    """A requested target before analysis: architecture and what is known of its model_types."""
+
+    architecture: str
+    model_type: str | None
+    text_model_type: str | None
+    source: str
+
+
+@dataclass
+class TargetResult:
+    """The audit of one target for one method: verdict and findings, plus what the tool assumed."""
+
+    architecture: str
+    class_name: str | None
+    method: str
+    verdict: Verdict
+    findings: list[Finding]
+    model_type: str | None = None
+    text_model_type: str | None = None
+    model_type_source: str = ""
+    holder: str | None = None
+    language_model: str | None = None
+
+    @property
+    def blocking(self) -> list[str]:
+        """Gate ids of the error findings, in rule order, without repeats."""
+        out: list[str] = []
+        for f in self.findings:
+            if f.severity.value == "error" and f.gate not in out:
+                out.append(f.gate)
+        return out
+
+    def as_dict(self) -> dict:
+        return {
+            "architecture": self.architecture,
+            "class": self.class_name,
+            "method": self.method,
+            "verdict": self.verdict.value,
+            "blocking": self.blocking,
+            "model_type": self.model_type,
+            "text_model_type": self.text_model_type,
+            "model_type_source": self.model_type_source,
+            "holder": self.holder,
+            "language_model": self.language_model,
+            "findings": [f.as_dict() for f in self.findings],
+        }
+
+
+@dataclass
+class ScanReport:
+    """A scan's results: the tree's version and label, one :class:`TargetResult` per target and
+    method, the files that did not parse, and the drafter architectures the tree registers."""
+
+    vllm_version: str | None
+    source: str
+    results: list[TargetResult]
+    parse_errors: dict[str, str] = field(default_factory=dict)
+    drafters: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {
+            "vllm_version": self.vllm_version,
+            "source": self.source,
+            "results": [r.as_dict() for r in self.results],
+            "parse_errors": [{"path": p, "error": e} for p, e in sorted(self.parse_errors.items())],
+            "drafters": self.drafters,
+            "summary": {v.value: sum(1 for r in self.results if r.verdict is v) for v in Verdict},
+        }

@@ -281,7 +281,7 @@ def fix_cmd(
     (nothing written; the report says why), 2 usage error or refused write.
     """
     from auditor.orchestration import fix as fx
-    from auditor.engines.vllm.targets import resolve_targets
+    from auditor.engines.vllm.targets import METHODS, resolve_targets
 
     if revert:
         if apply or out_dir or codemods or model or vllm_version:
@@ -297,8 +297,8 @@ def fix_cmd(
             _fail(str(exc))
         err.print(f"restored {len(paths)} file(s) from {bdir}", markup=False, highlight=False)
         raise typer.Exit(0)
-    if method not in fx.PROTOCOL_FOR_METHOD:
-        _fail(f"--method must be one of {', '.join(fx.PROTOCOL_FOR_METHOD)}")
+    if method not in METHODS:
+        _fail(f"--method must be one of {', '.join(METHODS)}")
     if codemods and model:
         _fail("give either --model or --codemods, not both")
     auditor = _open(path, vllm_version, no_progress, no_cache)

@@ -30,10 +30,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from auditor.source.fetch import fetch_release  # noqa: E402
-from auditor.orchestration.scan import Auditor  # noqa: E402
+from auditor.orchestration.scan import Auditor, make_tree  # noqa: E402
 from auditor.engines.vllm.targets import resolve_targets
 from auditor.source.sources import FolderSource  # noqa: E402
-from auditor.index.tree import SummaryCache, Tree  # noqa: E402
+from auditor.index.tree import SummaryCache  # noqa: E402
 
 
 def extract(version: str) -> Path:
@@ -57,14 +57,14 @@ def baseline(root: Path) -> float:
 
 def index_only(root: Path) -> float:
     t = time.perf_counter()
-    tree = Tree(FolderSource(root), SummaryCache(enabled=False))
+    tree = make_tree(FolderSource(root), SummaryCache(enabled=False))
     tree.prefetch([p for p in tree.files if p.startswith("vllm/model_executor/models/")])
     return time.perf_counter() - t
 
 
 def full_scan(root: Path, cache: SummaryCache) -> tuple[float, dict]:
     t = time.perf_counter()
-    a = Auditor(Tree(FolderSource(root), cache))
+    a = Auditor(make_tree(FolderSource(root), cache))
     specs = resolve_targets(a.registry, [])
     report = a.scan(specs, ["eagle3"], prefetch=True)
     elapsed = time.perf_counter() - t
@@ -73,7 +73,7 @@ def full_scan(root: Path, cache: SummaryCache) -> tuple[float, dict]:
 
 def single(root: Path, name: str) -> float:
     t = time.perf_counter()
-    a = Auditor(Tree(FolderSource(root), SummaryCache(enabled=False)))
+    a = Auditor(make_tree(FolderSource(root), SummaryCache(enabled=False)))
     specs = resolve_targets(a.registry, [name])
     a.scan(specs, ["eagle3"])
     return time.perf_counter() - t

@@ -39,11 +39,12 @@ class AuditTarget:
 
 @dataclass
 class Context:
-    """What every rule may read: the tree's resolver, registry and tree-wide facts."""
+    """What every rule may read: the tree's resolver, registry and tree-wide facts (``facts``),
+    and a per-tree ``cache`` for facts rules compute once."""
 
     resolver: Resolver
     registry: Registry
-    tree: TreeFacts
+    facts: TreeFacts
     cache: dict = field(default_factory=dict)
 
 

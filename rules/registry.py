@@ -1,29 +1,68 @@
-"""The rule registry: one table mapping stable codes to rule classes (ruff's ``codes.rs``)."""
+"""The registry: one table that maps every stable code to its rule, fix planner, codemod and
+fact extractors (ruff's ``codes.rs``). Adding a gate is one folder ``rules/<gate>/`` and one
+line in :data:`TABLE`.
+
+Codemods are named as ``"module:Class"`` and imported on first use, so that a scan never loads
+libcst.
+"""
 
 from __future__ import annotations
 
-from rules.allowlist import AllowlistRule
-from rules.aux_capture import AuxCaptureRule, PPRelativeIndexRule
+import importlib
+from dataclasses import dataclass
+from typing import Callable
+
+from auditor.index.summary import Extractor
+from rules import allowlist, aux_capture, image_token, interface
+from rules.allowlist import facts as allowlist_facts
+from rules.allowlist import planner as allowlist_planner
+from rules.aux_capture import planner as aux_capture_planner
 from rules.base import Rule
-from rules.image_token import ImageTokenRule
-from rules.interface import InterfaceRule, StaleMemberRule, StubMemberRule
+from rules.image_token import facts as image_token_facts
+from rules.image_token import planner as image_token_planner
+from rules.interface import planner as interface_planner
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One row of the table: the ``rule`` class (its ``CODE`` and ``GATE``), the gate's fix
+    ``planner`` (``plan(planner, result, finding)``, None when no fix exists), its ``codemod``
+    (``"module:Class"``, imported on first use), and the ``extractors`` the index pass must run
+    for it."""
+
+    rule: type[Rule]
+    planner: Callable | None = None
+    codemod: str | None = None
+    extractors: tuple[Extractor, ...] = ()
+
 
 #: Every rule, in report order.
-RULES: dict[str, type[Rule]] = {
-    r.CODE: r
-    for r in (
-        AllowlistRule,
-        InterfaceRule,
-        AuxCaptureRule,
-        ImageTokenRule,
-        StubMemberRule,
-        StaleMemberRule,
-        PPRelativeIndexRule,
-    )
-}
+TABLE: tuple[Entry, ...] = (
+    Entry(allowlist.AllowlistRule, allowlist_planner.plan, "rules.allowlist.codemod:AllowlistCodemod",
+          (allowlist_facts.EXTRACTOR,)),
+    Entry(interface.InterfaceRule, interface_planner.plan, "rules.interface.codemod:InterfaceCodemod"),
+    Entry(aux_capture.AuxCaptureRule, aux_capture_planner.plan, "rules.aux_capture.codemod:AuxCaptureCodemod"),
+    Entry(image_token.ImageTokenRule, image_token_planner.plan, "rules.image_token.codemod:ImageTokenCodemod",
+          (image_token_facts.EXTRACTOR,)),
+    Entry(interface.StubMemberRule),
+    Entry(interface.StaleMemberRule),
+    Entry(aux_capture.PPRelativeIndexRule),
+)
+
+#: Code → rule class, in report order.
+RULES: dict[str, type[Rule]] = {e.rule.CODE: e.rule for e in TABLE}
 
 #: Gate ids that block a target.
 BLOCKING_GATES = [r.GATE for r in RULES.values() if r.BLOCKING]
+
+#: Gate id → fix planner.
+PLANNERS: dict[str, Callable] = {e.rule.GATE: e.planner for e in TABLE if e.planner is not None}
+
+#: Codemod name (the gate id) → ``"module:Class"``.
+CODEMODS: dict[str, str] = {e.rule.GATE: e.codemod for e in TABLE if e.codemod is not None}
+
+#: Every extractor the rules need in the summary pass.
+EXTRACTORS: tuple[Extractor, ...] = tuple(x for e in TABLE for x in e.extractors)
 
 
 def rule_by_gate(gate: str) -> type[Rule]:
@@ -32,3 +71,47 @@ def rule_by_gate(gate: str) -> type[Rule]:
         if r.GATE == gate:
             return r
     raise KeyError(gate)
+
+
+def codemod_class(name: str):
+    """The codemod class registered as ``name`` (a :class:`rules.cst.EagleCodemod` subclass).
+    Raises KeyError for an unknown name."""
+    mod, cls = CODEMODS[name].split(":")
+    return getattr(importlib.import_module(mod), cls)
+
+
+def codemod_classes() -> dict:
+    """Every codemod class by its stable name, in gate order."""
+    return {n: codemod_class(n) for n in CODEMODS}
+
+
+def apply_codemod(name: str, module, params: dict, filename: str | None = None):
+    """Apply codemod ``name`` with ``params`` to a parsed ``libcst.Module``.
+
+    Returns:
+        ``(new module, changes)``; ``changes`` is empty (and the module unchanged) when the
+        module already had the change.
+    Raises:
+        rules.cst.NotAutoFixable: the codemod cannot make the change (the reason says why).
+        KeyError: unknown codemod name.
+    """
+    from libcst.codemod import CodemodContext
+
+    cmd = codemod_class(name)(CodemodContext(filename=filename), **params)
+    new = cmd.transform_module(module)
+    if not cmd.changes:
+        return module, []
+    return new, cmd.changes
+
+
+def run_codemod(name: str, code: str, params: dict, filename: str | None = None) -> tuple[str, list[str]]:
+    """Apply codemod ``name`` with ``params`` to the module source ``code``: ``(new code, changes)``.
+
+    Raises:
+        NotAutoFixable, KeyError: see :func:`apply_codemod`.
+        libcst.ParserSyntaxError: ``code`` does not parse.
+    """
+    import libcst as cst
+
+    new, changes = apply_codemod(name, cst.parse_module(code), params, filename)
+    return (new.code if changes else code), changes

@@ -8,9 +8,9 @@ import tomllib
 from pathlib import Path
 
 from auditor.source.fetch import fetch_release
-from auditor.orchestration.scan import Auditor
+from auditor.orchestration.scan import Auditor, make_tree
 from auditor.source.sources import ArchiveSource
-from auditor.index.tree import SummaryCache, Tree
+from auditor.index.tree import SummaryCache
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -31,4 +31,4 @@ def release_auditor(version: str) -> Auditor:
     """An :class:`Auditor` over the real source archive of ``version`` (downloaded once, cached,
     sha256-checked; never skipped: a fetch failure fails the test)."""
     archive = fetch_release(version, progress=False)
-    return Auditor(Tree(ArchiveSource(archive), SummaryCache()))
+    return Auditor(make_tree(ArchiveSource(archive), SummaryCache()))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from rules.allowlist.facts import allowlist_for
 from auditor.engines.vllm.targets import resolve_targets
 from auditor.model.results import TargetSpec
 from tests.real import expected_cases, release_auditor
@@ -54,11 +55,11 @@ def test_kimi_k2_model_type_expands_to_both_architectures_0_16_0():
 
 def test_renamed_allowlist_is_found_by_meaning_0_17_1():
     a = release_auditor("0.17.1")
-    path, fact = a.facts.allowlist_for("eagle3")
+    path, fact = allowlist_for(a.ctx, "eagle3")
     assert fact.list_name == "aux_hidden_states_supported"
     assert "extract_hidden_states" in fact.methods
-    assert a.facts.allowlist_for("eagle3") is not None
-    assert release_auditor("0.33.0").facts.allowlist_for("eagle3") is None  # gone from 0.22
+    assert allowlist_for(a.ctx, "eagle3") is not None
+    assert allowlist_for(release_auditor("0.33.0").ctx, "eagle3") is None  # gone from 0.22
 
 
 def test_protocol_members_are_read_from_the_tree():

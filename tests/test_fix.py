@@ -33,11 +33,12 @@ from auditor.orchestration.fix import (
     plan_fix,
     revert_folder,
 )
-from auditor.orchestration.scan import Auditor
+from auditor.orchestration.scan import Auditor, make_tree
 from auditor.engines.vllm.targets import resolve_targets
 from auditor.source.sources import FolderSource
-from auditor.index.tree import SummaryCache, Tree
-from rules.codemods import NotAutoFixable, run_codemod
+from auditor.index.tree import SummaryCache
+from rules.cst import NotAutoFixable
+from rules.registry import run_codemod
 from tests.real import release_auditor
 
 DEEPSEEK = "vllm/model_executor/models/deepseek_v2.py"
@@ -122,7 +123,7 @@ def test_kimi_k2_0_16_0_patch_applies_rescans_supported_and_is_idempotent(tmp_pa
                            capture_output=True, text=True)
         assert g.returncode == 0, g.stderr
     run_patch(root, res.diff())
-    a = Auditor(Tree(FolderSource(root), SummaryCache()))
+    a = Auditor(make_tree(FolderSource(root), SummaryCache()))
     verdicts = {k: r.verdict.value for k, r in rescan(a).items()}
     assert verdicts == {"DeepseekV3ForCausalLM": "supported", "KimiK25ForConditionalGeneration": "supported"}
     again = plan_fix(a, resolve_targets(a.registry, ["kimi_k2"]))
@@ -344,7 +345,7 @@ def test_apply_then_revert_in_place(tmp_path):
         assert (root / p).read_text() == text
     assert (root / BACKUP_DIR / "1" / "manifest.json").is_file()
     assert not list(root.rglob("*.eagle-audit.tmp"))
-    verdicts = {k: v.verdict.value for k, v in rescan(Tree(FolderSource(root), SummaryCache())).items()}
+    verdicts = {k: v.verdict.value for k, v in rescan(make_tree(FolderSource(root), SummaryCache())).items()}
     assert set(verdicts.values()) == {"supported"}
     r = cli("fix", str(root), "--revert")
     assert r.exit_code == 0, r.output
@@ -401,7 +402,7 @@ def test_patch_applies_and_rescans_supported(tmp_path, version, model, archs):
     patched = {p: (root / p).read_bytes() for p in res.patched}
     assert {p: b.decode() for p, b in patched.items()} == res.patched
     base = release_auditor(version)
-    a = Auditor(Tree(OverlaySource(base.tree.source, patched), SummaryCache()))
+    a = Auditor(make_tree(OverlaySource(base.tree.source, patched), SummaryCache()))
     results = rescan(a, [model])
     assert set(results) == archs
     assert {r.verdict.value for r in results.values()} == {"supported"}

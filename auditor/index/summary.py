@@ -7,17 +7,16 @@ record that later stages (name resolution, MRO, rules) read instead of the synta
 summaries can be cached by file content and computed in worker processes.
 
 Facts that only a few modules need (the EAGLE-3 allowlist, the proposer's image-token branches,
-the registry tables) are extracted by :mod:`auditor.engines.vllm.extract` from the same tree, in the same pass.
+the registry tables) are extracted in the same pass by the :class:`Extractor` objects the layers above supply.
 """
 
 from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
-#: Bump when the shape or meaning of a summary changes: it is part of every cache key.
-INDEX_FORMAT = 19
+from auditor.cache import cacheable
 
 #: Methods whose bodies are summarised in detail (references, loops, returns).
 DETAILED_METHODS = frozenset(
@@ -35,6 +34,7 @@ DETAILED_METHODS = frozenset(
 )
 
 
+@cacheable
 @dataclass(slots=True)
 class Binding:
     """How a module-level name is bound at run time.
@@ -56,6 +56,7 @@ class Binding:
     guarded: bool = False
 
 
+@cacheable
 @dataclass(slots=True)
 class LoopFact:
     """A ``for`` loop over a model's decoder layers, as found in a ``forward`` method.
@@ -82,6 +83,7 @@ class LoopFact:
     over_layers: bool = False
 
 
+@cacheable
 @dataclass(slots=True)
 class MethodFact:
     """A method defined in a class body.
@@ -113,6 +115,7 @@ class MethodFact:
     strings: frozenset[str] = frozenset()
 
 
+@cacheable
 @dataclass(slots=True)
 class AttrFact:
     """A class-body attribute: ``name = value`` (``has_value``) or ``name: T`` (annotation only,
@@ -126,6 +129,7 @@ class AttrFact:
     literal: Any = None
 
 
+@cacheable
 @dataclass(slots=True)
 class ClassFact:
     """A class statement. ``qualname`` is dotted within the module (``Outer.Inner`` or
@@ -151,6 +155,7 @@ class ClassFact:
     factory: tuple[str, list[str]] | None = None
 
 
+@cacheable
 @dataclass(slots=True)
 class FunctionFact:
     """A module-level function: its parameters and, when it returns a class it builds locally,
@@ -166,6 +171,7 @@ class FunctionFact:
     calls: list[str] = field(default_factory=list)
 
 
+@cacheable
 @dataclass(slots=True)
 class ModuleSummary:
     """Everything the analysis reads about one module.
@@ -175,7 +181,7 @@ class ModuleSummary:
     fields are then empty). ``bindings``: the final run-time binding of each module-level name
     (the later binding wins; names bound only under ``TYPE_CHECKING`` are absent, and listed in
     ``type_checking_names``). ``classes``: by qualname. ``extras``: facts from
-    :mod:`auditor.engines.vllm.extract` keyed by extractor name.
+    the extractors (see :class:`Extractor`), keyed by extractor name.
     """
 
     module: str
@@ -683,24 +689,69 @@ def _attr(name: str, line: int, value: ast.expr) -> AttrFact:
     return AttrFact(name, line, True, _short(value), lit)
 
 
+class ParentMap:
+    """Parent links of a syntax tree, to find the function that encloses a node."""
+
+    def __init__(self, tree: ast.AST):
+        self.parent: dict[ast.AST, ast.AST] = {}
+        for p in ast.walk(tree):
+            for c in ast.iter_child_nodes(p):
+                self.parent[c] = p
+
+    def enclosing_function(self, node: ast.AST) -> ast.AST | None:
+        """The function definition that contains ``node``, or None at module level."""
+        cur = self.parent.get(node)
+        while cur is not None and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            cur = self.parent.get(cur)
+        return cur
+
+
+@dataclass(frozen=True)
+class Extractor:
+    """A fact extractor that runs in the summary pass, only on the modules it is meant for.
+
+    ``name``: the key of its facts in :attr:`ModuleSummary.extras`; ``prefixes``/``suffixes``:
+    the module paths it applies to (POSIX, relative to the folder that holds the engine
+    package; a path qualifies when it starts with a prefix or ends with a suffix); ``needles``:
+    byte strings that must all occur in the source; ``prefilter``: an optional cheaper test of the
+    bytes; ``run``: ``ast.Module -> facts`` (plain, cacheable data; an empty result is not stored).
+    Extractors are supplied by the layers above (engines, rules); the index knows none by name.
+    """
+
+    name: str
+    run: Callable[[ast.Module], Any]
+    prefixes: tuple[str, ...] = ()
+    suffixes: tuple[str, ...] = ()
+    needles: tuple[bytes, ...] = ()
+    prefilter: Callable[[bytes], bool] | None = None
+
+    def wants(self, path: str, source: bytes) -> bool:
+        """True when the extractor applies to the module at ``path`` with bytes ``source``."""
+        if not (path.startswith(self.prefixes) or path.endswith(self.suffixes)):
+            return False
+        if not all(n in source for n in self.needles):
+            return False
+        return self.prefilter is None or self.prefilter(source)
+
+
 def parse_error_line(exc: SyntaxError) -> str:
     """One-line description of a parse error: ``line N: message``."""
     return f"line {exc.lineno}: {exc.msg}"
 
 
-def summarize(source: bytes, path: str) -> ModuleSummary:
+def summarize(source: bytes, path: str, extractors: tuple[Extractor, ...] = ()) -> ModuleSummary:
     """Build the :class:`ModuleSummary` of one module.
 
     Args:
         source: the module's bytes as stored in the tree (any encoding Python accepts).
         path: POSIX path relative to the folder that contains ``vllm/`` (``vllm/x/y.py``).
+        extractors: the fact extractors to run on this module when they want it
+            (their results go to ``extras`` under their names).
 
     Returns:
         The summary; a file that does not parse yields a summary with ``error`` set and no facts
         (the caller reports it and goes on). Never raises for bad source.
     """
-    from auditor.engines.vllm import extract  # local import: extract imports this module
-
     import gc
 
     module, is_package = module_name_for(path)
@@ -714,7 +765,11 @@ def summarize(source: bytes, path: str) -> ModuleSummary:
             msg = parse_error_line(exc) if isinstance(exc, SyntaxError) else str(exc)
             return ModuleSummary(module=module, path=path, is_package=is_package, error=msg)
         summary = _Summarizer(module, path, is_package, track_bases=b"__bases__" in source).run(tree)
-        extract.run_extractors(tree, source, summary)
+        for ex in extractors:
+            if ex.wants(path, source):
+                found = ex.run(tree)
+                if found:
+                    summary.extras[ex.name] = found
         return summary
     finally:
         if was_enabled:

@@ -3,92 +3,52 @@
 :class:`Tree` wraps a :class:`auditor.source.sources.TreeSource`. ``tree.module("vllm.x.y")`` returns the
 :class:`~auditor.index.summary.ModuleSummary` of that module (or None when the tree has no such module),
 building it with :func:`auditor.index.summary.summarize` at most once per process, and at most once per
-file content across processes thanks to an on-disk cache keyed on the file's sha256 and the
-index format (a cache entry can never be stale: changed bytes are a different key).
+file content across processes thanks to an on-disk cache keyed on the file's sha256, the
+extractors and the tool's own code (a cache entry can never be stale: changed bytes are a
+different key).
 :meth:`Tree.prefetch` summarises many modules at once in worker processes.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
-import pickle
-import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Callable, Iterable
 
-from auditor.index.summary import INDEX_FORMAT, ModuleSummary, summarize
-
-
-def cache_root() -> Path:
-    """The user cache folder of eagle-audit (``EAGLE_AUDIT_CACHE_DIR`` overrides it)."""
-    env = os.environ.get("EAGLE_AUDIT_CACHE_DIR")
-    if env:
-        return Path(env)
-    import platformdirs
-
-    return platformdirs.user_cache_path("eagle-audit")
-
-
-def load_cached(path: Path) -> object | None:
-    """The object pickled at ``path`` by :func:`store_cached`, or None (absent or unreadable).
-    Only this tool's own cache files, under the user cache folder, are ever loaded."""
-    try:
-        with open(path, "rb") as fh:
-            return pickle.load(fh)
-    except Exception:
-        return None
-
-
-def store_cached(path: Path, obj: object) -> None:
-    """Pickle ``obj`` to ``path`` atomically (temporary file + rename). A cache folder that
-    cannot be written only costs speed: errors are swallowed and no temporary file is left."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    except OSError:
-        return
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            pickle.dump(obj, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
-    except OSError:
-        Path(tmp).unlink(missing_ok=True)
+from auditor.cache import Store, key
+from auditor.index.summary import Extractor, ModuleSummary, summarize
 
 
 class SummaryCache:
-    """On-disk cache of module summaries, one pickle per (file sha256, index format).
+    """On-disk cache of module summaries (the ``index`` kind of :mod:`auditor.cache`): data-only
+    entries keyed by the file's sha256, the extractors run and the tool's own code.
 
-    Entries are written atomically (temporary file + rename). Unreadable entries count as misses.
-    Only this tool's own pickles are ever loaded, from the user's cache folder.
+    Args:
+        root: the cache root (default: :func:`auditor.cache.cache_root`).
+        enabled: False disables reads and writes.
     """
 
     def __init__(self, root: Path | None = None, enabled: bool = True):
         self.enabled = enabled
-        self.root = (root or cache_root()) / "index" / f"v{INDEX_FORMAT}"
+        self.store = Store("index", enabled, root)
 
-    def _path(self, digest: str) -> Path:
-        return self.root / digest[:2] / f"{digest}.pkl"
+    def get(self, k: str) -> ModuleSummary | None:
+        """The cached summary under key ``k``, or None (a miss, or an undecodable entry)."""
+        return self.store.get(k, ModuleSummary)
 
-    def get(self, digest: str) -> ModuleSummary | None:
-        """The cached summary for a file sha256, or None (a miss, or an unreadable entry)."""
-        if not self.enabled:
-            return None
-        s = load_cached(self._path(digest))
-        return s if isinstance(s, ModuleSummary) else None
-
-    def put(self, digest: str, summary: ModuleSummary) -> None:
-        """Store a summary under a file sha256 (atomic; a read-only cache folder is ignored)."""
-        if self.enabled:
-            store_cached(self._path(digest), summary)
+    def put(self, k: str, summary: ModuleSummary) -> None:
+        """Store a summary under key ``k`` (atomic; an unwritable cache folder is ignored)."""
+        self.store.put(k, summary)
 
 
-def _summarize_job(args: tuple[str | None, str, bytes | None]) -> tuple[str, ModuleSummary]:
-    root, rel, data = args
+def _summarize_job(args: tuple[str | None, str, bytes | None, tuple[Extractor, ...]]) -> tuple[str, ModuleSummary]:
+    root, rel, data, extractors = args
     if data is None:
         with open(os.path.join(root, rel), "rb") as fh:  # type: ignore[arg-type]
             data = fh.read()
-    return rel, summarize(data, rel)
+    return rel, summarize(data, rel, extractors)
 
 
 def path_candidates(module: str) -> tuple[str, str]:
@@ -103,11 +63,15 @@ class Tree:
     Args:
         source: the tree (folder, archive, installed package).
         cache: the summary cache; ``SummaryCache(enabled=False)`` disables it.
+        extractors: the fact extractors to run while summarising (see
+            :class:`~auditor.index.summary.Extractor`); their names are part of the cache key.
     """
 
-    def __init__(self, source, cache: SummaryCache | None = None):
+    def __init__(self, source, cache: SummaryCache | None = None, extractors: tuple[Extractor, ...] = ()):
         self.source = source
         self.cache = cache if cache is not None else SummaryCache()
+        self.extractors = tuple(extractors)
+        self._salt = key("summary", [e.name for e in self.extractors]).encode()
         self._by_path: dict[str, ModuleSummary] = {}
         self._by_module: dict[str, ModuleSummary] = {}
         self._files: set[str] | None = None
@@ -150,6 +114,10 @@ class Tree:
 
         return hashlib.sha256("\n".join(sorted(self.files)).encode()).hexdigest()
 
+    def summary_key(self, digest: str) -> str:
+        """The summary cache key of a file with sha256 ``digest`` under this tree's extractors."""
+        return hashlib.sha256(self._salt + digest.encode()).hexdigest()
+
     def _record(self, rel: str, s: ModuleSummary) -> ModuleSummary:
         self._by_path[rel] = s
         if s.error:
@@ -164,10 +132,10 @@ class Tree:
         data = self.source.read(rel)
         digest = _digest(data)
         self.reads[rel] = digest
-        s = self.cache.get(digest)
+        s = self.cache.get(self.summary_key(digest))
         if s is None or s.path != rel:
-            s = summarize(data, rel)
-            self.cache.put(digest, s)
+            s = summarize(data, rel, self.extractors)
+            self.cache.put(self.summary_key(digest), s)
         return self._record(rel, s)
 
     def module(self, module: str) -> ModuleSummary | None:
@@ -238,15 +206,15 @@ class Tree:
                     data = self.source.read(rel)
                     digest = _digest(data)
                     self.reads[rel] = digest
-                    hit = self.cache.get(digest)
+                    hit = self.cache.get(self.summary_key(digest))
                     if hit is not None and hit.path == rel:
                         finish(rel, hit)
                     else:
                         batch.append((rel, data, digest))
                 if workers <= 1:
                     for rel, data, digest in batch:
-                        s = summarize(data, rel)
-                        self.cache.put(digest, s)
+                        s = summarize(data, rel, self.extractors)
+                        self.cache.put(self.summary_key(digest), s)
                         finish(rel, s)
                     continue
                 if batch and ex is None:
@@ -256,7 +224,7 @@ class Tree:
                     ex = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
                 batch.sort(key=lambda m: -len(m[1]))  # big files first: the workers finish together
                 for rel, data, digest in batch:
-                    job = (str(root), rel, None) if root is not None else (None, rel, data)
+                    job = (str(root), rel, None, self.extractors) if root is not None else (None, rel, data, self.extractors)
                     fut = ex.submit(_summarize_job, job)
                     pending[fut] = digest
                     fut.add_done_callback(completed.put)
@@ -265,13 +233,22 @@ class Tree:
                 fut = completed.get()  # one result at a time, without re-waiting on every future
                 digest = pending.pop(fut)
                 rel, s = fut.result()
-                self.cache.put(digest, s)
+                self.cache.put(self.summary_key(digest), s)
                 finish(rel, s)
         finally:
             if gc_was_enabled:
                 gc.enable()
             if ex is not None:
                 ex.shutdown(wait=True, cancel_futures=True)
+
+    def overlay(self, source, changed: Iterable[str]) -> "Tree":
+        """A tree over ``source`` — this tree with the files ``changed`` replaced or added —
+        sharing this tree's cache and extractors and the summaries of every unchanged file."""
+        changed = set(changed)
+        t = Tree(source, self.cache, self.extractors)
+        t._files = set(self.files) | changed
+        t._by_path = {p: s for p, s in self._by_path.items() if p not in changed}
+        return t
 
     def loaded(self) -> dict[str, ModuleSummary]:
         """The summaries built or loaded so far, by path."""

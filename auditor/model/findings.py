@@ -9,7 +9,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 
+from auditor.cache import cacheable
 
+
+@cacheable
 class Severity(str, Enum):
     """How a finding bears on the verdict."""
 
@@ -18,6 +21,7 @@ class Severity(str, Enum):
     UNKNOWN = "unknown"  #: the gate cannot be decided from what the tool can read
 
 
+@cacheable
 class Verdict(str, Enum):
     """The verdict for one target and method."""
 
@@ -26,6 +30,7 @@ class Verdict(str, Enum):
     UNKNOWN = "unknown"
 
 
+@cacheable
 @dataclass
 class Finding:
     """One rule's report on one target.

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from auditor.cache import cacheable
 from auditor.model.findings import Finding, Verdict
 
 
+@cacheable
 @dataclass
 class TargetSpec:
     """A requested target before analysis: architecture and what is known of its model_types."""
@@ -20,6 +22,7 @@ class TargetSpec:
     source: str
 
 
+@cacheable
 @dataclass
 class TargetResult:
     """The audit of one target for one method: verdict and findings, plus what the tool assumed."""
@@ -60,6 +63,7 @@ class TargetResult:
         }
 
 
+@cacheable
 @dataclass
 class ScanReport:
     """A scan's results: the tree's version and label, one :class:`TargetResult` per target and

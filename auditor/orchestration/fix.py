@@ -3,7 +3,7 @@
 The pipeline, all in memory until the very end:
 
 1. **scan** the targets (:meth:`auditor.orchestration.scan.Auditor.audit`);
-2. **plan**: map every blocking finding to a codemod invocation (``rules/codemods``) with the
+2. **plan**: map every blocking finding to a codemod invocation (``rules/<gate>/codemod.py``) with the
    parameters the tree's own facts dictate (which class holds the code, which protocol members
    the tree requires, which attribute the HF config class defines), or to an
    :class:`Unfixable` with the reason and what a human must add;
@@ -21,7 +21,6 @@ The pipeline, all in memory until the very end:
 
 from __future__ import annotations
 
-import ast
 import difflib
 import hashlib
 import json
@@ -31,32 +30,19 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from auditor.engines.vllm.facts import (
-    HOLDER_ATTRS,
-    LANGUAGE_MODEL_ATTRS,
-    _init_assign,
-    find_holder,
-    holder_forward,
-    method_requires_mixin,
-    target_facts,
-)
 from auditor.model.errors import AuditError
-from auditor.model.findings import Finding, Severity, Verdict
-from auditor.index.summary import MethodFact
-from auditor.index.resolve import ClassRef
-from auditor.orchestration.scan import Auditor
+from auditor.model.findings import Severity, Verdict
 from auditor.model.results import TargetResult, TargetSpec
+from auditor.orchestration.scan import Auditor
 from auditor.source.sources import TreeSource
-from auditor.index.tree import Tree
+from rules.planning import Invocation, Planner, Unfixable
+from rules.registry import PLANNERS
 
 #: Format id of the codemods file written by ``fix --out``.
 CODEMODS_FORMAT = "eagle-audit-codemods/1"
 
 #: Folder (next to ``vllm/``) that holds the backups of ``fix --apply``.
 BACKUP_DIR = ".eagle-audit-backup"
-
-#: Protocol used by each speculative method's runtime check.
-PROTOCOL_FOR_METHOD = {"eagle3": "SupportsEagle3", "eagle": "SupportsEagle"}
 
 _MAX_ROUNDS = 3
 
@@ -103,353 +89,11 @@ def overlay_auditor(base: Auditor, texts: dict[str, str]) -> Auditor:
     """An :class:`Auditor` over ``base``'s tree with ``texts`` (path → new source) laid over it.
     Summaries of unchanged files already built for ``base`` are reused."""
     src = OverlaySource(base.tree.source, {p: t.encode("utf-8") for p, t in texts.items()})
-    tree = Tree(src, base.tree.cache)
-    tree._files = set(base.tree.files) | set(texts)
-    for p, s in base.tree.loaded().items():
-        if p not in texts:
-            tree._by_path[p] = s
+    tree = base.tree.overlay(src, texts)
     return Auditor(tree)
 
 
 # -- plan ------------------------------------------------------------------------------------
-
-
-@dataclass
-class Invocation:
-    """One codemod run: ``codemod`` name, the file ``path`` it edits, its ``params``, the gate
-    it fixes, the architectures it serves, and (once applied) the ``changes`` it made."""
-
-    codemod: str
-    gate: str
-    path: str
-    params: dict
-    architectures: list[str] = field(default_factory=list)
-    changes: list[str] = field(default_factory=list)
-
-    def key(self) -> tuple:
-        p = self.params
-        return (self.codemod, self.path, p.get("class") or p.get("class_name") or p.get("function") or "")
-
-    def merge(self, other: "Invocation") -> None:
-        for a in other.architectures:
-            if a not in self.architectures:
-                self.architectures.append(a)
-        if self.codemod == "allowlist":
-            mts = self.params["model_types"]
-            for mt in other.params["model_types"]:
-                if mt not in mts:
-                    mts.append(mt)
-        if self.codemod == "interface":
-            names = {m["name"] for m in self.params["members"]}
-            self.params["members"] += [m for m in other.params["members"] if m["name"] not in names]
-
-    def as_dict(self) -> dict:
-        return {
-            "codemod": self.codemod, "gate": self.gate, "path": self.path, "params": self.params,
-            "architectures": self.architectures, "changes": self.changes,
-        }
-
-
-@dataclass
-class Unfixable:
-    """A gate the tool will not fix automatically: why, and what to add by hand."""
-
-    architecture: str
-    gate: str
-    reason: str
-    hint: str = ""
-    path: str | None = None
-    line: int | None = None
-
-    def text(self) -> str:
-        where = f" ({self.path}:{self.line})" if self.path and self.line else (f" ({self.path})" if self.path else "")
-        hint = f" — to fix by hand: {self.hint}" if self.hint else ""
-        return f"{self.architecture}: {self.gate}{where}: {self.reason}{hint}"
-
-
-def _module_params(ref: ClassRef, path: str) -> dict:
-    return {"module": ref.module, "is_package": path.endswith("/__init__.py")}
-
-
-class Planner:
-    """Maps findings to codemod invocations for one (possibly patched) tree."""
-
-    def __init__(self, auditor: Auditor, method: str, only: set[str] | None = None):
-        self.a = auditor
-        self.r = auditor.resolver
-        self.method = method
-        self.only = only
-        self.invocations: dict[tuple, Invocation] = {}
-        self.unfixable: list[Unfixable] = []
-        self.explicit_setter: set[str] = set()  # targets whose planned interface writes the setter
-
-    def _add(self, inv: Invocation) -> None:
-        if self.only is not None and inv.codemod not in self.only:
-            self.unfixable.append(Unfixable(inv.architectures[0], inv.gate,
-                                            f"the codemods file does not include the {inv.codemod} codemod"))
-            return
-        k = inv.key()
-        if k in self.invocations:
-            self.invocations[k].merge(inv)
-        else:
-            self.invocations[k] = inv
-
-    def _no(self, arch: str, f: Finding, reason: str, hint: str = "") -> None:
-        self.unfixable.append(Unfixable(arch, f.gate, reason, hint, f.path, f.line))
-
-    def plan(self, result: TargetResult) -> None:
-        arch = result.architecture
-        for f in result.findings:
-            if f.severity is Severity.UNKNOWN:
-                self._no(arch, f, f"the verdict is unknown, so there is nothing safe to change: {f.message}")
-                continue
-            if f.severity is not Severity.ERROR:
-                continue
-            handler = getattr(self, "_" + f.gate.replace("-", "_"), None)
-            if handler is None:
-                self._no(arch, f, f"no codemod exists for gate {f.gate}: {f.message}")
-                continue
-            handler(result, f)
-
-    # -- gates ----------------------------------------------------------------------------
-    def _allowlist(self, result: TargetResult, f: Finding) -> None:
-        found = self.a.facts.allowlist_for(self.method)
-        mt = f.data.get("model_type") or result.text_model_type
-        if found is None or not mt:
-            self._no(result.architecture, f, "the allowlist or the target's text model_type is unknown",
-                     "pass --model-type with the checkpoint's text model_type")
-            return
-        path, fact = found
-        self._add(Invocation("allowlist", "allowlist", path,
-                             {"model_types": [mt], "method": self.method, "function": fact.function},
-                             [result.architecture]))
-
-    def _interface(self, result: TargetResult, f: Finding) -> None:
-        facts = target_facts(self.r, self.a.registry, result.architecture)
-        if facts.ref is None:
-            self._no(result.architecture, f, f"cannot resolve the class of {result.architecture}")
-            return
-        self._interface_on(facts.ref, result.architecture, f)
-
-    def _code_holder(self, ref: ClassRef) -> ClassRef:
-        """The nearest class of ``ref``'s MRO whose body is not empty (``ref`` itself if none)."""
-        for e in self.r.mro(ref).entries:
-            if isinstance(e, ClassRef):
-                c = self.r.cls(e)
-                if c is not None and not c.empty:
-                    return e
-        return ref
-
-    def _assigned_class(self, ref: ClassRef, owner: ClassRef, callee: str) -> ClassRef | None:
-        """The class built by ``self.<attr> = <callee>(...)`` in ``owner.__init__`` (a class,
-        ``self.<class attribute>(...)`` or ``self.<factory method>(...)``, looked up on ``ref``)."""
-        if callee.startswith("self."):
-            name = callee[len("self."):]
-            hit = self.r.lookup(ref, name) if "." not in name else None
-            if hit is None:
-                return None
-            defined_in, fact = hit
-            if isinstance(fact, MethodFact):
-                text = fact.returns_call[0].removesuffix("(...)") if fact.returns_call else None
-            else:
-                text = fact.value
-            t = self.r.resolve_dotted(defined_in.module, text) if text else None
-        else:
-            t = self.r.resolve_dotted(owner.module, callee)
-        return t if isinstance(t, ClassRef) else None
-
-    def _interface_on(self, ref: ClassRef, arch: str, f: Finding, depth: int = 0) -> bool:
-        """Plan the protocol on the code holder of ``ref`` (the nearest non-empty class of its
-        MRO). The members are written for this tree: none where the protocol's own defaults
-        reach the inner model (``.model``, through the language model for wrappers), the layer
-        methods on the inner model where the protocol has stubs, delegation for wrappers (whose
-        inner class is planned too). Returns False when it cannot."""
-        if depth > 3:
-            self._no(arch, f, "wrappers nested too deep to plan")
-            return False
-        holder = self._code_holder(ref)
-        loc = self.r.location(holder)
-        if loc is None:
-            self._no(arch, f, f"{holder.name} is not defined in the tree")
-            return False
-        pname = PROTOCOL_FOR_METHOD[self.method]
-        proto = self.a.facts.protocol(pname)
-        if proto is not None:
-            methods = {n: mf for n, (_, mf) in proto.members.items() if isinstance(mf, MethodFact)}
-            defaults = any(not mf.is_stub for mf in methods.values())
-            needed = [n for n, mf in methods.items() if defaults or mf.is_stub]
-        else:
-            defaults = False
-            needed = self.a.facts.duck_typed_eagle3_members() if self.method == "eagle3" else []
-        needed = sorted(needed, key=lambda n: (n != "set_aux_hidden_state_layers", n))
-        # how the holder reaches the inner model
-        lm = _init_assign(self.r, holder, LANGUAGE_MODEL_ATTRS)
-        h = find_holder(self.r, self.a.registry, ref)
-        if lm is not None and lm[2] is not None and lm[2][0].endswith("init_vllm_registered_model"):
-            attr, relation, inner = lm[1], "delegate", h.language_ref
-            if inner is None and needed:
-                self._no(arch, f, f"{holder.name} builds its language model from the checkpoint's config, so the "
-                         f"class to delegate to is not known statically ({h.unknown or h.via})",
-                         f"implement {', '.join(needed)} on {holder.name} and on its language model class")
-                return False
-            default_path = attr == "language_model" or self.r.lookup(holder, "get_language_model") is not None
-        else:
-            found = _init_assign(self.r, holder, HOLDER_ATTRS)
-            if found is None or found[2] is None:
-                if needed:
-                    self._no(arch, f, f"no __init__ on {holder.name}'s MRO builds the inner model "
-                             f"(self.{', self.'.join(HOLDER_ATTRS)}), so the layer methods have nothing to act on",
-                             f"implement {', '.join(needed)} on {holder.name}")
-                    return False
-                attr, relation, inner, default_path = "model", "direct", None, False
-            else:
-                owner, attr, call, _ = found
-                t = self._assigned_class(ref, owner, call[0])
-                if h.ref is not None and t == h.ref:
-                    relation, inner = "direct", None
-                elif t is not None:
-                    relation, inner = "delegate", t  # self.model = XForCausalLM(...): a nested wrapper
-                else:
-                    self._no(arch, f, f"the inner model of {holder.name} is not known statically "
-                             f"({h.unknown or h.via})", f"implement {', '.join(needed)} on {holder.name}")
-                    return False
-                default_path = relation == "direct" and attr == "model"
-        layers = "layers"
-        if relation == "direct" and h.ref is not None:
-            layers = self._layers_attr(h.ref)
-            default_path = default_path and layers == "layers"  # the default getter reads .model.layers
-        if defaults and relation == "delegate" and inner is not None and default_path:
-            # the protocol default unwraps the language model, then needs its .model(.layers)
-            iholder = self._code_holder(inner)
-            ifound = _init_assign(self.r, iholder, HOLDER_ATTRS)
-            ih = find_holder(self.r, self.a.registry, inner)
-            default_path = (ifound is not None and ifound[1] == "model" and ih.ref is not None
-                            and self._layers_attr(ih.ref) == "layers")
-        members: list[dict] = []
-        if not (defaults and default_path):
-            for name in needed:
-                hit = self.r.lookup(holder, name)
-                if hit is not None and not (proto is not None and proto.is_protocol_class(hit[0])):
-                    continue  # implemented on the holder's MRO already
-                if name == "set_aux_hidden_state_layers":
-                    kind = "set"
-                elif name.startswith("get_eagle3"):
-                    kind = "get"
-                else:
-                    self._no(arch, f, f"the tree's {pname} requires {name}, which the codemod has no template for",
-                             f"implement {name} on {holder.name}")
-                    return False
-                if relation == "delegate":
-                    kind = f"delegate-{kind}"
-                else:
-                    kind = "set-inner" if kind == "set" else "get-default"
-                members.append({"name": name, "kind": kind, "attr": attr, "layers": layers})
-                if kind in ("set", "set-inner", "delegate-set"):
-                    self.explicit_setter.add(arch)
-        if relation == "delegate" and inner is not None and (members or defaults):
-            if any(self._lacks(inner, m, proto) for m in needed) or (
-                    defaults and proto is not None and not self.r.is_subclass(inner, proto.ref)):
-                if not self._interface_on(inner, inner.name, f, depth + 1):
-                    return False
-        add_base = proto is not None and not self.r.is_subclass(holder, proto.ref)
-        if not add_base and not members:
-            return True
-        params = {
-            "class": holder.qualname,
-            "protocol": pname if add_base else None,
-            "protocol_module": proto.ref.module if proto is not None else None,
-            "members": members,
-        }
-        params.update(_module_params(holder, loc[0]))
-        self._add(Invocation("interface", "interface", loc[0], params, [arch]))
-        return True
-
-    def _layers_attr(self, holder: ClassRef) -> str:
-        """The attribute of the inner model that holds its decoder layers, as its forward loop
-        iterates it (``self.layers``; GPT-2's ``self.h``)."""
-        fwd = holder_forward(self.r, holder)
-        if not fwd.loops or fwd.path is None:
-            return "layers"
-        line = fwd.loops[0].line
-        try:
-            mod = ast.parse(self.a.tree.source.read(fwd.path))
-        except (SyntaxError, ValueError, KeyError):
-            return "layers"
-        for node in ast.walk(mod):
-            if isinstance(node, ast.For) and node.lineno == line:
-                for n in ast.walk(node.iter):
-                    if (isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self"
-                            and n.attr not in ("start_layer", "end_layer")):
-                        return n.attr
-        return "layers"
-
-    def _lacks(self, ref: ClassRef, name: str, proto) -> bool:
-        """True when ``name`` is missing on ``ref``'s MRO or only the protocol's stub."""
-        hit = self.r.lookup(ref, name)
-        if hit is None:
-            return True
-        return proto is not None and proto.is_protocol_class(hit[0]) and isinstance(hit[1], MethodFact) and hit[1].is_stub
-
-    def _aux_capture(self, result: TargetResult, f: Finding) -> None:
-        arch = result.architecture
-        facts = target_facts(self.r, self.a.registry, arch)
-        h = find_holder(self.r, self.a.registry, facts.ref)
-        if h.ref is None:
-            self._no(arch, f, f"the holder model is not known statically: {h.unknown}")
-            return
-        fwd = holder_forward(self.r, h.ref)
-        if fwd.defined_in is None or fwd.path is None:
-            self._no(arch, f, f"{h.ref.name} has no forward in the tree")
-            return
-        needs = f.data.get("needs_mixin") or self._needs_mixin(facts.ref)
-        mode = "mixin" if needs and arch not in self.explicit_setter else "list"
-        mixin = self.a.facts.eagle_model_mixin
-        if mode == "mixin" and mixin is None:
-            self._no(arch, f, "the tree's protocol needs EagleModelMixin, which the tree does not define")
-            return
-        params = {"class": fwd.defined_in.qualname, "mode": mode,
-                  "mixin_module": mixin.module if mixin is not None else None}
-        params.update(_module_params(fwd.defined_in, fwd.path))
-        self._add(Invocation("aux-capture", "aux-capture", fwd.path, params, [arch]))
-
-    def _needs_mixin(self, ref: ClassRef) -> bool:
-        """True when the setter the target will run is a protocol default that asserts the inner
-        model inherits EagleModelMixin (vLLM ≥ 0.18)."""
-        proto = self.a.facts.protocol("SupportsEagle3")
-        if proto is None or self.a.facts.eagle_model_mixin is None:
-            return False
-        entry = proto.members.get("set_aux_hidden_state_layers")
-        if entry is None or not isinstance(entry[1], MethodFact) or not method_requires_mixin(entry[1]):
-            return False
-        hit = self.r.lookup(ref, "set_aux_hidden_state_layers")
-        return hit is None or proto.is_protocol_class(hit[0])
-
-    def _image_token(self, result: TargetResult, f: Finding) -> None:
-        arch = result.architecture
-        chains = self.a.facts.image_token
-        facts = target_facts(self.r, self.a.registry, arch)
-        cands = list(f.data.get("candidates") or [])
-        cfg = f.data.get("config_class", "the target's HF config class").rsplit(".", 1)[-1]
-        needed = f.data.get("attribute", "image_token_index")
-        if not chains or facts.ref is None:
-            self._no(arch, f, "the proposer's image-token handling was not found")
-            return
-        if "image_token_id" in cands:
-            attr = "image_token_id"
-        elif len(cands) == 1:
-            attr = cands[0]
-        else:
-            what = (f"{cfg} defines several candidate attributes ({', '.join(cands)}), and the tool will not guess "
-                    "which one holds the image token id") if cands else (
-                    f"{cfg} defines no image/media token id attribute, and the tool will not guess one")
-            self._no(arch, f, what,
-                     f"add {needed} to {cfg} (or pass --hf-config with the checkpoint's config.json), or add a "
-                     f"branch for {facts.ref.name} to the proposer reading the attribute that holds the image "
-                     "token id")
-            return
-        path, chain = chains[0]
-        self._add(Invocation("image-token", "image-token", path,
-                             {"class_name": facts.ref.name, "attribute": attr, "function": chain.function}, [arch]))
 
 
 # -- fix -------------------------------------------------------------------------------------
@@ -592,7 +236,8 @@ def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", 
     """
     import libcst as cst
 
-    from rules.codemods import NotAutoFixable, apply_codemod
+    from rules.cst import NotAutoFixable
+    from rules.registry import apply_codemod
 
     t0 = time.perf_counter()
     before = [auditor.audit(s, method) for s in specs]
@@ -607,7 +252,7 @@ def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", 
     modules: dict[str, cst.Module] = {}  # parsed once per file, codemods applied in order
     failures: list[Unfixable] = []  # codemods that refused, kept across rounds
     for _ in range(_MAX_ROUNDS):
-        planner = Planner(current, method, only)
+        planner = Planner(current.ctx, method, PLANNERS, only)
         for r in results:
             if r.verdict is not Verdict.SUPPORTED:
                 planner.plan(r)
@@ -671,7 +316,7 @@ def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", 
         res.unfixable = []
     else:
         # explain every gate still failing: the codemods that refused, and what planning says now
-        planner = Planner(current, method, only)
+        planner = Planner(current.ctx, method, PLANNERS, only)
         for r in res.after:
             if r.verdict is not Verdict.SUPPORTED:
                 planner.plan(r)

@@ -6,10 +6,13 @@ which the reporters in :mod:`auditor.render.report` render.
 
 from __future__ import annotations
 
-import json
+import hashlib
 from typing import Callable, Iterable
 
 from auditor.engines.vllm.facts import HOLDER_ATTRS, LANGUAGE_MODEL_ATTRS, TreeFacts, find_holder, target_facts
+from auditor.cache import Store
+from auditor.cache import key as cache_key
+from auditor.engines.vllm import EXTRACTORS as VLLM_EXTRACTORS
 from auditor.engines.vllm.registry import Registry
 from auditor.index.resolve import Resolver
 from auditor.index.tree import SummaryCache, Tree
@@ -17,6 +20,7 @@ from auditor.model.errors import AuditError
 from auditor.model.findings import Finding, verdict_of
 from auditor.model.results import ScanReport, TargetResult, TargetSpec
 from rules.base import AuditTarget, Context
+from rules.registry import EXTRACTORS as RULE_EXTRACTORS
 from rules.registry import RULES
 
 
@@ -30,9 +34,13 @@ class Auditor:
     Raises:
         AuditError: the tree has no readable model registry, or ``transformers`` is not a
             transformers source.
+        ValueError: ``tree`` was not built with :func:`make_tree` (its summaries would lack
+            the gates' facts).
     """
 
     def __init__(self, tree: Tree, transformers: str | None = None):
+        if not set(EXTRACTORS) <= set(tree.extractors):
+            raise ValueError("the tree lacks the vLLM and rule extractors: build it with make_tree()")
         self.tree = tree
         self.resolver = Resolver(tree)
         self.registry = Registry(self.resolver)
@@ -57,8 +65,8 @@ class Auditor:
             if p:
                 wave.add(p)
                 wanted.setdefault(p, set()).add(e.class_name)
-        for search in self.facts.SEARCHES:
-            wave |= set(self.facts.candidate_paths(search))
+        for extractor in RULE_EXTRACTORS:
+            wave |= set(self.facts.candidate_paths(extractor))
         # HF config classes of multimodal targets
         wave |= {f for f in tree.files if f.startswith("vllm/transformers_utils/configs/")}
         for mod in ("vllm.model_executor.models.interfaces", "vllm.transformers_utils.config"):
@@ -153,7 +161,7 @@ class Auditor:
         ``prefetch``: summarise every module a full scan needs in parallel first (on a miss of
         the result cache only)."""
         methods = list(methods)
-        results_cache = ResultCache(self.tree, specs, methods, hf_config)
+        results_cache = ResultCache(self.tree, specs, methods, hf_config, self.ctx.cache.get("transformers_path"))
         hit = results_cache.get()
         if hit is not None:
             return hit
@@ -182,54 +190,53 @@ class Auditor:
 
 
 class ResultCache:
-    """Whole-scan results, keyed on the request and the tree's file list, and valid only while
-    every file the scan read still has the content it had (sha256 of each, checked on every
-    hit): it can never return a stale verdict. Stored under the user cache folder."""
+    """Whole-scan results (the ``results`` kind of :mod:`auditor.cache`), keyed on the tool's
+    code, the request (targets, methods, checkpoint config, transformers source), the tree's
+    version, label and file list, and valid only while every file the scan read still has the
+    content it had (sha256 of each, checked on every hit): it can never return a stale verdict."""
 
-    def __init__(self, tree: Tree, specs: list[TargetSpec], methods: list[str], hf_config: dict | None):
-        import hashlib
-
-        from auditor import __version__
-        from auditor.index.summary import INDEX_FORMAT
-
+    def __init__(self, tree: Tree, specs: list[TargetSpec], methods: list[str], hf_config: dict | None,
+                 transformers: str | None = None):
         self.tree = tree
-        self.enabled = tree.cache.enabled
-        if not self.enabled:
-            return
-        request = json.dumps([__version__, INDEX_FORMAT, tree.files_digest(),
-                              [(s.architecture, s.model_type, s.text_model_type, s.source) for s in specs],
-                              methods, hf_config], sort_keys=True, default=str)
-        key = hashlib.sha256(request.encode()).hexdigest()
-        self.path = tree.cache.root.parent.parent / "results" / key[:2] / f"{key}.pkl"
+        self.store = Store("results", tree.cache.enabled)
+        self.key = cache_key("results", tree.files_digest(), tree.version(), getattr(tree.source, "label", ""),
+                             [e.name for e in tree.extractors],
+                             [(s.architecture, s.model_type, s.text_model_type, s.source) for s in specs],
+                             methods, hf_config, transformers)
+
+    def _unchanged(self, entry) -> bool:
+        if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], dict)
+                and isinstance(entry[1], ScanReport)):
+            return False
+        for rel, digest in entry[0].items():
+            try:
+                data = self.tree.source.read(rel)
+            except (KeyError, OSError):
+                return False
+            if hashlib.sha256(data).hexdigest() != digest:
+                return False
+        return True
 
     def get(self) -> ScanReport | None:
         """The cached report if every file it was computed from is unchanged, else None."""
-        if not self.enabled:
+        entry = self.store.get(self.key, tuple, self._unchanged)
+        if entry is None:
             return None
-        import hashlib
-
-        from auditor.index.tree import load_cached
-
-        entry = load_cached(self.path)
-        if not (isinstance(entry, tuple) and len(entry) == 2):
-            return None
-        reads, report = entry
-        for rel, digest in reads.items():
-            try:
-                data = self.tree.source.read(rel)
-            except KeyError:
-                return None
-            if hashlib.sha256(data).hexdigest() != digest:
-                return None
-        self.tree.reads.update(reads)
-        return report
+        self.tree.reads.update(entry[0])
+        return entry[1]
 
     def put(self, report: ScanReport) -> None:
         """Store ``report`` with the sha256 of every file it was computed from."""
-        if self.enabled:
-            from auditor.index.tree import store_cached
+        self.store.put(self.key, (dict(self.tree.reads), report))
 
-            store_cached(self.path, (dict(self.tree.reads), report))
+
+#: The fact extractors every vLLM tree is summarised with: the engine's and the rules'.
+EXTRACTORS = VLLM_EXTRACTORS + RULE_EXTRACTORS
+
+
+def make_tree(source, cache: SummaryCache | None = None) -> Tree:
+    """A :class:`Tree` over a vLLM tree source, summarised with :data:`EXTRACTORS`."""
+    return Tree(source, cache, EXTRACTORS)
 
 
 def open_tree(path: str | None, vllm_version: str | None, *, progress: bool = True, use_cache: bool = True) -> Tree:
@@ -241,4 +248,4 @@ def open_tree(path: str | None, vllm_version: str | None, *, progress: bool = Tr
     from auditor.source.sources import open_source
 
     src = open_source(path, vllm_version, progress=progress)
-    return Tree(src, SummaryCache(enabled=use_cache))
+    return make_tree(src, SummaryCache(enabled=use_cache))

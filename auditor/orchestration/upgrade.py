@@ -18,7 +18,6 @@ releases are safe) and audited as they arrive, in worker processes or in this on
 
 from __future__ import annotations
 
-import functools
 import os
 import time
 from dataclasses import dataclass, field
@@ -27,9 +26,11 @@ from typing import Callable, Iterable, Sequence
 
 from packaging.version import InvalidVersion, Version
 
+from auditor.cache import Store, cacheable
+from auditor.cache import key as cache_key
 from auditor.model.errors import AuditError
 from auditor.model.findings import Finding, Severity, Verdict
-from auditor.orchestration.scan import Auditor
+from auditor.orchestration.scan import Auditor, make_tree
 from auditor.engines.vllm.targets import load_alias_table, resolve_targets
 from auditor.model.results import TargetResult, TargetSpec
 from rules.registry import BLOCKING_GATES
@@ -449,9 +450,9 @@ def _judge(arch: str, method: str, cand: TargetResult | None, cur: TargetResult 
 
 
 def _codemod_for(gate: str) -> str | None:
-    from rules.codemods import codemod_classes
+    from rules.registry import CODEMODS
 
-    return gate if gate in codemod_classes() else None
+    return gate if gate in CODEMODS else None
 
 
 def _finding_problems(result: TargetResult, hint: str) -> list[Problem]:
@@ -598,6 +599,7 @@ def parse_versions(spec: str, listing: IndexListing) -> list[PlannedRelease]:
 # -- matrix ----------------------------------------------------------------------------------
 
 
+@cacheable
 @dataclass
 class ReleaseAudit:
     """One release's audit, as a worker returns it (picklable): the results of the names that
@@ -610,57 +612,29 @@ class ReleaseAudit:
     seconds: float
 
 
-@functools.lru_cache(maxsize=1)
-def _code_digest() -> str:
-    """sha256 of the analysis code itself (``auditor/``, ``rules/`` and the alias table): a
-    cached matrix result is only valid for the code that computed it."""
-    import hashlib
-
-    import auditor
-    import rules
-
-    h = hashlib.sha256()
-    for pkg in (auditor, rules):
-        base = Path(pkg.__file__).parent
-        for p in sorted(base.rglob("*")):
-            if p.suffix in (".py", ".toml") and "__pycache__" not in p.parts:
-                h.update(str(p.relative_to(base)).encode() + b"\0" + p.read_bytes() + b"\0")
-    return h.hexdigest()
-
-
-def _release_cache_path(archive: str, names: Sequence[str], method: str, model_type: str | None) -> Path | None:
-    """Where the audit of a fetched release archive is cached: keyed on the archive's sha256 as
-    recorded by :func:`auditor.source.fetch.fetch_release` (which has just verified the file against
-    it), the request, and :func:`_code_digest`. None when no digest is recorded (an archive
-    that was not fetched)."""
-    import hashlib
-    import json
-
+def _release_key(archive: str, names: Sequence[str], method: str, model_type: str | None) -> str | None:
+    """The cache key of the audit of a fetched release archive: the archive's sha256 as recorded
+    by :func:`auditor.source.fetch.fetch_release` (which has just verified the file against it),
+    the request and the tool's code (:func:`auditor.cache.key`). None when no digest is recorded
+    (an archive that was not fetched)."""
     from auditor.source.fetch import _read_sidecar
-    from auditor.index.tree import cache_root
 
     digest = _read_sidecar(Path(archive))
     if digest is None:
         return None
-    key = hashlib.sha256(json.dumps([_code_digest(), digest, list(names), method, model_type]).encode()).hexdigest()
-    return cache_root() / "matrix" / key[:2] / f"{key}.pkl"
+    return cache_key("matrix", digest, list(names), method, model_type)
 
 
 def cached_release_audit(archive: str, names: Sequence[str], method: str, model_type: str | None) -> ReleaseAudit | None:
     """The cached audit of a release archive, or None."""
-    from auditor.index.tree import load_cached
-
-    path = _release_cache_path(archive, names, method, model_type)
-    audit = load_cached(path) if path is not None else None
-    return audit if isinstance(audit, ReleaseAudit) else None
+    k = _release_key(archive, names, method, model_type)
+    return Store("matrix").get(k, ReleaseAudit) if k is not None else None
 
 
 def _store_release_audit(archive: str, names, method, model_type, audit: ReleaseAudit) -> None:
-    from auditor.index.tree import store_cached
-
-    path = _release_cache_path(archive, names, method, model_type)
-    if path is not None:
-        store_cached(path, audit)
+    k = _release_key(archive, names, method, model_type)
+    if k is not None:
+        Store("matrix").put(k, audit)
 
 
 def audit_release(version: str, archive: str, names: Sequence[str], method: str,
@@ -669,14 +643,14 @@ def audit_release(version: str, archive: str, names: Sequence[str], method: str,
     process pool can run it). With ``use_cache``, the result is cached per archive sha256 (see
     :func:`cached_release_audit`), besides the index and result caches of the scan itself."""
     from auditor.source.sources import ArchiveSource
-    from auditor.index.tree import SummaryCache, Tree
+    from auditor.index.tree import SummaryCache
 
     if use_cache:
         hit = cached_release_audit(archive, names, method, model_type)
         if hit is not None:
             return hit
     t0 = time.perf_counter()
-    auditor = Auditor(Tree(ArchiveSource(archive), SummaryCache(enabled=use_cache)))
+    auditor = Auditor(make_tree(ArchiveSource(archive), SummaryCache(enabled=use_cache)))
     specs: list[TargetSpec] = []
     unresolved: dict[str, str] = {}
     for name in names:

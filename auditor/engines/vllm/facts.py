@@ -1,10 +1,9 @@
 """Facts about a vLLM tree and about one target architecture in it (no verdicts here).
 
-:class:`TreeFacts` gathers what the whole tree says about speculative decoding: the EAGLE-3
-model_type allowlist (found by what it does in ``vllm/config*``), the ``SupportsEagle3`` /
-``SupportsEagle`` protocols and their members (read from the tree's own
-``vllm/model_executor/models/interfaces.py``), the proposer's image-token branches
-(``vllm/v1/spec_decode/``), and which ``get_eagle3_*`` methods runtime code calls (``vllm/v1/``).
+:class:`TreeFacts` gathers what the whole tree says about speculative decoding: the
+``SupportsEagle3`` / ``SupportsEagle`` protocols and their members (read from the tree's own
+``vllm/model_executor/models/interfaces.py``), ``EagleModelMixin``, and the facts each gate's
+extractor found (:meth:`TreeFacts.found`; the extractors live with their gates in ``rules/``).
 
 :class:`TargetFacts` resolves one architecture: its class and MRO, the nearest class that holds
 code (past empty subclasses), the holder model built in ``__init__`` (``self.model = X(...)``,
@@ -19,8 +18,7 @@ import ast
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from auditor.engines.vllm.extract import AllowlistFact, ImageTokenFact, may_hold_allowlist, scan_eagle3_calls
-from auditor.index.summary import AttrFact, LoopFact, MethodFact
+from auditor.index.summary import AttrFact, Extractor, LoopFact, MethodFact
 from auditor.engines.vllm.registry import Registry
 from auditor.index.resolve import ClassRef, External, Resolver, Target, Unresolved
 
@@ -51,15 +49,6 @@ class Protocol:
         return any(r == ref for r, _ in self.members.values()) or ref == self.ref
 
 
-@dataclass
-class Located:
-    """A fact with its place: POSIX ``path`` (relative to the folder that contains ``vllm/``)
-    and 1-based ``line``."""
-
-    path: str
-    line: int
-
-
 class TreeFacts:
     """Tree-wide facts, computed lazily once per tree (see the module docstring)."""
 
@@ -67,63 +56,28 @@ class TreeFacts:
         self.resolver = resolver
         self.registry = registry
         self.tree = resolver.tree
+        self._found: dict[str, list[tuple[str, object]]] = {}
 
-    #: Where each tree-wide fact lives: (path prefixes, words every such module contains).
-    SEARCHES = {
-        "allowlist": (("vllm/config",), (b"eagle3", b"model_type")),
-        "image_token": (("vllm/v1/spec_decode",), (b"image_token_index", b"supports_multimodal")),
-    }
-    #: Runtime modules that call the model's EAGLE-3 methods.
-    RUNTIME_PREFIXES = ("vllm/v1/", "vllm/worker/", "vllm/spec_decode/")
-
-    def candidate_paths(self, search: str) -> list[str]:
-        """Paths of the modules that may hold a tree-wide fact (by prefix and trigger words)."""
-        prefixes, needles = self.SEARCHES[search]
+    def candidate_paths(self, extractor: Extractor) -> list[str]:
+        """Paths of the modules an extractor applies to (by path and trigger words)."""
         out = []
         for p in sorted(self.tree.files):
-            if p.startswith(prefixes):
-                data = self.tree.read(p)
-                if all(n in data for n in needles) and (search != "allowlist" or may_hold_allowlist(data)):
+            if p.startswith(extractor.prefixes) or p.endswith(extractor.suffixes):
+                if extractor.wants(p, self.tree.read(p)):
                     out.append(p)
         return out
 
-    def _found(self, search: str) -> list[tuple[str, object]]:
-        """``(path, fact)`` for every fact the extractor ``search`` stored in the modules that
-        may hold it."""
-        out = []
-        for p in self.candidate_paths(search):
-            s = self.tree.summary(p)
-            out += [(s.path, f) for f in s.extras.get(search, ())]
-        return out
-
-    @cached_property
-    def allowlists(self) -> list[tuple[str, AllowlistFact]]:
-        """``(path, fact)`` for every EAGLE-3 model_type allowlist in ``vllm/config*``."""
-        return self._found("allowlist")
-
-    def allowlist_for(self, method: str) -> tuple[str, AllowlistFact] | None:
-        """The allowlist that applies to a speculative ``method`` (None: no allowlist)."""
-        for path, f in self.allowlists:
-            if method in f.methods:
-                return path, f
-        return None
-
-    @cached_property
-    def image_token(self) -> list[tuple[str, ImageTokenFact]]:
-        """``(path, fact)`` for the proposer's image-token chains under ``vllm/v1/spec_decode``."""
-        return self._found("image_token")
-
-    @cached_property
-    def runtime_eagle3_calls(self) -> set[str]:
-        """``get_eagle3_*`` method names runtime code (``vllm/v1``, ``vllm/worker``,
-        ``vllm/spec_decode``) calls (see :func:`auditor.engines.vllm.extract.scan_eagle3_calls`)."""
-        calls: set[str] = set()
-        for p in sorted(self.tree.files):
-            if p.startswith(self.RUNTIME_PREFIXES):
-                data = self.tree.read(p)
-                if b"get_eagle3" in data:
-                    calls |= scan_eagle3_calls(data)
-        return calls
+    def found(self, extractor: Extractor) -> list[tuple[str, object]]:
+        """``(path, fact)`` for every fact ``extractor`` found in the modules it applies to
+        (computed once per tree and extractor)."""
+        hit = self._found.get(extractor.name)
+        if hit is None:
+            hit = []
+            for p in self.candidate_paths(extractor):
+                s = self.tree.summary(p)
+                hit += [(s.path, f) for f in s.extras.get(extractor.name, ())]
+            self._found[extractor.name] = hit
+        return hit
 
     def protocol(self, name: str) -> Protocol | None:
         """The tree's protocol ``name`` (``SupportsEagle3``) with its members, or None when the
@@ -159,15 +113,12 @@ class TreeFacts:
         self._protocols[name] = proto
         return proto
 
-    def _is_protocol_class(self, ref: ClassRef) -> bool:
+    def is_protocol_class(self, ref: ClassRef) -> bool:
+        """True when ``ref`` is declared as a ``typing.Protocol`` (one of its bases is ``Protocol``)."""
         for b in self.resolver.bases(ref):
             if isinstance(b, External) and b.name in ("typing.Protocol", "typing_extensions.Protocol"):
                 return True
         return False
-
-    def duck_typed_eagle3_members(self) -> list[str]:
-        """Without a protocol, the methods the runner calls on the model for EAGLE-3."""
-        return sorted({"set_aux_hidden_state_layers"} | self.runtime_eagle3_calls)
 
     @cached_property
     def eagle_model_mixin(self) -> ClassRef | None:
@@ -249,7 +200,7 @@ def target_facts(resolver: Resolver, registry: Registry, arch: str) -> TargetFac
     )
 
 
-def _init_assign(resolver: Resolver, ref: ClassRef, attrs: tuple[str, ...]):
+def init_assign(resolver: Resolver, ref: ClassRef, attrs: tuple[str, ...]):
     """The first ``__init__`` on ``ref``'s MRO that assigns ``self.<attr>`` for one of ``attrs``:
     ``(defining class, attr, (callee text, kwargs, line), value text)`` or None."""
     for e in resolver.mro(ref).entries:
@@ -287,7 +238,7 @@ def find_holder(resolver: Resolver, registry: Registry, ref: ClassRef, _depth: i
     """
     if _depth > 3:
         return HolderInfo(None, "wrapper recursion", unknown="wrapper nesting too deep")
-    lm = _init_assign(resolver, ref, LANGUAGE_MODEL_ATTRS)
+    lm = init_assign(resolver, ref, LANGUAGE_MODEL_ATTRS)
     if lm is not None and lm[2] is not None and lm[2][0].endswith("init_vllm_registered_model"):
         owner, attr, (callee, kwargs, line), _ = lm
         loc = resolver.location(owner)
@@ -311,7 +262,7 @@ def find_holder(resolver: Resolver, registry: Registry, ref: ClassRef, _depth: i
         inner.language_arch = arch
         inner.language_ref = lref
         return inner
-    found = _init_assign(resolver, ref, HOLDER_ATTRS)
+    found = init_assign(resolver, ref, HOLDER_ATTRS)
     if found is None:
         return HolderInfo(None, "no self.model", unknown=(
             f"no __init__ on {ref.name}'s MRO assigns the inner model (self.{', self.'.join(HOLDER_ATTRS)})"))
@@ -355,7 +306,7 @@ def find_holder(resolver: Resolver, registry: Registry, ref: ClassRef, _depth: i
         else:
             reason = f"{callee} is not a class"
         return HolderInfo(None, via, path, line, unknown=reason)
-    if _depth < 3 and t != ref and _init_assign(resolver, t, HOLDER_ATTRS + LANGUAGE_MODEL_ATTRS) is not None \
+    if _depth < 3 and t != ref and init_assign(resolver, t, HOLDER_ATTRS + LANGUAGE_MODEL_ATTRS) is not None \
             and not _has_layer_loop(resolver, t):
         # the attribute holds another wrapper (a ForCausalLM): its own holder runs the layers
         inner = find_holder(resolver, registry, t, _depth + 1)

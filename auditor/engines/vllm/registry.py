@@ -14,9 +14,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from auditor.model.errors import AuditError
+from auditor.index.summary import Extractor
+from auditor.index.tables import extract_all_tables
 from auditor.index.resolve import ClassRef, External, Resolver, Target, Unresolved
 
 REGISTRY_MODULE = "vllm.model_executor.models.registry"
+
+#: Evaluates the module-level tables of the model registry and of the HF config registry.
+TABLES_EXTRACTOR = Extractor("tables", extract_all_tables,
+                             suffixes=("model_executor/models/registry.py", "transformers_utils/config.py"))
 MODELS_PACKAGE = "vllm.model_executor.models"
 CONFIG_REGISTRY_MODULE = "vllm.transformers_utils.config"
 CONFIGS_PACKAGE = "vllm.transformers_utils.configs"
@@ -71,8 +77,9 @@ class Registry:
         if m.error:
             raise AuditError(f"the model registry does not parse: {m.path} {m.error}")
         self.path = m.path
-        tables: dict[str, dict] = m.extras.get("tables", {})
-        key_lines: dict[str, int] = m.extras.get("table_key_lines", {})
+        found = m.extras.get("tables", {})
+        tables: dict[str, dict] = found.get("tables", {})
+        key_lines: dict[str, int] = found.get("key_lines", {})
         merged_name = "_VLLM_MODELS" if "_VLLM_MODELS" in tables else None
         if merged_name is None:
             # the biggest table of (module, class) rows is the merged one
@@ -113,9 +120,9 @@ class Registry:
         if m is None or m.error:
             return self._configs
         self._config_path = m.path
-        table = m.extras.get("tables", {}).get("_CONFIG_REGISTRY")
+        table = m.extras.get("tables", {}).get("tables", {}).get("_CONFIG_REGISTRY")
         if table is None:
-            cands = [v for k, v in m.extras.get("tables", {}).items() if "CONFIG" in k and "REGISTRY" in k]
+            cands = [v for k, v in m.extras.get("tables", {}).get("tables", {}).items() if "CONFIG" in k and "REGISTRY" in k]
             table = cands[0] if cands else {}
         self._configs = dict(table)
         return self._configs

@@ -7,7 +7,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from rules.codemods import LINE_LENGTH, EagleCodemod, NotAutoFixable, dotted_name, functions_named, replace_within
+from rules.cst import LINE_LENGTH, EagleCodemod, NotAutoFixable, dotted_name, functions_named, replace_within
 
 
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:

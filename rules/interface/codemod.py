@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from rules.codemods import (
+from rules.cst import (
     EagleCodemod,
     NotAutoFixable,
     add_base,

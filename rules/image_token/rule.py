@@ -7,6 +7,7 @@ from typing import Iterator
 from auditor.engines.vllm.facts import config_attributes, is_multimodal
 from auditor.model.findings import Finding, Severity
 from auditor.index.resolve import ClassRef
+from rules.image_token.facts import image_token_chains
 from rules.base import AuditTarget, Context, Example, Rule
 
 
@@ -61,7 +62,7 @@ class ImageTokenRule(Rule):
         ref = target.facts.ref
         if ref is None or not is_multimodal(ctx.resolver, ref):
             return
-        chains = ctx.tree.image_token
+        chains = image_token_chains(ctx)
         if not chains:
             return
         path, chain = chains[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from auditor.model.findings import Finding, Severity
+from rules.allowlist.facts import allowlist_for
 from rules.base import AuditTarget, Context, Example, Rule
 
 _SPEC = """
@@ -69,7 +70,7 @@ class AllowlistRule(Rule):
     ]
 
     def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
-        found = ctx.tree.allowlist_for(target.method)
+        found = allowlist_for(ctx, target.method)
         if found is None:
             return
         path, fact = found

@@ -9,7 +9,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from rules.codemods import (
+from rules.cst import (
     LINE_LENGTH,
     EagleCodemod,
     NotAutoFixable,

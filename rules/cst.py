@@ -1,4 +1,4 @@
-"""Codemods: one libcst transformer per blocking gate, next to the rules that find the gates.
+"""What every codemod shares: the base class, the refusal, and libcst helpers.
 
 Each codemod is a :class:`libcst.codemod.VisitorBasedCodemodCommand` with a ``DESCRIPTION``
 and keyword parameters that say *what* to change (a class name, model_types, an attribute),
@@ -9,8 +9,8 @@ formatting and comments of the code it does not touch as they were (libcst round
 A codemod that finds the tree in a shape it cannot rewrite safely raises :class:`NotAutoFixable`
 with the reason and what a human should add instead; it never writes a guess.
 
-:func:`run_codemod` is the entry point used by :mod:`auditor.orchestration.fix`; :data:`CODEMODS` maps the
-stable codemod names (recorded in ``--out`` codemod files) to the classes.
+The codemods live with their gates (``rules/<gate>/codemod.py``); ``rules.registry`` maps the
+stable codemod names (recorded in ``--out`` codemod files) to the classes and runs them.
 """
 
 from __future__ import annotations
@@ -50,56 +50,6 @@ class EagleCodemod(VisitorBasedCodemodCommand):
         """Run the codemod. The gate codemods use no metadata, so the module is transformed
         directly (libcst's default wraps it in a MetadataWrapper, which deep-copies it)."""
         return self.transform_module_impl(tree)
-
-
-#: Codemod name → ``module:Class`` (imported on first use: the modules import this one).
-_CODEMODS = {
-    "allowlist": "rules.codemods.allowlist:AllowlistCodemod",
-    "interface": "rules.codemods.interface:InterfaceCodemod",
-    "aux-capture": "rules.codemods.aux_capture:AuxCaptureCodemod",
-    "image-token": "rules.codemods.image_token:ImageTokenCodemod",
-}
-
-
-def codemod_class(name: str) -> type[EagleCodemod]:
-    """The codemod class registered as ``name``. Raises KeyError for an unknown name."""
-    import importlib
-
-    mod, cls = _CODEMODS[name].split(":")
-    return getattr(importlib.import_module(mod), cls)
-
-
-def codemod_classes() -> dict[str, type[EagleCodemod]]:
-    """Every codemod by its stable name, in gate order."""
-    return {n: codemod_class(n) for n in _CODEMODS}
-
-
-def apply_codemod(name: str, module: cst.Module, params: dict, filename: str | None = None) -> tuple[cst.Module, list[str]]:
-    """Apply codemod ``name`` with ``params`` to a parsed module.
-
-    Returns:
-        ``(new module, changes)``; ``changes`` is empty (and the module unchanged) when the
-        module already had the change.
-    Raises:
-        NotAutoFixable: the codemod cannot make the change (the reason says why).
-        KeyError: unknown codemod name.
-    """
-    cmd = codemod_class(name)(CodemodContext(filename=filename), **params)
-    new = cmd.transform_module(module)
-    if not cmd.changes:
-        return module, []
-    return new, cmd.changes
-
-
-def run_codemod(name: str, code: str, params: dict, filename: str | None = None) -> tuple[str, list[str]]:
-    """Apply codemod ``name`` with ``params`` to the module source ``code``: ``(new code, changes)``.
-
-    Raises:
-        NotAutoFixable, KeyError: see :func:`apply_codemod`.
-        libcst.ParserSyntaxError: ``code`` does not parse.
-    """
-    new, changes = apply_codemod(name, cst.parse_module(code), params, filename)
-    return (new.code if changes else code), changes
 
 
 # -- helpers shared by the codemods ----------------------------------------------------------

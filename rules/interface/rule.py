@@ -7,6 +7,7 @@ from typing import Iterator
 
 from auditor.model.findings import Finding, Severity
 from auditor.index.summary import MethodFact
+from rules.interface.facts import duck_typed_eagle3_members, runtime_eagle3_calls
 from rules.base import AuditTarget, Context, Example, Rule
 
 #: The protocol each speculative method's runtime check uses (``supports_eagle3`` /
@@ -62,11 +63,11 @@ def missing_members(ctx: Context, target: AuditTarget) -> tuple[list[str], objec
     class under its method's protocol; without a protocol in the tree (vLLM ≤ 0.10.0), the
     members are the methods the runner calls by duck typing."""
     ref = target.facts.ref
-    proto = ctx.tree.protocol(PROTOCOL_FOR_METHOD[target.method])
+    proto = ctx.facts.protocol(PROTOCOL_FOR_METHOD[target.method])
     if proto is not None:
         required = sorted(proto.members)
     elif target.method == "eagle3":
-        required = ctx.tree.duck_typed_eagle3_members()
+        required = duck_typed_eagle3_members(ctx)
     else:
         required = []
     if proto is not None and proto.ref in target.facts.mro:
@@ -179,7 +180,7 @@ class StubMemberRule(Rule):
         facts = target.facts
         if facts.ref is None:
             return
-        proto = ctx.tree.protocol(PROTOCOL_FOR_METHOD[target.method])
+        proto = ctx.facts.protocol(PROTOCOL_FOR_METHOD[target.method])
         if proto is None:
             return
         for name in sorted(proto.members):
@@ -219,9 +220,9 @@ class StaleMemberRule(Rule):
         facts = target.facts
         if facts.ref is None:
             return
-        proto = ctx.tree.protocol("SupportsEagle3")
+        proto = ctx.facts.protocol("SupportsEagle3")
         live = set(proto.members) if proto else set()
-        live |= ctx.tree.runtime_eagle3_calls
+        live |= runtime_eagle3_calls(ctx)
         seen: set[str] = set()
         for entry in facts.mro:
             c = ctx.resolver.cls(entry) if hasattr(entry, "qualname") else None

@@ -175,12 +175,12 @@ class AuxCaptureRule(Rule):
                 fwd.path, fwd.line, holder=holder.dotted,
             )
             return
-        mixin = ctx.tree.eagle_model_mixin
+        mixin = ctx.facts.eagle_model_mixin
         needs_mixin = any(lp.uses_mixin_helper for lp in capturing)
         why = "its loop calls _maybe_add_hidden_state"
         setter = ctx.resolver.lookup(facts.ref, "set_aux_hidden_state_layers")
         if setter is not None and isinstance(setter[1], MethodFact):
-            proto = ctx.tree.protocol("SupportsEagle3")
+            proto = ctx.facts.protocol("SupportsEagle3")
             if proto and proto.is_protocol_class(setter[0]) and method_requires_mixin(setter[1]):
                 needs_mixin = True
                 why = f"{setter[0].name}.set_aux_hidden_state_layers (the protocol default) asserts it"
@@ -192,7 +192,7 @@ class AuxCaptureRule(Rule):
                 loc[0] if loc else None, loc[1] if loc else None, holder=holder.dotted, needs_mixin=True,
             )
         # the protocol's default layer getter (vLLM >= 0.18) reads ``<holder>.layers``
-        proto = ctx.tree.protocol("SupportsEagle3")
+        proto = ctx.facts.protocol("SupportsEagle3")
         if proto is not None:
             for name, (owner, fact) in proto.members.items():
                 if not (isinstance(fact, MethodFact) and name.startswith("get_eagle3") and "layers" in fact.attrs):

@@ -7,7 +7,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from rules.codemods import EagleCodemod, NotAutoFixable, functions_named, insert_items, replace_within, string_node
+from rules.cst import EagleCodemod, NotAutoFixable, functions_named, insert_items, replace_within, string_node
 
 
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:

@@ -1,0 +1,175 @@
+"""Facts of the ``allowlist`` gate: the EAGLE-3 target model_type allowlist, found by what it does.
+
+A condition that tests the speculative method against ``"eagle3"`` together with a membership
+test on a ``model_type`` and raises (``vllm/config.py`` in 0.10.0, ``vllm/config/speculative.py``
+from 0.11.0, under the names ``eagle3_target_supported`` and later ``aux_hidden_states_supported``).
+The extractor runs in the index pass (:class:`auditor.index.summary.Extractor`) on the modules
+whose bytes hold the trigger words.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+from auditor.cache import cacheable
+from auditor.index.summary import Extractor, ParentMap
+
+
+@cacheable
+@dataclass
+class AllowlistFact:
+    """The EAGLE-3 target model_type allowlist as one tree has it.
+
+    ``line``: the ``if`` that raises; ``list_name``/``list_line``: the list variable and the line
+    of its assignment (None for an inline test such as ``"llama" not in ...model_type``);
+    ``entries``: the allowed strings; ``methods``: the speculative methods the test applies to;
+    ``substring``: True for vLLM's ``any(s in model_type ...)`` / ``"x" in model_type`` semantics,
+    False for ``model_type in LIST`` (exact); ``subject``: the source text of the model_type
+    expression (``self.target_model_config.hf_text_config.model_type``); ``function``: the
+    enclosing function; ``list_end_line``: last line of the list literal.
+    """
+
+    line: int
+    list_name: str | None
+    list_line: int | None
+    list_end_line: int | None
+    entries: list[str]
+    methods: list[str]
+    substring: bool
+    subject: str
+    function: str
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def _strings(node: ast.AST) -> list[str]:
+    return [n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+
+def _has_model_type(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Attribute) and n.attr == "model_type" for n in ast.walk(node))
+
+
+def _eagle3_method_test(test: ast.AST) -> list[str] | None:
+    """If ``test`` contains ``X.method == "eagle3"`` or ``X.method in (..."eagle3"...)``, return
+    the method names it admits, else None."""
+    for n in ast.walk(test):
+        if not isinstance(n, ast.Compare) or len(n.ops) != 1:
+            continue
+        left = n.left
+        comp = n.comparators[0]
+        if not (isinstance(left, ast.Attribute) and left.attr == "method"):
+            continue
+        if isinstance(n.ops[0], ast.Eq) and isinstance(comp, ast.Constant) and comp.value == "eagle3":
+            return ["eagle3"]
+        if isinstance(n.ops[0], ast.In) and isinstance(comp, (ast.Tuple, ast.List, ast.Set)):
+            vals = [e.value for e in comp.elts if isinstance(e, ast.Constant)]
+            if "eagle3" in vals:
+                return [v for v in vals if isinstance(v, str)]
+    return None
+
+
+def _raises(body: list[ast.stmt]) -> bool:
+    return any(isinstance(n, ast.Raise) for s in body for n in ast.walk(s))
+
+
+def extract_allowlist(tree: ast.Module) -> list[AllowlistFact]:
+    """Find every EAGLE-3 model_type allowlist test in a module (see :class:`AllowlistFact`)."""
+    out: list[AllowlistFact] = []
+    pm: ParentMap | None = None
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.If):
+            continue
+        methods = _eagle3_method_test(node.test)
+        if methods is None or not _has_model_type(node.test) or not _raises(node.body):
+            continue
+        pm = pm or ParentMap(tree)
+        fn = pm.enclosing_function(node)
+        list_name = None
+        entries: list[str] = []
+        substring = True
+        subject = ""
+        for n in ast.walk(node.test):
+            # any(s in <subject> for s in LIST)
+            if isinstance(n, ast.GeneratorExp) and n.generators:
+                gen = n.generators[0]
+                elt = n.elt
+                if (
+                    isinstance(elt, ast.Compare)
+                    and isinstance(elt.ops[0], ast.In)
+                    and _has_model_type(elt.comparators[0])
+                ):
+                    subject = ast.unparse(elt.comparators[0])
+                    substring = True
+                    if isinstance(gen.iter, ast.Name):
+                        list_name = gen.iter.id
+                    elif isinstance(gen.iter, (ast.List, ast.Tuple)):
+                        entries = [e.value for e in gen.iter.elts if isinstance(e, ast.Constant)]
+                    break
+            if isinstance(n, ast.Compare) and len(n.ops) == 1 and isinstance(n.ops[0], (ast.In, ast.NotIn)):
+                left, comp = n.left, n.comparators[0]
+                if isinstance(left, ast.Constant) and isinstance(left.value, str) and _has_model_type(comp):
+                    # "llama" not in X.model_type
+                    entries = [left.value]
+                    subject = ast.unparse(comp)
+                    substring = True
+                    break
+                if _has_model_type(left) and isinstance(comp, ast.Name):
+                    list_name, subject, substring = comp.id, ast.unparse(left), False
+                    break
+                if _has_model_type(left) and isinstance(comp, (ast.List, ast.Tuple, ast.Set)):
+                    entries = [e.value for e in comp.elts if isinstance(e, ast.Constant)]
+                    subject, substring = ast.unparse(left), False
+                    break
+        list_line = list_end = None
+        if list_name and fn is not None:
+            for a in ast.walk(fn):
+                if isinstance(a, (ast.Assign, ast.AnnAssign)) and a.lineno < node.lineno:
+                    targets = a.targets if isinstance(a, ast.Assign) else [a.target]
+                    if any(isinstance(t, ast.Name) and t.id == list_name for t in targets) and a.value is not None:
+                        try:
+                            val = ast.literal_eval(a.value)
+                            entries = [str(v) for v in val]
+                        except Exception:
+                            entries = _strings(a.value)
+                        list_line, list_end = a.lineno, a.end_lineno
+        out.append(
+            AllowlistFact(
+                line=node.lineno,
+                list_name=list_name,
+                list_line=list_line,
+                list_end_line=list_end,
+                entries=entries,
+                methods=methods,
+                substring=substring,
+                subject=subject,
+                function=getattr(fn, "name", "<module>"),
+            )
+        )
+    return out
+
+
+_ALLOWLIST_NEAR = re.compile(rb"eagle3[\s\S]{0,800}?model_type|model_type[\s\S]{0,800}?eagle3")
+
+
+def may_hold_allowlist(source: bytes) -> bool:
+    """Cheap pre-filter: ``"eagle3"`` and ``model_type`` within a few lines of each other."""
+    return _ALLOWLIST_NEAR.search(source) is not None
+
+
+
+#: The allowlist extractor, run on ``vllm/config*`` modules that mention both trigger words.
+EXTRACTOR = Extractor("allowlist", prefixes=("vllm/config",), needles=(b"eagle3", b"model_type"),
+                      run=extract_allowlist, prefilter=may_hold_allowlist)
+
+
+def allowlist_for(ctx, method: str) -> "tuple[str, AllowlistFact] | None":
+    """The allowlist that applies to a speculative ``method`` in the tree of ``ctx`` (a
+    :class:`rules.base.Context`), as ``(path, fact)``; None when the tree has none (vLLM ≥ 0.22)."""
+    for path, f in ctx.facts.found(EXTRACTOR):
+        if method in f.methods:
+            return path, f
+    return None

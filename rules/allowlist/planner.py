@@ -1,0 +1,21 @@
+"""Fix planner of the ``allowlist`` gate: add the target's text model_type to the allowlist."""
+
+from __future__ import annotations
+
+from auditor.model.findings import Finding
+from auditor.model.results import TargetResult
+from rules.allowlist.facts import allowlist_for
+from rules.planning import Invocation, Planner
+
+
+def plan(p: Planner, result: TargetResult, f: Finding) -> None:
+    found = allowlist_for(p.ctx, p.method)
+    mt = f.data.get("model_type") or result.text_model_type
+    if found is None or not mt:
+        p.no(result.architecture, f, "the allowlist or the target's text model_type is unknown",
+                 "pass --model-type with the checkpoint's text model_type")
+        return
+    path, fact = found
+    p.add(Invocation("allowlist", "allowlist", path,
+                         {"model_types": [mt], "method": p.method, "function": fact.function},
+                         [result.architecture]))

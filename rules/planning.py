@@ -1,0 +1,129 @@
+"""Fix planning shared by every gate: codemod invocations, what cannot be fixed, the planner.
+
+Each gate's own planner lives in ``rules/<gate>/planner.py`` as ``plan(planner, result, finding)``;
+:class:`Planner` dispatches to them through the table ``rules.registry.PLANNERS``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from auditor.index.resolve import ClassRef
+from auditor.model.findings import Finding, Severity
+from auditor.model.results import TargetResult
+from rules.base import Context
+
+
+@dataclass
+class Invocation:
+    """One codemod run: ``codemod`` name, the file ``path`` it edits, its ``params``, the gate
+    it fixes, the architectures it serves, and (once applied) the ``changes`` it made."""
+
+    codemod: str
+    gate: str
+    path: str
+    params: dict
+    architectures: list[str] = field(default_factory=list)
+    changes: list[str] = field(default_factory=list)
+
+    def key(self) -> tuple:
+        p = self.params
+        return (self.codemod, self.path, p.get("class") or p.get("class_name") or p.get("function") or "")
+
+    def merge(self, other: "Invocation") -> None:
+        for a in other.architectures:
+            if a not in self.architectures:
+                self.architectures.append(a)
+        if self.codemod == "allowlist":
+            mts = self.params["model_types"]
+            for mt in other.params["model_types"]:
+                if mt not in mts:
+                    mts.append(mt)
+        if self.codemod == "interface":
+            names = {m["name"] for m in self.params["members"]}
+            self.params["members"] += [m for m in other.params["members"] if m["name"] not in names]
+
+    def as_dict(self) -> dict:
+        return {
+            "codemod": self.codemod, "gate": self.gate, "path": self.path, "params": self.params,
+            "architectures": self.architectures, "changes": self.changes,
+        }
+
+
+@dataclass
+class Unfixable:
+    """A gate the tool will not fix automatically: why, and what to add by hand."""
+
+    architecture: str
+    gate: str
+    reason: str
+    hint: str = ""
+    path: str | None = None
+    line: int | None = None
+
+    def text(self) -> str:
+        where = f" ({self.path}:{self.line})" if self.path and self.line else (f" ({self.path})" if self.path else "")
+        hint = f" — to fix by hand: {self.hint}" if self.hint else ""
+        return f"{self.architecture}: {self.gate}{where}: {self.reason}{hint}"
+
+
+def module_params(ref: ClassRef, path: str) -> dict:
+    """The codemod parameters that name the module of ``ref`` (defined at ``path``)."""
+    return {"module": ref.module, "is_package": path.endswith("/__init__.py")}
+
+
+
+class Planner:
+    """Maps findings to codemod invocations for one (possibly patched) tree.
+
+    Args:
+        ctx: the tree's rule context (resolver, registry, facts).
+        method: the speculative method being fixed.
+        planners: gate id → ``plan(planner, result, finding)`` (``rules.registry.PLANNERS``).
+        only: codemod names allowed (a replayed codemods file); None allows all.
+    """
+
+    def __init__(self, ctx: Context, method: str, planners: dict[str, Callable], only: set[str] | None = None):
+        self.ctx = ctx
+        self.r = ctx.resolver
+        self.registry = ctx.registry
+        self.facts = ctx.facts
+        self.source = ctx.resolver.tree.source
+        self.planners = planners
+        self.method = method
+        self.only = only
+        self.invocations: dict[tuple, Invocation] = {}
+        self.unfixable: list[Unfixable] = []
+        self.explicit_setter: set[str] = set()  # targets whose planned interface writes the setter
+
+    def add(self, inv: Invocation) -> None:
+        """Plan ``inv`` (merged with an earlier invocation of the same codemod at the same place)."""
+        if self.only is not None and inv.codemod not in self.only:
+            self.unfixable.append(Unfixable(inv.architectures[0], inv.gate,
+                                            f"the codemods file does not include the {inv.codemod} codemod"))
+            return
+        k = inv.key()
+        if k in self.invocations:
+            self.invocations[k].merge(inv)
+        else:
+            self.invocations[k] = inv
+
+    def no(self, arch: str, f: Finding, reason: str, hint: str = "") -> None:
+        """Record that the gate of ``f`` cannot be fixed automatically for ``arch``: why, and what to do by hand."""
+        self.unfixable.append(Unfixable(arch, f.gate, reason, hint, f.path, f.line))
+
+    def plan(self, result: TargetResult) -> None:
+        """Plan a fix for every blocking finding of ``result`` (by the gate's planner)."""
+        arch = result.architecture
+        for f in result.findings:
+            if f.severity is Severity.UNKNOWN:
+                self.no(arch, f, f"the verdict is unknown, so there is nothing safe to change: {f.message}")
+                continue
+            if f.severity is not Severity.ERROR:
+                continue
+            handler = self.planners.get(f.gate)
+            if handler is None:
+                self.no(arch, f, f"no codemod exists for gate {f.gate}: {f.message}")
+                continue
+            handler(self, result, f)

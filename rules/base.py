@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Iterator
 
 from auditor.engines.vllm.facts import TargetFacts, TreeFacts
-from auditor.model.findings import Finding, Severity
 from auditor.engines.vllm.registry import Registry
 from auditor.index.resolve import Resolver
+from auditor.model.findings import Finding, Severity
 
 
 @dataclass

@@ -15,6 +15,8 @@ stable codemod names (recorded in ``--out`` codemod files) to the classes and ru
 
 from __future__ import annotations
 
+import keyword
+from dataclasses import dataclass
 from typing import Any, ClassVar, Sequence
 
 import libcst as cst
@@ -33,6 +35,18 @@ class NotAutoFixable(Exception):
         self.hint = hint
 
 
+@dataclass(frozen=True)
+class CodemodExample:
+    """A codemod example that runs as a test (fixit's ``expected_replacement``): ``params``,
+    the module ``before``, and the module ``after`` the codemod must produce (``after`` is also
+    a fixed point: the codemod is idempotent)."""
+
+    params: dict
+    before: str
+    after: str
+    note: str = ""
+
+
 class EagleCodemod(VisitorBasedCodemodCommand):
     """Base class of the gate codemods: ``NAME`` (stable id), ``GATE`` (the rule's gate id),
     ``DESCRIPTION``; ``changes`` collects one sentence per edit made (empty: nothing to do)."""
@@ -40,6 +54,7 @@ class EagleCodemod(VisitorBasedCodemodCommand):
     NAME: ClassVar[str] = ""
     GATE: ClassVar[str] = ""
     DESCRIPTION: ClassVar[str] = ""
+    EXAMPLES: ClassVar[list[CodemodExample]] = []
 
     def __init__(self, context: CodemodContext, **params: Any) -> None:
         super().__init__(context)
@@ -166,11 +181,29 @@ def too_long(module: cst.Module, node: cst.CSTNode, depth: int = 0, needle: str 
 
 
 def string_node(value: str, like: cst.SimpleString | None = None) -> cst.SimpleString:
-    """A string literal for ``value`` quoted the way ``like`` is (double quotes by default)."""
+    """A string literal node whose value is exactly ``value`` (quotes, backslashes and control
+    characters escaped as ``repr`` does), quoted the way ``like`` is (double quotes by default)
+    when ``value`` allows it. Raises TypeError for a value that is not a str."""
+    if not isinstance(value, str):
+        raise TypeError(f"not a string: {value!r}")
     q = '"'
     if like is not None and like.value[:1] in ("'", '"') and like.value[:3] not in ('"""', "'''"):
         q = like.value[0]
-    return cst.SimpleString(f"{q}{value}{q}")
+    literal = repr(value)
+    if literal[0] != q and "'" not in value and '"' not in value:
+        literal = q + literal[1:-1] + q  # the same escapes are valid under either quote
+    node = cst.SimpleString(literal)
+    assert node.evaluated_value == value
+    return node
+
+
+def identifier(value: object, what: str) -> str:
+    """``value`` when it is a Python identifier (or a dotted chain of them), the only kind of
+    name a codemod writes into code; else :class:`NotAutoFixable` naming ``what``."""
+    if isinstance(value, str) and value and all(
+            p.isidentifier() and not keyword.iskeyword(p) for p in value.split(".")):
+        return value
+    raise NotAutoFixable(f"{what} {value!r} is not a Python identifier; a codemod writes only identifiers into code")
 
 
 def module_binds(module: cst.Module, name: str) -> bool:

@@ -3,11 +3,20 @@ model_type allowlist, in whatever form the tree has it."""
 
 from __future__ import annotations
 
+from textwrap import dedent
 from typing import Iterator
 
 import libcst as cst
 
-from rules.cst import EagleCodemod, NotAutoFixable, functions_named, insert_items, replace_within, string_node
+from rules.cst import (
+    CodemodExample,
+    EagleCodemod,
+    NotAutoFixable,
+    functions_named,
+    insert_items,
+    replace_within,
+    string_node,
+)
 
 
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -156,6 +165,54 @@ class AllowlistCodemod(EagleCodemod):
     NAME = "allowlist"
     GATE = "allowlist"
     DESCRIPTION = "Add the target's text model_type(s) to vLLM's EAGLE-3 model_type allowlist."
+    EXAMPLES = [
+        CodemodExample(
+            {'model_types': ['kimi_k2'], 'method': 'eagle3'},
+            before=dedent('''\
+                def _verify_args(self):
+                    supported = ["llama", "qwen"]  # keep this comment
+                    if self.method == "eagle3" and not any(s in self.target_model_config.hf_text_config.model_type for s in supported):
+                        raise ValueError("Eagle3 is only supported for some models")
+            '''),
+            after=dedent('''\
+                def _verify_args(self):
+                    supported = ["llama", "qwen", "kimi_k2"]  # keep this comment
+                    if self.method == "eagle3" and not any(s in self.target_model_config.hf_text_config.model_type for s in supported):
+                        raise ValueError("Eagle3 is only supported for some models")
+            '''),
+            note='a named list gets the model_type; its comment stays',
+        ),
+        CodemodExample(
+            {'model_types': ['kimi_k2'], 'method': 'eagle3'},
+            before=dedent('''\
+                def _verify_args(self):
+                    if self.method == "eagle3" and "llama" not in self.target_model_config.hf_text_config.model_type:
+                        raise ValueError("Eagle3 is only supported for Llama models.")
+            '''),
+            after=dedent('''\
+                def _verify_args(self):
+                    if self.method == "eagle3" and not any(supported in self.target_model_config.hf_text_config.model_type for supported in ["llama", "kimi_k2"]):
+                        raise ValueError("Eagle3 is only supported for Llama models.")
+            '''),
+            note="0.10.0's inline single-name test becomes a list test with the same substring semantics",
+        ),
+        CodemodExample(
+            {'model_types': ['toy", __import__("os").system("id"), "toy'], 'method': 'eagle3'},
+            before=dedent('''\
+                def _verify_args(self):
+                    supported = ["llama"]
+                    if self.method == "eagle3" and not any(s in self.target_model_config.hf_text_config.model_type for s in supported):
+                        raise ValueError("no")
+            '''),
+            after=dedent('''\
+                def _verify_args(self):
+                    supported = ["llama", 'toy", __import__("os").system("id"), "toy']
+                    if self.method == "eagle3" and not any(s in self.target_model_config.hf_text_config.model_type for s in supported):
+                        raise ValueError("no")
+            '''),
+            note='a value with quotes is written as one inert string literal, never as code',
+        ),
+    ]
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         model_types: list[str] = list(dict.fromkeys(self.params["model_types"]))
@@ -199,10 +256,16 @@ class AllowlistCodemod(EagleCodemod):
         if gate.kind == "inline":
             subject = tree.code_for_node(gate.subject)
             old = gate.comparison
-            quote = string_node("x", old.left if isinstance(old.left, cst.SimpleString) else None).value[0]
-            items = ", ".join(f"{quote}{v}{quote}" for v in entries + missing)
-            text = f"any(supported in {subject} for supported in [{items}])"
-            new = cst.parse_expression(("not " if gate.negated else "") + text)
+            like = old.left if isinstance(old.left, cst.SimpleString) else None
+            call = cst.parse_expression(f"any(supported in {subject} for supported in [])")
+            items = [string_node(v, like) for v in entries + missing]  # literal nodes, never text
+            elements = [cst.Element(v, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+                        for v in items[:-1]] + [cst.Element(items[-1])]
+            gen = call.args[0].value
+            gen = gen.with_changes(for_in=gen.for_in.with_changes(iter=gen.for_in.iter.with_changes(elements=elements)))
+            new = call.with_changes(args=[call.args[0].with_changes(value=gen)])
+            if gate.negated:
+                new = cst.UnaryOperation(operator=cst.Not(), expression=new)
             new = new.with_changes(lpar=old.lpar, rpar=old.rpar)
             self.changes.append(
                 f"rewrote the inline allowlist test {tree.code_for_node(old)!r} into a list test admitting {missing}"

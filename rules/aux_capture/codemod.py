@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
+from textwrap import dedent
 from typing import Iterator
 
 import libcst as cst
 
 from rules.cst import (
     LINE_LENGTH,
+    CodemodExample,
     EagleCodemod,
     NotAutoFixable,
     add_base,
@@ -19,6 +21,7 @@ from rules.cst import (
     ensure_import,
     find_class,
     has_base,
+    identifier,
     replace,
 )
 
@@ -215,10 +218,53 @@ class AuxCaptureCodemod(EagleCodemod):
         "Rewrite the holder model's forward layer loop to capture hidden states entering the "
         "layers in aux_hidden_state_layers (absolute indices) and return them."
     )
+    EXAMPLES = [
+        CodemodExample(
+            {'class': 'M', 'mode': 'list'},
+            before=dedent('''\
+                class M(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.start_layer, self.end_layer, self.layers = make_layers(4)
+
+                    def forward(self, x):
+                        hidden_states, residual = x, None
+                        for layer in islice(self.layers, self.start_layer, self.end_layer):
+                            hidden_states, residual = layer(hidden_states, residual)
+                        return self.norm(hidden_states)
+            '''),
+            after=dedent('''\
+                class M(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.start_layer, self.end_layer, self.layers = make_layers(4)
+                        self.aux_hidden_state_layers: tuple[int, ...] = ()
+
+                    def forward(self, x):
+                        hidden_states, residual = x, None
+                        aux_hidden_states = []
+                        for idx, layer in enumerate(
+                            islice(self.layers, self.start_layer, self.end_layer),
+                            start=self.start_layer,
+                        ):
+                            if idx in self.aux_hidden_state_layers:
+                                aux_hidden_states.append(
+                                    hidden_states if residual is None else hidden_states + residual
+                                )
+                            hidden_states, residual = layer(hidden_states, residual)
+                        if len(aux_hidden_states) > 0:
+                            return self.norm(hidden_states), aux_hidden_states
+                        return self.norm(hidden_states)
+            '''),
+            note='an islice loop without index gets the absolute index, the capture and the aux return',
+        ),
+    ]
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        qualname = self.params["class"]
+        qualname = identifier(self.params["class"], "the class")
         mode = self.params.get("mode", "list")
+        if mode == "mixin":
+            identifier(self.params["mixin_module"], "the mixin's module")
         cls, depth = find_class(tree, qualname)
         if cls is None:
             raise NotAutoFixable(f"class {qualname} not found in this module")

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from auditor.engines.vllm.facts import find_holder, holder_forward, method_requires_mixin
-from auditor.model.findings import Finding, Severity
+from auditor.engines.vllm.facts import (
+    find_holder,
+    holder_forward,
+    method_requires_mixin,
+)
 from auditor.index.summary import MethodFact
+from auditor.model.findings import Finding, Severity
 from rules.base import AuditTarget, Context, Example, Rule
 
 _NO_INDEX_LOOP = '''

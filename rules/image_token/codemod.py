@@ -3,11 +3,22 @@ proposer, reading the image token id attribute its HF config class really define
 
 from __future__ import annotations
 
+from textwrap import dedent
 from typing import Iterator
 
 import libcst as cst
 
-from rules.cst import LINE_LENGTH, EagleCodemod, NotAutoFixable, dotted_name, functions_named, replace_within
+from rules.cst import (
+    LINE_LENGTH,
+    CodemodExample,
+    EagleCodemod,
+    NotAutoFixable,
+    dotted_name,
+    functions_named,
+    identifier,
+    replace_within,
+    string_node,
+)
 
 
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -113,10 +124,38 @@ class ImageTokenCodemod(EagleCodemod):
         "Add a branch for the architecture to the EAGLE proposer that reads the image token id "
         "attribute the target's HF config class really defines."
     )
+    EXAMPLES = [
+        CodemodExample(
+            {'class_name': 'KimiK25ForConditionalGeneration', 'attribute': 'media_placeholder_token_id', 'function': 'load_model'},
+            before=dedent('''\
+                class EagleProposer:
+                    def load_model(self, target_model):
+                        if supports_multimodal(target_model):
+                            if self.get_model_name(target_model) == "Qwen2_5_VLForConditionalGeneration":
+                                self.model.config.image_token_index = target_model.config.image_token_id
+                            else:
+                                self.model.config.image_token_index = target_model.config.image_token_index
+            '''),
+            after=dedent('''\
+                class EagleProposer:
+                    def load_model(self, target_model):
+                        if supports_multimodal(target_model):
+                            if self.get_model_name(target_model) == "Qwen2_5_VLForConditionalGeneration":
+                                self.model.config.image_token_index = target_model.config.image_token_id
+                            elif self.get_model_name(target_model) == "KimiK25ForConditionalGeneration":
+                                self.model.config.image_token_index = (
+                                    target_model.config.media_placeholder_token_id
+                                )
+                            else:
+                                self.model.config.image_token_index = target_model.config.image_token_index
+            '''),
+            note='a branch before the fallback reads the attribute the config class defines',
+        ),
+    ]
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        cls_name = self.params["class_name"]
-        attribute = self.params["attribute"]
+        cls_name = identifier(self.params["class_name"], "the class name")
+        attribute = identifier(self.params["attribute"], "the config attribute")
         function = self.params.get("function")
         finder = _Finder(function)
         finder.has_get_model_name = bool(functions_named(tree, "get_model_name"))
@@ -164,13 +203,15 @@ class ImageTokenCodemod(EagleCodemod):
         dest = tree.code_for_node(template.targets[0].target)
         value = f"{_config_prefix(tree, template)}.{attribute}"
         pad = len(tree.default_indent) * depth
-        head = f'if {name_expr} == "{cls_name}":\n'
+        head = f'if {name_expr} == "":\n'  # the class name goes in as a literal node, below
         one = f"{tree.default_indent}{dest} = {value}\n"
         if pad + len(tree.default_indent) + len(one.strip()) > LINE_LENGTH:
             ind = tree.default_indent
             one = f"{ind}{dest} = (\n{ind}{ind}{value}\n{ind})\n"
         node = cst.parse_statement(head + one, config=tree.config_for_parsing)
-        return node.with_changes(orelse=orelse)
+        test = node.test.with_changes(comparisons=[node.test.comparisons[0].with_changes(
+            comparator=string_node(cls_name))])
+        return node.with_changes(test=test, orelse=orelse)
 
     def _wrap_flat(self, tree, mm_if: cst.If, depth, target_var, has_get_model_name, cls_name, attribute):
         line = next(

@@ -5,17 +5,20 @@ from __future__ import annotations
 from typing import Iterator
 
 from auditor.engines.vllm.facts import config_attributes, is_multimodal
-from auditor.model.findings import Finding, Severity
 from auditor.index.resolve import ClassRef
-from rules.image_token.facts import image_token_chains
+from auditor.model.findings import Finding, Severity
 from rules.base import AuditTarget, Context, Example, Rule
+from rules.image_token.facts import image_token_chains
 
 
 def transformers_configs(ctx: Context):
     """The :class:`auditor.engines.vllm.hfconfigs.TransformersConfigs` of the transformers source given with
     ``--transformers`` or installed here (None when there is none), built once per context."""
     if "transformers" not in ctx.cache:
-        from auditor.engines.vllm.hfconfigs import TransformersConfigs, locate_transformers
+        from auditor.engines.vllm.hfconfigs import (
+            TransformersConfigs,
+            locate_transformers,
+        )
 
         parent = locate_transformers(ctx.cache.get("transformers_path"))
         ctx.cache["transformers"] = TransformersConfigs(parent) if parent else None

@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+from textwrap import dedent
+
 import libcst as cst
 
 from rules.cst import (
+    CodemodExample,
     EagleCodemod,
     NotAutoFixable,
     add_base,
@@ -14,6 +17,7 @@ from rules.cst import (
     ensure_import,
     find_class,
     has_base,
+    identifier,
     parse_member,
     replace,
 )
@@ -71,11 +75,55 @@ class InterfaceCodemod(EagleCodemod):
         "Add the SupportsEagle3 protocol to the bases of the class that holds the code, with its "
         "import and the members the tree's protocol requires."
     )
+    EXAMPLES = [
+        CodemodExample(
+            {'class': 'V2', 'protocol': 'SupportsEagle3', 'protocol_module': 'vllm.model_executor.models.interfaces', 'module': 'vllm.model_executor.models.toy', 'members': [{'name': 'set_aux_hidden_state_layers', 'kind': 'set-inner', 'attr': 'model'}, {'name': 'get_eagle3_aux_hidden_state_layers', 'kind': 'get-default', 'attr': 'model'}]},
+            before=dedent('''\
+                from .interfaces import SupportsPP
+
+
+                class V2(nn.Module, SupportsPP):
+                    def __init__(self):
+                        self.model = M()  # inner
+
+
+                class V3(V2):
+                    pass
+            '''),
+            after=dedent('''\
+                from .interfaces import SupportsEagle3, SupportsPP
+
+
+                class V2(nn.Module, SupportsPP, SupportsEagle3):
+                    def __init__(self):
+                        self.model = M()  # inner
+
+                    def set_aux_hidden_state_layers(self, layers: tuple[int, ...]) -> None:
+                        self.model.aux_hidden_state_layers = layers
+
+                    def get_eagle3_aux_hidden_state_layers(self) -> tuple[int, ...]:
+                        num_layers = len(self.model.layers)
+                        return (2, num_layers // 2, num_layers - 3)
+
+
+                class V3(V2):
+                    pass
+            '''),
+            note='the protocol and its members go on the class that holds the code; the empty subclass is untouched',
+        ),
+    ]
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        qualname = self.params["class"]
+        qualname = identifier(self.params["class"], "the class")
         protocol = self.params.get("protocol")
+        if protocol is not None:
+            identifier(protocol, "the protocol")
+            identifier(self.params["protocol_module"], "the protocol's module")
         members = self.params.get("members") or []
+        for m in members:
+            for k in ("name", "attr", "layers"):
+                if k in m:
+                    identifier(m[k], f"the member's {k}")
         cls, depth = find_class(tree, qualname)
         if cls is None:
             raise NotAutoFixable(f"class {qualname} not found in this module",

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import ast
 
-from auditor.engines.vllm.facts import HOLDER_ATTRS, LANGUAGE_MODEL_ATTRS, find_holder, holder_forward, init_assign, target_facts
+from auditor.engines.vllm.facts import (
+    HOLDER_ATTRS,
+    LANGUAGE_MODEL_ATTRS,
+    find_holder,
+    holder_forward,
+    init_assign,
+    target_facts,
+)
 from auditor.index.resolve import ClassRef
 from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding

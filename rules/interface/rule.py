@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from auditor.model.findings import Finding, Severity
 from auditor.index.summary import MethodFact
-from rules.interface.facts import duck_typed_eagle3_members, runtime_eagle3_calls
+from auditor.model.findings import Finding, Severity
 from rules.base import AuditTarget, Context, Example, Rule
+from rules.interface.facts import duck_typed_eagle3_members, runtime_eagle3_calls
 
 #: The protocol each speculative method's runtime check uses (``supports_eagle3`` /
 #: ``supports_eagle`` in vllm/model_executor/models/interfaces.py).

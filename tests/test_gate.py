@@ -26,8 +26,8 @@ from junitparser import JUnitXml
 
 from auditor.orchestration.config import Config, find_pyproject, load_config
 from auditor.model.errors import AuditError
-from auditor.source.fetch import fetch_release, list_sdist_versions
-from auditor.orchestration.matrix import IndexListing, index_listing, parse_versions, run_matrix
+from auditor.source.fetch import IndexListing, fetch_release, list_releases, list_sdist_versions
+from auditor.orchestration.matrix import parse_versions, run_matrix
 from auditor.model.errors import SourceError
 from auditor.model.outcomes import ReleaseVerdict
 from rules.registry import BLOCKING_GATES
@@ -472,7 +472,7 @@ def test_matrix_lists_releases_without_sdist_as_skipped(cli):
 
 
 def test_version_specs_against_the_real_index():
-    listing = index_listing()
+    listing = list_releases()
     sdists = list_sdist_versions()
     assert list(listing.sdists) == sdists
     plan = parse_versions("0.12.0..0.33.0", listing)

@@ -34,9 +34,9 @@ from pathlib import Path
 from auditor.engines.vllm.facts import (
     HOLDER_ATTRS,
     LANGUAGE_MODEL_ATTRS,
-    _init_assign,
     find_holder,
     holder_forward,
+    init_assign,
     method_requires_mixin,
     target_facts,
 )
@@ -47,7 +47,6 @@ from auditor.index.resolve import ClassRef
 from auditor.orchestration.scan import Auditor
 from auditor.model.results import TargetResult, TargetSpec
 from auditor.source.sources import TreeSource
-from auditor.index.tree import Tree
 
 #: Format id of the codemods file written by ``fix --out``.
 CODEMODS_FORMAT = "eagle-audit-codemods/1"
@@ -90,7 +89,7 @@ class OverlaySource(TreeSource):
         return relpath in self.patched or self.base.exists(relpath)
 
     def _metadata_version(self) -> str | None:
-        return self.base._metadata_version()
+        return None  # never asked: version() is the base tree's
 
     def version(self) -> str | None:
         return self.base.version()
@@ -103,12 +102,7 @@ def overlay_auditor(base: Auditor, texts: dict[str, str]) -> Auditor:
     """An :class:`Auditor` over ``base``'s tree with ``texts`` (path → new source) laid over it.
     Summaries of unchanged files already built for ``base`` are reused."""
     src = OverlaySource(base.tree.source, {p: t.encode("utf-8") for p, t in texts.items()})
-    tree = Tree(src, base.tree.cache)
-    tree._files = set(base.tree.files) | set(texts)
-    for p, s in base.tree.loaded().items():
-        if p not in texts:
-            tree._by_path[p] = s
-    return Auditor(tree)
+    return Auditor(base.tree.overlaid(src, texts))
 
 
 # -- plan ------------------------------------------------------------------------------------
@@ -283,7 +277,7 @@ class Planner:
             needed = self.a.facts.duck_typed_eagle3_members() if self.method == "eagle3" else []
         needed = sorted(needed, key=lambda n: (n != "set_aux_hidden_state_layers", n))
         # how the holder reaches the inner model
-        lm = _init_assign(self.r, holder, LANGUAGE_MODEL_ATTRS)
+        lm = init_assign(self.r, holder, LANGUAGE_MODEL_ATTRS)
         h = find_holder(self.r, self.a.registry, ref)
         if lm is not None and lm[2] is not None and lm[2][0].endswith("init_vllm_registered_model"):
             attr, relation, inner = lm[1], "delegate", h.language_ref
@@ -294,7 +288,7 @@ class Planner:
                 return False
             default_path = attr == "language_model" or self.r.lookup(holder, "get_language_model") is not None
         else:
-            found = _init_assign(self.r, holder, HOLDER_ATTRS)
+            found = init_assign(self.r, holder, HOLDER_ATTRS)
             if found is None or found[2] is None:
                 if needed:
                     self._no(arch, f, f"no __init__ on {holder.name}'s MRO builds the inner model "
@@ -321,7 +315,7 @@ class Planner:
         if defaults and relation == "delegate" and inner is not None and default_path:
             # the protocol default unwraps the language model, then needs its .model(.layers)
             iholder = self._code_holder(inner)
-            ifound = _init_assign(self.r, iholder, HOLDER_ATTRS)
+            ifound = init_assign(self.r, iholder, HOLDER_ATTRS)
             ih = find_holder(self.r, self.a.registry, inner)
             default_path = (ifound is not None and ifound[1] == "model" and ih.ref is not None
                             and self._layers_attr(ih.ref) == "layers")

@@ -1,8 +1,8 @@
 """The release matrix (the ``matrix`` command). Pure: results are objects, nothing is printed.
 
 :func:`run_matrix` gives one row per release and architecture of a version list or range, read
-from the package index (:func:`index_listing`); releases without a source archive are listed as
-``skipped`` with the reason. Archives are fetched by a thread pool (the cache writes through a
+from the package index (:func:`~auditor.source.fetch.list_releases`); releases without a source
+archive are listed as ``skipped`` with the reason. Archives are fetched by a thread pool (the cache writes through a
 temporary file and an atomic rename, so concurrent fetches of different releases are safe) and
 audited as they arrive, in worker processes or in this one.
 """
@@ -24,36 +24,13 @@ from auditor.model.findings import Severity
 from auditor.model.outcomes import ReleaseVerdict
 from auditor.model.results import TargetResult, TargetSpec
 from auditor.orchestration.scan import Auditor
+from auditor.source.fetch import IndexListing, list_releases, nearest_versions, recorded_sha256
 
 #: ``progress(stage, done, total)``: stage is ``"fetch"`` or ``"audit"``.
 Progress = Callable[[str, int, int], None]
 
 
 # -- release listing and version specs ---------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class IndexListing:
-    """What the package index lists for vllm: ``sdists`` (versions with a source archive that
-    is not yanked), ``known`` (every release version, any file type) and ``yanked``."""
-
-    sdists: tuple[str, ...]
-    known: tuple[str, ...]
-    yanked: tuple[str, ...] = ()
-
-
-def index_listing() -> IndexListing:
-    """Read the vllm page of pip's index once (see :mod:`auditor.source.fetch`)."""
-    from auditor.source.fetch import _Client, _release_sdists, index_url
-
-    sdists, known = _release_sdists(_Client(index_url()))
-    ok = {s.version for s in sdists if not s.yanked}
-    yanked = {s.version for s in sdists if s.yanked} - ok
-    return IndexListing(
-        sdists=tuple(str(v) for v in sorted(ok)),
-        known=tuple(str(v) for v in sorted(set(known) | ok | yanked)),
-        yanked=tuple(str(v) for v in sorted(yanked)),
-    )
 
 
 @dataclass(frozen=True)
@@ -109,9 +86,7 @@ def parse_versions(spec: str, listing: IndexListing) -> list[PlannedRelease]:
         else:
             v = _version(item, spec)
             if v not in known:
-                from auditor.source.fetch import _nearest
-
-                near = ", ".join(str(n) for n in _nearest(v, [k for k in known if k in sdists]))
+                near = ", ".join(str(n) for n in nearest_versions(v, [k for k in known if k in sdists]))
                 raise AuditError(f"--versions: vLLM {item} is not on the package index"
                                  + (f"; nearest releases: {near}" if near else ""))
             chosen.append(v)
@@ -167,10 +142,9 @@ def _release_cache_path(archive: str, names: Sequence[str], method: str, model_t
     import hashlib
     import json
 
-    from auditor.source.fetch import _read_sidecar
     from auditor.index.tree import cache_root
 
-    digest = _read_sidecar(Path(archive))
+    digest = recorded_sha256(Path(archive))
     if digest is None:
         return None
     key = hashlib.sha256(json.dumps([_code_digest(), digest, list(names), method, model_type]).encode()).hexdigest()
@@ -338,7 +312,7 @@ def run_matrix(
     names = list(names)
     if not names:
         raise AuditError("no target: give --model NAME (or targets in pyproject.toml, tool.eagle-audit)")
-    plan = parse_versions(versions, listing if listing is not None else index_listing())
+    plan = parse_versions(versions, listing if listing is not None else list_releases())
     to_read = [p.version for p in plan if p.skip is None]
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(to_read) or 1))
     audits: dict[str, ReleaseAudit] = {}

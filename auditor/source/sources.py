@@ -192,7 +192,7 @@ class _CountingReader(io.RawIOBase):
         return n
 
 
-def _progress_bar(description: str, total: int | None):
+def progress_bar(description: str, total: int | None):
     """Build a transient rich progress bar drawn on stderr.
 
     Args:
@@ -673,7 +673,7 @@ class ArchiveSource(TreeSource):
         py_members: dict[str, bytes] = {}
         metadata: dict[str, bytes] = {}
         total = self.path.stat().st_size
-        bar = _progress_bar(f"reading {self.path.name}", total) if progress else None
+        bar = progress_bar(f"reading {self.path.name}", total) if progress else None
         try:
             with open(self.path, "rb") as raw:
                 if bar is not None:

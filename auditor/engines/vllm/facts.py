@@ -159,7 +159,10 @@ class TreeFacts:
         self._protocols[name] = proto
         return proto
 
-    def _is_protocol_class(self, ref: ClassRef) -> bool:
+    def is_protocol_class(self, ref: ClassRef) -> bool:
+        """True when ``ref`` derives directly from ``typing.Protocol`` (or
+        ``typing_extensions.Protocol``), as vLLM's ``SupportsEagle3`` does in
+        ``vllm/model_executor/models/interfaces.py``."""
         for b in self.resolver.bases(ref):
             if isinstance(b, External) and b.name in ("typing.Protocol", "typing_extensions.Protocol"):
                 return True
@@ -249,9 +252,13 @@ def target_facts(resolver: Resolver, registry: Registry, arch: str) -> TargetFac
     )
 
 
-def _init_assign(resolver: Resolver, ref: ClassRef, attrs: tuple[str, ...]):
-    """The first ``__init__`` on ``ref``'s MRO that assigns ``self.<attr>`` for one of ``attrs``:
-    ``(defining class, attr, (callee text, kwargs, line), value text)`` or None."""
+def init_assign(resolver: Resolver, ref: ClassRef, attrs: tuple[str, ...]):
+    """The first ``__init__`` on ``ref``'s MRO that assigns ``self.<attr>`` for one of ``attrs``
+    (in vLLM: ``self.model = DeepseekV2Model(...)`` in a model file's ``ForCausalLM.__init__``).
+
+    Returns:
+        ``(defining class, attr, (callee text, kwargs, line) or None, value text)``, or None.
+    """
     for e in resolver.mro(ref).entries:
         if not isinstance(e, ClassRef):
             continue
@@ -287,7 +294,7 @@ def find_holder(resolver: Resolver, registry: Registry, ref: ClassRef, _depth: i
     """
     if _depth > 3:
         return HolderInfo(None, "wrapper recursion", unknown="wrapper nesting too deep")
-    lm = _init_assign(resolver, ref, LANGUAGE_MODEL_ATTRS)
+    lm = init_assign(resolver, ref, LANGUAGE_MODEL_ATTRS)
     if lm is not None and lm[2] is not None and lm[2][0].endswith("init_vllm_registered_model"):
         owner, attr, (callee, kwargs, line), _ = lm
         loc = resolver.location(owner)
@@ -311,7 +318,7 @@ def find_holder(resolver: Resolver, registry: Registry, ref: ClassRef, _depth: i
         inner.language_arch = arch
         inner.language_ref = lref
         return inner
-    found = _init_assign(resolver, ref, HOLDER_ATTRS)
+    found = init_assign(resolver, ref, HOLDER_ATTRS)
     if found is None:
         return HolderInfo(None, "no self.model", unknown=(
             f"no __init__ on {ref.name}'s MRO assigns the inner model (self.{', self.'.join(HOLDER_ATTRS)})"))
@@ -355,7 +362,7 @@ def find_holder(resolver: Resolver, registry: Registry, ref: ClassRef, _depth: i
         else:
             reason = f"{callee} is not a class"
         return HolderInfo(None, via, path, line, unknown=reason)
-    if _depth < 3 and t != ref and _init_assign(resolver, t, HOLDER_ATTRS + LANGUAGE_MODEL_ATTRS) is not None \
+    if _depth < 3 and t != ref and init_assign(resolver, t, HOLDER_ATTRS + LANGUAGE_MODEL_ATTRS) is not None \
             and not _has_layer_loop(resolver, t):
         # the attribute holds another wrapper (a ForCausalLM): its own holder runs the layers
         inner = find_holder(resolver, registry, t, _depth + 1)

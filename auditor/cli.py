@@ -481,7 +481,7 @@ def gate_cmd(
         _write(text, output)
     _append(markdown, summary)
     if output is not None or fmt is not GateFormat.table:
-        err.print(f"eagle-audit gate: {report.outcome}: {report.message()}", markup=False, highlight=False,
+        err.print(f"eagle-audit gate: {report.outcome.value}: {report.message()}", markup=False, highlight=False,
                   soft_wrap=True)
     raise typer.Exit(0 if exit_zero else report.exit_code)
 
@@ -515,7 +515,7 @@ def matrix_cmd(
     Exit codes: 0 matrix produced, 2 usage or input error, or a release that could not be fetched or read (it is listed as skipped, with the error).
     """
     from auditor.render import ci_formats
-    from auditor.orchestration.upgrade import run_matrix
+    from auditor.orchestration.matrix import run_matrix
 
     cfg = _config(config, targets=model, versions=versions, methods=[method.value] if method else None,
                   model_type=model_type)

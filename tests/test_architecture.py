@@ -4,6 +4,7 @@ listed once in the registry table."""
 
 from __future__ import annotations
 
+import ast
 import pathlib
 
 from importlinter.cli import EXIT_STATUS_SUCCESS, lint_imports
@@ -26,6 +27,29 @@ def _modules():
 
 def _private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def test_no_module_imports_a_private_name_of_another():
+    offences = []
+    for path, mod in _modules():
+        tree = ast.parse(path.read_text())
+        aliases: dict[str, str] = {}  # local name -> our module it stands for
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in PACKAGES:
+                for a in node.names:
+                    if _private(a.name) and node.module != mod:
+                        offences.append(f"{mod}: from {node.module} import {a.name}")
+                    aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.split(".")[0] in PACKAGES:
+                        aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and _private(node.attr):
+                target = aliases.get(node.value.id)
+                if target is not None and target != mod:
+                    offences.append(f"{mod}: {node.value.id}.{node.attr}")
+    assert offences == []
 
 
 def test_every_gate_has_one_room_and_one_registry_line():

@@ -26,9 +26,10 @@ from junitparser import JUnitXml
 
 from auditor.orchestration.config import Config, find_pyproject, load_config
 from auditor.model.errors import AuditError
-from auditor.source.fetch import fetch_release, list_sdist_versions
-from auditor.orchestration.upgrade import IndexListing, index_listing, parse_versions, run_matrix
+from auditor.source.fetch import IndexListing, fetch_release, list_releases, list_sdist_versions
+from auditor.orchestration.matrix import parse_versions, run_matrix
 from auditor.model.errors import SourceError
+from auditor.model.outcomes import ReleaseVerdict
 from rules.registry import BLOCKING_GATES
 from conftest import drift_tree
 
@@ -471,7 +472,7 @@ def test_matrix_lists_releases_without_sdist_as_skipped(cli):
 
 
 def test_version_specs_against_the_real_index():
-    listing = index_listing()
+    listing = list_releases()
     sdists = list_sdist_versions()
     assert list(listing.sdists) == sdists
     plan = parse_versions("0.12.0..0.33.0", listing)
@@ -522,8 +523,8 @@ def test_matrix_keeps_a_release_that_cannot_be_fetched_as_skipped(tmp_path):
                         progress=lambda *e: events.append(e))
     assert sorted(calls) == ["0.17.1", "0.18.0"]
     rows = {(r.vllm_version, r.architecture): r for r in report.rows}
-    assert rows[("0.17.1", KIMI)].verdict == "skipped" and "refused" in rows[("0.17.1", KIMI)].reason
-    assert rows[("0.18.0", KIMI)].verdict == "supported"
+    assert rows[("0.17.1", KIMI)].verdict is ReleaseVerdict.SKIPPED and "refused" in rows[("0.17.1", KIMI)].reason
+    assert rows[("0.18.0", KIMI)].verdict is ReleaseVerdict.SUPPORTED
     assert set(report.errors) == {"0.17.1"}
     assert ("fetch", 2, 2) in events and ("audit", 2, 2) in events
     # a second run is answered from the per-archive cache, with the same rows

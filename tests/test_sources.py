@@ -356,8 +356,9 @@ class _Index:
                     self.send_error(404)
                     return
                 self.send_response(200)
+                # the simple page answers in the media type the client prefers (PEP 691 JSON)
                 kind = (
-                    fetch._JSON_ACCEPT.split(",")[0]
+                    self.headers.get("Accept", "").split(",")[0].strip()
                     if "simple" in self.path
                     else "application/octet-stream"
                 )

@@ -241,18 +241,28 @@ class Tree:
             if ex is not None:
                 ex.shutdown(wait=True, cancel_futures=True)
 
-    def overlay(self, source, changed: Iterable[str]) -> "Tree":
-        """A tree over ``source`` — this tree with the files ``changed`` replaced or added —
-        sharing this tree's cache and extractors and the summaries of every unchanged file."""
-        changed = set(changed)
-        t = Tree(source, self.cache, self.extractors)
-        t._files = set(self.files) | changed
-        t._by_path = {p: s for p, s in self._by_path.items() if p not in changed}
-        return t
-
     def loaded(self) -> dict[str, ModuleSummary]:
         """The summaries built or loaded so far, by path."""
         return dict(self._by_path)
+
+    def overlaid(self, source, changed: Iterable[str]) -> "Tree":
+        """A tree over ``source``, which is this tree with the files ``changed`` replaced or
+        added (e.g. patched in memory): its file list is this tree's plus ``changed``, it shares
+        this tree's cache and extractors, and it starts with the summaries already built here for every file
+        not in ``changed`` (they are not read again).
+
+        Args:
+            source: the new tree's source (reads of unchanged files may go to this tree's).
+            changed: paths whose content differs from this tree's, or that it lacks.
+
+        Returns:
+            The new :class:`Tree`.
+        """
+        changed = set(changed)
+        tree = Tree(source, self.cache, self.extractors)
+        tree._files = set(self.files) | changed
+        tree._by_path = {p: s for p, s in self._by_path.items() if p not in changed}
+        return tree
 
 
 def _digest(data: bytes) -> str:

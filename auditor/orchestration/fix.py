@@ -76,7 +76,7 @@ class OverlaySource(TreeSource):
         return relpath in self.patched or self.base.exists(relpath)
 
     def _metadata_version(self) -> str | None:
-        return self.base._metadata_version()
+        return None  # never asked: version() is the base tree's
 
     def version(self) -> str | None:
         return self.base.version()
@@ -89,8 +89,7 @@ def overlay_auditor(base: Auditor, texts: dict[str, str]) -> Auditor:
     """An :class:`Auditor` over ``base``'s tree with ``texts`` (path → new source) laid over it.
     Summaries of unchanged files already built for ``base`` are reused."""
     src = OverlaySource(base.tree.source, {p: t.encode("utf-8") for p, t in texts.items()})
-    tree = base.tree.overlay(src, texts)
-    return Auditor(tree)
+    return Auditor(base.tree.overlaid(src, texts))
 
 
 # -- plan ------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import attr
 import sarif_om as sarif
 from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
 
+from auditor.model.outcomes import ReleaseVerdict, UpgradeOutcome
 from auditor.model.results import ScanReport
 from rules.registry import RULES
 
@@ -35,7 +36,7 @@ def _to_json(obj):
 
 
 def _descriptors(checks: dict) -> list:
-    """SARIF rule descriptors for rule classes (or gate checks) keyed by code."""
+    """SARIF rule descriptors for rule classes (or upgrade checks) keyed by code."""
     return [
         sarif.ReportingDescriptor(
             id=code,
@@ -130,30 +131,31 @@ def scan_junit(report: ScanReport) -> str:
 
 
 def _gate_checks() -> dict:
-    from auditor.orchestration.upgrade import GATE_CHECKS
+    """Every check the ``gate`` command reports: the rules and the upgrade checks, by code."""
+    from auditor.orchestration.upgrade import UPGRADE_CHECKS
 
-    return {**RULES, **GATE_CHECKS}
+    return {**RULES, **UPGRADE_CHECKS}
 
 
 def gate_sarif(report) -> str:
-    """A gate report (:class:`auditor.orchestration.upgrade.GateReport`) as a SARIF 2.1.0 log, for code-scanning
+    """A gate report (:class:`auditor.orchestration.upgrade.UpgradeReport`) as a SARIF 2.1.0 log, for code-scanning
     upload. One result per finding of the candidate: ``error`` for a gate that breaks the
     target (the message says which codemod failed and why), ``note`` for a gate the codemods
     fix, ``warning`` for a warning, suppressed (``suppressions``, kind ``external``) when
     ``allowed-warnings`` lists it; plus one result per regression (EA390) and per problem that
     has no finding (EA391 target absent, EA392 invalid patch). Locations are relative to the
     folder that contains the candidate's ``vllm/`` (``SRCROOT``)."""
-    from auditor.orchestration.upgrade import GATE_CHECKS
+    from auditor.orchestration.upgrade import UPGRADE_CHECKS
 
     checks = _gate_checks()
     index = {code: i for i, code in enumerate(checks)}
-    by_gate = {c.GATE: code for code, c in GATE_CHECKS.items()}
+    by_gate = {c.GATE: code for code, c in UPGRADE_CHECKS.items()}
     results = []
 
     def add(code, level, text, path, line, t, extra=None, suppressed=False):
-        props = {"architecture": t.architecture, "method": t.method, "outcome": t.outcome,
-                 "currentVerdict": t.current_verdict, "candidateVerdict": t.candidate_verdict,
-                 "patchedVerdict": t.patched_verdict}
+        props = {"architecture": t.architecture, "method": t.method, "outcome": t.outcome.value,
+                 "currentVerdict": _value(t.current_verdict), "candidateVerdict": t.candidate_verdict.value,
+                 "patchedVerdict": _value(t.patched_verdict)}
         props.update(extra or {})
         results.append(sarif.Result(
             rule_id=code, rule_index=index.get(code), level=level,
@@ -193,11 +195,11 @@ def gate_sarif(report) -> str:
             add(code or "EA392", "error", p.text(), p.path, p.line, t, {"gate": p.gate, "codemod": p.codemod})
         if t.regression:
             first = next((f for f in t.candidate.findings if f.severity.value != "warning"), None) if t.candidate else None
-            add("EA390", "error" if t.outcome == "broken" else "warning",
-                f"supported by {report.current.name} but {t.candidate_verdict} in {report.candidate.name}"
-                + (f" (patched: {t.patched_verdict})" if t.patched_verdict else ""),
+            add("EA390", "error" if t.outcome is UpgradeOutcome.BROKEN else "warning",
+                f"supported by {report.current.name} but {t.candidate_verdict.value} in {report.candidate.name}"
+                + (f" (patched: {t.patched_verdict.value})" if t.patched_verdict else ""),
                 first.path if first else None, first.line if first else None, t, {"gate": "regression"})
-    props = {"outcome": report.outcome, "message": report.message(),
+    props = {"outcome": report.outcome.value, "message": report.message(),
              "candidate": report.candidate.as_dict(),
              "current": report.current.as_dict() if report.current else None,
              "codemods": str(report.codemods) if report.codemods else None}
@@ -212,7 +214,7 @@ def gate_junit(report) -> str:
     another gate (a disallowed warning, an absent target, an invalid patch) adds a failing case."""
     from rules.registry import BLOCKING_GATES
 
-    xml = JUnitXml(name=f"eagle-audit gate: {report.candidate.name} ({report.outcome})")
+    xml = JUnitXml(name=f"eagle-audit gate: {report.candidate.name} ({report.outcome.value})")
     suites: dict[str, TestSuite] = {}
     for t in report.targets:
         suite = _suite(xml, suites, f"eagle-audit.gate.{t.method}")
@@ -235,7 +237,14 @@ def gate_junit(report) -> str:
     return out.decode() if isinstance(out, bytes) else str(out)
 
 
-_OUTCOME_WORD = {"native": "native", "patched": "patched", "broken": "BROKEN"}
+def _value(v) -> str | None:
+    """The string value of an optional enum member."""
+    return v.value if v is not None else None
+
+
+def _outcome_word(outcome) -> str:
+    """The outcome as the Markdown heading shows it (broken in capitals)."""
+    return outcome.value.upper() if outcome is UpgradeOutcome.BROKEN else outcome.value
 
 
 def _md(text: object) -> str:
@@ -246,7 +255,7 @@ def _md(text: object) -> str:
 def gate_markdown(report) -> str:
     """A gate report as GitHub-flavoured Markdown (for a job summary): the outcome, a table of
     targets, then the problems, regressions and warnings."""
-    lines = [f"## eagle-audit gate: {_OUTCOME_WORD[report.outcome]}", "", report.message(), ""]
+    lines = [f"## eagle-audit gate: {_outcome_word(report.outcome)}", "", report.message(), ""]
     sides = [f"candidate: **{report.candidate.name}** (`{report.candidate.source}`)"]
     if report.current:
         sides.append(f"current: {report.current.name} (`{report.current.source}`)")
@@ -256,13 +265,13 @@ def gate_markdown(report) -> str:
     lines += [" · ".join(sides), ""]
     lines += ["| target | method | current | candidate | with codemods | outcome |", "|---|---|---|---|---|---|"]
     for t in report.targets:
-        cand = t.candidate_verdict + (f" ({', '.join(t.candidate.blocking)})" if t.candidate and t.candidate.blocking else "")
-        patched = t.patched_verdict or "—"
+        cand = t.candidate_verdict.value + (f" ({', '.join(t.candidate.blocking)})" if t.candidate and t.candidate.blocking else "")
+        patched = _value(t.patched_verdict) or "—"
         if t.patched and t.patched.blocking:
             patched += f" ({', '.join(t.patched.blocking)})"
         reg = " (regression)" if t.regression else ""
-        lines.append(f"| {_md(t.architecture)} | {t.method} | {t.current_verdict or '—'}{reg} | {_md(cand)} | "
-                     f"{_md(patched)} | **{t.outcome}** |")
+        lines.append(f"| {_md(t.architecture)} | {t.method} | {_value(t.current_verdict) or '—'}{reg} | {_md(cand)} | "
+                     f"{_md(patched)} | **{t.outcome.value}** |")
     problems = [(t, p) for t in report.targets for p in t.problems]
     if problems:
         lines += ["", "### Why it is broken", ""]
@@ -275,7 +284,7 @@ def gate_markdown(report) -> str:
         lines += ["", "### Regressions", ""]
         for t in report.regressions:
             lines.append(f"- **{t.architecture}** ({t.method}): supported by {report.current.name}, "
-                         f"{t.candidate_verdict} in {report.candidate.name}")
+                         f"{t.candidate_verdict.value} in {report.candidate.name}")
     warned = [(t, f) for t in report.targets for f in t.warnings]
     if warned:
         lines += ["", "### Warnings", ""]
@@ -285,18 +294,17 @@ def gate_markdown(report) -> str:
 
 
 def _cell(row) -> str:
-    if row.verdict == "blocked":
+    """A matrix cell: the verdict, with the blocking gates or the warnings."""
+    if row.verdict is ReleaseVerdict.BLOCKED:
         return f"blocked: {', '.join(row.blocking)}"
-    if row.verdict == "supported":
+    if row.verdict is ReleaseVerdict.SUPPORTED:
         w = f" (warnings: {', '.join(dict.fromkeys(row.warnings))})" if row.warnings else ""
         return (f"**supported** ← first native{w}" if row.first_native else f"supported{w}")
-    if row.verdict == "skipped":
-        return "skipped"
-    return row.verdict
+    return row.verdict.value
 
 
 def matrix_markdown(report) -> str:
-    """A matrix report (:class:`auditor.orchestration.upgrade.MatrixReport`) as Markdown: one row per release,
+    """A matrix report (:class:`auditor.orchestration.matrix.MatrixReport`) as Markdown: one row per release,
     one column per architecture (verdict and blocking gates); the first release with native
     support is in bold; skipped releases are listed with the reason below the table."""
     archs = report.architectures
@@ -315,7 +323,7 @@ def matrix_markdown(report) -> str:
         lines.append(f"- first release with native support for all: {report.first_all_supported or 'none in this range'}")
     skipped: dict[str, str] = {}
     for r in report.rows:
-        if r.verdict == "skipped":
+        if r.verdict is ReleaseVerdict.SKIPPED:
             skipped.setdefault(r.vllm_version, r.reason)
     for v, why in skipped.items():
         lines.append(f"- skipped {v}: {why}")

@@ -33,9 +33,13 @@ from auditor.model.errors import SourceError
 
 __all__ = [
     "fetch_release",
+    "list_releases",
     "list_sdist_versions",
+    "nearest_versions",
+    "recorded_sha256",
     "index_url",
     "archive_cache_dir",
+    "IndexListing",
     "SdistFile",
 ]
 
@@ -452,8 +456,8 @@ def _all_versions(files: list[dict], versions: list[str]) -> set[Version]:
     return result
 
 
-def _nearest(wanted: Version, available: list[Version], count: int = _NEAREST) -> list[Version]:
-    """Pick the releases closest to ``wanted`` in version order.
+def nearest_versions(wanted: Version, available: list[Version], count: int = _NEAREST) -> list[Version]:
+    """Pick the releases closest to ``wanted`` in version order (for "did you mean" hints).
 
     Args:
         wanted: the requested version.
@@ -507,6 +511,41 @@ def _release_sdists(client: _Client) -> tuple[list[SdistFile], set[Version]]:
     return _sdists(files), _all_versions(files, versions)
 
 
+@dataclass(frozen=True)
+class IndexListing:
+    """What the package index lists for vllm, as version strings sorted by
+    :class:`packaging.version.Version`.
+
+    Attributes:
+        sdists: the releases with a source archive that is not yanked.
+        known: every release version the index mentions, whatever its files.
+        yanked: the releases whose only source archives are yanked.
+    """
+
+    sdists: tuple[str, ...]
+    known: tuple[str, ...]
+    yanked: tuple[str, ...] = ()
+
+
+def list_releases() -> IndexListing:
+    """Read the vllm page of pip's index (the one :func:`index_url` resolves) once.
+
+    Returns:
+        The :class:`IndexListing`.
+
+    Raises:
+        SourceError: when the index cannot be reached or does not list vllm.
+    """
+    sdists, known = _release_sdists(_Client(index_url()))
+    ok = {s.version for s in sdists if not s.yanked}
+    yanked = {s.version for s in sdists if s.yanked} - ok
+    return IndexListing(
+        sdists=tuple(str(v) for v in sorted(ok)),
+        known=tuple(str(v) for v in sorted(set(known) | ok | yanked)),
+        yanked=tuple(str(v) for v in sorted(yanked)),
+    )
+
+
 def list_sdist_versions() -> list[str]:
     """List the vLLM releases that publish a source archive on pip's index.
 
@@ -518,13 +557,7 @@ def list_sdist_versions() -> list[str]:
     Raises:
         SourceError: when the index cannot be reached or does not list vllm.
     """
-    client = _Client(index_url())
-    sdists, _ = _release_sdists(client)
-    seen: dict[Version, str] = {}
-    for sdist in sdists:
-        if not sdist.yanked:
-            seen.setdefault(sdist.version, str(sdist.version))
-    return [seen[v] for v in sorted(seen)]
+    return list(list_releases().sdists)
 
 
 # ------------------------------------------------------------------------ downloads
@@ -542,6 +575,20 @@ def _sha256_file(path: pathlib.Path) -> str:
 def _sidecar(path: pathlib.Path) -> pathlib.Path:
     """Return the ``<file>.sha256`` sidecar path of a cached archive."""
     return path.with_name(path.name + ".sha256")
+
+
+def recorded_sha256(archive: pathlib.Path) -> str | None:
+    """The sha256 of a cached release archive as recorded when :func:`fetch_release` verified
+    it (its ``<file>.sha256`` sidecar), read without hashing the archive again.
+
+    Args:
+        archive: a path :func:`fetch_release` returned (any path is accepted).
+
+    Returns:
+        The hex digest, or None when no valid digest is recorded (an archive that was not
+        fetched, or a damaged sidecar).
+    """
+    return _read_sidecar(pathlib.Path(archive))
 
 
 def _read_sidecar(path: pathlib.Path) -> str | None:
@@ -728,7 +775,7 @@ def fetch_release(
     matches = [s for s in sdists if s.version == wanted]
     if not matches:
         available = sorted({s.version for s in sdists if not s.yanked})
-        nearest = ", ".join(str(v) for v in _nearest(wanted, available))
+        nearest = ", ".join(str(v) for v in nearest_versions(wanted, available))
         if wanted in known:
             problem = (
                 f"vLLM {version} has no source archive (sdist) on the package index "

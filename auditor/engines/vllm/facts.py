@@ -114,7 +114,9 @@ class TreeFacts:
         return proto
 
     def is_protocol_class(self, ref: ClassRef) -> bool:
-        """True when ``ref`` is declared as a ``typing.Protocol`` (one of its bases is ``Protocol``)."""
+        """True when ``ref`` derives directly from ``typing.Protocol`` (or
+        ``typing_extensions.Protocol``), as vLLM's ``SupportsEagle3`` does in
+        ``vllm/model_executor/models/interfaces.py``."""
         for b in self.resolver.bases(ref):
             if isinstance(b, External) and b.name in ("typing.Protocol", "typing_extensions.Protocol"):
                 return True
@@ -201,8 +203,12 @@ def target_facts(resolver: Resolver, registry: Registry, arch: str) -> TargetFac
 
 
 def init_assign(resolver: Resolver, ref: ClassRef, attrs: tuple[str, ...]):
-    """The first ``__init__`` on ``ref``'s MRO that assigns ``self.<attr>`` for one of ``attrs``:
-    ``(defining class, attr, (callee text, kwargs, line), value text)`` or None."""
+    """The first ``__init__`` on ``ref``'s MRO that assigns ``self.<attr>`` for one of ``attrs``
+    (in vLLM: ``self.model = DeepseekV2Model(...)`` in a model file's ``ForCausalLM.__init__``).
+
+    Returns:
+        ``(defining class, attr, (callee text, kwargs, line) or None, value text)``, or None.
+    """
     for e in resolver.mro(ref).entries:
         if not isinstance(e, ClassRef):
             continue

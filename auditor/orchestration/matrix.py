@@ -1,0 +1,386 @@
+"""The release matrix (the ``matrix`` command). Pure: results are objects, nothing is printed.
+
+:func:`run_matrix` gives one row per release and architecture of a version list or range, read
+from the package index (:func:`~auditor.source.fetch.list_releases`); releases without a source
+archive are listed as ``skipped`` with the reason. Archives are fetched by a thread pool (the cache writes through a
+temporary file and an atomic rename, so concurrent fetches of different releases are safe) and
+audited as they arrive, in worker processes or in this one.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from packaging.version import InvalidVersion, Version
+
+from auditor.cache import Store, cacheable
+from auditor.cache import key as cache_key
+from auditor.engines.vllm.targets import load_alias_table, resolve_targets
+from auditor.model.errors import AuditError
+from auditor.model.findings import Severity
+from auditor.model.outcomes import ReleaseVerdict
+from auditor.model.results import TargetResult, TargetSpec
+from auditor.orchestration.scan import Auditor, make_tree
+from auditor.source.fetch import IndexListing, list_releases, nearest_versions, recorded_sha256
+
+#: ``progress(stage, done, total)``: stage is ``"fetch"`` or ``"audit"``.
+Progress = Callable[[str, int, int], None]
+
+
+# -- release listing and version specs ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlannedRelease:
+    """One release of a matrix: its version, and why it is skipped (None: it is read)."""
+
+    version: str
+    skip: str | None = None
+
+
+def _version(text: str, spec: str) -> Version:
+    try:
+        return Version(text.strip())
+    except InvalidVersion:
+        raise AuditError(f"--versions {spec!r}: {text.strip()!r} is not a version (expected e.g. "
+                         "0.16.0,0.18.0 or 0.12.0..0.33.0)") from None
+
+
+def parse_versions(spec: str, listing: IndexListing) -> list[PlannedRelease]:
+    """The releases a ``--versions`` SPEC names, in version order, without repeats.
+
+    SPEC is a comma-separated list of versions and inclusive ranges ``A..B`` (``A..``: from A to
+    the newest release, ``..B``: up to B). A range covers every release the index lists (final
+    releases only, unless an end is itself a pre-release); a listed version the index does not
+    know is an error. Releases without a source archive are kept, with the reason they are
+    skipped.
+
+    Raises:
+        AuditError: a malformed SPEC, an empty range, or a version not on the index.
+    """
+    known = sorted({Version(v) for v in listing.known})
+    sdists = {Version(v) for v in listing.sdists}
+    yanked = {Version(v) for v in listing.yanked}
+    chosen: list[Version] = []
+    items = [i.strip() for i in spec.split(",")]
+    if not spec.strip() or any(not i for i in items):
+        raise AuditError(f"--versions {spec!r}: expected a comma-separated list of versions or ranges A..B")
+    for item in items:
+        if ".." in item:
+            lo_text, _, hi_text = item.partition("..")
+            if ".." in hi_text:
+                raise AuditError(f"--versions {spec!r}: {item!r} has more than one '..'")
+            lo = _version(lo_text, spec) if lo_text.strip() else None
+            hi = _version(hi_text, spec) if hi_text.strip() else None
+            if lo is not None and hi is not None and lo > hi:
+                raise AuditError(f"--versions {spec!r}: the range {item} is empty ({lo} > {hi})")
+            picked = [v for v in known
+                      if (lo is None or v >= lo) and (hi is None or v <= hi)
+                      and (not (v.is_prerelease or v.is_devrelease) or v in (lo, hi))]
+            if not picked:
+                raise AuditError(f"--versions {spec!r}: no release on the index in {item}")
+            chosen += picked
+        else:
+            v = _version(item, spec)
+            if v not in known:
+                near = ", ".join(str(n) for n in nearest_versions(v, [k for k in known if k in sdists]))
+                raise AuditError(f"--versions: vLLM {item} is not on the package index"
+                                 + (f"; nearest releases: {near}" if near else ""))
+            chosen.append(v)
+    out = []
+    for v in sorted(set(chosen)):
+        if v in sdists:
+            out.append(PlannedRelease(str(v)))
+        elif v in yanked:
+            out.append(PlannedRelease(str(v), "its source archive is yanked on the package index"))
+        else:
+            out.append(PlannedRelease(str(v), "no source archive (sdist) on the package index, only wheels"))
+    return out
+
+
+# -- matrix ----------------------------------------------------------------------------------
+
+
+@cacheable
+@dataclass
+class ReleaseAudit:
+    """One release's audit, as a worker returns it (picklable): the results of the names that
+    resolved, and each name that did not with the reason."""
+
+    version: str
+    source: str
+    results: list[TargetResult]
+    unresolved: dict[str, str]
+    seconds: float
+
+
+def _release_key(archive: str, names: Sequence[str], method: str, model_type: str | None) -> str | None:
+    """The cache key of the audit of a fetched release archive: the archive's sha256 as recorded
+    by :func:`auditor.source.fetch.fetch_release` (which has just verified the file against it),
+    the request and the tool's code (:func:`auditor.cache.key`). None when no digest is recorded
+    (an archive that was not fetched)."""
+    digest = recorded_sha256(Path(archive))
+    if digest is None:
+        return None
+    return cache_key("matrix", digest, list(names), method, model_type)
+
+
+def cached_release_audit(archive: str, names: Sequence[str], method: str, model_type: str | None) -> ReleaseAudit | None:
+    """The cached audit of a release archive, or None."""
+    k = _release_key(archive, names, method, model_type)
+    return Store("matrix").get(k, ReleaseAudit) if k is not None else None
+
+
+def _store_release_audit(archive: str, names, method, model_type, audit: ReleaseAudit) -> None:
+    k = _release_key(archive, names, method, model_type)
+    if k is not None:
+        Store("matrix").put(k, audit)
+
+
+def audit_release(version: str, archive: str, names: Sequence[str], method: str,
+                  model_type: str | None = None, use_cache: bool = True) -> ReleaseAudit:
+    """Audit ``names`` in the release archive ``archive`` (a top-level function, so that a
+    process pool can run it). With ``use_cache``, the result is cached per archive sha256 (see
+    :func:`cached_release_audit`), besides the index and result caches of the scan itself."""
+    from auditor.source.sources import ArchiveSource
+    from auditor.index.tree import SummaryCache
+
+    if use_cache:
+        hit = cached_release_audit(archive, names, method, model_type)
+        if hit is not None:
+            return hit
+    t0 = time.perf_counter()
+    auditor = Auditor(make_tree(ArchiveSource(archive), SummaryCache(enabled=use_cache)))
+    specs: list[TargetSpec] = []
+    unresolved: dict[str, str] = {}
+    for name in names:
+        try:
+            found = resolve_targets(auditor.registry, [name], model_type, None)
+        except AuditError as exc:
+            unresolved[name] = str(exc)
+            continue
+        for s in found:
+            if s.architecture not in {x.architecture for x in specs}:
+                specs.append(s)
+    results = auditor.scan(specs, [method]).results if specs else []
+    audit = ReleaseAudit(version, Path(archive).name, results, unresolved, time.perf_counter() - t0)
+    if use_cache:
+        _store_release_audit(archive, names, method, model_type, audit)
+    return audit
+
+
+@dataclass
+class MatrixRow:
+    """One release and architecture (a cell of the matrix): the verdict (``absent``: not in the
+    release's registry; ``skipped``: the release was not read, see ``reason``), the blocking
+    gates and the gates of the warnings."""
+
+    vllm_version: str
+    architecture: str
+    method: str
+    verdict: ReleaseVerdict
+    blocking: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    reason: str = ""
+    first_native: bool = False
+
+    def as_dict(self) -> dict:
+        return {"vllm_version": self.vllm_version, "architecture": self.architecture, "method": self.method,
+                "verdict": self.verdict.value, "blocking": self.blocking, "warnings": self.warnings,
+                "reason": self.reason or None, "first_native": self.first_native}
+
+
+@dataclass
+class MatrixReport:
+    """The matrix: rows in release order, then architecture order."""
+
+    model: list[str]
+    versions: str
+    method: str
+    architectures: list[str]
+    rows: list[MatrixRow]
+    errors: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+    jobs: int = 1
+
+    @property
+    def releases(self) -> list[str]:
+        return list(dict.fromkeys(r.vllm_version for r in self.rows))
+
+    @property
+    def first_supported(self) -> dict[str, str | None]:
+        """Architecture → the first release that supports it natively (None: none does)."""
+        out: dict[str, str | None] = {a: None for a in self.architectures}
+        for r in self.rows:
+            if r.first_native:
+                out[r.architecture] = r.vllm_version
+        return out
+
+    @property
+    def first_all_supported(self) -> str | None:
+        """The first release that supports every architecture natively."""
+        for v in self.releases:
+            rows = [r for r in self.rows if r.vllm_version == v]
+            if rows and all(r.verdict is ReleaseVerdict.SUPPORTED for r in rows):
+                return v
+        return None
+
+    def as_dict(self) -> dict:
+        return {
+            "model": self.model,
+            "versions": self.versions,
+            "method": self.method,
+            "architectures": self.architectures,
+            "first_supported": self.first_supported,
+            "first_all_supported": self.first_all_supported,
+            "rows": [r.as_dict() for r in self.rows],
+            "errors": [{"vllm_version": v, "error": e} for v, e in sorted(self.errors.items(), key=lambda x: Version(x[0]))],
+            "seconds": round(self.seconds, 3),
+            "jobs": self.jobs,
+        }
+
+
+def _expected_architectures(name: str) -> list[str]:
+    """The architectures a name stands for before any tree is read: the alias table's targets
+    for a model_type it lists, else the name itself when it looks like an architecture."""
+    entry = load_alias_table().get("model_type", {}).get(name)
+    if entry:
+        return [t["architecture"] for t in entry["targets"]]
+    return [name] if name[:1].isupper() else []
+
+
+def run_matrix(
+    names: Sequence[str],
+    versions: str,
+    *,
+    method: str = "eagle3",
+    model_type: str | None = None,
+    jobs: int | None = None,
+    fetch_workers: int = 4,
+    use_cache: bool = True,
+    listing: IndexListing | None = None,
+    progress: Progress | None = None,
+    fetch: Callable[..., Path] | None = None,
+) -> MatrixReport:
+    """Audit ``names`` in every release of ``versions`` (see :func:`parse_versions`).
+
+    Archives are fetched by ``fetch_workers`` threads; each is audited as soon as it is there:
+    from the per-archive result cache when it holds it (``use_cache``), else by a pool of
+    ``jobs`` worker processes (default: the CPU count; started on the first miss), or in this
+    process when ``jobs`` is 1. A release that cannot be fetched or read is kept as
+    ``skipped`` with the reason, and listed in ``errors``.
+
+    Raises:
+        AuditError: a bad SPEC, or a name that resolves in none of the releases read.
+    """
+    from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+
+    if fetch is None:
+        from auditor.source.fetch import fetch_release as fetch
+    t0 = time.perf_counter()
+    names = list(names)
+    if not names:
+        raise AuditError("no target: give --model NAME (or targets in pyproject.toml, tool.eagle-audit)")
+    plan = parse_versions(versions, listing if listing is not None else list_releases())
+    to_read = [p.version for p in plan if p.skip is None]
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(to_read) or 1))
+    audits: dict[str, ReleaseAudit] = {}
+    errors: dict[str, str] = {}
+    done = {"fetch": 0, "audit": 0}
+
+    def tick(stage: str) -> None:
+        done[stage] += 1
+        if progress:
+            progress(stage, done[stage], len(to_read))
+
+    if progress:
+        progress("fetch", 0, len(to_read))
+        progress("audit", 0, len(to_read))
+    pool = None
+    try:
+        with ThreadPoolExecutor(max(1, min(fetch_workers, len(to_read) or 1))) as threads:
+            fetching = {threads.submit(fetch, v, progress=False): v for v in to_read}
+            auditing = {}
+            for fut in as_completed(fetching):
+                v = fetching[fut]
+                try:
+                    archive = str(fut.result())
+                except AuditError as exc:
+                    errors[v] = str(exc)
+                    tick("fetch")
+                    tick("audit")
+                    continue
+                tick("fetch")
+                args = (v, archive, tuple(names), method, model_type, use_cache)
+                hit = cached_release_audit(*args[1:5]) if use_cache else None
+                if hit is not None:
+                    audits[v] = hit
+                    tick("audit")
+                    continue
+                if pool is None and jobs > 1:
+                    import multiprocessing
+
+                    # spawn, not fork: the download threads may hold locks at fork time
+                    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
+                if pool is None:
+                    _collect(v, lambda: audit_release(*args), audits, errors)
+                    tick("audit")
+                else:
+                    auditing[pool.submit(audit_release, *args)] = v
+            for fut in as_completed(auditing):
+                _collect(auditing[fut], fut.result, audits, errors)
+                tick("audit")
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    return _matrix(names, versions, method, plan, audits, errors, time.perf_counter() - t0,
+                   jobs if pool is not None else 1)
+
+
+def _collect(version: str, get: Callable[[], ReleaseAudit], audits: dict, errors: dict) -> None:
+    try:
+        audits[version] = get()
+    except AuditError as exc:
+        errors[version] = str(exc)
+
+
+def _matrix(names, versions, method, plan, audits, errors, seconds, jobs) -> MatrixReport:
+    archs: list[str] = []
+    for n in names:
+        archs += [a for a in _expected_architectures(n) if a not in archs]
+    for v in sorted(audits, key=Version):
+        archs += [r.architecture for r in audits[v].results if r.architecture not in archs]
+    resolved = {n for a in audits.values() for n in names if n not in a.unresolved}
+    unknown = [n for n in names if n not in resolved]
+    if audits and unknown:
+        first = next(a.unresolved[unknown[0]] for a in audits.values() if unknown[0] in a.unresolved)
+        read = ", ".join(sorted(audits, key=Version))
+        raise AuditError(f"{unknown[0]!r} is in none of the releases read ({read}): {first}")
+    rows: list[MatrixRow] = []
+    seen_native: set[str] = set()
+    for p in plan:
+        a = audits.get(p.version)
+        by_arch = {r.architecture: r for r in a.results} if a else {}
+        for arch in archs:
+            if p.skip or a is None:
+                reason = p.skip or f"could not be read: {errors.get(p.version, 'unknown error')}"
+                rows.append(MatrixRow(p.version, arch, method, ReleaseVerdict.SKIPPED, reason=reason))
+                continue
+            r = by_arch.get(arch)
+            if r is None:
+                rows.append(MatrixRow(p.version, arch, method, ReleaseVerdict.ABSENT,
+                                      reason="not in the model registry"))
+                continue
+            row = MatrixRow(p.version, arch, method, ReleaseVerdict.of(r.verdict), r.blocking,
+                            [f.gate for f in r.findings if f.severity is Severity.WARNING])
+            if row.verdict is ReleaseVerdict.UNKNOWN:
+                row.reason = "; ".join(f.message for f in r.findings if f.severity is Severity.UNKNOWN)
+            if row.verdict is ReleaseVerdict.SUPPORTED and arch not in seen_native:
+                seen_native.add(arch)
+                row.first_native = True
+            rows.append(row)
+    return MatrixReport(names, versions, method, archs, rows, errors, seconds, jobs)

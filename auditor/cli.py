@@ -73,6 +73,14 @@ def _fail(message: str) -> None:
     raise typer.Exit(2)
 
 
+def _check_model_type(value: Optional[str]) -> None:
+    """Refuse (exit 2) a ``--model-type`` that is not shaped like a model_type, before any work."""
+    if value is not None:
+        from auditor.model.inputs import check_model_type
+
+        check_model_type(value, "--model-type")
+
+
 def _progress_enabled(no_progress: bool) -> bool:
     return not no_progress and err.is_terminal
 
@@ -136,8 +144,9 @@ def scan(
     from auditor.render import report as rep
     from auditor.engines.vllm.targets import load_hf_config, resolve_targets
 
-    auditor = _open(path, vllm_version, no_progress, no_cache, transformers)
+    _check_model_type(model_type)
     cfg = load_hf_config(hf_config) if hf_config else None
+    auditor = _open(path, vllm_version, no_progress, no_cache, transformers)
     specs = resolve_targets(auditor.registry, model, model_type, cfg)
     methods = ["eagle3", "eagle"] if method is MethodOpt.all else [method.value]
     show = _progress_enabled(no_progress)
@@ -301,10 +310,12 @@ def fix_cmd(
         _fail(f"--method must be one of {', '.join(fx.PROTOCOL_FOR_METHOD)}")
     if codemods and model:
         _fail("give either --model or --codemods, not both")
+    _check_model_type(model_type)
+    loaded = fx.load_codemods(codemods) if codemods else None  # validated before any work
     auditor = _open(path, vllm_version, no_progress, no_cache)
     only = None
-    if codemods:
-        specs, method, only = fx.load_codemods(codemods)
+    if loaded is not None:
+        specs, method, only = loaded
         missing = [s.architecture for s in specs if s.architecture not in auditor.registry.entries]
         if missing:
             _fail(f"--codemods: {', '.join(missing)} not in this tree's registry")
@@ -456,6 +467,10 @@ def gate_cmd(
         _fail("give --candidate X|PATH (or candidate in pyproject.toml, tool.eagle-audit)")
     if cfg.codemods is not None and not Path(cfg.codemods).is_file():
         _fail(f"--codemods: no such file: {cfg.codemods}")
+    if cfg.codemods is not None:
+        from auditor.orchestration.fix import load_codemods
+
+        load_codemods(cfg.codemods)  # validated before any work
     hf = load_hf_config(cfg.hf_config) if cfg.hf_config else None
     cand = _open_side("--candidate", cfg.candidate, no_progress, no_cache)
     cur = _open_side("--current", cfg.current, no_progress, no_cache) if cfg.current else None

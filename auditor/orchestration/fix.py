@@ -41,6 +41,7 @@ from auditor.engines.vllm.facts import (
     target_facts,
 )
 from auditor.model.errors import AuditError
+from auditor.model.inputs import check_model_type, is_model_type
 from auditor.model.findings import Finding, Severity, Verdict
 from auditor.index.summary import MethodFact
 from auditor.index.resolve import ClassRef
@@ -218,6 +219,10 @@ class Planner:
         if found is None or not mt:
             self._no(result.architecture, f, "the allowlist or the target's text model_type is unknown",
                      "pass --model-type with the checkpoint's text model_type")
+            return
+        if not is_model_type(mt):  # e.g. derived from a registry key of the scanned tree
+            self._no(result.architecture, f, f"the text model_type {mt!r} is not shaped like a model_type, so it "
+                     "is never written into the tree", "pass --model-type with the checkpoint's text model_type")
             return
         path, fact = found
         self._add(Invocation("allowlist", "allowlist", path,
@@ -708,6 +713,10 @@ def load_codemods(path: Path) -> tuple[list[TargetSpec], str, set[str]]:
         method = doc.get("method", "eagle3")
     except (KeyError, TypeError) as exc:
         raise AuditError(f"--codemods: {path} is malformed: missing {exc}") from None
+    for s in specs:
+        for label, value in (("model_type", s.model_type), ("text_model_type", s.text_model_type)):
+            if value is not None:
+                check_model_type(value, f"--codemods {path}: {label}")
     return specs, method, names
 
 

@@ -300,6 +300,7 @@ def fix_cmd(
         from auditor.source.sources import FolderSource
 
         root = FolderSource(path).root()
+        _sigterm_interrupts()
         try:
             bdir, paths = fx.revert_folder(root)
         except fx.FixRefused as exc:
@@ -328,6 +329,8 @@ def fix_cmd(
     root = auditor.tree.source.root()
     if apply and root is None:
         _fail("--apply needs a folder tree (an archive cannot be edited in place); use --out and patch -p1")
+    if apply:
+        fx.check_apply_target(root)  # refused before the work
     result = fx.plan_fix(auditor, specs, method, only)
     if result.already_supported:
         err.print(result.report(), markup=False, highlight=False, soft_wrap=True)
@@ -349,6 +352,7 @@ def fix_cmd(
         err.print(f"wrote {out_dir / (name + '.patch')} (apply from the folder that contains vllm/ with "
                   f"patch -p1 or git apply) and {out_dir / (name + '.codemods.json')}", markup=False, highlight=False)
     if apply:
+        _sigterm_interrupts()
         try:
             bdir = fx.apply_to_folder(root, result)
         except fx.FixRefused as exc:
@@ -356,6 +360,20 @@ def fix_cmd(
         err.print(f"applied to {root}; originals kept in {bdir} (undo: eagle-audit fix --revert {root})",
                   markup=False, highlight=False)
     raise typer.Exit(0)
+
+
+def _sigterm_interrupts() -> None:
+    """Turn SIGTERM into KeyboardInterrupt, so that an apply or revert stopped that way restores
+    what it had written and removes its temporary files (as Ctrl-C does)."""
+    import signal
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        pass
 
 
 class GateFormat(str, Enum):

@@ -1,7 +1,8 @@
 """The ``eagle-audit`` command line. Printing, colour, exit codes and file writes live here only.
 
 Exit codes (ruff-shaped): 0 every requested target is supported; 1 a target is blocked or its
-verdict is unknown; 2 usage or input error (bad path, corrupt archive, unknown model).
+verdict is unknown; 2 usage or input error (bad path, corrupt archive, unknown model); 3 internal
+error (a bug: one line with a hint to report it; ``eagle-audit --debug ...`` shows the traceback).
 """
 
 from __future__ import annotations
@@ -33,6 +34,20 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+
+#: Exit code of an unexpected error (a bug in eagle-audit, never a verdict).
+EXIT_INTERNAL = 3
+
+_state = {"debug": False}
+
+
+@app.callback()
+def _global_options(
+    debug: bool = typer.Option(False, "--debug", help="On an internal error, show the Python traceback "
+                               "(also EAGLE_AUDIT_DEBUG=1)."),
+) -> None:
+    _state["debug"] = debug
+
 
 out = Console(soft_wrap=False)
 if not out.is_terminal:  # piped or captured: do not squeeze tables into 80 columns
@@ -601,9 +616,9 @@ def main(argv: Optional[list[str]] = None) -> None:
     except (KeyboardInterrupt, typer.Abort):
         err.print("eagle-audit: interrupted")
         sys.exit(130)
-    except Exception as exc:  # click's exceptions (typer may vendor its own copy of click)
+    except Exception as exc:  # click's exceptions (typer may vendor its own copy of click), or a bug
         if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
-            raise
+            _internal_error(exc)
         ctx = getattr(exc, "ctx", None)
         if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
             sys.stdout.write(ctx.get_help() + "\n")
@@ -613,3 +628,21 @@ def main(argv: Optional[list[str]] = None) -> None:
                   highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _internal_error(exc: BaseException) -> None:
+    """Report an unexpected exception: one line and exit 3, or the traceback with ``--debug``."""
+    import os
+
+    if _state["debug"] or os.environ.get("EAGLE_AUDIT_DEBUG", "") not in ("", "0"):
+        import traceback
+
+        sys.stderr.write("".join(traceback.format_exception(exc)))
+    text = " ".join(str(exc).split())
+    if len(text) > 200:
+        text = text[:197] + "..."
+    what = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    err.print(f"[bold red]eagle-audit: internal error:[/bold red] {escape(what)} — this is a bug in eagle-audit; "
+              "please report it with the command line (rerun with --debug for the traceback)",
+              highlight=False, soft_wrap=True)
+    sys.exit(EXIT_INTERNAL)

@@ -455,3 +455,26 @@ def test_revert_restores_symlinks_and_written_files_follow_the_umask(tmp_path):
     assert cli("fix", root, "--revert").exit_code == 0
     assert toy.is_symlink() and os.readlink(toy) == "../../../shared/toy.py"
     assert tree_hash(root) == pristine
+
+
+# -- 5. an internal error is not a verdict ----------------------------------------------------
+
+
+def test_an_internal_error_has_its_own_exit_code_and_one_line(monkeypatch):
+    from auditor.orchestration.scan import Auditor
+    from tests.conftest import MINIVLLM
+
+    def boom(self, *a, **k):
+        raise ZeroDivisionError("division by zero\nsecond line")
+
+    monkeypatch.setattr(Auditor, "scan", boom)
+    monkeypatch.delenv("EAGLE_AUDIT_DEBUG", raising=False)
+    r = cli("scan", MINIVLLM, "--model", "LlamaForCausalLM", "--no-progress")
+    assert r.exit_code == 3 and r.stdout == ""
+    (line,) = r.stderr.strip().splitlines()
+    assert "internal error: ZeroDivisionError: division by zero second line" in line
+    assert "please report it" in line and "--debug" in line
+    r = cli("--debug", "scan", MINIVLLM, "--model", "LlamaForCausalLM", "--no-progress")
+    assert r.exit_code == 3
+    assert "Traceback (most recent call last)" in r.stderr and "in boom" in r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith("eagle-audit: internal error:")

@@ -1,7 +1,8 @@
 """The ``eagle-audit`` command line. Printing, colour, exit codes and file writes live here only.
 
 Exit codes (ruff-shaped): 0 every requested target is supported; 1 a target is blocked or its
-verdict is unknown; 2 usage or input error (bad path, corrupt archive, unknown model).
+verdict is unknown; 2 usage or input error (bad path, corrupt archive, unknown model); 3 internal
+error (a bug: one line with a hint to report it; ``eagle-audit --debug ...`` shows the traceback).
 """
 
 from __future__ import annotations
@@ -33,6 +34,20 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+
+#: Exit code of an unexpected error (a bug in eagle-audit, never a verdict).
+EXIT_INTERNAL = 3
+
+_state = {"debug": False}
+
+
+@app.callback()
+def _global_options(
+    debug: bool = typer.Option(False, "--debug", help="On an internal error, show the Python traceback "
+                               "(also EAGLE_AUDIT_DEBUG=1)."),
+) -> None:
+    _state["debug"] = debug
+
 
 out = Console(soft_wrap=False)
 if not out.is_terminal:  # piped or captured: do not squeeze tables into 80 columns
@@ -71,6 +86,14 @@ VersionOpt = typer.Option(
 def _fail(message: str) -> None:
     err.print(f"[bold red]eagle-audit: error:[/bold red] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
+
+
+def _check_model_type(value: Optional[str]) -> None:
+    """Refuse (exit 2) a ``--model-type`` that is not shaped like a model_type, before any work."""
+    if value is not None:
+        from auditor.model.inputs import check_model_type
+
+        check_model_type(value, "--model-type")
 
 
 def _progress_enabled(no_progress: bool) -> bool:
@@ -133,11 +156,12 @@ def scan(
 
     Exit codes: 0 all supported, 1 some target blocked or unknown, 2 usage or input error.
     """
-    from auditor.render import report as rep
     from auditor.engines.vllm.targets import load_hf_config, resolve_targets
+    from auditor.render import report as rep
 
-    auditor = _open(path, vllm_version, no_progress, no_cache, transformers)
+    _check_model_type(model_type)
     cfg = load_hf_config(hf_config) if hf_config else None
+    auditor = _open(path, vllm_version, no_progress, no_cache, transformers)
     specs = resolve_targets(auditor.registry, model, model_type, cfg)
     methods = ["eagle3", "eagle"] if method is MethodOpt.all else [method.value]
     show = _progress_enabled(no_progress)
@@ -173,7 +197,13 @@ def _render(result, fmt: Format) -> str:
 def _with_progress(show: bool, label: str, fn):
     if not show:
         return fn(None)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, transient=True) as prog:
@@ -189,7 +219,13 @@ def _with_progress2(show: bool, labels: tuple[str, str], fn):
     """Run ``fn(first_cb, second_cb)`` with two progress bars (one per phase) on stderr."""
     if not show:
         return fn(None, None)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, transient=True) as prog:
@@ -216,8 +252,8 @@ def explain(
 ) -> None:
     """The resolved class hierarchy of an architecture: MRO with file:line, empty subclasses,
     protocol members and where each comes from, the holder model and its forward loop."""
-    from auditor.render import report as rep
     from auditor.orchestration.explain import explain as do_explain
+    from auditor.render import report as rep
 
     if all_archs and arch and path is None:
         arch, path = None, arch  # ``explain --all PATH``: the one positional is the tree
@@ -280,8 +316,8 @@ def fix_cmd(
     Exit codes: 0 patch produced (or nothing to do), 1 some gate cannot be fixed automatically
     (nothing written; the report says why), 2 usage error or refused write.
     """
-    from auditor.orchestration import fix as fx
     from auditor.engines.vllm.targets import METHODS, resolve_targets
+    from auditor.orchestration import fix as fx
 
     if revert:
         if apply or out_dir or codemods or model or vllm_version:
@@ -291,6 +327,7 @@ def fix_cmd(
         from auditor.source.sources import FolderSource
 
         root = FolderSource(path).root()
+        _sigterm_interrupts()
         try:
             bdir, paths = fx.revert_folder(root)
         except fx.FixRefused as exc:
@@ -301,10 +338,12 @@ def fix_cmd(
         _fail(f"--method must be one of {', '.join(METHODS)}")
     if codemods and model:
         _fail("give either --model or --codemods, not both")
+    _check_model_type(model_type)
+    loaded = fx.load_codemods(codemods) if codemods else None  # validated before any work
     auditor = _open(path, vllm_version, no_progress, no_cache)
     only = None
-    if codemods:
-        specs, method, only = fx.load_codemods(codemods)
+    if loaded is not None:
+        specs, method, only = loaded
         missing = [s.architecture for s in specs if s.architecture not in auditor.registry.entries]
         if missing:
             _fail(f"--codemods: {', '.join(missing)} not in this tree's registry")
@@ -317,6 +356,8 @@ def fix_cmd(
     root = auditor.tree.source.root()
     if apply and root is None:
         _fail("--apply needs a folder tree (an archive cannot be edited in place); use --out and patch -p1")
+    if apply:
+        fx.check_apply_target(root)  # refused before the work
     result = fx.plan_fix(auditor, specs, method, only)
     if result.already_supported:
         err.print(result.report(), markup=False, highlight=False, soft_wrap=True)
@@ -338,6 +379,7 @@ def fix_cmd(
         err.print(f"wrote {out_dir / (name + '.patch')} (apply from the folder that contains vllm/ with "
                   f"patch -p1 or git apply) and {out_dir / (name + '.codemods.json')}", markup=False, highlight=False)
     if apply:
+        _sigterm_interrupts()
         try:
             bdir = fx.apply_to_folder(root, result)
         except fx.FixRefused as exc:
@@ -345,6 +387,20 @@ def fix_cmd(
         err.print(f"applied to {root}; originals kept in {bdir} (undo: eagle-audit fix --revert {root})",
                   markup=False, highlight=False)
     raise typer.Exit(0)
+
+
+def _sigterm_interrupts() -> None:
+    """Turn SIGTERM into KeyboardInterrupt, so that an apply or revert stopped that way restores
+    what it had written and removes its temporary files (as Ctrl-C does)."""
+    import signal
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        pass
 
 
 class GateFormat(str, Enum):
@@ -445,9 +501,9 @@ def gate_cmd(
 
     Exit codes: 0 native or patched, 1 broken, 2 usage or input error.
     """
-    from auditor.render import ci_formats
-    from auditor.orchestration.upgrade import run_gate
     from auditor.engines.vllm.targets import load_hf_config
+    from auditor.orchestration.upgrade import run_gate
+    from auditor.render import ci_formats
 
     cfg = _config(config, targets=model, candidate=candidate, current=current, codemods=codemods,
                   methods=None if method is None else [method.value], model_type=model_type, hf_config=hf_config,
@@ -456,6 +512,10 @@ def gate_cmd(
         _fail("give --candidate X|PATH (or candidate in pyproject.toml, tool.eagle-audit)")
     if cfg.codemods is not None and not Path(cfg.codemods).is_file():
         _fail(f"--codemods: no such file: {cfg.codemods}")
+    if cfg.codemods is not None:
+        from auditor.orchestration.fix import load_codemods
+
+        load_codemods(cfg.codemods)  # validated before any work
     hf = load_hf_config(cfg.hf_config) if cfg.hf_config else None
     cand = _open_side("--candidate", cfg.candidate, no_progress, no_cache)
     cur = _open_side("--current", cfg.current, no_progress, no_cache) if cfg.current else None
@@ -514,8 +574,8 @@ def matrix_cmd(
 
     Exit codes: 0 matrix produced, 2 usage or input error, or a release that could not be fetched or read (it is listed as skipped, with the error).
     """
-    from auditor.render import ci_formats
     from auditor.orchestration.matrix import run_matrix
+    from auditor.render import ci_formats
 
     cfg = _config(config, targets=model, versions=versions, methods=[method.value] if method else None,
                   model_type=model_type)
@@ -544,7 +604,13 @@ def _matrix_progress(show: bool, fn):
     """Run ``fn(callback)`` under two progress bars: archives fetched, releases audited."""
     if not show:
         return fn(None)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     labels = {"fetch": "fetching archives", "audit": "auditing releases"}
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -568,9 +634,9 @@ def main(argv: Optional[list[str]] = None) -> None:
     except (KeyboardInterrupt, typer.Abort):
         err.print("eagle-audit: interrupted")
         sys.exit(130)
-    except Exception as exc:  # click's exceptions (typer may vendor its own copy of click)
+    except Exception as exc:  # click's exceptions (typer may vendor its own copy of click), or a bug
         if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
-            raise
+            _internal_error(exc)
         ctx = getattr(exc, "ctx", None)
         if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
             sys.stdout.write(ctx.get_help() + "\n")
@@ -580,3 +646,21 @@ def main(argv: Optional[list[str]] = None) -> None:
                   highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _internal_error(exc: BaseException) -> None:
+    """Report an unexpected exception: one line and exit 3, or the traceback with ``--debug``."""
+    import os
+
+    if _state["debug"] or os.environ.get("EAGLE_AUDIT_DEBUG", "") not in ("", "0"):
+        import traceback
+
+        sys.stderr.write("".join(traceback.format_exception(exc)))
+    text = " ".join(str(exc).split())
+    if len(text) > 200:
+        text = text[:197] + "..."
+    what = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    err.print(f"[bold red]eagle-audit: internal error:[/bold red] {escape(what)} — this is a bug in eagle-audit; "
+              "please report it with the command line (rerun with --debug for the traceback)",
+              highlight=False, soft_wrap=True)
+    sys.exit(EXIT_INTERNAL)

@@ -7,10 +7,10 @@ import os
 import tomllib
 from pathlib import Path
 
-from auditor.source.fetch import fetch_release
-from auditor.orchestration.scan import Auditor, make_tree
-from auditor.source.sources import ArchiveSource
 from auditor.index.tree import SummaryCache
+from auditor.orchestration.scan import Auditor, make_tree
+from auditor.source.fetch import fetch_release
+from auditor.source.sources import ArchiveSource
 
 REPO = Path(__file__).resolve().parents[1]
 

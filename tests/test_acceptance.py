@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rules.allowlist.facts import allowlist_for
 from auditor.engines.vllm.targets import resolve_targets
 from auditor.model.results import TargetSpec
+from rules.allowlist.facts import allowlist_for
 from tests.real import expected_cases, release_auditor
 
 CASES = expected_cases()

@@ -20,8 +20,8 @@ from types import SimpleNamespace
 
 import jsonschema
 import pytest
-
 from conftest import MINIVLLM, add_registry_row, make_tree
+
 from rules.registry import RULES
 
 REPO = Path(__file__).resolve().parents[1]

@@ -23,7 +23,8 @@ import pytest
 from typer.testing import CliRunner
 
 from auditor.cli import app
-from auditor.source.fetch import fetch_release
+from auditor.engines.vllm.targets import resolve_targets
+from auditor.index.tree import SummaryCache
 from auditor.orchestration.fix import (
     BACKUP_DIR,
     FixRefused,
@@ -34,9 +35,8 @@ from auditor.orchestration.fix import (
     revert_folder,
 )
 from auditor.orchestration.scan import Auditor, make_tree
-from auditor.engines.vllm.targets import resolve_targets
+from auditor.source.fetch import fetch_release
 from auditor.source.sources import FolderSource
-from auditor.index.tree import SummaryCache
 from rules.cst import NotAutoFixable
 from rules.registry import run_codemod
 from tests.real import release_auditor

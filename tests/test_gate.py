@@ -22,16 +22,20 @@ from types import SimpleNamespace
 
 import jsonschema
 import pytest
+from conftest import drift_tree
 from junitparser import JUnitXml
 
-from auditor.orchestration.config import Config, find_pyproject, load_config
-from auditor.model.errors import AuditError
-from auditor.source.fetch import IndexListing, fetch_release, list_releases, list_sdist_versions
-from auditor.orchestration.matrix import parse_versions, run_matrix
-from auditor.model.errors import SourceError
+from auditor.model.errors import AuditError, SourceError
 from auditor.model.outcomes import ReleaseVerdict
+from auditor.orchestration.config import Config, find_pyproject, load_config
+from auditor.orchestration.matrix import parse_versions, run_matrix
+from auditor.source.fetch import (
+    IndexListing,
+    fetch_release,
+    list_releases,
+    list_sdist_versions,
+)
 from rules.registry import BLOCKING_GATES
-from conftest import drift_tree
 
 REPO = Path(__file__).resolve().parents[1]
 DRIFT = drift_tree()

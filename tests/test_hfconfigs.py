@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from auditor.engines.vllm.hfconfigs import TransformersConfigs, locate_transformers
-from auditor.orchestration.scan import Auditor, open_tree
-from auditor.model.results import TargetSpec
 from conftest import add_registry_row, make_tree
+
+from auditor.engines.vllm.hfconfigs import TransformersConfigs, locate_transformers
+from auditor.model.results import TargetSpec
+from auditor.orchestration.scan import Auditor, open_tree
 
 STUB = Path(__file__).resolve().parents[1] / "fixtures" / "transformers_stub"
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from auditor.index.summary import AttrFact, MethodFact, resolve_relative, summarize
 from auditor.index.resolve import ClassRef, External, ModuleRef, Resolver, Unresolved
-from auditor.source.sources import FolderSource
+from auditor.index.summary import AttrFact, MethodFact, resolve_relative, summarize
 from auditor.index.tree import SummaryCache, Tree
+from auditor.source.sources import FolderSource
 
 
 def summ(src: str, path: str = "vllm/m.py"):
@@ -427,9 +427,9 @@ def test_inconsistent_hierarchy_sets_error(tmp_path):
 
 
 def test_inconsistent_hierarchy_in_a_tree_audit_does_not_crash(tmp_path):
-    from conftest import add_registry_row, audit, make_tree
+    from conftest import add_registry_row, audit, make_tree, open_auditor
+
     from auditor.orchestration.explain import explain
-    from conftest import open_auditor
 
     bad = (
         "from torch import nn\n"

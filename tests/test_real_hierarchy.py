@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from auditor.orchestration.explain import explain
 from auditor.index.resolve import ClassRef
+from auditor.orchestration.explain import explain
 from tests.real import release_auditor
 
 

@@ -7,11 +7,11 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import add_registry_row, audit, make_tree, open_auditor
 
 from auditor.engines.vllm.facts import target_facts
-from auditor.model.findings import Severity
 from auditor.engines.vllm.targets import derive_model_type
-from conftest import add_registry_row, audit, make_tree, open_auditor
+from auditor.model.findings import Severity
 from rules.base import AuditTarget, Example
 from rules.registry import RULES
 

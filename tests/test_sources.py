@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from auditor.source import fetch
 from auditor.model.errors import AuditError, SourceError
+from auditor.source import fetch
 from auditor.source.fetch import fetch_release, list_sdist_versions
 from auditor.source.sources import (
     ArchiveSource,

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from auditor.model.errors import AuditError
+from auditor.model.inputs import check_model_type
 
 #: The table read from pyproject.toml.
 TABLE = ("tool", "eagle-audit")
@@ -69,6 +70,8 @@ class Config:
             given["allowed_warnings"] = _check_warnings(list(given["allowed_warnings"]), "--allow-warning")
         if "methods" in given:
             given["methods"] = _check_methods(list(given["methods"]), "--method")
+        if "model_type" in given:
+            check_model_type(given["model_type"], "--model-type")
         return dataclasses.replace(self, **given)
 
     def as_dict(self) -> dict:
@@ -177,6 +180,8 @@ def _parse(table: dict, path: Path) -> Config:
                 values[field] = (base / value).resolve()
             elif field in ("current", "candidate") and (base / value).exists():
                 values[field] = str((base / value).resolve())
+            elif field == "model_type":
+                values[field] = check_model_type(value, label)
             else:
                 values[field] = value.strip()
     return Config(path=path, **values)

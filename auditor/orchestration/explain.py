@@ -5,8 +5,8 @@ from __future__ import annotations
 import difflib
 
 from auditor.engines.vllm.facts import find_holder, holder_forward, target_facts
-from auditor.model.errors import AuditError
 from auditor.index.resolve import ClassRef
+from auditor.model.errors import AuditError
 from auditor.orchestration.scan import Auditor
 
 

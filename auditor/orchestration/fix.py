@@ -22,16 +22,20 @@ The pipeline, all in memory until the very end:
 from __future__ import annotations
 
 import difflib
+import errno
 import hashlib
 import json
 import os
-import tempfile
+import secrets
+import stat
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from auditor.model.errors import AuditError
 from auditor.model.findings import Severity, Verdict
+from auditor.model.inputs import check_model_type
 from auditor.model.results import TargetResult, TargetSpec
 from auditor.orchestration.scan import Auditor
 from auditor.source.sources import TreeSource
@@ -352,32 +356,315 @@ def load_codemods(path: Path) -> tuple[list[TargetSpec], str, set[str]]:
         method = doc.get("method", "eagle3")
     except (KeyError, TypeError) as exc:
         raise AuditError(f"--codemods: {path} is malformed: missing {exc}") from None
+    for s in specs:
+        for label, value in (("model_type", s.model_type), ("text_model_type", s.text_model_type)):
+            if value is not None:
+                check_model_type(value, f"--codemods {path}: {label}")
     return specs, method, names
 
 
 # -- writing ---------------------------------------------------------------------------------
+#
+# ``--apply`` and ``--revert`` write only inside the tree, never through a symbolic link: every
+# folder on the way to a file is opened one component at a time with O_NOFOLLOW, and each file is
+# written to a temporary file in its folder and renamed over the target through that folder's
+# descriptor. A lock on the tree is held throughout; a file is replaced only if its content still
+# has the hash it was planned from (checked right before the rename); the backup, with its
+# manifest (the journal), is complete on disk before the first file is replaced.
+
+#: Lock file (in the folder that contains ``vllm/``) held for the whole of an apply or a revert.
+LOCK_FILE = ".eagle-audit.lock"
+
+#: Seconds to wait for another apply or revert of the same tree before refusing.
+LOCK_TIMEOUT = 10.0
+
+#: Format id of a backup's ``manifest.json``.
+BACKUP_FORMAT = "eagle-audit-backup/2"
+
+_TMP_SUFFIX = ".eagle-audit.tmp"
+_STAGING = ".incomplete-"
+_MAX_FILE_BYTES = 64 << 20
+
+
+class FileChanged(FixRefused):
+    """A file no longer has the content the patch (or the revert) was planned from."""
+
+    def __init__(self, path: str, message: str):
+        super().__init__(message)
+        self.path = path
 
 
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _atomic_write(target: Path, data: bytes) -> None:
-    """Write ``data`` to ``target`` through a temporary file in the same folder and a rename,
-    keeping the file's permission bits."""
-    mode = target.stat().st_mode & 0o7777 if target.exists() else None
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".eagle-audit.tmp")
+def _tree_parts(rel: object) -> list[str]:
+    """The components of a tree path ``vllm/**/*.py`` (as listed by a source or a manifest).
+
+    Raises:
+        FixRefused: anything else (absolute, ``..``, ``.``, empty components, backslashes, NUL).
+    """
+    ok = isinstance(rel, str) and "\\" not in rel and "\0" not in rel and rel.startswith("vllm/") \
+        and rel.endswith(".py") and len(rel) <= 1024
+    parts = rel.split("/") if ok else []
+    if not ok or any(p in ("", ".", "..") for p in parts):
+        shown = repr(rel)[:120]
+        raise FixRefused(f"{shown} is not a path inside the tree (vllm/**/*.py); nothing was written")
+    return parts
+
+
+@dataclass
+class _FileState:
+    """What is at a path now: a regular ``file`` or a ``symlink`` (with its ``link`` text),
+    the bytes read (through the link for a symlink; None when it dangles) and the permission bits."""
+
+    kind: str
+    data: bytes | None
+    mode: int
+    link: str | None = None
+
+
+class _Dir:
+    """An open folder of the tree, reached from the root one component at a time without following
+    symbolic links. Reads and writes go through its descriptor, so a folder swapped for a link
+    midway can never redirect a write outside the tree."""
+
+    _FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+
+    def __init__(self, fd: int, label: str):
+        self.fd = fd
+        self.label = label
+
+    @classmethod
+    def open_root(cls, root: Path) -> "_Dir":
+        """The tree root itself (the folder that contains ``vllm/``)."""
+        try:
+            return cls(os.open(root, os.O_RDONLY | os.O_DIRECTORY), str(root))
+        except OSError as exc:
+            raise FixRefused(f"cannot open {root}: {exc.strerror or exc}; nothing was written") from None
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> "_Dir":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def sub(self, name: str, create: bool = False, exclusive: bool = False) -> "_Dir":
+        """The sub-folder ``name`` (created with umask permissions when ``create``).
+
+        Raises:
+            FixRefused: ``name`` is a symbolic link or not a folder (or ``exclusive`` and it exists).
+        """
+        label = f"{self.label}/{name}"
+        try:
+            if create:
+                try:
+                    os.mkdir(name, 0o777, dir_fd=self.fd)
+                except FileExistsError:
+                    if exclusive:
+                        raise
+            return _Dir(os.open(name, self._FLAGS, dir_fd=self.fd), label)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EEXIST):
+                raise FixRefused(f"{label} is a symbolic link or not a folder; refusing to write through it") from None
+            raise
+
+    def walk_to(self, parts: list[str], create: bool = False) -> "_Dir":
+        """The folder holding ``parts[-1]`` (each of ``parts[:-1]`` opened without following links)."""
+        cur = _Dir(os.dup(self.fd), self.label)
+        for name in parts[:-1]:
+            try:
+                nxt = cur.sub(name, create=create)
+            finally:
+                cur.close()
+            cur = nxt
+        return cur
+
+    def lstat(self, name: str) -> os.stat_result | None:
+        try:
+            return os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+
+    def read(self, name: str, follow: bool = False) -> bytes:
+        """The bytes of the regular file ``name`` (a symlink is refused unless ``follow``).
+
+        Raises:
+            FixRefused: not a regular file, or larger than any source file.
+            OSError: missing or unreadable.
+        """
+        flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW)
+        try:
+            fd = os.open(name, flags, dir_fd=self.fd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise FixRefused(f"{self.label}/{name} is a symbolic link; refusing to use it") from None
+            raise
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise FixRefused(f"{self.label}/{name} is not a regular file; refusing to use it")
+            if st.st_size > _MAX_FILE_BYTES:
+                raise FixRefused(f"{self.label}/{name} is larger than {_MAX_FILE_BYTES >> 20} MiB; refusing to use it")
+            with os.fdopen(fd, "rb", closefd=False) as fh:
+                return fh.read(_MAX_FILE_BYTES + 1)
+        finally:
+            os.close(fd)
+
+    def state(self, name: str) -> _FileState | None:
+        """What is at ``name`` now (None when nothing is).
+
+        Raises:
+            FixRefused: something other than a regular file or a symbolic link (a folder, a FIFO).
+        """
+        st = self.lstat(name)
+        if st is None:
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            link = os.readlink(name, dir_fd=self.fd)
+            try:
+                data = self.read(name, follow=True)
+                mode = stat.S_IMODE(os.stat(name, dir_fd=self.fd).st_mode)
+            except (OSError, FixRefused):
+                data, mode = None, 0o666 & ~_umask()
+            return _FileState("symlink", data, mode, link)
+        if not stat.S_ISREG(st.st_mode):
+            raise FixRefused(f"{self.label}/{name} is not a regular file; refusing to write it")
+        return _FileState("file", self.read(name), stat.S_IMODE(st.st_mode))
+
+    def put(self, name: str, data: bytes | None = None, *, link: str | None = None, mode: int | None = None,
+            expect: set[str] | None = None, shown: str | None = None) -> None:
+        """Replace ``name`` atomically with ``data`` (or a symbolic link to ``link``).
+
+        The new file is written next to it under a temporary name (permissions: ``mode``, else
+        those the umask gives), then renamed over ``name``. With ``expect``, the current content
+        must have one of those sha256 digests right before the rename, else nothing changes and
+        :class:`FileChanged` names ``shown``. The temporary file never survives a failure.
+        """
+        tmp = f".{name}.{secrets.token_hex(6)}{_TMP_SUFFIX}"
+        try:
+            if link is not None:
+                os.symlink(link, tmp, dir_fd=self.fd)
+            else:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666, dir_fd=self.fd)
+                try:
+                    if mode is not None:
+                        os.fchmod(fd, mode)
+                    with os.fdopen(fd, "wb", closefd=False) as fh:
+                        fh.write(data or b"")
+                        fh.flush()
+                        os.fsync(fh.fileno())
+                finally:
+                    os.close(fd)
+            if expect is not None:
+                now = self.state(name)
+                if now is None or now.data is None or _sha(now.data) not in expect:
+                    who = shown or f"{self.label}/{name}"
+                    raise FileChanged(who, f"{who} changed while eagle-audit was writing it")
+            os.replace(tmp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+        except BaseException:
+            try:
+                os.unlink(tmp, dir_fd=self.fd)
+            except OSError:
+                pass
+            raise
+
+    def clean_temps(self, name: str) -> None:
+        """Remove temporary files left beside ``name`` by an interrupted write."""
+        for entry in os.listdir(self.fd):
+            if entry.startswith(f".{name}.") and entry.endswith(_TMP_SUFFIX):
+                try:
+                    os.unlink(entry, dir_fd=self.fd)
+                except OSError:
+                    pass
+
+    def sync(self) -> None:
+        try:
+            os.fsync(self.fd)
+        except OSError:
+            pass
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+@contextmanager
+def _tree_lock(root: Path):
+    """Hold ``root/.eagle-audit.lock`` (a ``filelock`` lock) for the block.
+
+    Raises:
+        FixRefused: the lock path is not a regular file, or another apply/revert holds the lock
+            for longer than :data:`LOCK_TIMEOUT` seconds.
+    """
+    from filelock import FileLock, Timeout
+
+    path = root / LOCK_FILE
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, target)
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise FixRefused(f"{path} is not a regular file (a symbolic link?); nothing was written")
+    lock = FileLock(str(path), timeout=LOCK_TIMEOUT)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise FixRefused(f"another 'eagle-audit fix' is writing {root} (its lock {path} is held); nothing was "
+                         "written") from None
+    except OSError as exc:
+        raise FixRefused(f"cannot lock {path}: {exc.strerror or exc}; nothing was written") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _refuse_links(d: _Dir) -> None:
+    """Refuse a backup folder that holds anything but folders and regular files (a symbolic link
+    could point a restore, or the backup itself, outside the tree)."""
+    for name in os.listdir(d.fd):
+        st = d.lstat(name)
+        where = f"{d.label}/{name}"
+        if st is None:
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            raise FixRefused(f"the backup holds a symbolic link ({where}); refusing to use it")
+        if stat.S_ISDIR(st.st_mode):
+            with d.sub(name) as sub:
+                _refuse_links(sub)
+        elif not stat.S_ISREG(st.st_mode):
+            raise FixRefused(f"the backup holds something that is not a file ({where}); refusing to use it")
+
+
+def _backup_base(top: _Dir, create: bool, tidy: bool = True) -> _Dir | None:
+    """The backup folder ``.eagle-audit-backup`` (None when absent and not ``create``), checked:
+    a real folder holding only folders and regular files. Leftovers of an apply interrupted
+    before its backup was complete (``.incomplete-*``, never referenced by a journal) are removed."""
+    import shutil
+
+    st = top.lstat(BACKUP_DIR)
+    if st is None and not create:
+        return None
+    if st is not None and not stat.S_ISDIR(st.st_mode):
+        raise FixRefused(f"{top.label}/{BACKUP_DIR} is a symbolic link or not a folder; refusing to use it")
+    base = top.sub(BACKUP_DIR, create=True)
+    try:
+        _refuse_links(base)
+        for name in os.listdir(base.fd) if tidy else ():
+            if name.startswith(_STAGING):
+                shutil.rmtree(name, dir_fd=base.fd)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        base.close()
         raise
+    return base
 
 
 def _check_writable(root: Path, paths: list[str]) -> None:
@@ -392,101 +679,236 @@ def _check_writable(root: Path, paths: list[str]) -> None:
         raise FixRefused(f"the tree is not writable: {', '.join(problems[:5])}; nothing was written")
 
 
+def _write_backup(base: _Dir, result: FixResult, states: dict[str, _FileState],
+                  originals: dict[str, bytes], patched: dict[str, bytes]) -> str:
+    """Write the backup (original bytes + manifest) in a staging folder, then rename it to the
+    next number: a numbered backup is always complete. Returns its folder name."""
+    n = 1 + max((int(d) for d in os.listdir(base.fd) if d.isdigit()), default=0)
+    staging = f"{_STAGING}{n}-{secrets.token_hex(4)}"
+    with base.sub(staging, create=True, exclusive=True) as sdir:
+        with sdir.sub("files", create=True) as files:
+            for p in sorted(originals):
+                parts = p.split("/")
+                with files.walk_to(parts, create=True) as d:
+                    d.put(parts[-1], originals[p])
+        entries = {}
+        for p in sorted(originals):
+            st = states[p]
+            entries[p] = {"original_sha256": _sha(originals[p]), "patched_sha256": _sha(patched[p]),
+                          "kind": st.kind, "mode": st.mode}
+            if st.link is not None:
+                entries[p]["link"] = st.link
+        manifest = {
+            "format": BACKUP_FORMAT,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "method": result.method,
+            "targets": [s.architecture for s in result.specs],
+            "files": entries,
+            "invocations": [i.as_dict() for i in result.invocations],
+        }
+        sdir.put("manifest.json", json.dumps(manifest, indent=2).encode())
+        sdir.sync()
+    os.rename(staging, str(n), src_dir_fd=base.fd, dst_dir_fd=base.fd)
+    base.sync()
+    return str(n)
+
+
+def _restore(top: _Dir, p: str, st: _FileState, data: bytes, expect: set[str]) -> None:
+    parts = p.split("/")
+    with top.walk_to(parts) as d:
+        if st.kind == "symlink" and st.link is not None:
+            d.put(parts[-1], link=st.link, expect=expect, shown=p)
+        else:
+            d.put(parts[-1], data, mode=st.mode, expect=expect, shown=p)
+
+
+def check_apply_target(root: Path) -> None:
+    """Refuse, before any planning, a tree that :func:`apply_to_folder` would refuse anyway: a
+    folder that is not writable, or a backup folder that is a symbolic link or holds one.
+
+    Raises:
+        FixRefused: with the reason (nothing is written).
+    """
+    root = Path(root)
+    if not os.access(root, os.W_OK):
+        raise FixRefused(f"the tree is not writable: {root} (for the backup folder); nothing was written")
+    with _Dir.open_root(root) as top:
+        base = _backup_base(top, create=False, tidy=False)
+        if base is not None:
+            base.close()
+
+
 def apply_to_folder(root: Path, result: FixResult) -> Path:
     """Write the patched files into the folder tree ``root`` (the folder that contains ``vllm/``).
 
-    Refuses (raises :class:`FixRefused`, nothing written) when a file or folder is not writable
-    or a file changed since the diff was computed. Keeps the originals in
-    ``root/.eagle-audit-backup/<n>/`` with a ``manifest.json``; every file is replaced
-    atomically, and a failure midway restores the files already written.
+    Under a lock on the tree (``root/.eagle-audit.lock``): checks that every file still has the
+    content the patch was planned from, writes the backup ``root/.eagle-audit-backup/<n>/`` (the
+    originals and a ``manifest.json`` journal) completely, then replaces each file atomically,
+    re-checking its hash right before the rename. A symbolic link being patched is replaced by a
+    regular file (``--revert`` puts the link back). When a write fails or a file changes midway,
+    the files already written are restored and the backup removed; if even that fails, the backup
+    stays and ``--revert`` completes the job.
+
+    Raises:
+        FixRefused: the tree or a file is not writable, a folder on a path (or the backup folder,
+            or anything in it) is a symbolic link, a file changed since planning (named), another
+            apply/revert holds the lock; a write failed (the message says what was restored).
+        KeyboardInterrupt: re-raised after the same restoring.
 
     Returns:
         The backup folder.
     """
+    import shutil
+
     root = Path(root)
     paths = sorted(result.patched)
+    for p in paths:
+        _tree_parts(p)
     _check_writable(root, paths)
     originals = {p: result.originals[p].encode("utf-8") for p in paths}
-    for p in paths:
-        try:
-            now = (root / p).read_bytes()
-        except OSError as exc:
-            raise FixRefused(f"cannot read {p}: {exc}; nothing was written") from None
-        if _sha(now) != _sha(originals[p]):
-            raise FixRefused(f"{p} changed since the diff was computed; nothing was written (run fix again)")
-    base = root / BACKUP_DIR
-    n = 1 + max((int(d.name) for d in base.iterdir() if d.name.isdigit()), default=0) if base.is_dir() else 1
-    bdir = base / str(n)
-    try:
-        bdir.mkdir(parents=True)
+    patched = {p: result.patched[p].encode("utf-8") for p in paths}
+    with _tree_lock(root), _Dir.open_root(root) as top:
+        states: dict[str, _FileState] = {}
         for p in paths:
-            dest = bdir / "files" / p
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(originals[p])
-        manifest = {
-            "format": "eagle-audit-backup/1",
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "method": result.method,
-            "targets": [s.architecture for s in result.specs],
-            "files": {
-                p: {"original_sha256": _sha(originals[p]), "patched_sha256": _sha(result.patched[p].encode("utf-8"))}
-                for p in paths
-            },
-            "invocations": [i.as_dict() for i in result.invocations],
-        }
-        _atomic_write(bdir / "manifest.json", json.dumps(manifest, indent=2).encode())
-    except OSError as exc:
-        raise FixRefused(f"cannot write the backup in {bdir}: {exc}; the tree was not changed") from None
-    written: list[str] = []
-    try:
-        for p in paths:
-            _atomic_write(root / p, result.patched[p].encode("utf-8"))
-            written.append(p)
-    except OSError as exc:
-        for p in written:
-            _atomic_write(root / p, originals[p])
-        raise FixRefused(f"writing {root / p} failed ({exc}); the files already written were restored") from None
+            parts = p.split("/")
+            with top.walk_to(parts) as d:
+                try:
+                    st = d.state(parts[-1])
+                except OSError as exc:
+                    raise FixRefused(f"cannot read {p}: {exc.strerror or exc}; nothing was written") from None
+            if st is None or st.data is None or _sha(st.data) != _sha(originals[p]):
+                raise FileChanged(p, f"{p} changed since the diff was computed; nothing was written (run fix again)")
+            states[p] = st
+        with _backup_base(top, create=True) as base:
+            try:
+                name = _write_backup(base, result, states, originals, patched)
+            except OSError as exc:
+                raise FixRefused(f"cannot write the backup in {root / BACKUP_DIR}: {exc.strerror or exc}; the tree "
+                                 "was not changed") from None
+            bdir = root / BACKUP_DIR / name
+            written: list[str] = []
+            try:
+                for p in paths:
+                    parts = p.split("/")
+                    with top.walk_to(parts) as d:
+                        d.put(parts[-1], patched[p], mode=states[p].mode, expect={_sha(originals[p])}, shown=p)
+                    written.append(p)
+            except BaseException as exc:
+                problem = None
+                for w in reversed(written):
+                    try:
+                        _restore(top, w, states[w], originals[w], {_sha(patched[w])})
+                    except (OSError, FixRefused) as again:
+                        problem = f"{w}: {again}"
+                if problem is None:
+                    shutil.rmtree(name, dir_fd=base.fd, ignore_errors=True)
+                    try:
+                        os.rmdir(BACKUP_DIR, dir_fd=top.fd)  # only when no other backup is in it
+                    except OSError:
+                        pass
+                    after = f"the {len(written)} file(s) already written were restored; nothing was changed"
+                else:
+                    after = (f"restoring the files already written failed ({problem}); the originals are in "
+                             f"{bdir}: run eagle-audit fix --revert {root}")
+                if not isinstance(exc, Exception):
+                    raise
+                if isinstance(exc, FileChanged):
+                    raise FileChanged(exc.path, f"{exc.path} changed while the patch was being written (your edit "
+                                      f"is kept); {after}") from None
+                if isinstance(exc, FixRefused):
+                    raise FixRefused(f"{exc}; {after}") from None
+                what = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+                raise FixRefused(f"writing {p} failed ({what}); {after}") from None
     return bdir
 
 
 def revert_folder(root: Path) -> tuple[Path, list[str]]:
     """Undo the latest ``fix --apply`` on the folder tree ``root``: restore each file from the
-    backup (atomically) and remove the backup.
+    backup (atomically; a file that was a symbolic link becomes that link again) and remove the
+    backup. Works after an apply that was interrupted midway (files still original are left as
+    they are), and after a revert that was.
 
-    Refuses (raises :class:`FixRefused`, nothing written) when there is no backup, a file was
-    changed after the apply, or the tree is not writable.
+    Every path of the manifest must be a ``vllm/**/*.py`` path reached inside the tree without
+    following a symbolic link; the backup folder must be a real folder holding only folders and
+    regular files; the manifest must match its schema.
+
+    Raises:
+        FixRefused: no backup; a forged or damaged backup (symbolic links, a path outside the tree,
+            a corrupt copy, a manifest that does not match its schema); a file changed after the
+            apply; the tree is not writable; another apply/revert holds the lock. Nothing is
+            written in those cases.
 
     Returns:
         ``(backup folder used, restored paths)``.
     """
     import shutil
 
+    from auditor.model.inputs import check_json
+
     root = Path(root)
-    base = root / BACKUP_DIR
-    nums = sorted((int(d.name) for d in base.iterdir() if d.name.isdigit()), reverse=True) if base.is_dir() else []
-    if not nums:
-        raise FixRefused(f"no backup of a previous 'fix --apply' in {base}")
-    bdir = base / str(nums[0])
-    try:
-        manifest = json.loads((bdir / "manifest.json").read_text())
-        files = manifest["files"]
-    except (OSError, ValueError, KeyError) as exc:
-        raise FixRefused(f"the backup in {bdir} is unreadable ({exc}); nothing was restored") from None
-    paths = sorted(files)
-    _check_writable(root, paths)
-    originals = {}
-    for p in paths:
-        data = (bdir / "files" / p).read_bytes()
-        if _sha(data) != files[p]["original_sha256"]:
-            raise FixRefused(f"the backup copy of {p} is corrupt; nothing was restored")
-        originals[p] = data
-        now = (root / p).read_bytes() if (root / p).exists() else b""
-        if _sha(now) != files[p]["patched_sha256"] and _sha(now) != files[p]["original_sha256"]:
-            raise FixRefused(f"{p} was changed after 'fix --apply'; nothing was restored "
-                             f"(the original is kept in {bdir / 'files' / p})")
-    for p in paths:
-        _atomic_write(root / p, originals[p])
-    shutil.rmtree(bdir)
-    if base.is_dir() and not any(base.iterdir()):
-        base.rmdir()
+    with _tree_lock(root), _Dir.open_root(root) as top:
+        base = _backup_base(top, create=False)
+        if base is None:
+            raise FixRefused(f"no backup of a previous 'fix --apply' in {root / BACKUP_DIR}")
+        with base:
+            nums = sorted((int(d) for d in os.listdir(base.fd) if d.isdigit()), reverse=True)
+            if not nums:
+                if not os.listdir(base.fd):  # only the leftovers of an apply that died before its journal
+                    os.rmdir(BACKUP_DIR, dir_fd=top.fd)
+                raise FixRefused(f"no backup of a previous 'fix --apply' in {root / BACKUP_DIR}")
+            name = str(nums[0])
+            bdir = root / BACKUP_DIR / name
+            with base.sub(name) as b:
+                try:
+                    raw = b.read("manifest.json")
+                    manifest = check_json(json.loads(raw.decode("utf-8")), f"{bdir}/manifest.json",
+                                          "backup-manifest")
+                except (OSError, ValueError, RecursionError, AuditError) as exc:
+                    raise FixRefused(f"the backup in {bdir} is unreadable ({exc}); nothing was restored") from None
+                files = manifest["files"]
+                paths = sorted(files)
+                for p in paths:
+                    _tree_parts(p)
+                _check_writable(root, paths)
+                todo: list[tuple[str, _FileState, bytes, str]] = []
+                with b.sub("files") as copies:
+                    for p in paths:
+                        info = files[p]
+                        parts = p.split("/")
+                        try:
+                            with copies.walk_to(parts) as d:
+                                data = d.read(parts[-1])
+                        except OSError:
+                            raise FixRefused(f"the backup copy of {p} is missing; nothing was restored") from None
+                        if _sha(data) != info["original_sha256"]:
+                            raise FixRefused(f"the backup copy of {p} is corrupt; nothing was restored")
+                        kind = info.get("kind", "file")
+                        if kind == "symlink" and "link" not in info:
+                            raise FixRefused(f"the backup of {p} names no link target; nothing was restored")
+                        want = _FileState(kind, data, info.get("mode", 0o666 & ~_umask()), info.get("link"))
+                        with top.walk_to(parts) as d:
+                            now = d.state(parts[-1])
+                        if now is not None and now.kind == kind == "symlink" and now.link == want.link:
+                            continue  # already the original link
+                        if now is not None and now.kind == kind == "file" and now.data is not None \
+                                and _sha(now.data) == info["original_sha256"]:
+                            continue  # already the original (an apply interrupted before reaching it)
+                        if now is None or now.kind != "file" or now.data is None \
+                                or _sha(now.data) != info["patched_sha256"]:
+                            raise FileChanged(p, f"{p} was changed after 'fix --apply'; nothing was restored "
+                                              f"(the original is kept in {bdir / 'files' / p})")
+                        todo.append((p, want, data, info["patched_sha256"]))
+                for p, want, data, patched_sha in todo:
+                    _restore(top, p, want, data, {patched_sha})
+                for p in paths:
+                    parts = p.split("/")
+                    with top.walk_to(parts) as d:
+                        d.clean_temps(parts[-1])
+            shutil.rmtree(name, dir_fd=base.fd)
+            empty = not os.listdir(base.fd)
+        if empty:
+            try:
+                os.rmdir(BACKUP_DIR, dir_fd=top.fd)
+            except OSError:
+                pass
     return bdir, paths

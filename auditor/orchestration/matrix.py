@@ -25,7 +25,12 @@ from auditor.model.findings import Severity
 from auditor.model.outcomes import ReleaseVerdict
 from auditor.model.results import TargetResult, TargetSpec
 from auditor.orchestration.scan import Auditor, make_tree
-from auditor.source.fetch import IndexListing, list_releases, nearest_versions, recorded_sha256
+from auditor.source.fetch import (
+    IndexListing,
+    list_releases,
+    nearest_versions,
+    recorded_sha256,
+)
 
 #: ``progress(stage, done, total)``: stage is ``"fetch"`` or ``"audit"``.
 Progress = Callable[[str, int, int], None]
@@ -146,8 +151,8 @@ def audit_release(version: str, archive: str, names: Sequence[str], method: str,
     """Audit ``names`` in the release archive ``archive`` (a top-level function, so that a
     process pool can run it). With ``use_cache``, the result is cached per archive sha256 (see
     :func:`cached_release_audit`), besides the index and result caches of the scan itself."""
-    from auditor.source.sources import ArchiveSource
     from auditor.index.tree import SummaryCache
+    from auditor.source.sources import ArchiveSource
 
     if use_cache:
         hit = cached_release_audit(archive, names, method, model_type)

@@ -9,10 +9,16 @@ from __future__ import annotations
 import hashlib
 from typing import Callable, Iterable
 
-from auditor.engines.vllm.facts import HOLDER_ATTRS, LANGUAGE_MODEL_ATTRS, TreeFacts, find_holder, target_facts
 from auditor.cache import Store
 from auditor.cache import key as cache_key
 from auditor.engines.vllm import EXTRACTORS as VLLM_EXTRACTORS
+from auditor.engines.vllm.facts import (
+    HOLDER_ATTRS,
+    LANGUAGE_MODEL_ATTRS,
+    TreeFacts,
+    find_holder,
+    target_facts,
+)
 from auditor.engines.vllm.registry import Registry
 from auditor.index.resolve import Resolver
 from auditor.index.tree import SummaryCache, Tree

@@ -26,7 +26,11 @@ import urllib.request
 from dataclasses import dataclass
 from html.parser import HTMLParser
 
-from packaging.utils import InvalidSdistFilename, canonicalize_name, parse_sdist_filename
+from packaging.utils import (
+    InvalidSdistFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+)
 from packaging.version import InvalidVersion, Version
 
 from auditor.model.errors import SourceError

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from auditor.model.findings import Finding
+from auditor.model.inputs import is_model_type
 from auditor.model.results import TargetResult
 from rules.allowlist.facts import allowlist_for
 from rules.planning import Invocation, Planner
@@ -14,6 +15,10 @@ def plan(p: Planner, result: TargetResult, f: Finding) -> None:
     if found is None or not mt:
         p.no(result.architecture, f, "the allowlist or the target's text model_type is unknown",
                  "pass --model-type with the checkpoint's text model_type")
+        return
+    if not is_model_type(mt):  # e.g. derived from a registry key of the scanned tree
+        p.no(result.architecture, f, f"the text model_type {mt!r} is not shaped like a model_type, so it "
+             "is never written into the tree", "pass --model-type with the checkpoint's text model_type")
         return
     path, fact = found
     p.add(Invocation("allowlist", "allowlist", path,

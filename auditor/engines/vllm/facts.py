@@ -18,9 +18,9 @@ import ast
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from auditor.index.summary import AttrFact, Extractor, LoopFact, MethodFact
 from auditor.engines.vllm.registry import Registry
 from auditor.index.resolve import ClassRef, External, Resolver, Target, Unresolved
+from auditor.index.summary import AttrFact, Extractor, LoopFact, MethodFact
 
 INTERFACES_MODULE = "vllm.model_executor.models.interfaces"
 

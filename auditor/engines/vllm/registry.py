@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from auditor.model.errors import AuditError
+from auditor.index.resolve import ClassRef, External, Resolver, Target, Unresolved
 from auditor.index.summary import Extractor
 from auditor.index.tables import extract_all_tables
-from auditor.index.resolve import ClassRef, External, Resolver, Target, Unresolved
+from auditor.model.errors import AuditError
 
 REGISTRY_MODULE = "vllm.model_executor.models.registry"
 

@@ -14,6 +14,7 @@ from typing import Iterable
 
 from auditor.engines.vllm.registry import Registry
 from auditor.model.errors import AuditError
+from auditor.model.inputs import check_model_type
 from auditor.model.results import TargetSpec
 
 METHODS = ("eagle3", "eagle")
@@ -53,6 +54,11 @@ def load_hf_config(path: str | Path) -> dict:
         raise AuditError(f"--hf-config: cannot read {p} as JSON: {exc}") from None
     if not isinstance(data, dict):
         raise AuditError(f"--hf-config: {p} is not a JSON object")
+    if data.get("model_type") is not None:
+        check_model_type(data["model_type"], f"--hf-config {p}: model_type")
+    tc = data.get("text_config")
+    if isinstance(tc, dict) and tc.get("model_type") is not None:
+        check_model_type(tc["model_type"], f"--hf-config {p}: text_config.model_type")
     return data
 
 
@@ -67,8 +73,11 @@ def resolve_targets(
 
     Raises:
         AuditError: a name that is neither an architecture nor a known model_type (the message
-            lists the closest matches).
+            lists the closest matches); a ``model_type`` (or one in ``hf_config``) that is not
+            shaped like a model_type.
     """
+    if model_type is not None:
+        check_model_type(model_type, "--model-type")
     aliases = load_alias_table()
     names = list(names)
     specs: list[TargetSpec] = []
@@ -77,6 +86,9 @@ def resolve_targets(
         mt = hf_config.get("model_type")
         tc = hf_config.get("text_config") if isinstance(hf_config.get("text_config"), dict) else None
         tmt = (tc or {}).get("model_type") or mt
+        for label, value in (("model_type", mt), ("text_config.model_type", tmt)):
+            if value is not None:
+                check_model_type(value, f"--hf-config: {label}")
         for a in archs:
             if a not in registry.entries:
                 raise AuditError(f"--hf-config: architecture {a} is not in this tree's registry{_close(a, registry)}")

@@ -1,0 +1,160 @@
+"""Validation of values that come from the user or from files the user hands in.
+
+Every value that may end up written into a patched vLLM file, a file name or a terminal goes
+through one of these checks at the input boundary (command-line flags, ``--hf-config``,
+``--codemods`` files, ``[tool.eagle-audit]``), so that nothing downstream has to trust it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from auditor.model.errors import AuditError
+
+#: What a Hugging Face ``model_type`` looks like: a short identifier-like token
+#: (``llama``, ``qwen3_vl_moe``, ``gpt_oss``, ``hunyuan_v1_dense``, ``xlm-roberta``). Upper case
+#: is admitted for old remote-code configs (``RefinedWeb``). No quotes, spaces, brackets or
+#: control characters, so a model_type can never change the meaning of the code it is written into.
+MODEL_TYPE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def is_model_type(value: object) -> bool:
+    """True when ``value`` is a string shaped like a model_type (see :data:`MODEL_TYPE_RE`)."""
+    return isinstance(value, str) and MODEL_TYPE_RE.fullmatch(value) is not None
+
+
+def check_model_type(value: object, label: str) -> str:
+    """Return ``value`` when it is a valid model_type.
+
+    Args:
+        value: the candidate (from a flag, a JSON or TOML file).
+        label: where it came from, for the message (``--model-type``, ``--codemods FILE``).
+
+    Returns:
+        ``value`` unchanged.
+
+    Raises:
+        AuditError: one line naming ``label`` and showing (a shortened, escaped form of) the value.
+    """
+    if is_model_type(value):
+        return value  # type: ignore[return-value]
+    shown = repr(value)
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
+    raise AuditError(f"{label}: {shown} is not a model_type (expected 1-64 letters, digits, '_', '.' or '-', "
+                     "starting with a letter or digit, e.g. qwen3_moe)")
+
+
+# -- JSON documents ----------------------------------------------------------------------------
+
+#: Largest JSON input read (a checkpoint config.json is a few kB; a codemods file or a backup
+#: manifest a few tens of kB).
+MAX_JSON_BYTES = 4 << 20
+
+#: Deepest nesting of arrays and objects accepted in a JSON input (real documents nest 3–5 deep).
+MAX_JSON_DEPTH = 32
+
+
+def json_depth(doc: object) -> int:
+    """Nesting depth of a parsed JSON value (a scalar is 0, ``[]`` is 1), computed without
+    recursion so that a pathological document cannot exhaust the stack."""
+    deepest = 0
+    stack: list[tuple[object, int]] = [(doc, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            depth += 1
+            stack.extend((v, depth) for v in value.values())
+        elif isinstance(value, list):
+            depth += 1
+            stack.extend((v, depth) for v in value)
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def read_json(path, label: str, schema: str | None = None) -> object:
+    """Read, parse and validate one JSON input.
+
+    The file must be a regular file (a FIFO or a device is refused, never opened for a blocking
+    read) of at most :data:`MAX_JSON_BYTES`; the document may nest at most
+    :data:`MAX_JSON_DEPTH` deep, and must match the shipped schema ``schema``
+    (``auditor/model/schemas/<schema>.json``) when given.
+
+    Args:
+        path: the file.
+        label: where it came from, for messages (``--hf-config``).
+        schema: a schema name, or None to skip schema validation.
+
+    Returns:
+        The parsed document.
+
+    Raises:
+        AuditError: one line naming ``label`` and ``path``: missing, not a regular file, too
+            large, not UTF-8 JSON, too deep, or not matching the schema (with the JSON path of
+            the first offending value).
+    """
+    import json
+    import os
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise AuditError(f"{label}: no such file: {path}") from None
+    except OSError as exc:
+        raise AuditError(f"{label}: cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise AuditError(f"{label}: {path} is not a regular file")
+        if st.st_size > MAX_JSON_BYTES:
+            raise AuditError(f"{label}: {path} is larger than the {MAX_JSON_BYTES >> 20} MiB limit for a JSON input")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(MAX_JSON_BYTES + 1)
+    except OSError as exc:
+        raise AuditError(f"{label}: cannot read {path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_JSON_BYTES:
+        raise AuditError(f"{label}: {path} is larger than the {MAX_JSON_BYTES >> 20} MiB limit for a JSON input")
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise AuditError(f"{label}: cannot read {path} as JSON: {exc}") from None
+    except RecursionError:
+        raise AuditError(f"{label}: {path} nests deeper than {MAX_JSON_DEPTH} levels") from None
+    return check_json(doc, f"{label} {path}", schema)
+
+
+def check_json(doc: object, label: str, schema: str | None = None) -> object:
+    """Check the depth of an already parsed JSON document and validate it against ``schema``.
+
+    Returns:
+        ``doc`` unchanged.
+
+    Raises:
+        AuditError: one line naming ``label``: too deep, or the first schema violation.
+    """
+    if json_depth(doc) > MAX_JSON_DEPTH:
+        raise AuditError(f"{label}: nests deeper than {MAX_JSON_DEPTH} levels")
+    if schema is None:
+        return doc
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(load_schema(schema))
+    error = jsonschema.exceptions.best_match(validator.iter_errors(doc))
+    if error is not None:
+        where = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path) or "the document"
+        message = f"{error.instance!r} has the wrong form" if error.validator == "pattern" else error.message
+        if len(message) > 160:
+            message = message[:157] + "..."
+        raise AuditError(f"{label}: {where.lstrip('.')}: {message}")
+    return doc
+
+
+def load_schema(name: str) -> dict:
+    """The JSON schema ``auditor/model/schemas/<name>.json`` shipped with the package."""
+    import json
+    from importlib import resources
+
+    return json.loads(resources.files("auditor.model").joinpath("schemas", f"{name}.json").read_text())

@@ -1,0 +1,480 @@
+"""Hostile and broken input (issue 11): every promise of the README's "Safety promises" section,
+each checked on an input this module builds itself (no binary blobs in the repository).
+
+Conventions: bad input ends with exit 2 and exactly one line on stderr, no traceback; nothing is
+ever written outside the tree given (checked by hashing a sentinel folder beside it); no payload
+ever runs (checked by the absence of its marker file).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import make_tree
+
+INJECTION = 'toy", __import__("os").system("touch {marker}"), "toy'
+
+
+@dataclass
+class Run:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+def cli(*args: str) -> Run:
+    """Run ``auditor.cli.main`` in this process (the real entry point, with its exit codes)."""
+    from auditor.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main([str(a) for a in args])
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return Run(code, out.getvalue(), err.getvalue())
+
+
+def one_line_error(r) -> str:
+    """Assert ``r`` is a refused input: exit 2, one stderr line, no traceback; return the line."""
+    lines = r.stderr.strip().splitlines()
+    assert r.exit_code == 2, (r.exit_code, r.stdout, r.stderr)
+    assert len(lines) == 1, r.stderr
+    assert "Traceback" not in r.stderr and "Traceback" not in r.stdout
+    return lines[0]
+
+
+def tree_hash(folder: Path) -> str:
+    """sha256 over every path, file content and link target under ``folder`` (except the empty
+    lock file ``fix --apply``/``--revert`` leave beside ``vllm/``)."""
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in sorted(os.walk(folder)):
+        dirnames.sort()
+        for name in sorted(dirnames + filenames):
+            if name == ".eagle-audit.lock" and Path(dirpath) == folder:
+                continue
+            p = Path(dirpath) / name
+            h.update(str(p.relative_to(folder)).encode() + b"\0")
+            if p.is_symlink():
+                h.update(b"L" + os.readlink(p).encode())
+            elif p.is_file():
+                h.update(b"F" + p.read_bytes())
+    return h.hexdigest()
+
+
+@pytest.fixture
+def sentinel(tmp_path) -> Path:
+    """A folder beside the tree that nothing may ever touch."""
+    s = tmp_path / "sentinel"
+    (s / "vllm").mkdir(parents=True)
+    (s / "vllm" / "keep.py").write_text("KEEP = 1\n")
+    (s / "notes.txt").write_text("do not touch\n")
+    return s
+
+
+# -- 1. text from input is never pasted into source ----------------------------------------
+
+
+def test_model_type_injection_is_refused_by_scan_fix_and_codemods_file(tmp_path):
+    root = make_tree(tmp_path)
+    marker = tmp_path / "PWNED"
+    payload = INJECTION.format(marker=marker)
+    before = tree_hash(root)
+    out = tmp_path / "out"
+    for args in (
+        ("scan", str(root), "--model", "ToyV2ForCausalLM", "--model-type", payload, "--no-progress"),
+        ("fix", str(root), "--model", "ToyV2ForCausalLM", "--model-type", payload, "--no-progress"),
+        ("fix", str(root), "--model", "ToyV2ForCausalLM", "--model-type", payload, "--out", str(out)),
+        ("fix", str(root), "--model", "ToyV2ForCausalLM", "--model-type", payload, "--apply"),
+        ("gate", "--candidate", str(root), "--model", "ToyV2ForCausalLM", "--model-type", payload),
+    ):
+        r = cli(*args)
+        line = one_line_error(r)
+        assert "--model-type" in line and "is not a model_type" in line
+        assert r.stdout == ""
+    # a codemods file carrying the payload as text_model_type (and as model_type)
+    for key in ("text_model_type", "model_type"):
+        doc = {"format": "eagle-audit-codemods/1", "method": "eagle3",
+               "targets": [{"architecture": "ToyV2ForCausalLM", "model_type": "toy_v2", "text_model_type": "toy_v2",
+                            key: payload}],
+               "invocations": [{"codemod": "allowlist"}]}
+        f = tmp_path / f"evil-{key}.codemods.json"
+        f.write_text(json.dumps(doc))
+        r = cli("fix", "--codemods", str(f), str(root), "--apply")
+        assert "is not a model_type" in one_line_error(r)
+        r = cli("gate", "--candidate", str(root), "--codemods", str(f))
+        assert "is not a model_type" in one_line_error(r)
+    # a checkpoint config carrying it
+    for cfg in ({"architectures": ["ToyV2ForCausalLM"], "model_type": payload},
+                {"architectures": ["ToyV2ForCausalLM"], "model_type": "toy", "text_config": {"model_type": payload}}):
+        f = tmp_path / "config.json"
+        f.write_text(json.dumps(cfg))
+        assert "is not a model_type" in one_line_error(cli("scan", str(root), "--hf-config", str(f)))
+    # [tool.eagle-audit]
+    proj = tmp_path / "pyproject.toml"
+    proj.write_text(f"[tool.eagle-audit]\ntargets = ['ToyV2ForCausalLM']\nmodel-type = {json.dumps(payload)}\n")
+    r = cli("gate", "--candidate", str(root), "--config", str(proj))
+    assert "is not a model_type" in one_line_error(r)
+    assert tree_hash(root) == before
+    assert not out.exists() and not marker.exists()
+    assert not (root / ".eagle-audit-backup").exists()
+
+
+@pytest.mark.parametrize("mt", ["qwen3_vl_moe", "gpt_oss", "hunyuan_v1_dense", "kimi_k25", "llama4_text",
+                                "deepseek_v3", "xlm-roberta", "RefinedWeb"])
+def test_real_model_types_are_accepted(mt):
+    from auditor.model.inputs import check_model_type
+
+    assert check_model_type(mt, "--model-type") == mt
+
+
+def test_a_registry_key_shaped_like_code_is_never_written(tmp_path):
+    """A model_type derived from a hostile registry key is not written: the gate is not fixable."""
+    root = make_tree(tmp_path)
+    evil = 'Toy"+__import__("os").getcwd()+"V2ForCausalLM'
+    reg = root / "vllm/model_executor/models/registry.py"
+    head = "_TEXT_GENERATION_MODELS = {\n"
+    reg.write_text(reg.read_text().replace(head, head + f"    {evil!r}: ('toy', 'ToyV2ForCausalLM'),\n"))
+    r = cli("fix", str(root), "--model", evil, "--no-progress")
+    assert r.exit_code == 1, r.stderr
+    assert "is not shaped like a model_type" in r.stderr
+    assert r.stdout == ""
+
+
+# -- 3, 4, 12, 13. --apply / --revert ---------------------------------------------------------
+
+VL = "ToyVLForConditionalGeneration"  # its patch touches four files
+
+
+def plan(root: Path, model: str = VL):
+    """The validated fix of ``model`` on the tree ``root`` (nothing written)."""
+    from auditor.engines.vllm.targets import resolve_targets
+    from auditor.orchestration.fix import plan_fix
+    from tests.conftest import open_auditor
+
+    a = open_auditor(root)
+    res = plan_fix(a, resolve_targets(a.registry, [model], "toy"))
+    assert res.ok and len(res.patched) >= 2, res.report()
+    return res
+
+
+def snapshot(root: Path, paths) -> dict[str, bytes]:
+    return {p: (root / p).read_bytes() for p in paths}
+
+
+def temps(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.name.endswith(".eagle-audit.tmp") or p.name.startswith(".incomplete-")]
+
+
+def test_revert_refuses_manifest_paths_outside_the_tree(tmp_path, sentinel):
+    from auditor.orchestration.fix import BACKUP_DIR
+
+    root = make_tree(tmp_path)
+    assert cli("fix", root, "--model", VL, "--model-type", "toy", "--apply").exit_code == 0
+    bdir = root / BACKUP_DIR / "1"
+    manifest = json.loads((bdir / "manifest.json").read_text())
+    good = dict(manifest["files"])
+    some = next(iter(good.values()))
+    keep = (sentinel / "vllm" / "keep.py").read_bytes()
+    # a backup copy whose sha256 matches, for a forger who also writes the copy
+    (bdir / "files" / "vllm" / "evil").mkdir()
+    (bdir / "files" / "vllm" / "evil" / "keep.py").write_bytes(keep)
+    (root / "vllm" / "evil").symlink_to(sentinel / "vllm", target_is_directory=True)
+    sentinel_hash = tree_hash(sentinel)
+    entry = dict(some, original_sha256=hashlib.sha256(keep).hexdigest(),
+                 patched_sha256=hashlib.sha256(keep).hexdigest())
+    for forged, expected in (
+        ("../sentinel/vllm/keep.py", "has the wrong form"),
+        ("vllm/../../sentinel/vllm/keep.py", "not a path inside the tree"),
+        (str(sentinel / "vllm/keep.py"), "has the wrong form"),
+        ("vllm\\..\\..\\sentinel\\vllm\\keep.py", "has the wrong form"),
+        ("vllm/evil/keep.py", "symbolic link"),
+        ("vllm/./keep.py", "not a path inside the tree"),
+    ):
+        manifest["files"] = {**good, forged: entry}
+        (bdir / "manifest.json").write_text(json.dumps(manifest))
+        tree_before = tree_hash(root)
+        line = one_line_error(cli("fix", root, "--revert"))
+        assert expected in line, line
+        assert tree_hash(sentinel) == sentinel_hash
+        assert tree_hash(root) == tree_before
+    # a manifest that is not one
+    for bad in ("[]", '{"format": "eagle-audit-backup/2", "files": {"vllm/x.py": {"original_sha256": 1}}}',
+                "[" * 100000, '{"format": "x"}'):
+        (bdir / "manifest.json").write_text(bad)
+        line = one_line_error(cli("fix", root, "--revert"))
+        assert "unreadable" in line
+    assert tree_hash(sentinel) == sentinel_hash
+
+
+def test_a_symlinked_backup_folder_is_refused(tmp_path, sentinel):
+    from auditor.orchestration.fix import BACKUP_DIR
+
+    root = make_tree(tmp_path)
+    before = tree_hash(root)
+    sentinel_hash = tree_hash(sentinel)
+    # the backup folder itself is a link: apply would write its backup through it
+    (root / BACKUP_DIR).symlink_to(sentinel, target_is_directory=True)
+    r = cli("fix", root, "--model", VL, "--model-type", "toy", "--apply")
+    assert "symbolic link" in one_line_error(r)
+    assert "symbolic link" in one_line_error(cli("fix", root, "--revert"))
+    assert tree_hash(sentinel) == sentinel_hash
+    (root / BACKUP_DIR).unlink()
+    assert tree_hash(root) == before
+    # a symlinked folder inside a real backup
+    assert cli("fix", root, "--model", VL, "--model-type", "toy", "--apply").exit_code == 0
+    files = root / BACKUP_DIR / "1" / "files"
+    (files / "vllm").rename(tmp_path / "moved")
+    (files / "vllm").symlink_to(sentinel / "vllm", target_is_directory=True)
+    after_apply = tree_hash(root)
+    assert "symbolic link" in one_line_error(cli("fix", root, "--revert"))
+    assert "symbolic link" in one_line_error(cli("fix", root, "--model", "ToyV3ForCausalLM", "--model-type", "toy",
+                                                 "--apply"))
+    assert tree_hash(root) == after_apply and tree_hash(sentinel) == sentinel_hash
+
+
+def test_a_symlinked_folder_in_the_tree_is_never_written_through(tmp_path, sentinel):
+    from auditor.orchestration.fix import FixRefused, apply_to_folder
+
+    root = make_tree(tmp_path)
+    res = plan(root)
+    # after planning, vllm/config becomes a link to a folder outside the tree with the same files
+    outside = sentinel / "config"
+    (root / "vllm" / "config").rename(outside)
+    (root / "vllm" / "config").symlink_to(outside, target_is_directory=True)
+    sentinel_hash = tree_hash(sentinel)
+    with pytest.raises(FixRefused, match="symbolic link"):
+        apply_to_folder(root, res)
+    assert tree_hash(sentinel) == sentinel_hash
+
+
+def test_an_edit_made_after_planning_is_never_lost(tmp_path):
+    from auditor.orchestration.fix import FileChanged, apply_to_folder
+
+    root = make_tree(tmp_path)
+    res = plan(root)
+    target = root / "vllm/model_executor/models/toy.py"
+    target.write_text(target.read_text() + "# edited after planning\n")
+    with pytest.raises(FileChanged, match="toy.py changed since the diff"):
+        apply_to_folder(root, res)
+    assert target.read_text().endswith("# edited after planning\n")
+
+
+def test_an_edit_made_while_writing_is_never_lost(tmp_path, monkeypatch):
+    """The hash is compared right before each rename: an edit landing between the first file and
+    the second stops the apply, keeps the edit and restores the first file."""
+    from auditor.orchestration import fix
+    from auditor.orchestration.fix import BACKUP_DIR, FileChanged
+
+    root = make_tree(tmp_path)
+    res = plan(root)
+    paths = sorted(res.patched)
+    before = snapshot(root, paths)
+    victim = paths[1]
+    real_put = fix._Dir.put
+
+    def put(self, name, data=None, **kw):
+        if kw.get("shown") == victim:  # a write into the tree, not into the backup
+            with open(root / victim, "a") as fh:
+                fh.write("# edited during the apply\n")
+        return real_put(self, name, data, **kw)
+
+    monkeypatch.setattr(fix._Dir, "put", put)
+    with pytest.raises(FileChanged, match=f"{victim} changed while the patch was being written") as info:
+        fix.apply_to_folder(root, res)
+    assert "restored" in str(info.value)
+    assert (root / victim).read_bytes() == before[victim] + b"# edited during the apply\n"
+    assert {p: b for p, b in snapshot(root, paths).items() if p != victim} == {
+        p: b for p, b in before.items() if p != victim}
+    assert not (root / BACKUP_DIR / "1").exists() and not temps(root)
+
+
+def test_two_concurrent_applies_never_undo_each_other(tmp_path):
+    import threading
+
+    from auditor.orchestration.fix import FixRefused, apply_to_folder
+
+    root = make_tree(tmp_path)
+    plans = [plan(root), plan(root, "ToyV3ForCausalLM")]
+    barrier = threading.Barrier(2)
+    outcomes: list[object] = [None, None]
+
+    def run(i):
+        barrier.wait()
+        try:
+            outcomes[i] = apply_to_folder(root, plans[i])
+        except FixRefused as exc:
+            outcomes[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    won = [i for i in range(2) if isinstance(outcomes[i], Path)]
+    assert len(won) == 1, outcomes
+    lost = outcomes[1 - won[0]]
+    assert "changed since the diff was computed" in str(lost)
+    for p, text in plans[won[0]].patched.items():
+        assert (root / p).read_text() == text
+
+
+def test_the_tree_lock_is_held(tmp_path, monkeypatch):
+    from filelock import FileLock
+
+    from auditor.orchestration import fix
+
+    root = make_tree(tmp_path)
+    res = plan(root)
+    monkeypatch.setattr(fix, "LOCK_TIMEOUT", 0.2)
+    with FileLock(str(root / fix.LOCK_FILE)):
+        with pytest.raises(fix.FixRefused, match="another 'eagle-audit fix' is writing"):
+            fix.apply_to_folder(root, res)
+    assert not (root / fix.BACKUP_DIR).exists()
+
+
+def _killed_apply(root: Path, res, kill_at: int) -> int:
+    """Run apply_to_folder in a forked child that dies like SIGKILL (no cleanup at all) at its
+    ``kill_at``-th file write (backup copies, manifest and tree files all count). Returns the
+    number of writes the apply makes when not killed (kill_at=-1)."""
+    from auditor.orchestration import fix
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        os.close(r)
+        count = [0]
+        real_put = fix._Dir.put
+
+        def put(self, *a, **kw):
+            if count[0] == kill_at:
+                os._exit(137)
+            count[0] += 1
+            return real_put(self, *a, **kw)
+
+        fix._Dir.put = put
+        try:
+            fix.apply_to_folder(root, res)
+        finally:
+            os.write(w, str(count[0]).encode())
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as fh:
+        out = fh.read()
+    os.waitpid(pid, 0)
+    return int(out) if out else -1
+
+
+def test_an_apply_killed_at_any_point_is_reverted_completely(tmp_path):
+    """The backup and its manifest (the journal) are complete before the first file is replaced:
+    wherever the process dies, --revert restores every file, and no temporary file remains."""
+    from auditor.orchestration.fix import BACKUP_DIR
+
+    root = make_tree(tmp_path)
+    res = plan(root)
+    pristine = tree_hash(root)
+    writes = _killed_apply(root, res, -1)
+    assert writes == 2 * len(res.patched) + 1  # backup copies, manifest, tree files
+    assert cli("fix", root, "--revert").exit_code == 0
+    assert tree_hash(root) == pristine
+    for kill_at in range(writes):
+        _killed_apply(root, res, kill_at)
+        if kill_at <= len(res.patched):  # died while writing the backup: nothing was replaced
+            assert not (root / BACKUP_DIR / "1").exists()
+            r = cli("fix", root, "--revert")
+            assert "no backup" in one_line_error(r)
+        else:
+            assert (root / BACKUP_DIR / "1" / "manifest.json").is_file()
+            r = cli("fix", root, "--revert")
+            assert r.exit_code == 0, r.stderr
+        assert not temps(root), kill_at
+        assert tree_hash(root) == pristine, kill_at
+
+
+@pytest.mark.parametrize("failure", [KeyboardInterrupt, OSError(28, "No space left on device")])
+def test_an_interrupted_or_failing_apply_restores_what_it_wrote(tmp_path, monkeypatch, failure):
+    from auditor.orchestration import fix
+
+    root = make_tree(tmp_path)
+    res = plan(root)
+    pristine = tree_hash(root)
+    real_put = fix._Dir.put
+    seen = []
+
+    def put(self, name, data=None, **kw):
+        if kw.get("shown"):
+            seen.append(name)
+            if len(seen) == 2:
+                raise failure
+        return real_put(self, name, data, **kw)
+
+    monkeypatch.setattr(fix._Dir, "put", put)
+    expected = KeyboardInterrupt if failure is KeyboardInterrupt else fix.FixRefused
+    with pytest.raises(expected) as info:
+        fix.apply_to_folder(root, res)
+    if expected is fix.FixRefused:
+        assert "No space left on device" in str(info.value) and "were restored" in str(info.value)
+    assert tree_hash(root) == pristine  # no backup left, no temporary file
+    assert not temps(root)
+
+
+def test_revert_restores_symlinks_and_written_files_follow_the_umask(tmp_path):
+    from auditor.orchestration.fix import BACKUP_DIR
+
+    root = make_tree(tmp_path)
+    toy = root / "vllm/model_executor/models/toy.py"
+    shared = root / "shared" / "toy.py"
+    shared.parent.mkdir()
+    toy.rename(shared)
+    toy.symlink_to(Path("../../../shared/toy.py"))
+    spec = root / "vllm/config/speculative.py"
+    spec.chmod(0o640)
+    pristine = tree_hash(root)
+    old = os.umask(0o027)
+    try:
+        r = cli("fix", root, "--model", VL, "--model-type", "toy", "--apply")
+    finally:
+        os.umask(old)
+    assert r.exit_code == 0, r.stderr
+    assert not toy.is_symlink() and "SupportsEagle3" in toy.read_text()
+    assert shared.read_text() == (tmp_path / "minivllm/shared/toy.py").read_text()  # the link target untouched
+    assert "SupportsEagle3" not in shared.read_text()
+    assert (spec.stat().st_mode & 0o777) == 0o640  # a patched file keeps its permissions
+    backup = root / BACKUP_DIR / "1"
+    for f in [backup / "manifest.json", *[p for p in (backup / "files").rglob("*") if p.is_file()]]:
+        assert (f.stat().st_mode & 0o777) == 0o640, f  # 0o666 under umask 027
+    assert cli("fix", root, "--revert").exit_code == 0
+    assert toy.is_symlink() and os.readlink(toy) == "../../../shared/toy.py"
+    assert tree_hash(root) == pristine
+
+
+# -- 5. an internal error is not a verdict ----------------------------------------------------
+
+
+def test_an_internal_error_has_its_own_exit_code_and_one_line(monkeypatch):
+    from auditor.orchestration.scan import Auditor
+    from tests.conftest import MINIVLLM
+
+    def boom(self, *a, **k):
+        raise ZeroDivisionError("division by zero\nsecond line")
+
+    monkeypatch.setattr(Auditor, "scan", boom)
+    monkeypatch.delenv("EAGLE_AUDIT_DEBUG", raising=False)
+    r = cli("scan", MINIVLLM, "--model", "LlamaForCausalLM", "--no-progress")
+    assert r.exit_code == 3 and r.stdout == ""
+    (line,) = r.stderr.strip().splitlines()
+    assert "internal error: ZeroDivisionError: division by zero second line" in line
+    assert "please report it" in line and "--debug" in line
+    r = cli("--debug", "scan", MINIVLLM, "--model", "LlamaForCausalLM", "--no-progress")
+    assert r.exit_code == 3
+    assert "Traceback (most recent call last)" in r.stderr and "in boom" in r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith("eagle-audit: internal error:")

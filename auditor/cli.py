@@ -151,7 +151,8 @@ def scan(
         _write(_render(result, fmt), output)
     if exit_zero:
         raise typer.Exit(0)
-    raise typer.Exit(0 if all(r.verdict.value == "supported" for r in result.results) else 1)
+    targets = result.targets
+    raise typer.Exit(0 if targets and all(r.verdict.value == "supported" for r in targets) else 1)
 
 
 def _render(result, fmt: Format) -> str:

@@ -53,3 +53,42 @@ def test_eagle1_full_scan_has_no_interface_finding_0_20_0():
     # eagle3 still checks SupportsEagle3 on the same tree
     (spec,) = resolve_targets(a.registry, ["Gemma3ForCausalLM"])
     assert "interface" in a.audit(spec, "eagle3").blocking
+
+
+# -- kind 7: not every registry row is a target -----------------------------------------------
+
+
+def test_roles_counted_apart_0_33_0():
+    a = release_auditor("0.33.0")
+    report = a.scan(resolve_targets(a.registry, []), ["eagle3"])
+    s = report.summary()
+    # 68 rows of _SPECULATIVE_DECODING_MODELS + the Transformers backend's two ...ForMTP rows
+    assert (s["targets"], s["drafters"], s["pooling"]) == (278, 70, 67)
+    assert s["supported"] + s["blocked"] + s["unknown"] == s["targets"]
+    by = {r.architecture: r for r in report.results}
+    assert by["Eagle3LlamaForCausalLM"].role == "drafter"
+    assert by["LlamaModel"].role == "pooling"  # _EMBEDDING_MODELS: never generates
+    assert by["TransformersEmbeddingModel"].role == "pooling"  # is_pooling_model on its MRO
+    assert by["TransformersForCausalLM"].role == "target"
+    for r in report.results:
+        assert (r.role == "target") == (r.verdict.value != "not-a-target"), r.architecture
+        if r.role != "target":
+            assert r.findings == [] and r.note
+    assert set(report.drafters) == {x for x, r in by.items() if r.role == "drafter"}
+    assert report.as_dict()["results"][0]["role"] in ("target", "drafter", "pooling")
+
+
+def test_model_naming_a_drafter_says_what_it_is_0_33_0():
+    import os
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "auditor", "scan", "--vllm-version", "0.33.0", "--model",
+                        "Eagle3LlamaForCausalLM", "--format", "json", "--no-progress"],
+                       capture_output=True, text=True, env=dict(os.environ), timeout=600)
+    assert p.returncode == 1, p.stderr
+    import json
+
+    (row,) = json.loads(p.stdout)["results"]
+    assert (row["role"], row["verdict"]) == ("drafter", "not-a-target")
+    assert "_SPECULATIVE_DECODING_MODELS" in row["note"] and "not a target" in row["note"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: Bump when the shape or meaning of a summary changes: it is part of every cache key.
-INDEX_FORMAT = 19
+INDEX_FORMAT = 20
 
 #: Methods whose bodies are summarised in detail (references, loops, returns).
 DETAILED_METHODS = frozenset(

@@ -105,7 +105,12 @@ class Auditor:
         tree.prefetch(sorted(wave), progress=progress, expand=imports)
 
     def audit(self, spec: TargetSpec, method: str, hf_config: dict | None = None) -> TargetResult:
-        """Run every rule for one target and method."""
+        """Run every rule for one target and method. A row that is not a target (a drafter or a
+        pooling model, see :meth:`Registry.role`) is not audited: its result has the verdict
+        ``not-a-target`` and a note saying what it is."""
+        role = self.registry.role(spec.architecture)
+        if role != "target":
+            return self._not_a_target(spec, method, role)
         facts = target_facts(self.resolver, self.registry, spec.architecture)
         target = AuditTarget(spec.architecture, method, facts, spec.model_type, spec.text_model_type, spec.source, hf_config)
         findings: list[Finding] = []
@@ -138,6 +143,26 @@ class Auditor:
             model_type_source=spec.source,
             holder=holder,
             language_model=lm,
+        )
+
+    def _not_a_target(self, spec: TargetSpec, method: str, role: str) -> TargetResult:
+        from auditor.model.findings import Verdict
+
+        e = self.registry.entries[spec.architecture]
+        t = self.registry.class_ref(spec.architecture)
+        tables = ", ".join(e.tables) or "a registry table that does not tell"
+        what = {"drafter": "a drafter (a speculative-decoding head or MTP module), not a target: pass it as the "
+                           "speculative model and audit the target it drafts for",
+                "pooling": "a pooling model (embedding, scoring, reward or classification): it never generates, "
+                           "so no speculative method applies"}[role]
+        return TargetResult(
+            architecture=spec.architecture,
+            class_name=getattr(t, "dotted", None),
+            method=method,
+            verdict=Verdict.NOT_A_TARGET,
+            findings=[],
+            role=role,
+            note=f"{spec.architecture} is registered in {tables}: it is {what}",
         )
 
     def scan(
@@ -178,6 +203,7 @@ class Auditor:
             results=results,
             parse_errors=dict(self.tree.parse_errors),
             drafters=sorted(e.architecture for e in self.registry.drafters()),
+            pooling=sorted(a for a in self.registry.entries if self.registry.role(a) == "pooling"),
         )
 
 

@@ -11,7 +11,7 @@ from rich.tree import Tree as RichTree
 
 from auditor.model.results import ScanReport
 
-_STYLE = {"supported": "green", "blocked": "red", "unknown": "yellow"}
+_STYLE = {"supported": "green", "blocked": "red", "unknown": "yellow", "not-a-target": "dim"}
 
 
 def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> None:
@@ -30,7 +30,7 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
     shown = []
     for r in report.results:
         findings = [f for f in r.findings if not (many and f.severity.value == "warning")]
-        if many and r.verdict.value == "supported" and not findings:
+        if many and (r.verdict.value == "supported" or r.role != "target") and not findings:
             continue
         shown.append((r, findings))
         where = Text()
@@ -45,6 +45,8 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
                       ", ".join(r.blocking) or "—", where if where.plain else "—")
     console.print(table)
     for r, findings in shown:
+        if r.note:
+            console.print(f"[bold]{r.architecture}[/bold] ({r.role}): {r.note}", highlight=False)
         if not findings:
             continue
         console.print(f"[bold]{r.architecture}[/bold] ({r.method}, text model_type {r.text_model_type!r}: {r.model_type_source})")
@@ -56,18 +58,22 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
     if many:
         supported = sorted({r.architecture for r in report.results if r.verdict.value == "supported"})
         console.print(f"supported ({len(supported)}): {', '.join(supported) or '-'}", highlight=False)
-        console.print("(supported targets and warnings are left out of the table in a full scan; --verbose shows all)",
-                      style="dim")
+        console.print("(supported targets, drafters, pooling models and warnings are left out of the table in a "
+                      "full scan; --verbose shows all)", style="dim")
     console.print(summary_line(report))
     for p, e in sorted(report.parse_errors.items()):
         console.print(f"[yellow]does not parse:[/yellow] {p} {e}")
 
 
 def summary_line(report: ScanReport) -> str:
-    """``N targets: a supported, b blocked, c unknown`` (per method result)."""
-    s = report.as_dict()["summary"]
-    return (f"{len(report.results)} results: {s['supported']} supported, {s['blocked']} blocked, "
-            f"{s['unknown']} unknown")
+    """``N targets (M results): a supported, b blocked, c unknown; D drafters and P pooling
+    models not audited`` (verdicts counted per target and method)."""
+    s = report.summary()
+    line = (f"{s['targets']} targets ({len(report.targets)} results): {s['supported']} supported, "
+            f"{s['blocked']} blocked, {s['unknown']} unknown")
+    if s["drafters"] or s["pooling"]:
+        line += f"; {s['drafters']} drafters and {s['pooling']} pooling models not audited"
+    return line
 
 
 def scan_json(report: ScanReport) -> str:

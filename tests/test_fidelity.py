@@ -7,6 +7,7 @@ import pytest
 
 from auditor.engines.vllm.targets import resolve_targets
 from auditor.model.results import TargetSpec
+from auditor.orchestration.scan import Auditor
 from tests.real import next_cases, release_auditor
 
 
@@ -16,11 +17,17 @@ def _owned(case: dict) -> bool:
     return not ({"pipeline_parallel_size", "engine"} & set(case)) and case.get("method") != "mtp"
 
 
-FIDELITY = [c for c in next_cases() if _owned(c) and c["method"] == "eagle"]
+FIDELITY = [c for c in next_cases() if _owned(c) and (c["method"] == "eagle" or "platform" in c)]
+
+
+def _auditor(version: str, platform: str = "cuda") -> Auditor:
+    """The release's auditor for ``platform`` (one index per release, one resolver per platform)."""
+    base = release_auditor(version)
+    return base if platform == base.platform else Auditor(base.tree, platform=platform)
 
 
 def _audit(case: dict):
-    a = release_auditor(case["vllm"])
+    a = _auditor(case["vllm"], case.get("platform", "cuda"))
     if "model_type" in case:
         spec = TargetSpec(case["architecture"], case["model_type"],
                           case.get("text_model_type", case["model_type"]), "case")
@@ -92,3 +99,115 @@ def test_model_naming_a_drafter_says_what_it_is_0_33_0():
     (row,) = json.loads(p.stdout)["results"]
     assert (row["role"], row["verdict"]) == ("drafter", "not-a-target")
     assert "_SPECULATIVE_DECODING_MODELS" in row["note"] and "not a target" in row["note"]
+
+
+# -- kind 2: platform-split packages ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("platform,deepseek_v4,kimi_linear", [
+    ("cuda", "vllm.models.deepseek_v4.nvidia.model.DeepseekV4ForCausalLM",
+     "vllm.models.kimi_k3.nvidia.model.KimiLinearForCausalLM"),
+    ("rocm", "vllm.models.deepseek_v4.amd.model.DeepseekV4ForCausalLM",
+     "vllm.models.kimi_k3.amd.linear.KimiLinearForCausalLM"),
+    ("xpu", "vllm.models.deepseek_v4.xpu.model.DeepseekV4ForCausalLM",
+     "vllm.models.kimi_k3.amd.linear.KimiLinearForCausalLM"),
+    ("cpu", "vllm.models.deepseek_v4.cpu.model.DeepseekV4ForCausalLM",
+     "vllm.models.kimi_k3.nvidia.model.KimiLinearForCausalLM"),
+])
+def test_platform_split_packages_bind_the_platform_branch_0_33_0(platform, deepseek_v4, kimi_linear):
+    a = _auditor("0.33.0", platform)
+    specs = resolve_targets(a.registry, ["DeepseekV4ForCausalLM", "KimiLinearForCausalLM"])
+    r = {s.architecture: a.audit(s, "eagle3") for s in specs}
+    assert r["DeepseekV4ForCausalLM"].class_name == deepseek_v4
+    assert r["KimiLinearForCausalLM"].class_name == kimi_linear
+    # the ROCm/XPU Kimi-Linear (amd/linear.py) lacks SupportsEagle3; the CUDA one has it
+    assert r["KimiLinearForCausalLM"].verdict.value == ("supported" if "nvidia" in kimi_linear else "blocked")
+
+
+def test_explain_says_which_branch_it_followed_0_33_0():
+    from auditor.orchestration.explain import explain
+
+    info = explain(_auditor("0.33.0", "rocm"), "KimiLinearForCausalLM")
+    assert info["platform"] == "rocm"
+    (b,) = [b for b in info["branches"] if b["name"] == "KimiLinearForCausalLM" and b["module"] == "vllm.models.kimi_k3"]
+    assert b["branch"] == "not (current_platform.device_type == 'tpu') and current_platform.is_rocm()"
+    assert b["path"] == "vllm/models/kimi_k3/__init__.py"
+    src = release_auditor("0.33.0").tree.source.read(b["path"]).decode().splitlines()
+    assert "from .amd.linear import KimiLinearForCausalLM" in src[b["line"] - 1]
+    cuda = explain(_auditor("0.33.0"), "KimiLinearForCausalLM")
+    (b,) = [b for b in cuda["branches"] if b["name"] == "KimiLinearForCausalLM" and b["module"] == "vllm.models.kimi_k3"]
+    assert b["branch"].endswith("not (current_platform.is_rocm()) and not (current_platform.is_xpu())")
+
+
+def test_scan_platform_all_shows_where_verdicts_differ_0_33_0():
+    import json
+    import os
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "auditor", "scan", "--vllm-version", "0.33.0", "--platform", "all",
+                        "-m", "KimiLinearForCausalLM", "-m", "DeepseekV4ForCausalLM", "-m", "LlamaForCausalLM",
+                        "--format", "json", "--no-progress"],
+                       capture_output=True, text=True, env=dict(os.environ), timeout=600)
+    assert p.returncode == 1, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["platform"] == "all" and list(doc["reports"]) == ["cuda", "rocm", "xpu", "cpu"]
+    assert {r["platform"] for r in doc["reports"].values()} == {"cuda", "rocm", "xpu", "cpu"}
+    diffs = {d["architecture"]: d["platforms"] for d in doc["differences"]}
+    assert set(diffs) == {"KimiLinearForCausalLM", "DeepseekV4ForCausalLM"}  # Llama is the same everywhere
+    kimi = diffs["KimiLinearForCausalLM"]
+    assert kimi["cuda"]["verdict"] == "supported" and kimi["rocm"]["verdict"] == "blocked"
+    assert kimi["rocm"]["blocking"] == ["interface"]
+
+
+_PLATFORM_PKG = {
+    "vllm/platforms/__init__.py": "current_platform = None\n",
+    "vllm/models/__init__.py": "",
+    "vllm/models/plat/__init__.py": '''from typing import TYPE_CHECKING
+
+from vllm.platforms import current_platform
+
+if TYPE_CHECKING:
+    from .nv import PlatForCausalLM
+elif current_platform.device_type == "tpu":
+    pass
+elif current_platform.is_rocm():
+    from .amd import PlatForCausalLM  # type: ignore[assignment]
+else:
+    from .nv import PlatForCausalLM
+
+if TYPE_CHECKING or not current_platform.is_rocm():
+    from .nv import OtherForCausalLM
+else:
+    from .amd import OtherForCausalLM
+
+if current_platform.is_unknown_thing():
+    from .amd import Undecided
+else:
+    from .nv import Undecided
+''',
+    "vllm/models/plat/nv.py": "class PlatForCausalLM:\n    pass\n\n\nclass OtherForCausalLM:\n    pass\n\n\nclass Undecided:\n    pass\n",
+    "vllm/models/plat/amd.py": "class PlatForCausalLM:\n    pass\n\n\nclass OtherForCausalLM:\n    pass\n\n\nclass Undecided:\n    pass\n",
+}
+
+
+def test_conditional_bindings_follow_the_platform(tmp_path):
+    from auditor.engines.vllm.platforms import platform_conditions
+    from auditor.index.resolve import Resolver, evaluate_condition
+    from conftest import make_tree, open_auditor
+
+    tree = open_auditor(make_tree(tmp_path, _PLATFORM_PKG)).tree
+    for plat, want in (("cuda", "nv"), ("rocm", "amd"), ("xpu", "nv"), ("cpu", "nv")):
+        r = Resolver(tree, platform_conditions(plat))
+        for name in ("PlatForCausalLM", "OtherForCausalLM"):
+            assert r.resolve_name("vllm.models.plat", name).module == f"vllm.models.plat.{want}", (plat, name)
+        # a test the platform data cannot decide keeps the default: the first conditional binding
+        assert r.resolve_name("vllm.models.plat", "Undecided").module == "vllm.models.plat.amd"
+    # without conditions (the index alone) nothing is evaluated: the first branch, as before
+    assert Resolver(tree).resolve_name("vllm.models.plat", "PlatForCausalLM").module == "vllm.models.plat.amd"
+    cuda = platform_conditions("cuda")
+    assert evaluate_condition("TYPE_CHECKING or not current_platform.is_rocm()", cuda) is True
+    assert evaluate_condition("vllm.platforms.current_platform.is_cuda_alike()", platform_conditions("rocm")) is True
+    assert evaluate_condition("current_platform.device_type in ('cuda', 'xpu')", cuda) is True
+    assert evaluate_condition("current_platform.is_rocm() and foo()", cuda) is False
+    assert evaluate_condition("current_platform.is_rocm() or foo()", cuda) is None

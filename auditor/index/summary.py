@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: Bump when the shape or meaning of a summary changes: it is part of every cache key.
-INDEX_FORMAT = 20
+INDEX_FORMAT = 21
 
 #: Methods whose bodies are summarised in detail (references, loops, returns).
 DETAILED_METHODS = frozenset(
@@ -48,12 +48,16 @@ class Binding:
       - ``"function"``: a function defined here;
       - ``"other"``: any other value (constants, calls we do not model).
     ``line`` is 1-based. ``guarded`` is True for bindings inside ``try``/``except`` or ``if``.
+    ``conds``: the ``if`` tests the binding is made under, outermost first, each as
+    ``(test source text, the value it must have)`` (``elif``/``else`` branches carry the earlier
+    tests as False); empty for unconditional bindings.
     """
 
     kind: str
     target: Any
     line: int
     guarded: bool = False
+    conds: tuple = ()
 
 
 @dataclass(slots=True)
@@ -175,7 +179,11 @@ class ModuleSummary:
     fields are then empty). ``bindings``: the final run-time binding of each module-level name
     (the later binding wins; names bound only under ``TYPE_CHECKING`` are absent, and listed in
     ``type_checking_names``). ``classes``: by qualname. ``extras``: facts from
-    :mod:`auditor.engines.vllm.extract` keyed by extractor name.
+    :mod:`auditor.engines.vllm.extract` keyed by extractor name. ``cond_bindings`` (run time) and
+    ``tc_cond_bindings`` (under ``TYPE_CHECKING``): for each name bound under an ``if`` test, every
+    binding of it in statement order with its :attr:`Binding.conds` (bindings in ``except``
+    handlers left out), so that a resolver that can evaluate the tests picks the binding that
+    runs (:class:`auditor.index.resolve.Resolver`, ``conditions``).
     """
 
     module: str
@@ -192,6 +200,8 @@ class ModuleSummary:
     dunder_all: list[str] | None = None
     lazy_map: dict[str, str] = field(default_factory=dict)
     extras: dict[str, Any] = field(default_factory=dict)
+    cond_bindings: dict[str, list[Binding]] = field(default_factory=dict)
+    tc_cond_bindings: dict[str, list[Binding]] = field(default_factory=dict)
 
 
 def module_name_for(path: str) -> tuple[str, bool]:
@@ -467,14 +477,26 @@ class _Summarizer:
         self.s = ModuleSummary(module=module, path=path, is_package=is_package)
         #: the module assigns some ``__bases__``: record which functions append bases
         self.track_bases = track_bases
+        #: the ``if`` tests around the statement being summarised (see :attr:`Binding.conds`)
+        self.conds: tuple = ()
+        self.in_handler = False
+        self._all: dict[str, list[Binding]] = {}
+        self._tc_all: dict[str, list[Binding]] = {}
 
     # -- module level -----------------------------------------------------------------
     def run(self, tree: ast.Module) -> ModuleSummary:
         """Summarise a parsed module (its statements in order)."""
         self._stmts(tree.body, guarded=False, type_checking=False)
+        for src, dest in ((self._all, self.s.cond_bindings), (self._tc_all, self.s.tc_cond_bindings)):
+            for name, bs in src.items():
+                if any(b.conds for b in bs):
+                    dest[name] = bs
         return self.s
 
     def _bind(self, name: str, b: Binding, type_checking: bool) -> None:
+        b.conds = self.conds
+        if not self.in_handler:
+            (self._tc_all if type_checking else self._all).setdefault(name, []).append(b)
         if type_checking:
             self.s.tc_bindings.setdefault(name, b)
             if name not in self.s.bindings:
@@ -563,12 +585,19 @@ class _Summarizer:
                 self._stmts(stmt.body, guarded, type_checking)
                 self._stmts(stmt.orelse, guarded, True)
             else:
+                outer = self.conds
+                test = _text(stmt.test)
+                self.conds = outer + ((test, True),)
                 self._stmts(stmt.body, True, type_checking)
+                self.conds = outer + ((test, False),)
                 self._stmts(stmt.orelse, True, type_checking)
+                self.conds = outer
         elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
             self._stmts(stmt.body, True, type_checking)
+            was, self.in_handler = self.in_handler, True
             for h in stmt.handlers:
                 self._stmts(h.body, True, type_checking)
+            self.in_handler = was
             self._stmts(stmt.orelse, True, type_checking)
             self._stmts(stmt.finalbody, guarded, type_checking)
         elif isinstance(stmt, ast.With):

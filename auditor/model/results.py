@@ -75,6 +75,8 @@ class ScanReport:
     vllm_version: str | None
     source: str
     results: list[TargetResult]
+    #: the platform whose import-time branches were followed (``cuda``, ``rocm``, ``xpu``, ``cpu``)
+    platform: str = "cuda"
     parse_errors: dict[str, str] = field(default_factory=dict)
     drafters: list[str] = field(default_factory=list)
     pooling: list[str] = field(default_factory=list)
@@ -97,6 +99,7 @@ class ScanReport:
         return {
             "vllm_version": self.vllm_version,
             "source": self.source,
+            "platform": self.platform,
             "results": [r.as_dict() for r in self.results],
             "parse_errors": [{"path": p, "error": e} for p, e in sorted(self.parse_errors.items())],
             "drafters": self.drafters,

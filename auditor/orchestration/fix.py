@@ -108,7 +108,7 @@ def overlay_auditor(base: Auditor, texts: dict[str, str]) -> Auditor:
     for p, s in base.tree.loaded().items():
         if p not in texts:
             tree._by_path[p] = s
-    return Auditor(tree)
+    return Auditor(tree, platform=base.platform)
 
 
 # -- plan ------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Callable, Iterable
 
+from auditor.engines.vllm.platforms import DEFAULT_PLATFORM, PLATFORMS, platform_conditions
 from auditor.engines.vllm.facts import HOLDER_ATTRS, LANGUAGE_MODEL_ATTRS, TreeFacts, find_holder, target_facts
 from auditor.engines.vllm.registry import Registry
 from auditor.index.resolve import Resolver
@@ -27,14 +28,20 @@ class Auditor:
         tree: the tree to audit.
         transformers: the folder that contains a ``transformers`` package (or the package
             folder) whose config classes to read; default: the installed one, if any.
+        platform: the platform whose branches to follow where a module picks its classes at
+            import time (``cuda``, ``rocm``, ``xpu``, ``cpu``; see
+            :mod:`auditor.engines.vllm.platforms`).
     Raises:
-        AuditError: the tree has no readable model registry, or ``transformers`` is not a
-            transformers source.
+        AuditError: the tree has no readable model registry, ``transformers`` is not a
+            transformers source, or ``platform`` is not a known platform.
     """
 
-    def __init__(self, tree: Tree, transformers: str | None = None):
+    def __init__(self, tree: Tree, transformers: str | None = None, platform: str = DEFAULT_PLATFORM):
         self.tree = tree
-        self.resolver = Resolver(tree)
+        if platform not in PLATFORMS:
+            raise AuditError(f"--platform: unknown platform {platform!r} (one of {', '.join(PLATFORMS)})")
+        self.platform = platform
+        self.resolver = Resolver(tree, platform_conditions(platform))
         self.registry = Registry(self.resolver)
         self.facts = TreeFacts(self.resolver, self.registry)
         self.ctx = Context(self.resolver, self.registry, self.facts)
@@ -87,19 +94,21 @@ class Auditor:
                 used.update(r.split(".")[0] for r in f.returns_call)
             out = []
             for name in used | anywhere:
-                b = s.bindings.get(name) or s.tc_bindings.get(name)
-                if b is None:
-                    continue
-                if b.kind == "import":
-                    mods = (b.target[0], f"{b.target[0]}.{b.target[1]}")
-                elif b.kind == "module":
-                    mods = (b.target,)
-                else:
-                    continue
-                for m in mods:
-                    q = tree.path_of(m)
-                    if q and (q.startswith(scope) or name in anywhere):
-                        out.append(q)
+                bs = [s.bindings.get(name) or s.tc_bindings.get(name)]
+                bs += s.cond_bindings.get(name, []) + s.tc_cond_bindings.get(name, [])  # every platform's branch
+                for b in bs:
+                    if b is None:
+                        continue
+                    if b.kind == "import":
+                        mods = (b.target[0], f"{b.target[0]}.{b.target[1]}")
+                    elif b.kind == "module":
+                        mods = (b.target,)
+                    else:
+                        continue
+                    for m in mods:
+                        q = tree.path_of(m)
+                        if q and (q.startswith(scope) or name in anywhere):
+                            out.append(q)
             return out
 
         tree.prefetch(sorted(wave), progress=progress, expand=imports)
@@ -178,7 +187,7 @@ class Auditor:
         ``prefetch``: summarise every module a full scan needs in parallel first (on a miss of
         the result cache only)."""
         methods = list(methods)
-        results_cache = ResultCache(self.tree, specs, methods, hf_config)
+        results_cache = ResultCache(self.tree, specs, methods, hf_config, self.request_inputs())
         hit = results_cache.get()
         if hit is not None:
             return hit
@@ -188,6 +197,11 @@ class Auditor:
         if not self.ctx.cache.get("consulted_transformers"):
             results_cache.put(report)  # results that read transformers' files are not cached
         return report
+
+    def request_inputs(self) -> dict:
+        """The inputs besides the tree and the targets that a verdict depends on (the platform
+        whose branches are followed), for keying cached results."""
+        return {"platform": self.platform}
 
     def _scan(self, specs, methods, hf_config, progress) -> ScanReport:
         results = []
@@ -200,6 +214,7 @@ class Auditor:
         return ScanReport(
             vllm_version=self.tree.version(),
             source=getattr(self.tree.source, "label", ""),
+            platform=self.platform,
             results=results,
             parse_errors=dict(self.tree.parse_errors),
             drafters=sorted(e.architecture for e in self.registry.drafters()),
@@ -212,7 +227,8 @@ class ResultCache:
     every file the scan read still has the content it had (sha256 of each, checked on every
     hit): it can never return a stale verdict. Stored under the user cache folder."""
 
-    def __init__(self, tree: Tree, specs: list[TargetSpec], methods: list[str], hf_config: dict | None):
+    def __init__(self, tree: Tree, specs: list[TargetSpec], methods: list[str], hf_config: dict | None,
+                 inputs: dict | None = None):
         import hashlib
 
         from auditor import __version__
@@ -224,7 +240,7 @@ class ResultCache:
             return
         request = json.dumps([__version__, INDEX_FORMAT, tree.files_digest(),
                               [(s.architecture, s.model_type, s.text_model_type, s.source) for s in specs],
-                              methods, hf_config], sort_keys=True, default=str)
+                              methods, hf_config, inputs or {}], sort_keys=True, default=str)
         key = hashlib.sha256(request.encode()).hexdigest()
         self.path = tree.cache.root.parent.parent / "results" / key[:2] / f"{key}.pkl"
 
@@ -268,3 +284,31 @@ def open_tree(path: str | None, vllm_version: str | None, *, progress: bool = Tr
 
     src = open_source(path, vllm_version, progress=progress)
     return Tree(src, SummaryCache(enabled=use_cache))
+
+
+def platform_differences(reports: dict[str, ScanReport]) -> list[dict]:
+    """Where the verdicts of one tree differ between platforms.
+
+    Args:
+        reports: platform name → the scan of the same targets and methods on that platform.
+
+    Returns:
+        One dict per target and method whose verdict, blocking gates or resolved class is not
+        the same on every platform: ``architecture``, ``method``, and per platform ``verdict``,
+        ``blocking`` and ``class`` (in the order of ``reports``).
+    """
+    keyed = {p: {(r.architecture, r.method): r for r in rep.targets} for p, rep in reports.items()}
+    order: list[tuple[str, str]] = []
+    for rows in keyed.values():
+        order += [k for k in rows if k not in order]
+    out = []
+    for key in order:
+        per = {p: rows.get(key) for p, rows in keyed.items()}
+        shapes = {(r.verdict.value, tuple(r.blocking), r.class_name) if r else None for r in per.values()}
+        if len(shapes) > 1:
+            out.append({
+                "architecture": key[0], "method": key[1],
+                "platforms": {p: ({"verdict": r.verdict.value, "blocking": r.blocking, "class": r.class_name}
+                                  if r else None) for p, r in per.items()},
+            })
+    return out

@@ -89,14 +89,14 @@ def side_kind(value: str) -> str:
     return "version"
 
 
-def open_side(value: str, *, progress: bool = False, use_cache: bool = True) -> Auditor:
+def open_side(value: str, *, progress: bool = False, use_cache: bool = True, platform: str = "cuda") -> Auditor:
     """An :class:`Auditor` over ``value``: a release version (fetched and cached) or a PATH
-    (folder, source checkout, ``.tar.gz`` / ``.whl``)."""
+    (folder, source checkout, ``.tar.gz`` / ``.whl``), following ``platform``'s import-time branches."""
     from auditor.orchestration.scan import open_tree
 
     if side_kind(value) == "path":
-        return Auditor(open_tree(value, None, progress=progress, use_cache=use_cache))
-    return Auditor(open_tree(None, value, progress=progress, use_cache=use_cache))
+        return Auditor(open_tree(value, None, progress=progress, use_cache=use_cache), platform=platform)
+    return Auditor(open_tree(None, value, progress=progress, use_cache=use_cache), platform=platform)
 
 
 @dataclass
@@ -628,7 +628,8 @@ def _code_digest() -> str:
     return h.hexdigest()
 
 
-def _release_cache_path(archive: str, names: Sequence[str], method: str, model_type: str | None) -> Path | None:
+def _release_cache_path(archive: str, names: Sequence[str], method: str, model_type: str | None,
+                        platform: str = "cuda") -> Path | None:
     """Where the audit of a fetched release archive is cached: keyed on the archive's sha256 as
     recorded by :func:`auditor.source.fetch.fetch_release` (which has just verified the file against
     it), the request, and :func:`_code_digest`. None when no digest is recorded (an archive
@@ -642,29 +643,30 @@ def _release_cache_path(archive: str, names: Sequence[str], method: str, model_t
     digest = _read_sidecar(Path(archive))
     if digest is None:
         return None
-    key = hashlib.sha256(json.dumps([_code_digest(), digest, list(names), method, model_type]).encode()).hexdigest()
+    key = hashlib.sha256(json.dumps([_code_digest(), digest, list(names), method, model_type, platform]).encode()).hexdigest()
     return cache_root() / "matrix" / key[:2] / f"{key}.pkl"
 
 
-def cached_release_audit(archive: str, names: Sequence[str], method: str, model_type: str | None) -> ReleaseAudit | None:
+def cached_release_audit(archive: str, names: Sequence[str], method: str, model_type: str | None,
+                         platform: str = "cuda") -> ReleaseAudit | None:
     """The cached audit of a release archive, or None."""
     from auditor.index.tree import load_cached
 
-    path = _release_cache_path(archive, names, method, model_type)
+    path = _release_cache_path(archive, names, method, model_type, platform)
     audit = load_cached(path) if path is not None else None
     return audit if isinstance(audit, ReleaseAudit) else None
 
 
-def _store_release_audit(archive: str, names, method, model_type, audit: ReleaseAudit) -> None:
+def _store_release_audit(archive: str, names, method, model_type, audit: ReleaseAudit, platform: str = "cuda") -> None:
     from auditor.index.tree import store_cached
 
-    path = _release_cache_path(archive, names, method, model_type)
+    path = _release_cache_path(archive, names, method, model_type, platform)
     if path is not None:
         store_cached(path, audit)
 
 
 def audit_release(version: str, archive: str, names: Sequence[str], method: str,
-                  model_type: str | None = None, use_cache: bool = True) -> ReleaseAudit:
+                  model_type: str | None = None, use_cache: bool = True, platform: str = "cuda") -> ReleaseAudit:
     """Audit ``names`` in the release archive ``archive`` (a top-level function, so that a
     process pool can run it). With ``use_cache``, the result is cached per archive sha256 (see
     :func:`cached_release_audit`), besides the index and result caches of the scan itself."""
@@ -672,11 +674,11 @@ def audit_release(version: str, archive: str, names: Sequence[str], method: str,
     from auditor.index.tree import SummaryCache, Tree
 
     if use_cache:
-        hit = cached_release_audit(archive, names, method, model_type)
+        hit = cached_release_audit(archive, names, method, model_type, platform)
         if hit is not None:
             return hit
     t0 = time.perf_counter()
-    auditor = Auditor(Tree(ArchiveSource(archive), SummaryCache(enabled=use_cache)))
+    auditor = Auditor(Tree(ArchiveSource(archive), SummaryCache(enabled=use_cache)), platform=platform)
     specs: list[TargetSpec] = []
     unresolved: dict[str, str] = {}
     for name in names:
@@ -689,7 +691,7 @@ def audit_release(version: str, archive: str, names: Sequence[str], method: str,
     results = auditor.scan(specs, [method]).results if specs else []
     audit = ReleaseAudit(version, Path(archive).name, results, unresolved, time.perf_counter() - t0)
     if use_cache:
-        _store_release_audit(archive, names, method, model_type, audit)
+        _store_release_audit(archive, names, method, model_type, audit, platform)
     return audit
 
 
@@ -784,8 +786,10 @@ def run_matrix(
     listing: IndexListing | None = None,
     progress: Progress | None = None,
     fetch: Callable[..., Path] | None = None,
+    platform: str = "cuda",
 ) -> MatrixReport:
-    """Audit ``names`` in every release of ``versions`` (see :func:`parse_versions`).
+    """Audit ``names`` in every release of ``versions`` (see :func:`parse_versions`), following
+    ``platform``'s import-time branches.
 
     Archives are fetched by ``fetch_workers`` threads; each is audited as soon as it is there:
     from the per-archive result cache when it holds it (``use_cache``), else by a pool of
@@ -834,8 +838,8 @@ def run_matrix(
                     tick("audit")
                     continue
                 tick("fetch")
-                args = (v, archive, tuple(names), method, model_type, use_cache)
-                hit = cached_release_audit(*args[1:5]) if use_cache else None
+                args = (v, archive, tuple(names), method, model_type, use_cache, platform)
+                hit = cached_release_audit(*args[1:5], platform) if use_cache else None
                 if hit is not None:
                     audits[v] = hit
                     tick("audit")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree as RichTree
@@ -92,6 +93,37 @@ def scan_markdown(report: ScanReport) -> str:
     return "\n".join(out) + "\n"
 
 
+def platform_differences_table(diffs: list[dict], console: Console) -> None:
+    """Print where verdicts differ between platforms (see
+    :func:`auditor.orchestration.scan.platform_differences`): one row per target and method, one
+    column per platform (verdict, blocking gates, and the class when it differs)."""
+    if not diffs:
+        console.print("the verdicts are the same on every platform")
+        return
+    plats = list(diffs[0]["platforms"])
+    table = Table(title="where the platforms differ")
+    table.add_column("architecture", no_wrap=True)
+    table.add_column("method", no_wrap=True)
+    for p in plats:
+        table.add_column(p, overflow="fold")
+    for d in diffs:
+        classes = {v["class"] for v in d["platforms"].values() if v}
+        cells = []
+        for p in plats:
+            v = d["platforms"][p]
+            if v is None:
+                cells.append(Text("absent", style="dim"))
+                continue
+            t = Text(v["verdict"], style=_STYLE.get(v["verdict"], ""))
+            if v["blocking"]:
+                t.append(f" ({', '.join(v['blocking'])})")
+            if len(classes) > 1:
+                t.append(f"\n{v['class']}", style="cyan")
+            cells.append(t)
+        table.add_row(d["architecture"], d["method"], *cells)
+    console.print(table)
+
+
 def explain_tree(info: dict, console: Console) -> None:
     """Print an explanation (see :func:`auditor.orchestration.explain.explain`) as a rich tree."""
     head = f"[bold]{info['architecture']}[/bold] → {info['class']}  [cyan]{info['path']}:{info['line']}[/cyan]"
@@ -139,4 +171,10 @@ def explain_tree(info: dict, console: Console) -> None:
             fnode.add(f"returns aux hidden states: {fw['returns_aux']}")
     if info.get("language_model"):
         root.add(f"language model architecture: {info['language_model']}")
+    if info.get("branches"):
+        node = root.add(f"import-time branches followed (platform {info.get('platform')})")
+        for b in info["branches"]:
+            where = f"  [cyan]{b['path']}:{b['line']}[/cyan]" if b.get("line") else ""
+            node.add(Text.from_markup(f"{escape(b['name'])} in {escape(b['module'])}: ") + Text(b["branch"]) +
+                     Text.from_markup(where))
     console.print(root)

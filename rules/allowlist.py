@@ -27,6 +27,11 @@ _INLINE = '''if self.method == "eagle3" and self.target_model_config and \\
             raise ValueError("Eagle3 is only supported for Llama models.")'''
 
 
+def _why(error: str) -> str:
+    """``does not parse (line 3: ...)`` or ``cannot be read (...)`` for a module's error."""
+    return error if error.startswith("cannot be read") else f"does not parse ({error})"
+
+
 def _spec(entries: list[str]) -> dict[str, str]:
     return {"vllm/config/speculative.py": _SPEC.format(body=_LIST.format(entries=entries))}
 
@@ -71,6 +76,9 @@ class AllowlistRule(Rule):
     def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
         found = ctx.tree.allowlist_for(target.method)
         if found is None:
+            for path, why in ctx.tree.unanalysed("allowlist"):
+                yield self.finding(Severity.UNKNOWN, f"{path} may hold the {target.method} allowlist but is "
+                                   f"missing from the analysis: it {_why(why)}", path, None, unanalysed=path)
             return
         path, fact = found
         mt = target.text_model_type

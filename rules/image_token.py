@@ -63,6 +63,11 @@ class ImageTokenRule(Rule):
             return
         chains = ctx.tree.image_token
         if not chains:
+            for path, why in ctx.tree.unanalysed("image_token"):
+                yield self.finding(Severity.UNKNOWN, f"{ref.name} is multimodal, and {path}, which may hold the "
+                                   "proposer's image-token branches, is missing from the analysis: it "
+                                   + (why if why.startswith("cannot be read") else f"does not parse ({why})"),
+                                   path, None, unanalysed=path)
             return
         path, chain = chains[0]
         for br in chain.branches:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from auditor.engines.vllm.facts import INTERFACES_MODULE
 from auditor.model.findings import Finding, Severity
 from auditor.index.summary import MethodFact
 from rules.base import AuditTarget, Context, Example, Rule
@@ -131,6 +132,13 @@ class InterfaceRule(Rule):
     def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
         facts = target.facts
         if facts.ref is None:
+            return
+        broken = ctx.tree.broken_module(INTERFACES_MODULE)
+        if broken is not None:
+            path, why = broken
+            yield self.finding(Severity.UNKNOWN, f"{path} defines the protocol but is missing from the analysis: it "
+                               + (why if why.startswith("cannot be read") else f"does not parse ({why})"),
+                               path, None, unanalysed=path)
             return
         missing, proto, _ = missing_members(ctx, target)
         if not missing:

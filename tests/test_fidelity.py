@@ -211,3 +211,69 @@ def test_conditional_bindings_follow_the_platform(tmp_path):
     assert evaluate_condition("current_platform.device_type in ('cuda', 'xpu')", cuda) is True
     assert evaluate_condition("current_platform.is_rocm() and foo()", cuda) is False
     assert evaluate_condition("current_platform.is_rocm() or foo()", cuda) is None
+
+
+# -- kind 8: a gate file that does not parse never passes the gate silently ------------------
+
+
+def _overlaid(version: str, path: str, extra: str) -> Auditor:
+    """The release's auditor with ``extra`` appended to the file at ``path`` (in memory)."""
+    from auditor.orchestration.fix import overlay_auditor
+
+    base = release_auditor(version)
+    return overlay_auditor(base, {path: base.tree.source.read(path).decode() + extra})
+
+
+def _one(a: Auditor, arch: str, model_type: str | None = None, text_model_type: str | None = None):
+    if model_type:
+        return a.audit(TargetSpec(arch, model_type, text_model_type or model_type, "test"), "eagle3")
+    (spec,) = resolve_targets(a.registry, [arch])
+    return a.audit(spec, "eagle3")
+
+
+def test_newer_grammar_in_the_allowlist_file_is_parsed_0_16_0():
+    a = _overlaid("0.16.0", "vllm/config/speculative.py", "\ntype X = int\n")
+    s = a.tree.summary("vllm/config/speculative.py")
+    assert s.error is None and s.extras["newer_syntax_lines"]  # libcst accepted it; that line is left out
+    r = _one(a, "DeepseekV3ForCausalLM", "deepseek_v3")
+    assert r.verdict.value == "blocked"
+    assert r.blocking == ["allowlist", "interface", "aux-capture"]
+
+
+@pytest.mark.parametrize("path,arch,model_type,text_model_type,gate", [
+    ("vllm/config/speculative.py", "DeepseekV3ForCausalLM", "deepseek_v3", None, "allowlist"),
+    ("vllm/config/speculative.py", "LlamaForCausalLM", "llama", None, "allowlist"),
+    ("vllm/v1/spec_decode/eagle.py", "KimiK25ForConditionalGeneration", "kimi_k25", "kimi_k2", "image-token"),
+    ("vllm/model_executor/models/interfaces.py", "LlamaForCausalLM", "llama", None, "interface"),
+])
+def test_a_gate_file_that_does_not_parse_makes_the_gate_unknown_0_16_0(path, arch, model_type, text_model_type, gate):
+    a = _overlaid("0.16.0", path, "\ndef broken(:\n    pass\n")
+    r = _one(a, arch, model_type, text_model_type)
+    assert r.verdict.value != "supported"
+    (f,) = [f for f in r.findings if f.gate == gate]
+    assert f.severity.value == "unknown" and f.path == path
+    assert path in f.message and "does not parse" in f.message
+    if arch == "LlamaForCausalLM":
+        assert r.verdict.value == "unknown"
+
+
+def test_an_unreadable_gate_file_makes_the_gate_unknown(tmp_path):
+    from auditor.index.tree import SummaryCache, Tree
+    from auditor.source.sources import FolderSource
+    from conftest import make_tree
+
+    class Unreadable(FolderSource):
+        """A folder whose speculative config cannot be read (as a file without read permission)."""
+
+        def _read(self, relpath):
+            if relpath == "vllm/config/speculative.py":
+                raise PermissionError(13, "Permission denied")
+            return super()._read(relpath)
+
+    a = Auditor(Tree(Unreadable(make_tree(tmp_path)), SummaryCache(enabled=False)))
+    (spec,) = resolve_targets(a.registry, ["LlamaForCausalLM"])
+    r = a.audit(spec, "eagle3")
+    (f,) = [f for f in r.findings if f.gate == "allowlist"]
+    assert f.severity.value == "unknown" and f.path == "vllm/config/speculative.py"
+    assert "cannot be read (Permission denied)" in f.message
+    assert r.verdict.value == "unknown"

@@ -275,6 +275,8 @@ class Resolver:
             return Unresolved(f"{module}.{name}", "bound only under TYPE_CHECKING (absent at run time)")
         if name in _BUILTINS:
             return External(name)
+        if m.error:
+            return Unresolved(f"{module}.{name}", f"{m.path} does not parse ({m.error})")
         return Unresolved(f"{module}.{name}", f"{name} is not bound in {m.path}")
 
     def _from_binding(self, m: ModuleSummary, name: str, b, seen) -> Target:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: Bump when the shape or meaning of a summary changes: it is part of every cache key.
-INDEX_FORMAT = 21
+INDEX_FORMAT = 22
 
 #: Methods whose bodies are summarised in detail (references, loops, returns).
 DETAILED_METHODS = frozenset(
@@ -712,6 +712,45 @@ def _attr(name: str, line: int, value: ast.expr) -> AttrFact:
     return AttrFact(name, line, True, _short(value), lit)
 
 
+def parse_newer_syntax(source: bytes, path: str) -> tuple[ast.Module, list[int]] | None:
+    """Parse a module that this interpreter's ``ast`` rejects but that is valid Python of a newer
+    grammar (``type X = int``, ``def f[T](x: T)`` on Python 3.11): libcst's parser, which accepts
+    newer grammar, checks that the module is valid, and each statement that ``ast`` cannot parse is
+    replaced by ``pass`` (same lines, same indentation) so that the rest of the module is indexed.
+
+    Returns:
+        ``(syntax tree, first lines of the replaced statements)``, or None when libcst rejects the
+        module too (a real syntax error) or the statements cannot be isolated.
+    """
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    try:
+        mod = cst.parse_module(source)
+        spans = []
+        for node, pos in MetadataWrapper(mod, unsafe_skip_copy=True).resolve(PositionProvider).items():
+            if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+                spans.append((pos.start.line, pos.end.line, pos.start.column))
+        lines = source.decode(mod.encoding).splitlines(keepends=True)
+    except Exception:  # libcst rejects it (ParserSyntaxError) or it cannot be decoded
+        return None
+    replaced: list[int] = []
+    for _ in range(200):
+        try:
+            return ast.parse("".join(lines), filename=path), replaced
+        except (SyntaxError, ValueError) as exc:
+            ln = getattr(exc, "lineno", None)
+            hits = [sp for sp in spans if ln is not None and sp[0] <= ln <= sp[1] and sp[0] not in replaced]
+            if not hits:
+                return None
+            start, end, col = min(hits, key=lambda sp: sp[1] - sp[0])
+            lines[start - 1] = " " * col + "pass\n"
+            for i in range(start, min(end, len(lines))):
+                lines[i] = "\n"
+            replaced.append(start)
+    return None
+
+
 def parse_error_line(exc: SyntaxError) -> str:
     """One-line description of a parse error: ``line N: message``."""
     return f"line {exc.lineno}: {exc.msg}"
@@ -737,12 +776,19 @@ def summarize(source: bytes, path: str) -> ModuleSummary:
     was_enabled = gc.isenabled()
     gc.disable()
     try:
+        replaced: list[int] = []
         try:
             tree = ast.parse(source, filename=path)
         except (SyntaxError, ValueError) as exc:
-            msg = parse_error_line(exc) if isinstance(exc, SyntaxError) else str(exc)
-            return ModuleSummary(module=module, path=path, is_package=is_package, error=msg)
+            newer = parse_newer_syntax(source, path)
+            if newer is None:
+                msg = parse_error_line(exc) if isinstance(exc, SyntaxError) else str(exc)
+                return ModuleSummary(module=module, path=path, is_package=is_package, error=msg)
+            tree, replaced = newer
         summary = _Summarizer(module, path, is_package, track_bases=b"__bases__" in source).run(tree)
+        if replaced:
+            # statements of a grammar newer than this interpreter's, left out of the index
+            summary.extras["newer_syntax_lines"] = replaced
         extract.run_extractors(tree, source, summary)
         return summary
     finally:

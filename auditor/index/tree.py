@@ -17,7 +17,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Callable, Iterable
 
-from auditor.index.summary import INDEX_FORMAT, ModuleSummary, summarize
+from auditor.index.summary import INDEX_FORMAT, ModuleSummary, module_name_for, summarize
 
 
 def cache_root() -> Path:
@@ -161,7 +161,12 @@ class Tree:
         s = self._by_path.get(rel)
         if s is not None:
             return s
-        data = self.source.read(rel)
+        try:
+            data = self.source.read(rel)
+        except (KeyError, OSError) as exc:
+            module, is_package = module_name_for(rel)
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+            return self._record(rel, ModuleSummary(module, rel, is_package, error=f"cannot be read ({why})"))
         digest = _digest(data)
         self.reads[rel] = digest
         s = self.cache.get(digest)
@@ -235,7 +240,11 @@ class Tree:
                     if rel in self._by_path:
                         finish(rel, self._by_path[rel])
                         continue
-                    data = self.source.read(rel)
+                    try:
+                        data = self.source.read(rel)
+                    except (KeyError, OSError):
+                        finish(rel, self.summary(rel))  # recorded as a module that cannot be read
+                        continue
                     digest = _digest(data)
                     self.reads[rel] = digest
                     hit = self.cache.get(digest)

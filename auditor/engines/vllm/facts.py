@@ -77,15 +77,41 @@ class TreeFacts:
     RUNTIME_PREFIXES = ("vllm/v1/", "vllm/worker/", "vllm/spec_decode/")
 
     def candidate_paths(self, search: str) -> list[str]:
-        """Paths of the modules that may hold a tree-wide fact (by prefix and trigger words)."""
+        """Paths of the modules that may hold a tree-wide fact (by prefix and trigger words); a
+        file under the prefixes that cannot be read is a candidate too (see :meth:`unanalysed`)."""
         prefixes, needles = self.SEARCHES[search]
         out = []
         for p in sorted(self.tree.files):
             if p.startswith(prefixes):
-                data = self.tree.read(p)
+                try:
+                    data = self.tree.read(p)
+                except (KeyError, OSError):
+                    out.append(p)
+                    continue
                 if all(n in data for n in needles) and (search != "allowlist" or may_hold_allowlist(data)):
                     out.append(p)
         return out
+
+    def unanalysed(self, search: str) -> list[tuple[str, str]]:
+        """``(path, why)`` for each module that may hold the tree-wide fact ``search`` but is
+        missing from the analysis: it does not parse (even with a newer grammar, see
+        :func:`auditor.index.summary.parse_newer_syntax`) or cannot be read. A gate whose fact
+        is not found while such a module exists is undecidable, not passed."""
+        out = []
+        for p in self.candidate_paths(search):
+            s = self.tree.summary(p)
+            if s.error:
+                out.append((p, s.error))
+        return out
+
+    def broken_module(self, module: str) -> tuple[str, str] | None:
+        """``(path, why)`` when the tree has ``module`` but it is missing from the analysis (does
+        not parse, cannot be read); None when it is analysed or absent."""
+        path = self.tree.path_of(module)
+        if path is None:
+            return None
+        s = self.tree.summary(path)
+        return (path, s.error) if s.error else None
 
     def _found(self, search: str) -> list[tuple[str, object]]:
         """``(path, fact)`` for every fact the extractor ``search`` stored in the modules that

@@ -277,3 +277,50 @@ def test_an_unreadable_gate_file_makes_the_gate_unknown(tmp_path):
     assert f.severity.value == "unknown" and f.path == "vllm/config/speculative.py"
     assert "cannot be read (Permission denied)" in f.message
     assert r.verdict.value == "unknown"
+
+
+# -- kind 3: holders built by a factory that takes the class -----------------------------------
+
+
+_FACTORY_WRAPPER = '''
+import torch.nn as nn
+from vllm.model_executor.models.interfaces import SupportsEagle3
+from vllm.model_executor.models.llama import LlamaForCausalLM
+
+
+def build_model(vllm_config=None, prefix="", model_class=None):
+    return model_class(vllm_config=vllm_config)
+
+
+class WrapForCausalLM(nn.Module, SupportsEagle3):
+    def __init__(self, vllm_config=None):
+        super().__init__()
+        self.language_model = build_model(vllm_config=vllm_config, prefix="lm", model_class=LlamaForCausalLM)
+
+    def set_aux_hidden_state_layers(self, layers):
+        self.language_model.set_aux_hidden_state_layers(layers)
+
+    def get_eagle3_aux_hidden_state_layers(self):
+        return (2,)
+'''
+
+
+def test_holder_built_by_a_factory_handed_the_class(tmp_path):
+    from conftest import add_registry_row, audit, make_tree
+
+    folder = make_tree(tmp_path, {"vllm/model_executor/models/wrap.py": _FACTORY_WRAPPER})
+    add_registry_row(folder, "WrapForCausalLM", "wrap")
+    r = audit(folder, "WrapForCausalLM", text_model_type="llama")
+    assert r.holder == "vllm.model_executor.models.llama.LlamaModel"
+    assert r.verdict.value == "supported", [f.message for f in r.findings]
+
+
+def test_llama4_language_model_from_initialize_model_0_16_0():
+    from auditor.engines.vllm.facts import find_holder
+
+    a = release_auditor("0.16.0")
+    r = _one(a, "Llama4ForConditionalGeneration", "llama4", "llama4_text")
+    assert r.holder == "vllm.model_executor.models.llama4.Llama4Model"
+    assert not [f for f in r.findings if f.gate in ("interface", "aux-capture", "resolve")], [f.message for f in r.findings]
+    h = find_holder(a.resolver, a.registry, a.registry.class_ref("Llama4ForConditionalGeneration"))
+    assert "initialize_model(..., model_class=Llama4ForCausalLM)" in h.via

@@ -314,7 +314,9 @@ def find_holder(resolver: Resolver, registry: Registry, ref: ClassRef, _depth: i
     if _depth > 3:
         return HolderInfo(None, "wrapper recursion", unknown="wrapper nesting too deep")
     lm = _init_assign(resolver, ref, LANGUAGE_MODEL_ATTRS)
-    if lm is not None and lm[2] is not None and lm[2][0].endswith("init_vllm_registered_model"):
+    if lm is not None and lm[2] is not None and (lm[2][0].endswith("init_vllm_registered_model")
+                                                 or _string_list(lm[2][1].get("architectures", ""))):
+        # any builder handed literal architectures names a registry row (a generic rule, not a name)
         owner, attr, (callee, kwargs, line), _ = lm
         loc = resolver.location(owner)
         archs = _string_list(kwargs.get("architectures", "")) if "architectures" in kwargs else None
@@ -333,7 +335,7 @@ def find_holder(resolver: Resolver, registry: Registry, ref: ClassRef, _depth: i
         if not isinstance(lref, ClassRef):
             return HolderInfo(None, f"language model {arch}", path, line, unknown=f"cannot resolve {arch}")
         inner = find_holder(resolver, registry, lref, _depth + 1)
-        inner.via = f"self.{attr} = init_vllm_registered_model(architectures=[{arch!r}]) → {inner.via}"
+        inner.via = f"self.{attr} = {callee.rsplit('.', 1)[-1]}(architectures=[{arch!r}]) → {inner.via}"
         inner.language_arch = arch
         inner.language_ref = lref
         return inner
@@ -373,6 +375,12 @@ def find_holder(resolver: Resolver, registry: Registry, ref: ClassRef, _depth: i
     else:
         t = resolver.resolve_dotted(owner.module, callee)
         via = f"self.{attr} = {callee}(...)"
+        if not isinstance(t, ClassRef):
+            # a factory that takes the class: initialize_model(..., model_class=Llama4ForCausalLM)
+            hit = class_keyword(resolver, owner.module, call[1])
+            if hit is not None:
+                via = f"self.{attr} = {callee}(..., {hit[0]}={hit[1].name})"
+                t = hit[1]
     if not isinstance(t, ClassRef):
         if isinstance(t, Unresolved):
             reason = t.reason
@@ -388,6 +396,21 @@ def find_holder(resolver: Resolver, registry: Registry, ref: ClassRef, _depth: i
         inner.via = f"{via} → {inner.via}"
         return inner
     return HolderInfo(t, via, path, line)
+
+
+def class_keyword(resolver: Resolver, module: str, kwargs: dict[str, str]) -> tuple[str, ClassRef] | None:
+    """The first keyword argument of a call whose value is a class of the tree, as
+    ``(keyword, class)``: a factory that is handed the class to build
+    (``initialize_model(vllm_config=..., model_class=Llama4ForCausalLM)`` in 0.16.0
+    ``vllm/model_executor/models/mllama4.py``). ``kwargs`` maps keywords to value texts as the
+    index records them (:attr:`auditor.index.summary.MethodFact.self_assign_calls`)."""
+    for k, v in kwargs.items():
+        if not v or not all(part.isidentifier() for part in v.split(".")):
+            continue
+        t = resolver.resolve_dotted(module, v)
+        if isinstance(t, ClassRef):
+            return k, t
+    return None
 
 
 def _has_layer_loop(resolver: Resolver, ref: ClassRef) -> bool:

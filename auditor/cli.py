@@ -83,6 +83,32 @@ VersionOpt = typer.Option(
 )
 
 
+class PlatformOpt(str, Enum):
+    """Platforms whose import-time branches to follow (``all``: each, and where verdicts differ)."""
+    cuda = "cuda"
+    rocm = "rocm"
+    xpu = "xpu"
+    cpu = "cpu"
+    all = "all"
+
+
+class OnePlatform(str, Enum):
+    """One platform."""
+    cuda = "cuda"
+    rocm = "rocm"
+    xpu = "xpu"
+    cpu = "cpu"
+
+
+_PLATFORM_HELP = ("The platform whose branches to follow where a model package picks its classes at import "
+                  "time (if current_platform.is_rocm(): ...).")
+
+
+def _platform_opt(all_ok: bool = False):
+    return typer.Option(PlatformOpt.cuda if all_ok else OnePlatform.cuda, "--platform",
+                        help=_PLATFORM_HELP + (" all: audit every platform and show where verdicts differ." if all_ok else ""))
+
+
 def _fail(message: str) -> None:
     err.print(f"[bold red]eagle-audit: error:[/bold red] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
@@ -101,13 +127,13 @@ def _progress_enabled(no_progress: bool) -> bool:
 
 
 def _open(path: Optional[str], version: Optional[str], no_progress: bool, no_cache: bool,
-          transformers: Optional[str] = None):
+          transformers: Optional[str] = None, platform: str = "cuda"):
     from auditor.orchestration.scan import Auditor, open_tree
 
     if path and version:
         _fail("give either a PATH or --vllm-version, not both")
     tree = open_tree(path, version, progress=_progress_enabled(no_progress), use_cache=not no_cache)
-    return Auditor(tree, transformers=transformers)
+    return Auditor(tree, transformers=transformers, platform=platform)
 
 
 def _write(text: str, output: Optional[Path]) -> None:
@@ -151,6 +177,7 @@ def scan(
     transformers: Optional[str] = typer.Option(
         None, "--transformers", help="A transformers source folder whose HF config classes to read "
         "(default: the transformers installed here, located without importing it)."),
+    platform: PlatformOpt = _platform_opt(all_ok=True),
 ) -> None:
     """Verdict per architecture and method: supported, blocked (which gates, file:line) or unknown (why).
 
@@ -160,8 +187,11 @@ def scan(
     from auditor.render import report as rep
 
     _check_model_type(model_type)
+    if platform is PlatformOpt.all:
+        return _scan_all_platforms(path, vllm_version, model, model_type, hf_config, method, fmt, output,
+                                   no_cache, no_progress, exit_zero, transformers)
     cfg = load_hf_config(hf_config) if hf_config else None
-    auditor = _open(path, vllm_version, no_progress, no_cache, transformers)
+    auditor = _open(path, vllm_version, no_progress, no_cache, transformers, platform.value)
     specs = resolve_targets(auditor.registry, model, model_type, cfg)
     methods = ["eagle3", "eagle"] if method is MethodOpt.all else [method.value]
     show = _progress_enabled(no_progress)
@@ -175,7 +205,45 @@ def scan(
         _write(_render(result, fmt), output)
     if exit_zero:
         raise typer.Exit(0)
-    raise typer.Exit(0 if all(r.verdict.value == "supported" for r in result.results) else 1)
+    targets = result.targets
+    raise typer.Exit(0 if targets and all(r.verdict.value == "supported" for r in targets) else 1)
+
+
+def _scan_all_platforms(path, vllm_version, model, model_type, hf_config, method, fmt, output, no_cache,
+                        no_progress, exit_zero, transformers) -> None:
+    """``scan --platform all``: the same scan on every platform (one tree, one index), then where
+    the verdicts differ. JSON: ``{"platform": "all", "reports": {platform: scan}, "differences": [...]}``."""
+    from auditor.engines.vllm.platforms import PLATFORMS
+    from auditor.engines.vllm.targets import load_hf_config, resolve_targets
+    from auditor.orchestration.scan import Auditor, platform_differences
+    from auditor.render import report as rep
+
+    if fmt not in (Format.table, Format.json):
+        _fail("--platform all writes a table or JSON (--format table|json)")
+    first = _open(path, vllm_version, no_progress, no_cache, transformers, PLATFORMS[0])
+    cfg = load_hf_config(hf_config) if hf_config else None
+    methods = ["eagle3", "eagle"] if method is MethodOpt.all else [method.value]
+    full = not model and cfg is None
+    reports = {}
+    for plat in PLATFORMS:
+        a = first if plat == PLATFORMS[0] else Auditor(first.tree, transformers=transformers, platform=plat)
+        specs = resolve_targets(a.registry, model, model_type, cfg)
+        reports[plat] = _with_progress2(_progress_enabled(no_progress) and full,
+                                        (f"indexing modules ({plat})", f"auditing architectures ({plat})"),
+                                        lambda idx, aud: a.scan(specs, methods, cfg, progress=aud, prefetch=full,
+                                                                prefetch_progress=idx))
+    diffs = platform_differences(reports)
+    if fmt is Format.json:
+        _write(json.dumps({"platform": "all", "reports": {p: r.as_dict() for p, r in reports.items()},
+                           "differences": diffs}, indent=2), output)
+    else:
+        for plat, r in reports.items():
+            out.print(f"[bold]{plat}[/bold]: {rep.summary_line(r)}", highlight=False)
+        rep.platform_differences_table(diffs, out)
+    if exit_zero:
+        raise typer.Exit(0)
+    ok = all(r.targets and all(t.verdict.value == "supported" for t in r.targets) for r in reports.values())
+    raise typer.Exit(0 if ok else 1)
 
 
 def _render(result, fmt: Format) -> str:
@@ -249,9 +317,11 @@ def explain(
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write JSON to this file."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
+    platform: OnePlatform = _platform_opt(),
 ) -> None:
     """The resolved class hierarchy of an architecture: MRO with file:line, empty subclasses,
-    protocol members and where each comes from, the holder model and its forward loop."""
+    protocol members and where each comes from, the holder model and its forward loop, and the
+    import-time branches followed for the platform."""
     from auditor.orchestration.explain import explain as do_explain
     from auditor.render import report as rep
 
@@ -261,7 +331,7 @@ def explain(
         _fail("give an architecture, or --all")
     if arch and all_archs:
         _fail("give an architecture or --all, not both")
-    auditor = _open(path, vllm_version, no_progress, no_cache)
+    auditor = _open(path, vllm_version, no_progress, no_cache, platform=platform.value)
     if all_archs:
         _with_progress(_progress_enabled(no_progress), "indexing modules", auditor.prefetch_all)
         infos = [do_explain(auditor, a) for a in auditor.registry.architectures()]
@@ -307,6 +377,7 @@ def fix_cmd(
     revert: bool = typer.Option(False, "--revert", help="Restore the files changed by the last --apply on this tree."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
+    platform: OnePlatform = _platform_opt(),
 ) -> None:
     """Write the patch that makes the targets pass every EAGLE-3 gate: a unified diff on stdout
     (dry run, the default), DIR/<name>.patch plus a re-runnable codemods file (--out), or the tree
@@ -340,7 +411,7 @@ def fix_cmd(
         _fail("give either --model or --codemods, not both")
     _check_model_type(model_type)
     loaded = fx.load_codemods(codemods) if codemods else None  # validated before any work
-    auditor = _open(path, vllm_version, no_progress, no_cache)
+    auditor = _open(path, vllm_version, no_progress, no_cache, platform=platform.value)
     only = None
     if loaded is not None:
         specs, method, only = loaded
@@ -449,11 +520,11 @@ def _append(text: str, path: Optional[Path]) -> None:
         _fail(f"--summary: cannot write {path}: {exc}")
 
 
-def _open_side(label: str, value: str, no_progress: bool, no_cache: bool):
+def _open_side(label: str, value: str, no_progress: bool, no_cache: bool, platform: str = "cuda"):
     from auditor.orchestration.upgrade import open_side
 
     try:
-        return open_side(value, progress=_progress_enabled(no_progress), use_cache=not no_cache)
+        return open_side(value, progress=_progress_enabled(no_progress), use_cache=not no_cache, platform=platform)
     except AuditError as exc:
         _fail(f"{label} {value}: {exc}")
 
@@ -488,6 +559,7 @@ def gate_cmd(
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when the gate is broken."),
+    platform: OnePlatform = _platform_opt(),
 ) -> None:
     """Pre-upgrade gate: does the CANDIDATE release still work for your targets?
 
@@ -517,8 +589,8 @@ def gate_cmd(
 
         load_codemods(cfg.codemods)  # validated before any work
     hf = load_hf_config(cfg.hf_config) if cfg.hf_config else None
-    cand = _open_side("--candidate", cfg.candidate, no_progress, no_cache)
-    cur = _open_side("--current", cfg.current, no_progress, no_cache) if cfg.current else None
+    cand = _open_side("--candidate", cfg.candidate, no_progress, no_cache, platform.value)
+    cur = _open_side("--current", cfg.current, no_progress, no_cache, platform.value) if cfg.current else None
     report = _with_progress(
         _progress_enabled(no_progress), "gating",
         lambda cb: run_gate(cand, cfg.targets, candidate_spec=cfg.candidate, current=cur, current_spec=cfg.current or "",
@@ -567,6 +639,7 @@ def matrix_cmd(
     summary: Optional[Path] = SummaryOpt,
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
+    platform: OnePlatform = _platform_opt(),
 ) -> None:
     """Support matrix: one row per release with the verdict and blocking gates of each target, the first release with native support in bold.
 
@@ -583,7 +656,7 @@ def matrix_cmd(
         _fail("give --versions SPEC (or versions in pyproject.toml, tool.eagle-audit)")
     report = _matrix_progress(_progress_enabled(no_progress), lambda cb: run_matrix(
         cfg.targets, cfg.versions, method=cfg.methods[0], model_type=cfg.model_type, jobs=jobs,
-        use_cache=not no_cache, progress=cb))
+        use_cache=not no_cache, progress=cb, platform=platform.value))
     markdown = ci_formats.matrix_markdown(report)
     if fmt is MatrixFormat.table and output is None:
         from rich.markdown import Markdown

@@ -26,6 +26,15 @@ def expected_cases() -> list[dict]:
         return tomllib.load(fh)["case"]
 
 
+def next_cases() -> list[dict]:
+    """The cases the open issues must make true: ``../shared/acceptance/next.toml`` beside the
+    repo when it is there, else the copy in ``tests/data/next.toml``."""
+    shared = REPO.parent / "shared" / "acceptance" / "next.toml"
+    path = shared if shared.is_file() else REPO / "tests" / "data" / "next.toml"
+    with open(path, "rb") as fh:
+        return tomllib.load(fh)["case"]
+
+
 @functools.lru_cache(maxsize=None)
 def release_auditor(version: str) -> Auditor:
     """An :class:`Auditor` over the real source archive of ``version`` (downloaded once, cached,

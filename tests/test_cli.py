@@ -160,7 +160,7 @@ def test_supported_target_exits_0(cli):
     assert p.returncode == 0, p.stdout + p.stderr
     assert "supported" in p.stdout
     assert "0.0.1+mini" in p.stdout
-    assert "1 results: 1 supported, 0 blocked, 0 unknown" in p.stdout
+    assert "1 targets (1 results): 1 supported, 0 blocked, 0 unknown" in p.stdout
     assert p.stderr == ""
 
 
@@ -204,12 +204,13 @@ SCAN_SCHEMA = {
             "properties": {"path": {"type": "string"}, "error": {"type": "string"}}}},
         "results": {"type": "array", "items": {
             "type": "object",
-            "required": ["architecture", "class", "method", "verdict", "findings"],
+            "required": ["architecture", "role", "class", "method", "verdict", "findings"],
             "properties": {
                 "architecture": {"type": "string"},
+                "role": {"enum": ["target", "drafter", "pooling"]},
                 "class": {"type": ["string", "null"]},
                 "method": {"enum": ["eagle3", "eagle"]},
-                "verdict": {"enum": ["supported", "blocked", "unknown"]},
+                "verdict": {"enum": ["supported", "blocked", "unknown", "not-a-target"]},
                 "findings": {"type": "array", "items": FINDING},
             },
         }},
@@ -247,13 +248,20 @@ def test_full_scan_json_and_method_all(cli):
     assert len(doc["results"]) == 2 * len(archs)
     by = {(r["architecture"], r["method"]): r for r in doc["results"]}
     assert by[("LlamaForCausalLM", "eagle3")]["verdict"] == "supported"
+    # the drafter row is not a target: no verdict of its own, not counted with the targets
+    drafter = by[("Eagle3LlamaForCausalLM", "eagle3")]
+    assert (drafter["role"], drafter["verdict"], drafter["findings"]) == ("drafter", "not-a-target", [])
+    assert "_SPECULATIVE_DECODING_MODELS" in drafter["note"] and "drafter" in drafter["note"]
+    targets = [r for r in doc["results"] if r["role"] == "target"]
+    assert {r["role"] for r in doc["results"]} == {"target", "drafter"}
     # the toys implement SupportsEagle (EAGLE-1/2) and are not multimodal: eagle is fine
     assert by[("ToyV2ForCausalLM", "eagle")]["verdict"] == "supported"
     assert by[("ToyV3ForCausalLM", "eagle3")]["verdict"] == "blocked"
     assert by[("ToyV32ForCausalLM", "eagle3")]["class"] == "vllm.model_executor.models.toy.ToyV3ForCausalLM"
-    assert doc["summary"] == {"supported": sum(r["verdict"] == "supported" for r in doc["results"]),
-                              "blocked": sum(r["verdict"] == "blocked" for r in doc["results"]),
-                              "unknown": sum(r["verdict"] == "unknown" for r in doc["results"])}
+    assert doc["summary"] == {"supported": sum(r["verdict"] == "supported" for r in targets),
+                              "blocked": sum(r["verdict"] == "blocked" for r in targets),
+                              "unknown": sum(r["verdict"] == "unknown" for r in targets),
+                              "targets": 5, "drafters": 1, "pooling": 0}
 
 
 def test_output_file(cli):
@@ -319,6 +327,7 @@ def test_syntax_error_file_is_reported_and_others_still_audited(cli):
     assert res["LlamaForCausalLM"]["verdict"] == "supported"
     assert res["ToyV3ForCausalLM"]["verdict"] == "blocked"
     assert res["ToyVLForConditionalGeneration"]["verdict"] == "blocked"
+    assert res["Eagle3LlamaForCausalLM"]["verdict"] == "not-a-target"
     assert len(res) == 7
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import functools
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Mapping, Union
 
 from auditor.index.summary import AttrFact, ClassFact, MethodFact, ModuleSummary
 from auditor.index.tree import Tree
@@ -105,12 +105,116 @@ class MroResult:
     unresolved: list[Unresolved] = field(default_factory=list)
 
 
-class Resolver:
-    """Resolve names, classes and MROs in one :class:`~auditor.index.tree.Tree`."""
+def evaluate_condition(text: str, conditions: Mapping[str, object]) -> bool | None:
+    """The truth of an ``if`` test (source text) under ``conditions``, or None when it cannot be
+    decided.
 
-    def __init__(self, tree: Tree):
+    ``conditions`` maps expression texts to their run-time values (``"current_platform.is_rocm()"``
+    → False, ``"current_platform.device_type"`` → ``"cuda"``); an expression matches a key equal
+    to it or ending it after a dot (``vllm.platforms.current_platform.is_rocm()``). ``TYPE_CHECKING``
+    is False (it is only true for type checkers). ``not``, ``and``, ``or`` (three-valued), ``==``,
+    ``!=``, ``in``, ``not in`` against literals, and literal constants are understood; anything
+    else is undecided.
+    """
+    node = _parse_test(text)
+    return None if node is None else _truth(node, conditions)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_test(text: str) -> ast.expr | None:
+    try:
+        return ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return None
+
+
+def _lookup(node: ast.expr, conditions: Mapping[str, object]) -> tuple[bool, object]:
+    """``(known, value)`` of a name, attribute or argument-less call under ``conditions``."""
+    if isinstance(node, ast.Constant):
+        return True, node.value
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        vals = [_lookup(e, conditions) for e in node.elts]
+        return all(k for k, _ in vals), [v for _, v in vals]
+    if isinstance(node, ast.Call) and (node.args or node.keywords):
+        return False, None
+    text = ast.unparse(node)
+    if text in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+        return True, False
+    for key, value in conditions.items():
+        if text == key or text.endswith("." + key):
+            return True, value
+    return False, None
+
+
+def _truth(node: ast.expr, conditions: Mapping[str, object]) -> bool | None:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        v = _truth(node.operand, conditions)
+        return None if v is None else not v
+    if isinstance(node, ast.BoolOp):
+        vals = [_truth(v, conditions) for v in node.values]
+        if isinstance(node.op, ast.And):
+            return False if False in vals else (None if None in vals else True)
+        return True if True in vals else (None if None in vals else False)
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        (lk, lv), (rk, rv) = _lookup(node.left, conditions), _lookup(node.comparators[0], conditions)
+        if not (lk and rk):
+            return None
+        op = node.ops[0]
+        try:
+            if isinstance(op, ast.Eq):
+                return lv == rv
+            if isinstance(op, ast.NotEq):
+                return lv != rv
+            if isinstance(op, ast.In):
+                return lv in rv
+            if isinstance(op, ast.NotIn):
+                return lv not in rv
+        except TypeError:
+            return None
+        return None
+    known, value = _lookup(node, conditions)
+    return bool(value) if known else None
+
+
+class Resolver:
+    """Resolve names, classes and MROs in one :class:`~auditor.index.tree.Tree`.
+
+    Args:
+        tree: the tree.
+        conditions: run-time values of the expressions that ``if`` tests around module-level
+            bindings use (see :func:`evaluate_condition`; the engine layer supplies them, e.g.
+            one platform's ``current_platform.is_*()``). With them, a name bound in several
+            branches resolves to the binding of the branch that runs; a test they cannot decide
+            keeps the default (the first of the conditional bindings). None: no evaluation.
+    """
+
+    def __init__(self, tree: Tree, conditions: Mapping[str, object] | None = None):
         self.tree = tree
+        self.conditions = conditions
         self._mro: dict[ClassRef, MroResult] = {}
+        #: (module, name) → ``(branch tests as (text, value) pairs, line of the binding)`` of the
+        #: binding followed (``((), None)``: no branch binds it), for every name resolved through a
+        #: conditional binding (``explain`` reports them)
+        self.followed: dict[tuple[str, str], tuple] = {}
+
+    def _branch_binding(self, m: ModuleSummary, name: str, table: dict):
+        """The binding of ``name`` that runs under :attr:`conditions`: a Binding, ``False`` when
+        every branch that binds it is false, or None when a test cannot be decided (or there are
+        no conditions, or no conditional binding)."""
+        if self.conditions is None or name not in table:
+            return None
+        chosen = False
+        for b in table[name]:
+            vals = []
+            for text, want in b.conds:
+                v = evaluate_condition(text, self.conditions)
+                vals.append(None if v is None else v == want)
+            if None in vals:
+                return None
+            if all(vals):
+                chosen = b
+        self.followed[(m.module, name)] = (chosen.conds, chosen.line) if chosen else ((), None)
+        return chosen
 
     # -- summaries ---------------------------------------------------------------------
     def cls(self, ref: ClassRef) -> ClassFact | None:
@@ -138,6 +242,9 @@ class Resolver:
                 return External(f"{module}.{name}" if module else name)
             return Unresolved(f"{module}.{name}", f"module {module} is not in the tree")
         b = m.bindings.get(name)
+        branch = self._branch_binding(m, name, m.cond_bindings)
+        if branch is not None:
+            b = branch or None  # False: no branch that binds the name runs
         if b is not None:
             t = self._from_binding(m, name, b, _seen)
             if isinstance(t, Unresolved) and name in m.alt_bindings:
@@ -157,13 +264,19 @@ class Resolver:
             t = self.resolve_name(star, name, _seen)
             if not isinstance(t, Unresolved):
                 return t
-        if name in m.type_checking_names and "__getattr__" in m.functions and name in m.tc_bindings:
+        if name in m.tc_bindings and "__getattr__" in m.functions and (name in m.type_checking_names or branch is False):
             # a lazy module: ``__getattr__`` imports at first access what TYPE_CHECKING names
-            return self._from_binding(m, name, m.tc_bindings[name], _seen)
+            tc = self._branch_binding(m, name, m.tc_cond_bindings)
+            return self._from_binding(m, name, tc or m.tc_bindings[name], _seen)
+        if branch is False:
+            return Unresolved(f"{module}.{name}", f"{name} is bound in {m.path} only in branches that do not run "
+                                                  "on this platform")
         if name in m.type_checking_names:
             return Unresolved(f"{module}.{name}", "bound only under TYPE_CHECKING (absent at run time)")
         if name in _BUILTINS:
             return External(name)
+        if m.error:
+            return Unresolved(f"{module}.{name}", f"{m.path} does not parse ({m.error})")
         return Unresolved(f"{module}.{name}", f"{name} is not bound in {m.path}")
 
     def _from_binding(self, m: ModuleSummary, name: str, b, seen) -> Target:

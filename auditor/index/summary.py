@@ -48,12 +48,16 @@ class Binding:
       - ``"function"``: a function defined here;
       - ``"other"``: any other value (constants, calls we do not model).
     ``line`` is 1-based. ``guarded`` is True for bindings inside ``try``/``except`` or ``if``.
+    ``conds``: the ``if`` tests the binding is made under, outermost first, each as
+    ``(test source text, the value it must have)`` (``elif``/``else`` branches carry the earlier
+    tests as False); empty for unconditional bindings.
     """
 
     kind: str
     target: Any
     line: int
     guarded: bool = False
+    conds: tuple = ()
 
 
 @cacheable
@@ -181,7 +185,11 @@ class ModuleSummary:
     fields are then empty). ``bindings``: the final run-time binding of each module-level name
     (the later binding wins; names bound only under ``TYPE_CHECKING`` are absent, and listed in
     ``type_checking_names``). ``classes``: by qualname. ``extras``: facts from
-    the extractors (see :class:`Extractor`), keyed by extractor name.
+    the extractors (see :class:`Extractor`), keyed by extractor name. ``cond_bindings`` (run time) and
+    ``tc_cond_bindings`` (under ``TYPE_CHECKING``): for each name bound under an ``if`` test, every
+    binding of it in statement order with its :attr:`Binding.conds` (bindings in ``except``
+    handlers left out), so that a resolver that can evaluate the tests picks the binding that
+    runs (:class:`auditor.index.resolve.Resolver`, ``conditions``).
     """
 
     module: str
@@ -198,6 +206,8 @@ class ModuleSummary:
     dunder_all: list[str] | None = None
     lazy_map: dict[str, str] = field(default_factory=dict)
     extras: dict[str, Any] = field(default_factory=dict)
+    cond_bindings: dict[str, list[Binding]] = field(default_factory=dict)
+    tc_cond_bindings: dict[str, list[Binding]] = field(default_factory=dict)
 
 
 def module_name_for(path: str) -> tuple[str, bool]:
@@ -473,14 +483,26 @@ class _Summarizer:
         self.s = ModuleSummary(module=module, path=path, is_package=is_package)
         #: the module assigns some ``__bases__``: record which functions append bases
         self.track_bases = track_bases
+        #: the ``if`` tests around the statement being summarised (see :attr:`Binding.conds`)
+        self.conds: tuple = ()
+        self.in_handler = False
+        self._all: dict[str, list[Binding]] = {}
+        self._tc_all: dict[str, list[Binding]] = {}
 
     # -- module level -----------------------------------------------------------------
     def run(self, tree: ast.Module) -> ModuleSummary:
         """Summarise a parsed module (its statements in order)."""
         self._stmts(tree.body, guarded=False, type_checking=False)
+        for src, dest in ((self._all, self.s.cond_bindings), (self._tc_all, self.s.tc_cond_bindings)):
+            for name, bs in src.items():
+                if any(b.conds for b in bs):
+                    dest[name] = bs
         return self.s
 
     def _bind(self, name: str, b: Binding, type_checking: bool) -> None:
+        b.conds = self.conds
+        if not self.in_handler:
+            (self._tc_all if type_checking else self._all).setdefault(name, []).append(b)
         if type_checking:
             self.s.tc_bindings.setdefault(name, b)
             if name not in self.s.bindings:
@@ -569,12 +591,19 @@ class _Summarizer:
                 self._stmts(stmt.body, guarded, type_checking)
                 self._stmts(stmt.orelse, guarded, True)
             else:
+                outer = self.conds
+                test = _text(stmt.test)
+                self.conds = outer + ((test, True),)
                 self._stmts(stmt.body, True, type_checking)
+                self.conds = outer + ((test, False),)
                 self._stmts(stmt.orelse, True, type_checking)
+                self.conds = outer
         elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
             self._stmts(stmt.body, True, type_checking)
+            was, self.in_handler = self.in_handler, True
             for h in stmt.handlers:
                 self._stmts(h.body, True, type_checking)
+            self.in_handler = was
             self._stmts(stmt.orelse, True, type_checking)
             self._stmts(stmt.finalbody, guarded, type_checking)
         elif isinstance(stmt, ast.With):
@@ -732,6 +761,43 @@ class Extractor:
         if not all(n in source for n in self.needles):
             return False
         return self.prefilter is None or self.prefilter(source)
+def parse_newer_syntax(source: bytes, path: str) -> tuple[ast.Module, list[int]] | None:
+    """Parse a module that this interpreter's ``ast`` rejects but that is valid Python of a newer
+    grammar (``type X = int``, ``def f[T](x: T)`` on Python 3.11): libcst's parser, which accepts
+    newer grammar, checks that the module is valid, and each statement that ``ast`` cannot parse is
+    replaced by ``pass`` (same lines, same indentation) so that the rest of the module is indexed.
+
+    Returns:
+        ``(syntax tree, first lines of the replaced statements)``, or None when libcst rejects the
+        module too (a real syntax error) or the statements cannot be isolated.
+    """
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    try:
+        mod = cst.parse_module(source)
+        spans = []
+        for node, pos in MetadataWrapper(mod, unsafe_skip_copy=True).resolve(PositionProvider).items():
+            if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+                spans.append((pos.start.line, pos.end.line, pos.start.column))
+        lines = source.decode(mod.encoding).splitlines(keepends=True)
+    except Exception:  # libcst rejects it (ParserSyntaxError) or it cannot be decoded
+        return None
+    replaced: list[int] = []
+    for _ in range(200):
+        try:
+            return ast.parse("".join(lines), filename=path), replaced
+        except (SyntaxError, ValueError) as exc:
+            ln = getattr(exc, "lineno", None)
+            hits = [sp for sp in spans if ln is not None and sp[0] <= ln <= sp[1] and sp[0] not in replaced]
+            if not hits:
+                return None
+            start, end, col = min(hits, key=lambda sp: sp[1] - sp[0])
+            lines[start - 1] = " " * col + "pass\n"
+            for i in range(start, min(end, len(lines))):
+                lines[i] = "\n"
+            replaced.append(start)
+    return None
 
 
 def parse_error_line(exc: SyntaxError) -> str:
@@ -759,12 +825,19 @@ def summarize(source: bytes, path: str, extractors: tuple[Extractor, ...] = ()) 
     was_enabled = gc.isenabled()
     gc.disable()
     try:
+        replaced: list[int] = []
         try:
             tree = ast.parse(source, filename=path)
         except (SyntaxError, ValueError) as exc:
-            msg = parse_error_line(exc) if isinstance(exc, SyntaxError) else str(exc)
-            return ModuleSummary(module=module, path=path, is_package=is_package, error=msg)
+            newer = parse_newer_syntax(source, path)
+            if newer is None:
+                msg = parse_error_line(exc) if isinstance(exc, SyntaxError) else str(exc)
+                return ModuleSummary(module=module, path=path, is_package=is_package, error=msg)
+            tree, replaced = newer
         summary = _Summarizer(module, path, is_package, track_bases=b"__bases__" in source).run(tree)
+        if replaced:
+            # statements of a grammar newer than this interpreter's, left out of the index
+            summary.extras["newer_syntax_lines"] = replaced
         for ex in extractors:
             if ex.wants(path, source):
                 found = ex.run(tree)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from auditor.cache import Store, key
-from auditor.index.summary import Extractor, ModuleSummary, summarize
+from auditor.index.summary import Extractor, ModuleSummary, module_name_for, summarize
 
 
 class SummaryCache:
@@ -129,7 +129,12 @@ class Tree:
         s = self._by_path.get(rel)
         if s is not None:
             return s
-        data = self.source.read(rel)
+        try:
+            data = self.source.read(rel)
+        except (KeyError, OSError) as exc:
+            module, is_package = module_name_for(rel)
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+            return self._record(rel, ModuleSummary(module, rel, is_package, error=f"cannot be read ({why})"))
         digest = _digest(data)
         self.reads[rel] = digest
         s = self.cache.get(self.summary_key(digest))
@@ -203,7 +208,11 @@ class Tree:
                     if rel in self._by_path:
                         finish(rel, self._by_path[rel])
                         continue
-                    data = self.source.read(rel)
+                    try:
+                        data = self.source.read(rel)
+                    except (KeyError, OSError):
+                        finish(rel, self.summary(rel))  # recorded as a module that cannot be read
+                        continue
                     digest = _digest(data)
                     self.reads[rel] = digest
                     hit = self.cache.get(self.summary_key(digest))

@@ -28,6 +28,13 @@ class Verdict(str, Enum):
     SUPPORTED = "supported"
     BLOCKED = "blocked"
     UNKNOWN = "unknown"
+    #: a registry row that is not a target (a drafter or a pooling model): nothing to audit
+    NOT_A_TARGET = "not-a-target"
+
+    @classmethod
+    def of_targets(cls) -> tuple["Verdict", ...]:
+        """The verdicts a target can get (every one but :attr:`NOT_A_TARGET`)."""
+        return (cls.SUPPORTED, cls.BLOCKED, cls.UNKNOWN)
 
 
 @cacheable

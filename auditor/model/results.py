@@ -37,6 +37,10 @@ class TargetResult:
     model_type_source: str = ""
     holder: str | None = None
     language_model: str | None = None
+    #: ``target``, ``drafter`` or ``pooling``: the role of the registry row (only targets are audited)
+    role: str = "target"
+    #: for a row that is not a target, what it is (one sentence)
+    note: str | None = None
 
     @property
     def blocking(self) -> list[str]:
@@ -50,6 +54,7 @@ class TargetResult:
     def as_dict(self) -> dict:
         return {
             "architecture": self.architecture,
+            "role": self.role,
             "class": self.class_name,
             "method": self.method,
             "verdict": self.verdict.value,
@@ -60,27 +65,48 @@ class TargetResult:
             "holder": self.holder,
             "language_model": self.language_model,
             "findings": [f.as_dict() for f in self.findings],
+            **({"note": self.note} if self.note else {}),
         }
 
 
 @cacheable
 @dataclass
 class ScanReport:
-    """A scan's results: the tree's version and label, one :class:`TargetResult` per target and
-    method, the files that did not parse, and the drafter architectures the tree registers."""
+    """A scan's results: the tree's version and label, one :class:`TargetResult` per requested
+    row and method, the files that did not parse, and the drafter and pooling architectures the
+    tree registers."""
 
     vllm_version: str | None
     source: str
     results: list[TargetResult]
+    #: the platform whose import-time branches were followed (``cuda``, ``rocm``, ``xpu``, ``cpu``)
+    platform: str = "cuda"
     parse_errors: dict[str, str] = field(default_factory=dict)
     drafters: list[str] = field(default_factory=list)
+    pooling: list[str] = field(default_factory=list)
+
+    @property
+    def targets(self) -> list[TargetResult]:
+        """The results of target rows (the ones with a verdict)."""
+        return [r for r in self.results if r.role == "target"]
+
+    def summary(self) -> dict[str, int]:
+        """Verdict counts over target results (``supported``, ``blocked``, ``unknown``), and the
+        number of architectures of each role among the results (``targets``, ``drafters``,
+        ``pooling``)."""
+        out = {v.value: sum(1 for r in self.targets if r.verdict is v) for v in Verdict.of_targets()}
+        for role, key in (("target", "targets"), ("drafter", "drafters"), ("pooling", "pooling")):
+            out[key] = len({r.architecture for r in self.results if r.role == role})
+        return out
 
     def as_dict(self) -> dict:
         return {
             "vllm_version": self.vllm_version,
             "source": self.source,
+            "platform": self.platform,
             "results": [r.as_dict() for r in self.results],
             "parse_errors": [{"path": p, "error": e} for p, e in sorted(self.parse_errors.items())],
             "drafters": self.drafters,
-            "summary": {v.value: sum(1 for r in self.results if r.verdict is v) for v in Verdict},
+            "pooling": self.pooling,
+            "summary": self.summary(),
         }

@@ -59,6 +59,9 @@ def explain(auditor: Auditor, arch: str) -> dict:
             members[m] = hit[0].dotted if hit else None
         protocols[pname] = members
     h = find_holder(r, reg, facts.ref)
+    modules = {entry.dotted_module} | {e.module for e in facts.mro if isinstance(e, ClassRef)}
+    if h.ref is not None:
+        modules.add(h.ref.module)
     holder = {"class": h.ref.dotted if h.ref else None, "via": h.via, "unknown": h.unknown,
               "path": h.path, "line": h.line}
     if h.ref is not None:
@@ -84,4 +87,19 @@ def explain(auditor: Auditor, arch: str) -> dict:
         "protocols": protocols,
         "holder": holder,
         "language_model": h.language_arch,
+        "platform": auditor.platform,
+        "branches": branches_followed(auditor, modules),
     }
+
+
+def branches_followed(auditor: Auditor, modules: set[str]) -> list[dict]:
+    """The import-time branches the resolution followed in ``modules`` on the auditor's platform:
+    ``module``, ``name``, ``path``, ``line`` of the binding used (None: no branch binds it) and
+    ``branch`` (the tests that hold there, e.g. ``not (current_platform.is_rocm())``)."""
+    out = []
+    for (mod, name), (conds, line) in sorted(auditor.resolver.followed.items()):
+        if mod not in modules:
+            continue
+        branch = " and ".join(t if want else f"not ({t})" for t, want in conds) or "no branch binds it"
+        out.append({"module": mod, "name": name, "path": auditor.tree.path_of(mod), "line": line, "branch": branch})
+    return out

@@ -93,7 +93,7 @@ def overlay_auditor(base: Auditor, texts: dict[str, str]) -> Auditor:
     """An :class:`Auditor` over ``base``'s tree with ``texts`` (path → new source) laid over it.
     Summaries of unchanged files already built for ``base`` are reused."""
     src = OverlaySource(base.tree.source, {p: t.encode("utf-8") for p, t in texts.items()})
-    return Auditor(base.tree.overlaid(src, texts))
+    return Auditor(base.tree.overlaid(src, texts), platform=base.platform)
 
 
 # -- plan ------------------------------------------------------------------------------------

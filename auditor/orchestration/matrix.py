@@ -19,6 +19,7 @@ from packaging.version import InvalidVersion, Version
 
 from auditor.cache import Store, cacheable
 from auditor.cache import key as cache_key
+from auditor.engines.vllm.platforms import DEFAULT_PLATFORM
 from auditor.engines.vllm.targets import load_alias_table, resolve_targets
 from auditor.model.errors import AuditError
 from auditor.model.findings import Severity
@@ -123,7 +124,8 @@ class ReleaseAudit:
     seconds: float
 
 
-def _release_key(archive: str, names: Sequence[str], method: str, model_type: str | None) -> str | None:
+def _release_key(archive: str, names: Sequence[str], method: str, model_type: str | None,
+                 platform: str = DEFAULT_PLATFORM) -> str | None:
     """The cache key of the audit of a fetched release archive: the archive's sha256 as recorded
     by :func:`auditor.source.fetch.fetch_release` (which has just verified the file against it),
     the request and the tool's code (:func:`auditor.cache.key`). None when no digest is recorded
@@ -131,23 +133,25 @@ def _release_key(archive: str, names: Sequence[str], method: str, model_type: st
     digest = recorded_sha256(Path(archive))
     if digest is None:
         return None
-    return cache_key("matrix", digest, list(names), method, model_type)
+    return cache_key("matrix", digest, list(names), method, model_type, platform)
 
 
-def cached_release_audit(archive: str, names: Sequence[str], method: str, model_type: str | None) -> ReleaseAudit | None:
+def cached_release_audit(archive: str, names: Sequence[str], method: str, model_type: str | None,
+                         platform: str = DEFAULT_PLATFORM) -> ReleaseAudit | None:
     """The cached audit of a release archive, or None."""
-    k = _release_key(archive, names, method, model_type)
+    k = _release_key(archive, names, method, model_type, platform)
     return Store("matrix").get(k, ReleaseAudit) if k is not None else None
 
 
-def _store_release_audit(archive: str, names, method, model_type, audit: ReleaseAudit) -> None:
-    k = _release_key(archive, names, method, model_type)
+def _store_release_audit(archive: str, names, method, model_type, audit: ReleaseAudit,
+                         platform: str = DEFAULT_PLATFORM) -> None:
+    k = _release_key(archive, names, method, model_type, platform)
     if k is not None:
         Store("matrix").put(k, audit)
 
 
 def audit_release(version: str, archive: str, names: Sequence[str], method: str,
-                  model_type: str | None = None, use_cache: bool = True) -> ReleaseAudit:
+                  model_type: str | None = None, use_cache: bool = True, platform: str = DEFAULT_PLATFORM) -> ReleaseAudit:
     """Audit ``names`` in the release archive ``archive`` (a top-level function, so that a
     process pool can run it). With ``use_cache``, the result is cached per archive sha256 (see
     :func:`cached_release_audit`), besides the index and result caches of the scan itself."""
@@ -155,11 +159,11 @@ def audit_release(version: str, archive: str, names: Sequence[str], method: str,
     from auditor.source.sources import ArchiveSource
 
     if use_cache:
-        hit = cached_release_audit(archive, names, method, model_type)
+        hit = cached_release_audit(archive, names, method, model_type, platform)
         if hit is not None:
             return hit
     t0 = time.perf_counter()
-    auditor = Auditor(make_tree(ArchiveSource(archive), SummaryCache(enabled=use_cache)))
+    auditor = Auditor(make_tree(ArchiveSource(archive), SummaryCache(enabled=use_cache)), platform=platform)
     specs: list[TargetSpec] = []
     unresolved: dict[str, str] = {}
     for name in names:
@@ -174,7 +178,7 @@ def audit_release(version: str, archive: str, names: Sequence[str], method: str,
     results = auditor.scan(specs, [method]).results if specs else []
     audit = ReleaseAudit(version, Path(archive).name, results, unresolved, time.perf_counter() - t0)
     if use_cache:
-        _store_release_audit(archive, names, method, model_type, audit)
+        _store_release_audit(archive, names, method, model_type, audit, platform)
     return audit
 
 
@@ -270,6 +274,7 @@ def run_matrix(
     listing: IndexListing | None = None,
     progress: Progress | None = None,
     fetch: Callable[..., Path] | None = None,
+    platform: str = DEFAULT_PLATFORM,
 ) -> MatrixReport:
     """Audit ``names`` in every release of ``versions`` (see :func:`parse_versions`).
 
@@ -320,8 +325,8 @@ def run_matrix(
                     tick("audit")
                     continue
                 tick("fetch")
-                args = (v, archive, tuple(names), method, model_type, use_cache)
-                hit = cached_release_audit(*args[1:5]) if use_cache else None
+                args = (v, archive, tuple(names), method, model_type, use_cache, platform)
+                hit = cached_release_audit(*args[1:5], platform) if use_cache else None
                 if hit is not None:
                     audits[v] = hit
                     tick("audit")

@@ -19,6 +19,11 @@ from auditor.engines.vllm.facts import (
     find_holder,
     target_facts,
 )
+from auditor.engines.vllm.platforms import (
+    DEFAULT_PLATFORM,
+    PLATFORMS,
+    platform_conditions,
+)
 from auditor.engines.vllm.registry import Registry
 from auditor.index.resolve import Resolver
 from auditor.index.tree import SummaryCache, Tree
@@ -37,18 +42,24 @@ class Auditor:
         tree: the tree to audit.
         transformers: the folder that contains a ``transformers`` package (or the package
             folder) whose config classes to read; default: the installed one, if any.
+        platform: the platform whose branches to follow where a module picks its classes at
+            import time (``cuda``, ``rocm``, ``xpu``, ``cpu``; see
+            :mod:`auditor.engines.vllm.platforms`).
     Raises:
-        AuditError: the tree has no readable model registry, or ``transformers`` is not a
-            transformers source.
+        AuditError: the tree has no readable model registry, ``transformers`` is not a
+            transformers source, or ``platform`` is not a known platform.
         ValueError: ``tree`` was not built with :func:`make_tree` (its summaries would lack
             the gates' facts).
     """
 
-    def __init__(self, tree: Tree, transformers: str | None = None):
+    def __init__(self, tree: Tree, transformers: str | None = None, platform: str = DEFAULT_PLATFORM):
         if not set(EXTRACTORS) <= set(tree.extractors):
             raise ValueError("the tree lacks the vLLM and rule extractors: build it with make_tree()")
         self.tree = tree
-        self.resolver = Resolver(tree)
+        if platform not in PLATFORMS:
+            raise AuditError(f"--platform: unknown platform {platform!r} (one of {', '.join(PLATFORMS)})")
+        self.platform = platform
+        self.resolver = Resolver(tree, platform_conditions(platform))
         self.registry = Registry(self.resolver)
         self.facts = TreeFacts(self.resolver, self.registry)
         self.ctx = Context(self.resolver, self.registry, self.facts)
@@ -101,25 +112,32 @@ class Auditor:
                 used.update(r.split(".")[0] for r in f.returns_call)
             out = []
             for name in used | anywhere:
-                b = s.bindings.get(name) or s.tc_bindings.get(name)
-                if b is None:
-                    continue
-                if b.kind == "import":
-                    mods = (b.target[0], f"{b.target[0]}.{b.target[1]}")
-                elif b.kind == "module":
-                    mods = (b.target,)
-                else:
-                    continue
-                for m in mods:
-                    q = tree.path_of(m)
-                    if q and (q.startswith(scope) or name in anywhere):
-                        out.append(q)
+                bs = [s.bindings.get(name) or s.tc_bindings.get(name)]
+                bs += s.cond_bindings.get(name, []) + s.tc_cond_bindings.get(name, [])  # every platform's branch
+                for b in bs:
+                    if b is None:
+                        continue
+                    if b.kind == "import":
+                        mods = (b.target[0], f"{b.target[0]}.{b.target[1]}")
+                    elif b.kind == "module":
+                        mods = (b.target,)
+                    else:
+                        continue
+                    for m in mods:
+                        q = tree.path_of(m)
+                        if q and (q.startswith(scope) or name in anywhere):
+                            out.append(q)
             return out
 
         tree.prefetch(sorted(wave), progress=progress, expand=imports)
 
     def audit(self, spec: TargetSpec, method: str, hf_config: dict | None = None) -> TargetResult:
-        """Run every rule for one target and method."""
+        """Run every rule for one target and method. A row that is not a target (a drafter or a
+        pooling model, see :meth:`Registry.role`) is not audited: its result has the verdict
+        ``not-a-target`` and a note saying what it is."""
+        role = self.registry.role(spec.architecture)
+        if role != "target":
+            return self._not_a_target(spec, method, role)
         facts = target_facts(self.resolver, self.registry, spec.architecture)
         target = AuditTarget(spec.architecture, method, facts, spec.model_type, spec.text_model_type, spec.source, hf_config)
         findings: list[Finding] = []
@@ -154,6 +172,26 @@ class Auditor:
             language_model=lm,
         )
 
+    def _not_a_target(self, spec: TargetSpec, method: str, role: str) -> TargetResult:
+        from auditor.model.findings import Verdict
+
+        e = self.registry.entries[spec.architecture]
+        t = self.registry.class_ref(spec.architecture)
+        tables = ", ".join(e.tables) or "a registry table that does not tell"
+        what = {"drafter": "a drafter (a speculative-decoding head or MTP module), not a target: pass it as the "
+                           "speculative model and audit the target it drafts for",
+                "pooling": "a pooling model (embedding, scoring, reward or classification): it never generates, "
+                           "so no speculative method applies"}[role]
+        return TargetResult(
+            architecture=spec.architecture,
+            class_name=getattr(t, "dotted", None),
+            method=method,
+            verdict=Verdict.NOT_A_TARGET,
+            findings=[],
+            role=role,
+            note=f"{spec.architecture} is registered in {tables}: it is {what}",
+        )
+
     def scan(
         self,
         specs: list[TargetSpec],
@@ -167,7 +205,7 @@ class Auditor:
         ``prefetch``: summarise every module a full scan needs in parallel first (on a miss of
         the result cache only)."""
         methods = list(methods)
-        results_cache = ResultCache(self.tree, specs, methods, hf_config, self.ctx.cache.get("transformers_path"))
+        results_cache = ResultCache(self.tree, specs, methods, hf_config, self.request_inputs())
         hit = results_cache.get()
         if hit is not None:
             return hit
@@ -177,6 +215,11 @@ class Auditor:
         if not self.ctx.cache.get("consulted_transformers"):
             results_cache.put(report)  # results that read transformers' files are not cached
         return report
+
+    def request_inputs(self) -> dict:
+        """The inputs besides the tree and the targets that a verdict depends on (the platform
+        whose branches are followed, the transformers source given), for keying cached results."""
+        return {"platform": self.platform, "transformers": self.ctx.cache.get("transformers_path")}
 
     def _scan(self, specs, methods, hf_config, progress) -> ScanReport:
         results = []
@@ -189,26 +232,29 @@ class Auditor:
         return ScanReport(
             vllm_version=self.tree.version(),
             source=getattr(self.tree.source, "label", ""),
+            platform=self.platform,
             results=results,
             parse_errors=dict(self.tree.parse_errors),
             drafters=sorted(e.architecture for e in self.registry.drafters()),
+            pooling=sorted(a for a in self.registry.entries if self.registry.role(a) == "pooling"),
         )
 
 
 class ResultCache:
     """Whole-scan results (the ``results`` kind of :mod:`auditor.cache`), keyed on the tool's
-    code, the request (targets, methods, checkpoint config, transformers source), the tree's
-    version, label and file list, and valid only while every file the scan read still has the
-    content it had (sha256 of each, checked on every hit): it can never return a stale verdict."""
+    code, the request (targets, methods, checkpoint config, and the other inputs of
+    :meth:`Auditor.request_inputs`), the tree's version, label and file list, and valid only
+    while every file the scan read still has the content it had (sha256 of each, checked on
+    every hit): it can never return a stale verdict."""
 
     def __init__(self, tree: Tree, specs: list[TargetSpec], methods: list[str], hf_config: dict | None,
-                 transformers: str | None = None):
+                 inputs: dict | None = None):
         self.tree = tree
         self.store = Store("results", tree.cache.enabled)
         self.key = cache_key("results", tree.files_digest(), tree.version(), getattr(tree.source, "label", ""),
                              [e.name for e in tree.extractors],
                              [(s.architecture, s.model_type, s.text_model_type, s.source) for s in specs],
-                             methods, hf_config, transformers)
+                             methods, hf_config, inputs or {})
 
     def _unchanged(self, entry) -> bool:
         if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], dict)
@@ -255,3 +301,31 @@ def open_tree(path: str | None, vllm_version: str | None, *, progress: bool = Tr
 
     src = open_source(path, vllm_version, progress=progress)
     return make_tree(src, SummaryCache(enabled=use_cache))
+
+
+def platform_differences(reports: dict[str, ScanReport]) -> list[dict]:
+    """Where the verdicts of one tree differ between platforms.
+
+    Args:
+        reports: platform name → the scan of the same targets and methods on that platform.
+
+    Returns:
+        One dict per target and method whose verdict, blocking gates or resolved class is not
+        the same on every platform: ``architecture``, ``method``, and per platform ``verdict``,
+        ``blocking`` and ``class`` (in the order of ``reports``).
+    """
+    keyed = {p: {(r.architecture, r.method): r for r in rep.targets} for p, rep in reports.items()}
+    order: list[tuple[str, str]] = []
+    for rows in keyed.values():
+        order += [k for k in rows if k not in order]
+    out = []
+    for key in order:
+        per = {p: rows.get(key) for p, rows in keyed.items()}
+        shapes = {(r.verdict.value, tuple(r.blocking), r.class_name) if r else None for r in per.values()}
+        if len(shapes) > 1:
+            out.append({
+                "architecture": key[0], "method": key[1],
+                "platforms": {p: ({"verdict": r.verdict.value, "blocking": r.blocking, "class": r.class_name}
+                                  if r else None) for p, r in per.items()},
+            })
+    return out

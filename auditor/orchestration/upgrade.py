@@ -81,14 +81,14 @@ def side_kind(value: str) -> str:
     return "version"
 
 
-def open_side(value: str, *, progress: bool = False, use_cache: bool = True) -> Auditor:
+def open_side(value: str, *, progress: bool = False, use_cache: bool = True, platform: str = "cuda") -> Auditor:
     """An :class:`Auditor` over ``value``: a release version (fetched and cached) or a PATH
-    (folder, source checkout, ``.tar.gz`` / ``.whl``)."""
+    (folder, source checkout, ``.tar.gz`` / ``.whl``), following ``platform``'s import-time branches."""
     from auditor.orchestration.scan import open_tree
 
     if side_kind(value) == "path":
-        return Auditor(open_tree(value, None, progress=progress, use_cache=use_cache))
-    return Auditor(open_tree(None, value, progress=progress, use_cache=use_cache))
+        return Auditor(open_tree(value, None, progress=progress, use_cache=use_cache), platform=platform)
+    return Auditor(open_tree(None, value, progress=progress, use_cache=use_cache), platform=platform)
 
 
 @dataclass

@@ -110,7 +110,7 @@ def scan_junit(report: ScanReport) -> str:
 
     xml = JUnitXml(name=f"eagle-audit vLLM {report.vllm_version}")
     suites: dict[str, TestSuite] = {}
-    for res in report.results:
+    for res in report.targets:
         suite = _suite(xml, suites, f"eagle-audit.{res.method}")
         for gate in BLOCKING_GATES:
             case = TestCase(name=gate, classname=res.architecture)

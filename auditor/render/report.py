@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree as RichTree
 
 from auditor.model.results import ScanReport
 
-_STYLE = {"supported": "green", "blocked": "red", "unknown": "yellow"}
+_STYLE = {"supported": "green", "blocked": "red", "unknown": "yellow", "not-a-target": "dim"}
 
 
 def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> None:
@@ -30,7 +31,7 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
     shown = []
     for r in report.results:
         findings = [f for f in r.findings if not (many and f.severity.value == "warning")]
-        if many and r.verdict.value == "supported" and not findings:
+        if many and (r.verdict.value == "supported" or r.role != "target") and not findings:
             continue
         shown.append((r, findings))
         where = Text()
@@ -45,6 +46,8 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
                       ", ".join(r.blocking) or "—", where if where.plain else "—")
     console.print(table)
     for r, findings in shown:
+        if r.note:
+            console.print(f"[bold]{r.architecture}[/bold] ({r.role}): {r.note}", highlight=False)
         if not findings:
             continue
         console.print(f"[bold]{r.architecture}[/bold] ({r.method}, text model_type {r.text_model_type!r}: {r.model_type_source})")
@@ -56,18 +59,22 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
     if many:
         supported = sorted({r.architecture for r in report.results if r.verdict.value == "supported"})
         console.print(f"supported ({len(supported)}): {', '.join(supported) or '-'}", highlight=False)
-        console.print("(supported targets and warnings are left out of the table in a full scan; --verbose shows all)",
-                      style="dim")
+        console.print("(supported targets, drafters, pooling models and warnings are left out of the table in a "
+                      "full scan; --verbose shows all)", style="dim")
     console.print(summary_line(report))
     for p, e in sorted(report.parse_errors.items()):
         console.print(f"[yellow]does not parse:[/yellow] {p} {e}")
 
 
 def summary_line(report: ScanReport) -> str:
-    """``N targets: a supported, b blocked, c unknown`` (per method result)."""
-    s = report.as_dict()["summary"]
-    return (f"{len(report.results)} results: {s['supported']} supported, {s['blocked']} blocked, "
-            f"{s['unknown']} unknown")
+    """``N targets (M results): a supported, b blocked, c unknown; D drafters and P pooling
+    models not audited`` (verdicts counted per target and method)."""
+    s = report.summary()
+    line = (f"{s['targets']} targets ({len(report.targets)} results): {s['supported']} supported, "
+            f"{s['blocked']} blocked, {s['unknown']} unknown")
+    if s["drafters"] or s["pooling"]:
+        line += f"; {s['drafters']} drafters and {s['pooling']} pooling models not audited"
+    return line
 
 
 def scan_json(report: ScanReport) -> str:
@@ -84,6 +91,37 @@ def scan_markdown(report: ScanReport) -> str:
         out.append(f"| {r.architecture} | {r.method} | **{r.verdict.value}** | {', '.join(r.blocking) or '—'} | {fs or '—'} |")
     out += ["", summary_line(report)]
     return "\n".join(out) + "\n"
+
+
+def platform_differences_table(diffs: list[dict], console: Console) -> None:
+    """Print where verdicts differ between platforms (see
+    :func:`auditor.orchestration.scan.platform_differences`): one row per target and method, one
+    column per platform (verdict, blocking gates, and the class when it differs)."""
+    if not diffs:
+        console.print("the verdicts are the same on every platform")
+        return
+    plats = list(diffs[0]["platforms"])
+    table = Table(title="where the platforms differ")
+    table.add_column("architecture", no_wrap=True)
+    table.add_column("method", no_wrap=True)
+    for p in plats:
+        table.add_column(p, overflow="fold")
+    for d in diffs:
+        classes = {v["class"] for v in d["platforms"].values() if v}
+        cells = []
+        for p in plats:
+            v = d["platforms"][p]
+            if v is None:
+                cells.append(Text("absent", style="dim"))
+                continue
+            t = Text(v["verdict"], style=_STYLE.get(v["verdict"], ""))
+            if v["blocking"]:
+                t.append(f" ({', '.join(v['blocking'])})")
+            if len(classes) > 1:
+                t.append(f"\n{v['class']}", style="cyan")
+            cells.append(t)
+        table.add_row(d["architecture"], d["method"], *cells)
+    console.print(table)
 
 
 def explain_tree(info: dict, console: Console) -> None:
@@ -133,4 +171,10 @@ def explain_tree(info: dict, console: Console) -> None:
             fnode.add(f"returns aux hidden states: {fw['returns_aux']}")
     if info.get("language_model"):
         root.add(f"language model architecture: {info['language_model']}")
+    if info.get("branches"):
+        node = root.add(f"import-time branches followed (platform {info.get('platform')})")
+        for b in info["branches"]:
+            where = f"  [cyan]{b['path']}:{b['line']}[/cyan]" if b.get("line") else ""
+            node.add(Text.from_markup(f"{escape(b['name'])} in {escape(b['module'])}: ") + Text(b["branch"]) +
+                     Text.from_markup(where))
     console.print(root)

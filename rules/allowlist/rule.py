@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from auditor.model.findings import Finding, Severity
-from rules.allowlist.facts import allowlist_for
+from rules.allowlist.facts import EXTRACTOR, allowlist_for
 from rules.base import AuditTarget, Context, Example, Rule
 
 _SPEC = """
@@ -26,6 +26,11 @@ _LIST = '''supported = {entries!r}
 _INLINE = '''if self.method == "eagle3" and self.target_model_config and \\
                 "llama" not in self.target_model_config.hf_text_config.model_type:
             raise ValueError("Eagle3 is only supported for Llama models.")'''
+
+
+def _why(error: str) -> str:
+    """``does not parse (line 3: ...)`` or ``cannot be read (...)`` for a module's error."""
+    return error if error.startswith("cannot be read") else f"does not parse ({error})"
 
 
 def _spec(entries: list[str]) -> dict[str, str]:
@@ -72,6 +77,9 @@ class AllowlistRule(Rule):
     def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
         found = allowlist_for(ctx, target.method)
         if found is None:
+            for path, why in ctx.facts.unanalysed(EXTRACTOR):
+                yield self.finding(Severity.UNKNOWN, f"{path} may hold the {target.method} allowlist but is "
+                                   f"missing from the analysis: it {_why(why)}", path, None, unanalysed=path)
             return
         path, fact = found
         mt = target.text_model_type

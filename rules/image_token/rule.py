@@ -8,7 +8,7 @@ from auditor.engines.vllm.facts import config_attributes, is_multimodal
 from auditor.index.resolve import ClassRef
 from auditor.model.findings import Finding, Severity
 from rules.base import AuditTarget, Context, Example, Rule
-from rules.image_token.facts import image_token_chains
+from rules.image_token.facts import EXTRACTOR, image_token_chains
 
 
 def transformers_configs(ctx: Context):
@@ -67,6 +67,11 @@ class ImageTokenRule(Rule):
             return
         chains = image_token_chains(ctx)
         if not chains:
+            for path, why in ctx.facts.unanalysed(EXTRACTOR):
+                yield self.finding(Severity.UNKNOWN, f"{ref.name} is multimodal, and {path}, which may hold the "
+                                   "proposer's image-token branches, is missing from the analysis: it "
+                                   + (why if why.startswith("cannot be read") else f"does not parse ({why})"),
+                                   path, None, unanalysed=path)
             return
         path, chain = chains[0]
         for br in chain.branches:

@@ -1,18 +1,24 @@
-"""EA302 ``interface``: the target class does not satisfy the tree's ``SupportsEagle3`` (or
-``SupportsEagle``) protocol as vLLM's runtime ``isinstance`` check decides it."""
+"""EA302 ``interface``: the target class does not satisfy the tree's ``SupportsEagle3`` protocol
+as vLLM's runtime ``isinstance`` check decides it.
+
+EAGLE-1/2 has no such target-side gate: ``SupportsEagle`` describes the *drafter*; vLLM reaches
+``supports_eagle`` only through ``supports_any_eagle`` in ``process_eagle_weight``
+(``vllm/model_executor/models/utils.py``), which the drafter's ``load_weights`` calls, and which
+just returns when the protocol is absent."""
 
 from __future__ import annotations
 
 from typing import Iterator
 
+from auditor.engines.vllm.facts import INTERFACES_MODULE
 from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding, Severity
 from rules.base import AuditTarget, Context, Example, Rule
 from rules.interface.facts import duck_typed_eagle3_members, runtime_eagle3_calls
 
-#: The protocol each speculative method's runtime check uses (``supports_eagle3`` /
-#: ``supports_eagle`` in vllm/model_executor/models/interfaces.py).
-PROTOCOL_FOR_METHOD = {"eagle3": "SupportsEagle3", "eagle": "SupportsEagle"}
+#: The protocol the runner checks on the *target* per speculative method (``supports_eagle3`` in
+#: vllm/model_executor/models/interfaces.py). EAGLE-1/2 has none (see the module docstring).
+PROTOCOL_FOR_METHOD = {"eagle3": "SupportsEagle3"}
 
 _EMPTY_SUBCLASS = '''
 from vllm.model_executor.models.toy import ToyV2ForCausalLM
@@ -113,7 +119,7 @@ class InterfaceRule(Rule):
         "does both."
     )
     FIX_AVAILABLE = True
-    METHODS = ("eagle3", "eagle")
+    METHODS = ("eagle3",)
     VALID = [
         Example({"vllm/model_executor/models/llama.py": None}, "LlamaForCausalLM"),  # base tree's Llama
         Example({"vllm/model_executor/models/structural.py": _STRUCTURAL}, "StructuralForCausalLM",
@@ -127,6 +133,13 @@ class InterfaceRule(Rule):
     def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
         facts = target.facts
         if facts.ref is None:
+            return
+        broken = ctx.facts.broken_module(INTERFACES_MODULE)
+        if broken is not None:
+            path, why = broken
+            yield self.finding(Severity.UNKNOWN, f"{path} defines the protocol but is missing from the analysis: it "
+                               + (why if why.startswith("cannot be read") else f"does not parse ({why})"),
+                               path, None, unanalysed=path)
             return
         missing, proto, _ = missing_members(ctx, target)
         if not missing:

@@ -59,13 +59,40 @@ class TreeFacts:
         self._found: dict[str, list[tuple[str, object]]] = {}
 
     def candidate_paths(self, extractor: Extractor) -> list[str]:
-        """Paths of the modules an extractor applies to (by path and trigger words)."""
+        """Paths of the modules an extractor applies to (by path and trigger words); a file
+        under its paths that cannot be read is a candidate too (see :meth:`unanalysed`)."""
         out = []
         for p in sorted(self.tree.files):
             if p.startswith(extractor.prefixes) or p.endswith(extractor.suffixes):
-                if extractor.wants(p, self.tree.read(p)):
+                try:
+                    data = self.tree.read(p)
+                except (KeyError, OSError):
+                    out.append(p)
+                    continue
+                if extractor.wants(p, data):
                     out.append(p)
         return out
+
+    def unanalysed(self, extractor: Extractor) -> list[tuple[str, str]]:
+        """``(path, why)`` for each module that may hold the facts of ``extractor`` but is
+        missing from the analysis: it does not parse (even with a newer grammar, see
+        :func:`auditor.index.summary.parse_newer_syntax`) or cannot be read. A gate whose fact
+        is not found while such a module exists is undecidable, not passed."""
+        out = []
+        for p in self.candidate_paths(extractor):
+            s = self.tree.summary(p)
+            if s.error:
+                out.append((p, s.error))
+        return out
+
+    def broken_module(self, module: str) -> tuple[str, str] | None:
+        """``(path, why)`` when the tree has ``module`` but it is missing from the analysis (does
+        not parse, cannot be read); None when it is analysed or absent."""
+        path = self.tree.path_of(module)
+        if path is None:
+            return None
+        s = self.tree.summary(path)
+        return (path, s.error) if s.error else None
 
     def found(self, extractor: Extractor) -> list[tuple[str, object]]:
         """``(path, fact)`` for every fact ``extractor`` found in the modules it applies to
@@ -245,7 +272,9 @@ def find_holder(resolver: Resolver, registry: Registry, ref: ClassRef, _depth: i
     if _depth > 3:
         return HolderInfo(None, "wrapper recursion", unknown="wrapper nesting too deep")
     lm = init_assign(resolver, ref, LANGUAGE_MODEL_ATTRS)
-    if lm is not None and lm[2] is not None and lm[2][0].endswith("init_vllm_registered_model"):
+    if lm is not None and lm[2] is not None and (lm[2][0].endswith("init_vllm_registered_model")
+                                                 or _string_list(lm[2][1].get("architectures", ""))):
+        # any builder handed literal architectures names a registry row (a generic rule, not a name)
         owner, attr, (callee, kwargs, line), _ = lm
         loc = resolver.location(owner)
         archs = _string_list(kwargs.get("architectures", "")) if "architectures" in kwargs else None
@@ -264,7 +293,7 @@ def find_holder(resolver: Resolver, registry: Registry, ref: ClassRef, _depth: i
         if not isinstance(lref, ClassRef):
             return HolderInfo(None, f"language model {arch}", path, line, unknown=f"cannot resolve {arch}")
         inner = find_holder(resolver, registry, lref, _depth + 1)
-        inner.via = f"self.{attr} = init_vllm_registered_model(architectures=[{arch!r}]) → {inner.via}"
+        inner.via = f"self.{attr} = {callee.rsplit('.', 1)[-1]}(architectures=[{arch!r}]) → {inner.via}"
         inner.language_arch = arch
         inner.language_ref = lref
         return inner
@@ -304,6 +333,12 @@ def find_holder(resolver: Resolver, registry: Registry, ref: ClassRef, _depth: i
     else:
         t = resolver.resolve_dotted(owner.module, callee)
         via = f"self.{attr} = {callee}(...)"
+        if not isinstance(t, ClassRef):
+            # a factory that takes the class: initialize_model(..., model_class=Llama4ForCausalLM)
+            hit = class_keyword(resolver, owner.module, call[1])
+            if hit is not None:
+                via = f"self.{attr} = {callee}(..., {hit[0]}={hit[1].name})"
+                t = hit[1]
     if not isinstance(t, ClassRef):
         if isinstance(t, Unresolved):
             reason = t.reason
@@ -319,6 +354,21 @@ def find_holder(resolver: Resolver, registry: Registry, ref: ClassRef, _depth: i
         inner.via = f"{via} → {inner.via}"
         return inner
     return HolderInfo(t, via, path, line)
+
+
+def class_keyword(resolver: Resolver, module: str, kwargs: dict[str, str]) -> tuple[str, ClassRef] | None:
+    """The first keyword argument of a call whose value is a class of the tree, as
+    ``(keyword, class)``: a factory that is handed the class to build
+    (``initialize_model(vllm_config=..., model_class=Llama4ForCausalLM)`` in 0.16.0
+    ``vllm/model_executor/models/mllama4.py``). ``kwargs`` maps keywords to value texts as the
+    index records them (:attr:`auditor.index.summary.MethodFact.self_assign_calls`)."""
+    for k, v in kwargs.items():
+        if not v or not all(part.isidentifier() for part in v.split(".")):
+            continue
+        t = resolver.resolve_dotted(module, v)
+        if isinstance(t, ClassRef):
+            return k, t
+    return None
 
 
 def _has_layer_loop(resolver: Resolver, ref: ClassRef) -> bool:

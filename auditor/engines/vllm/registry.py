@@ -27,6 +27,30 @@ MODELS_PACKAGE = "vllm.model_executor.models"
 CONFIG_REGISTRY_MODULE = "vllm.transformers_utils.config"
 CONFIGS_PACKAGE = "vllm.transformers_utils.configs"
 
+#: Roles of registry rows: a target (it generates, a speculative method can serve it), a drafter
+#: (the speculative-decoding table: EAGLE/EAGLE-3/DFlash heads, MTP modules) or a pooling model
+#: (embedding, scoring, reward and classification tables: it never generates).
+ROLES = ("target", "drafter", "pooling")
+
+#: What the name of a registry table says about its rows (words of the table name → role), in
+#: ``vllm/model_executor/models/registry.py`` from 0.10 on. A table matching none of these
+#: (``_TRANSFORMERS_BACKEND_MODELS`` mixes generation, MTP and pooling classes) leaves the role
+#: to the class itself (see :meth:`Registry.role`).
+TABLE_ROLES = (
+    (("SPECULATIVE",), "drafter"),
+    (("EMBEDDING", "CROSS_ENCODER", "LATE_INTERACTION", "REWARD", "CLASSIFICATION", "POOLING", "SCORING"), "pooling"),
+    (("TEXT_GENERATION", "MULTIMODAL", "TRANSFORMERS_SUPPORTED"), "target"),
+)
+
+
+def table_role(table: str) -> str | None:
+    """The role a registry table's name gives its rows (``_SPECULATIVE_DECODING_MODELS`` →
+    ``drafter``), or None when the name does not tell."""
+    for words, role in TABLE_ROLES:
+        if any(w in table for w in words):
+            return role
+    return None
+
 
 @dataclass
 class ArchEntry:
@@ -53,6 +77,16 @@ class ArchEntry:
     def is_drafter(self) -> bool:
         """True for rows of the speculative-decoding (drafter) table."""
         return any("SPECULATIVE" in t for t in self.tables)
+
+    @property
+    def table_role(self) -> str | None:
+        """The role the row's tables give it: ``target`` when any table is a generation table,
+        else ``drafter``, else ``pooling``; None when no table name tells."""
+        roles = {table_role(t) for t in self.tables}
+        for r in ("target", "drafter", "pooling"):
+            if r in roles:
+                return r
+        return None
 
     @property
     def is_multimodal_table(self) -> bool:
@@ -101,8 +135,36 @@ class Registry:
         return sorted(self.entries)
 
     def drafters(self) -> list[ArchEntry]:
-        """Rows of the speculative-decoding (drafter) table."""
-        return [e for e in self.entries.values() if e.is_drafter]
+        """Rows whose role is ``drafter`` (see :meth:`role`)."""
+        return [e for e in self.entries.values() if self.role(e.architecture) == "drafter"]
+
+    def role(self, arch: str) -> str:
+        """The row's role: ``target``, ``drafter`` or ``pooling`` (:data:`ROLES`).
+
+        From the tables that register the row (:attr:`ArchEntry.table_role`); for a row only in
+        tables whose name does not tell (the Transformers backend table), from its class: a class
+        whose MRO sets ``is_pooling_model = True`` (vLLM's ``VllmModelForPooling``) is pooling, a
+        row named for multi-token prediction (``...ForMTP``) is a drafter, any other is a target.
+
+        Raises:
+            KeyError: ``arch`` is not in the registry.
+        """
+        cache = self.__dict__.setdefault("_roles", {})
+        if arch in cache:
+            return cache[arch]
+        e = self.entries[arch]
+        role = e.table_role
+        if role is None:
+            t = self.class_ref(arch)
+            hit = self.resolver.lookup(t, "is_pooling_model") if isinstance(t, ClassRef) else None
+            if hit is not None and getattr(hit[1], "literal", None) is True:
+                role = "pooling"
+            elif "MTP" in arch:
+                role = "drafter"
+            else:
+                role = "target"
+        cache[arch] = role
+        return role
 
     def class_ref(self, arch: str) -> Target:
         """Resolve an architecture to its class (through the module's bindings)."""

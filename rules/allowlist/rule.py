@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Iterator
 
+from auditor.cache import cacheable
 from auditor.model.findings import Finding, Severity
 from rules.allowlist.facts import EXTRACTOR, allowlist_for
 from rules.base import AuditTarget, Context, Example, Rule
@@ -37,6 +39,18 @@ def _spec(entries: list[str]) -> dict[str, str]:
     return {"vllm/config/speculative.py": _SPEC.format(body=_LIST.format(entries=entries))}
 
 
+@cacheable
+@dataclass
+class AllowlistData:
+    """EA301 details: the allowlist's ``list_name`` (None for an inline test) and ``entries``,
+    the text ``model_type`` checked, or the module ``unanalysed`` that may hold the allowlist."""
+
+    list_name: str | None = None
+    entries: list[str] = field(default_factory=list)
+    model_type: str | None = None
+    unanalysed: str | None = None
+
+
 class AllowlistRule(Rule):
     """The EAGLE-3 target model_type allowlist.
 
@@ -62,6 +76,7 @@ class AllowlistRule(Rule):
         "literal, or turns an inline single-name test into a list test)."
     )
     FIX_AVAILABLE = True
+    DATA = AllowlistData
     VALID = [Example(_spec(["llama", "qwen"]), "LlamaForCausalLM", text_model_type="qwen3_moe")]
     INVALID = [
         Example(

@@ -63,7 +63,8 @@ class AllowlistRule(Rule):
     CODE = "EA301"
     GATE = "allowlist"
     NAME = "model-type-not-allowlisted"
-    SUMMARY = "the target's text model_type is not on the EAGLE-3 allowlist"
+    SUMMARY = ("the text model_type is not on the EAGLE-3 allowlist (substring match, found by what the code "
+               "does; renamed across releases, gone from 0.22)")
     WHY = (
         "vLLM's SpeculativeConfig validation raises ValueError before the target is built when "
         "the method is eagle3 and none of the allowlisted strings is a substring of the target's "

@@ -140,7 +140,8 @@ class AuxCaptureRule(Rule):
     CODE = "EA303"
     GATE = "aux-capture"
     NAME = "aux-hidden-states-not-captured"
-    SUMMARY = "the inner model's forward cannot capture auxiliary hidden states"
+    SUMMARY = ("the holder model's `forward` cannot capture aux hidden states (or lacks `EagleModelMixin` where "
+               "the protocol default demands it)")
     WHY = (
         "EAGLE-3 feeds the drafter with the hidden states entering a few target layers. A "
         "forward loop without a layer index (for layer in islice(self.layers, ...)) cannot "
@@ -242,7 +243,7 @@ class PPRelativeIndexRule(Rule):
     CODE = "EA307"
     GATE = "pp-relative-index"
     NAME = "stage-relative-layer-index"
-    SUMMARY = "aux hidden states are keyed on a pipeline-stage-relative layer index"
+    SUMMARY = "aux states keyed on `enumerate(islice(...))` without `start=`: wrong layers on later pipeline stages"
     WHY = (
         "enumerate(islice(self.layers, start_layer, end_layer)) counts from 0 on every pipeline "
         "stage; aux_hidden_state_layers holds absolute layer numbers, so every stage but the first "

@@ -58,7 +58,8 @@ class ImageTokenRule(Rule):
     CODE = "EA304"
     GATE = "image-token"
     NAME = "image-token-id-unreadable"
-    SUMMARY = "the EAGLE proposer cannot read the multimodal target's image token id"
+    SUMMARY = ("a multimodal target named in no proposer branch whose HF config class lacks "
+               "`image_token_index`")
     WHY = (
         "When the target supports multimodal inputs, EagleProposer.load_model copies an image "
         "token id into the drafter's config: a branch per architecture, else "

@@ -128,7 +128,8 @@ class InterfaceRule(Rule):
     CODE = "EA302"
     GATE = "interface"
     NAME = "protocol-not-implemented"
-    SUMMARY = "the target class does not implement the speculative-decoding protocol"
+    SUMMARY = ("the class does not satisfy the tree's `SupportsEagle3` protocol, member by member on its C3 MRO "
+               "(EAGLE-1 has no target-side protocol gate)")
     WHY = (
         "The GPU model runner checks supports_eagle3(model) (isinstance against the "
         "runtime-checkable SupportsEagle3 protocol) after the weights are loaded and raises "
@@ -199,7 +200,7 @@ class StubMemberRule(Rule):
     CODE = "EA305"
     GATE = "stub-member"
     NAME = "protocol-stub-inherited"
-    SUMMARY = "a protocol method is inherited only as the protocol's stub"
+    SUMMARY = "a protocol method inherited only as the protocol's `...` stub"
     WHY = (
         "Up to vLLM 0.17 the SupportsEagle3 methods are stubs whose body is '...'. A class that "
         "declares the protocol without overriding them passes the runtime check, then "
@@ -243,7 +244,7 @@ class StaleMemberRule(Rule):
     CODE = "EA306"
     GATE = "stale-member"
     NAME = "stale-protocol-method"
-    SUMMARY = "a method is named as in an older protocol and is never called"
+    SUMMARY = "a method named as in an older protocol that this tree never calls"
     WHY = (
         "vLLM 0.18 renamed get_eagle3_aux_hidden_state_layers to "
         "get_eagle3_default_aux_hidden_state_layers. A class that still defines the old name "

@@ -24,11 +24,3 @@ RULES: dict[str, type[Rule]] = {
 
 #: Gate ids that block a target.
 BLOCKING_GATES = [r.GATE for r in RULES.values() if r.BLOCKING]
-
-
-def rule_by_gate(gate: str) -> type[Rule]:
-    """The rule class for a gate id. Raises KeyError for an unknown gate."""
-    for r in RULES.values():
-        if r.GATE == gate:
-            return r
-    raise KeyError(gate)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: Bump when the shape or meaning of a summary changes: it is part of every cache key.
-INDEX_FORMAT = 19
+INDEX_FORMAT = 20
 
 #: Methods whose bodies are summarised in detail (references, loops, returns).
 DETAILED_METHODS = frozenset(
@@ -67,7 +67,7 @@ class LoopFact:
     ``enumerate(..., start=X)`` if given; ``over_slice`` True when the iterable slices the layers
     (``islice(self.layers, start, end)`` or ``self.layers[start:end]``); ``captures`` True when the
     body tests the index against ``aux_hidden_state_layers`` and appends, or calls
-    ``_maybe_add_hidden_state``; ``capture_line``; ``uses_mixin_helper`` for the latter form.
+    ``_maybe_add_hidden_state``; ``uses_mixin_helper`` for the latter form.
     """
 
     line: int
@@ -76,9 +76,7 @@ class LoopFact:
     enumerate_start: str | None
     over_slice: bool
     captures: bool
-    capture_line: int | None
     uses_mixin_helper: bool
-    end_line: int = 0
     over_layers: bool = False
 
 
@@ -98,7 +96,6 @@ class MethodFact:
 
     name: str
     line: int
-    end_line: int
     is_stub: bool
     decorators: list[str] = field(default_factory=list)
     names: frozenset[str] = frozenset()
@@ -108,9 +105,7 @@ class MethodFact:
     returns_call: list[str] = field(default_factory=list)
     loops: list[LoopFact] = field(default_factory=list)
     returns_aux: bool = False
-    aux_list_var: str | None = None
     delegates: list[tuple[str, str]] = field(default_factory=list)
-    strings: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)
@@ -139,7 +134,6 @@ class ClassFact:
     name: str
     qualname: str
     line: int
-    end_line: int
     bases: list[str]
     keywords: dict[str, str]
     decorators: list[str]
@@ -309,14 +303,12 @@ def _loop_fact(loop: ast.For) -> LoopFact | None:
     elif index_kind == "range":
         over_slice = True
     captures = False
-    capture_line = None
     mixin = False
     for node in ast.walk(loop):
         if isinstance(node, ast.Call):
             fname = dotted(node.func) or ""
             if fname.endswith("_maybe_add_hidden_state"):
                 captures, mixin = True, True
-                capture_line = capture_line or node.lineno
         if isinstance(node, ast.If):
             t = node.test
             if (
@@ -332,7 +324,6 @@ def _loop_fact(loop: ast.For) -> LoopFact | None:
                     for n in ast.walk(b)
                 ):
                     captures = True
-                    capture_line = capture_line or node.lineno
     return LoopFact(
         line=loop.lineno,
         index_var=index_var,
@@ -340,9 +331,7 @@ def _loop_fact(loop: ast.For) -> LoopFact | None:
         enumerate_start=enum_start,
         over_slice=over_slice,
         captures=captures,
-        capture_line=capture_line,
         uses_mixin_helper=mixin,
-        end_line=getattr(loop, "end_lineno", loop.lineno) or loop.lineno,
         over_layers=_mentions(it, "layers"),
     )
 
@@ -395,7 +384,6 @@ def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
     mf = MethodFact(
         name=fn.name,
         line=fn.lineno,
-        end_line=fn.end_lineno or fn.lineno,
         is_stub=_is_stub_body(fn.body),
         decorators=[_short(d) for d in fn.decorator_list],
     )
@@ -458,7 +446,6 @@ def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
                 hit = [e.id for e in elts[1:] if isinstance(e, ast.Name) and (e.id in aux_vars or "aux" in e.id)]
                 if len(elts) >= 2 and hit:
                     mf.returns_aux = True
-                    mf.aux_list_var = hit[0]
     return mf
 
 
@@ -625,7 +612,6 @@ class _Summarizer:
             name=node.name,
             qualname=qualname,
             line=node.lineno,
-            end_line=node.end_lineno or node.lineno,
             bases=[_text(b) for b in node.bases],
             keywords={k.arg or "**": _text(k.value) for k in node.keywords},
             decorators=[_short(d) for d in node.decorator_list],

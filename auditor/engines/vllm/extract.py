@@ -37,13 +37,12 @@ class AllowlistFact:
     ``substring``: True for vLLM's ``any(s in model_type ...)`` / ``"x" in model_type`` semantics,
     False for ``model_type in LIST`` (exact); ``subject``: the source text of the model_type
     expression (``self.target_model_config.hf_text_config.model_type``); ``function``: the
-    enclosing function; ``list_end_line``: last line of the list literal.
+    enclosing function.
     """
 
     line: int
     list_name: str | None
     list_line: int | None
-    list_end_line: int | None
     entries: list[str]
     methods: list[str]
     substring: bool
@@ -70,7 +69,6 @@ class ImageTokenFact:
     line: int
     function: str
     branches: list[ImageTokenBranch] = field(default_factory=list)
-    end_line: int = 0
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -170,7 +168,7 @@ def extract_allowlist(tree: ast.Module) -> list[AllowlistFact]:
                     entries = [e.value for e in comp.elts if isinstance(e, ast.Constant)]
                     subject, substring = ast.unparse(left), False
                     break
-        list_line = list_end = None
+        list_line = None
         if list_name and fn is not None:
             for a in ast.walk(fn):
                 if isinstance(a, (ast.Assign, ast.AnnAssign)) and a.lineno < node.lineno:
@@ -181,13 +179,12 @@ def extract_allowlist(tree: ast.Module) -> list[AllowlistFact]:
                             entries = [str(v) for v in val]
                         except Exception:
                             entries = _strings(a.value)
-                        list_line, list_end = a.lineno, a.end_lineno
+                        list_line = a.lineno
         out.append(
             AllowlistFact(
                 line=node.lineno,
                 list_name=list_name,
                 list_line=list_line,
-                list_end_line=list_end,
                 entries=entries,
                 methods=methods,
                 substring=substring,
@@ -251,7 +248,7 @@ def extract_image_token(tree: ast.Module) -> list[ImageTokenFact]:
             continue
         pm = pm or _ParentMap(tree)
         fn = pm.enclosing_function(node)
-        fact = ImageTokenFact(line=node.lineno, function=getattr(fn, "name", "<module>"), end_line=node.end_lineno or 0)
+        fact = ImageTokenFact(line=node.lineno, function=getattr(fn, "name", "<module>"))
         # find the first if-chain in the body that assigns image_token_index
         chain = next((s for s in node.body if isinstance(s, ast.If) and _arch_test(s.test)), None)
         if chain is None:

@@ -22,7 +22,7 @@ from functools import cached_property
 from auditor.engines.vllm.extract import AllowlistFact, ImageTokenFact, may_hold_allowlist, scan_eagle3_calls
 from auditor.index.summary import AttrFact, LoopFact, MethodFact
 from auditor.engines.vllm.registry import Registry
-from auditor.index.resolve import ClassRef, External, Resolver, Target, Unresolved
+from auditor.index.resolve import ClassRef, External, Resolver, Unresolved
 
 INTERFACES_MODULE = "vllm.model_executor.models.interfaces"
 
@@ -49,15 +49,6 @@ class Protocol:
     def is_protocol_class(self, ref: ClassRef) -> bool:
         """True when ``ref`` is the protocol or one of the classes that declare its members."""
         return any(r == ref for r, _ in self.members.values()) or ref == self.ref
-
-
-@dataclass
-class Located:
-    """A fact with its place: POSIX ``path`` (relative to the folder that contains ``vllm/``)
-    and 1-based ``line``."""
-
-    path: str
-    line: int
 
 
 class TreeFacts:
@@ -159,7 +150,7 @@ class TreeFacts:
         self._protocols[name] = proto
         return proto
 
-    def is_protocol_class(self, ref: ClassRef) -> bool:
+    def is_typing_protocol(self, ref: ClassRef) -> bool:
         """True when ``ref`` derives directly from ``typing.Protocol`` (or
         ``typing_extensions.Protocol``), as vLLM's ``SupportsEagle3`` does in
         ``vllm/model_executor/models/interfaces.py``."""
@@ -435,8 +426,3 @@ def method_requires_mixin(fact: MethodFact) -> bool:
     """True when a protocol default (``set_aux_hidden_state_layers`` in vLLM ≥ 0.18) demands
     that the holder inherit ``EagleModelMixin``."""
     return "EagleModelMixin" in fact.names
-
-
-def target_text(t: Target) -> str:
-    """Display text of a resolution target."""
-    return getattr(t, "dotted", str(t))

@@ -6,6 +6,7 @@ verdict is unknown; 2 usage or input error (bad path, corrupt archive, unknown m
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from enum import Enum
@@ -13,8 +14,6 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from auditor.model.errors import AuditError
 
@@ -34,10 +33,32 @@ app = typer.Typer(
     add_completion=False,
 )
 
-out = Console(soft_wrap=False)
-if not out.is_terminal:  # piped or captured: do not squeeze tables into 80 columns
-    out = Console(soft_wrap=False, width=160)
-err = Console(stderr=True)
+# rich is imported on first use only: ``scan --format json`` (the warm path of CI) never needs it.
+
+
+@functools.cache
+def _out():
+    """The rich console on stdout (160 columns when piped or captured, so that tables are not
+    squeezed into 80)."""
+    from rich.console import Console
+
+    console = Console(soft_wrap=False)
+    return console if console.is_terminal else Console(soft_wrap=False, width=160)
+
+
+@functools.cache
+def _err():
+    """The rich console on stderr."""
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def escape(text: str) -> str:
+    """``text`` with rich markup escaped."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 
 class Format(str, Enum):
@@ -69,12 +90,20 @@ VersionOpt = typer.Option(
 
 
 def _fail(message: str) -> None:
-    err.print(f"[bold red]eagle-audit: error:[/bold red] {escape(message)}", highlight=False, soft_wrap=True)
+    _err().print(f"[bold red]eagle-audit: error:[/bold red] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
 
 def _progress_enabled(no_progress: bool) -> bool:
-    return not no_progress and err.is_terminal
+    """Progress bars only on a terminal (as rich sees it; stderr that is no tty, without an
+    environment variable forcing a terminal, answers without importing rich)."""
+    import os
+
+    if no_progress:
+        return False
+    if not sys.stderr.isatty() and not any(os.environ.get(v) for v in ("FORCE_COLOR", "TTY_INTERACTIVE")):
+        return False
+    return _err().is_terminal
 
 
 def _open(path: Optional[str], version: Optional[str], no_progress: bool, no_cache: bool,
@@ -146,7 +175,7 @@ def scan(
                              lambda idx, aud: auditor.scan(specs, methods, cfg, progress=aud, prefetch=full,
                                                            prefetch_progress=idx))
     if fmt is Format.table and output is None:
-        rep.scan_table(result, out, verbose=verbose or not full)
+        rep.scan_table(result, _out(), verbose=verbose or not full)
     else:
         _write(_render(result, fmt), output)
     if exit_zero:
@@ -176,7 +205,7 @@ def _with_progress(show: bool, label: str, fn):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True) as prog:
+                  console=_err(), transient=True) as prog:
         task = prog.add_task(label, total=None)
 
         def cb(done: int, total: int) -> None:
@@ -192,7 +221,7 @@ def _with_progress2(show: bool, labels: tuple[str, str], fn):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True) as prog:
+                  console=_err(), transient=True) as prog:
         tasks = [prog.add_task(label, total=None) for label in labels]
 
         def make(task):
@@ -235,7 +264,7 @@ def explain(
     if fmt is Format.json or output is not None:
         _write(json.dumps(info, indent=2), output)
     else:
-        rep.explain_tree(info, out)
+        rep.explain_tree(info, _out())
 
 
 @app.command("rules")
@@ -251,7 +280,7 @@ def list_rules() -> None:
     for code, r in RULES.items():
         t.add_row(code, r.GATE, "yes" if r.BLOCKING else "warning", "yes" if r.FIX_AVAILABLE else "no",
                   f"{r.WHY}\n[bold]Fix:[/bold] {r.HOW_TO_FIX}")
-    out.print(t)
+    _out().print(t)
 
 
 @app.command("fix")
@@ -295,7 +324,7 @@ def fix_cmd(
             bdir, paths = fx.revert_folder(root)
         except fx.FixRefused as exc:
             _fail(str(exc))
-        err.print(f"restored {len(paths)} file(s) from {bdir}", markup=False, highlight=False)
+        _err().print(f"restored {len(paths)} file(s) from {bdir}", markup=False, highlight=False)
         raise typer.Exit(0)
     if method not in fx.PROTOCOL_FOR_METHOD:
         _fail(f"--method must be one of {', '.join(fx.PROTOCOL_FOR_METHOD)}")
@@ -319,15 +348,15 @@ def fix_cmd(
         _fail("--apply needs a folder tree (an archive cannot be edited in place); use --out and patch -p1")
     result = fx.plan_fix(auditor, specs, method, only)
     if result.already_supported:
-        err.print(result.report(), markup=False, highlight=False, soft_wrap=True)
-        err.print("every target is already supported: nothing to change (empty diff)", highlight=False)
+        _err().print(result.report(), markup=False, highlight=False, soft_wrap=True)
+        _err().print("every target is already supported: nothing to change (empty diff)", highlight=False)
         raise typer.Exit(0)
     if not result.ok:
-        err.print(result.report(), markup=False, highlight=False, soft_wrap=True)
-        err.print("[bold red]not fixed:[/bold red] nothing was written", highlight=False)
+        _err().print(result.report(), markup=False, highlight=False, soft_wrap=True)
+        _err().print("[bold red]not fixed:[/bold red] nothing was written", highlight=False)
         raise typer.Exit(1)
-    err.print(result.report(), markup=False, highlight=False, soft_wrap=True)
-    err.print(f"{result.diffstat()} (validated: re-scan gives supported; {result.seconds:.1f}s)",
+    _err().print(result.report(), markup=False, highlight=False, soft_wrap=True)
+    _err().print(f"{result.diffstat()} (validated: re-scan gives supported; {result.seconds:.1f}s)",
               markup=False, highlight=False)
     if out_dir is None and not apply:
         sys.stdout.write(result.diff())
@@ -335,14 +364,14 @@ def fix_cmd(
     if out_dir is not None:
         _write(result.diff(), out_dir / f"{name}.patch")
         _write(json.dumps(result.codemods_document(), indent=2), out_dir / f"{name}.codemods.json")
-        err.print(f"wrote {out_dir / (name + '.patch')} (apply from the folder that contains vllm/ with "
+        _err().print(f"wrote {out_dir / (name + '.patch')} (apply from the folder that contains vllm/ with "
                   f"patch -p1 or git apply) and {out_dir / (name + '.codemods.json')}", markup=False, highlight=False)
     if apply:
         try:
             bdir = fx.apply_to_folder(root, result)
         except fx.FixRefused as exc:
             _fail(str(exc))
-        err.print(f"applied to {root}; originals kept in {bdir} (undo: eagle-audit fix --revert {root})",
+        _err().print(f"applied to {root}; originals kept in {bdir} (undo: eagle-audit fix --revert {root})",
                   markup=False, highlight=False)
     raise typer.Exit(0)
 
@@ -469,7 +498,7 @@ def gate_cmd(
     if fmt is GateFormat.table and output is None:
         from rich.markdown import Markdown
 
-        out.print(Markdown(markdown))
+        _out().print(Markdown(markdown))
     else:
         text = {
             GateFormat.json: lambda: json.dumps(report.as_dict(), indent=2),
@@ -481,7 +510,7 @@ def gate_cmd(
         _write(text, output)
     _append(markdown, summary)
     if output is not None or fmt is not GateFormat.table:
-        err.print(f"eagle-audit gate: {report.outcome.value}: {report.message()}", markup=False, highlight=False,
+        _err().print(f"eagle-audit gate: {report.outcome.value}: {report.message()}", markup=False, highlight=False,
                   soft_wrap=True)
     raise typer.Exit(0 if exit_zero else report.exit_code)
 
@@ -528,15 +557,15 @@ def matrix_cmd(
     if fmt is MatrixFormat.table and output is None:
         from rich.markdown import Markdown
 
-        out.print(Markdown(markdown))
+        _out().print(Markdown(markdown))
     else:
         _write(json.dumps(report.as_dict(), indent=2) if fmt is MatrixFormat.json else markdown, output)
     _append(markdown, summary)
     n = len(report.releases)
-    err.print(f"eagle-audit matrix: {n} release(s), {len(report.rows)} row(s) in {report.seconds:.1f}s "
+    _err().print(f"eagle-audit matrix: {n} release(s), {len(report.rows)} row(s) in {report.seconds:.1f}s "
               f"({report.jobs} worker(s))", markup=False, highlight=False)
     for v, e in sorted(report.errors.items()):
-        err.print(f"[bold red]eagle-audit: error:[/bold red] vLLM {v}: {e}", highlight=False, soft_wrap=True)
+        _err().print(f"[bold red]eagle-audit: error:[/bold red] vLLM {v}: {e}", highlight=False, soft_wrap=True)
     raise typer.Exit(2 if report.errors else 0)
 
 
@@ -548,7 +577,7 @@ def _matrix_progress(show: bool, fn):
 
     labels = {"fetch": "fetching archives", "audit": "auditing releases"}
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True) as prog:
+                  console=_err(), transient=True) as prog:
         tasks = {k: prog.add_task(v, total=None) for k, v in labels.items()}
 
         def cb(stage: str, done: int, total: int) -> None:
@@ -563,10 +592,10 @@ def main(argv: Optional[list[str]] = None) -> None:
     try:
         rv = app(args=argv, standalone_mode=False)
     except AuditError as exc:
-        err.print(f"[bold red]eagle-audit: error:[/bold red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        _err().print(f"[bold red]eagle-audit: error:[/bold red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except (KeyboardInterrupt, typer.Abort):
-        err.print("eagle-audit: interrupted")
+        _err().print("eagle-audit: interrupted")
         sys.exit(130)
     except Exception as exc:  # click's exceptions (typer may vendor its own copy of click)
         if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
@@ -576,7 +605,7 @@ def main(argv: Optional[list[str]] = None) -> None:
             sys.stdout.write(ctx.get_help() + "\n")
             sys.exit(0)
         hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
-        err.print(f"[bold red]eagle-audit: error:[/bold red] {escape(exc.format_message())}{escape(hint)}",
+        _err().print(f"[bold red]eagle-audit: error:[/bold red] {escape(exc.format_message())}{escape(hint)}",
                   highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     sys.exit(rv if isinstance(rv, int) else 0)

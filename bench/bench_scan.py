@@ -23,7 +23,7 @@ place, and with ``--source both`` also the extracted folder):
 - cold ``--no-cache``: nothing read from or written to any cache;
 - warm: the cache folder a previous run of the same command filled;
 - single cold / single warm: ``--model kimi_k2`` with an empty / a filled cache folder;
-- peak RSS of each job's process tree (``os.wait4``: the largest process, workers included).
+- peak RSS of each job (``os.wait4`` from a small launcher: the largest process, workers included).
 
 Usage: ``python bench/bench_scan.py [--version 0.33.0 | --tree PATH] [--repeat 5]
 [--part all|in-process|process] [--source archive|folder|both]``.
@@ -123,24 +123,42 @@ def eagle_audit() -> list[str]:
     return [str(script)] if script.is_file() else [sys.executable, "-m", "auditor"]
 
 
+#: Runs ``argv[2:]`` and writes ``"<seconds> <ru_maxrss KiB>"`` to ``argv[1]``. On Linux a process
+#: reports as its peak RSS at least the size of the process it was spawned from (``exec`` keeps
+#: the old image's high-water mark), so the jobs are spawned from this small interpreter, not
+#: from the bench (which is large once the in-process part has run); the timing is taken here
+#: too, around the job only.
+TRAMPOLINE = """
+import os, sys, time
+out, argv = sys.argv[1], sys.argv[2:]
+t = time.perf_counter()
+pid = os.posix_spawn(argv[0], argv, os.environ)
+_, status, usage = os.wait4(pid, 0)
+elapsed = time.perf_counter() - t
+with open(out, "w") as fh:
+    fh.write(f"{elapsed} {usage.ru_maxrss}")
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def run_process(argv: list[str], cache_dir: Path | None = None) -> tuple[float, float]:
-    """Run ``argv`` to completion, output discarded: ``(seconds, peak RSS in MB)``, the RSS
-    being the largest of the process and its waited-for children (``os.wait4``). Exit codes 0
-    and 1 (a blocked target) are fine; anything else raises with the stderr."""
+    """Run ``argv`` (an absolute executable first) to completion, output discarded:
+    ``(seconds, peak RSS in MB)``, the RSS being the largest of the process and its waited-for
+    workers. Exit codes 0 and 1 (a blocked target) are fine; anything else stops the bench with
+    the stderr."""
     env = dict(os.environ, NO_COLOR="1")
     env.pop("FORCE_COLOR", None)
     if cache_dir is not None:
         env["EAGLE_AUDIT_CACHE_DIR"] = str(cache_dir)
-    with tempfile.TemporaryFile() as errfile:
-        t = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=errfile, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
-        elapsed = time.perf_counter() - t
-        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
-        if proc.returncode not in (0, 1):
+    with tempfile.TemporaryFile() as errfile, tempfile.TemporaryDirectory() as tmp:
+        result = Path(tmp) / "result"
+        code = subprocess.run([sys.executable, "-c", TRAMPOLINE, str(result), *argv],
+                              stdout=subprocess.DEVNULL, stderr=errfile, env=env).returncode
+        if code not in (0, 1):
             errfile.seek(0)
-            raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}: {errfile.read().decode()[-2000:]}")
-    return elapsed, usage.ru_maxrss / 1024
+            raise SystemExit(f"{' '.join(argv)} exited {code}: {errfile.read().decode()[-2000:]}")
+        elapsed, maxrss = result.read_text().split()
+    return float(elapsed), int(maxrss) / 1024
 
 
 def whole_process(sources: dict[str, Path], repeat: int, model: str) -> None:

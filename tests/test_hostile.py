@@ -9,10 +9,14 @@ ever runs (checked by the absence of its marker file).
 from __future__ import annotations
 
 import contextlib
+import gzip
 import hashlib
 import io
 import json
 import os
+import stat
+import tarfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -478,3 +482,243 @@ def test_an_internal_error_has_its_own_exit_code_and_one_line(monkeypatch):
     assert r.exit_code == 3
     assert "Traceback (most recent call last)" in r.stderr and "in boom" in r.stderr
     assert r.stderr.strip().splitlines()[-1].startswith("eagle-audit: internal error:")
+
+
+# -- 6, 7, 13. per-file trouble stays per file; archives -------------------------------------
+
+
+@pytest.fixture
+def alarm():
+    """Fail (instead of hanging the suite) when a test blocks for more than 120 s."""
+    import signal
+
+    def timeout(signum, frame):
+        raise TimeoutError("the tool blocked")
+
+    old = signal.signal(signal.SIGALRM, timeout)
+    signal.alarm(120)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+def add_rows(root: Path, rows: dict[str, str]) -> None:
+    """Register ``arch → module`` rows (class name = arch) in the tree's registry."""
+    reg = root / "vllm/model_executor/models/registry.py"
+    head = "_TEXT_GENERATION_MODELS = {\n"
+    extra = "".join(f"    {a!r}: ({m!r}, {a!r}),\n" for a, m in rows.items())
+    reg.write_text(reg.read_text().replace(head, head + extra, 1))
+
+
+def pathological_tree(tmp_path: Path, monkeypatch) -> tuple[Path, dict[str, str]]:
+    """minivllm plus one module per kind of per-file trouble, each registered as a target.
+    Returns the root and path → the words its parse error must contain."""
+    models = "vllm/model_executor/models/"
+    root = make_tree(tmp_path, {
+        models + "deep.py": "x = " + " + ".join(["a"] * 50000) + "\n",
+        models + "calls.py": "x = a" + "()" * 2500 + "\n",
+        models + "parens.py": "x = " + "f(" * 2500 + ")" * 2500 + "\n",
+        models + "big.py": "# padding\n" * ((9 << 20) // 10) + "class BigForCausalLM: pass\n",
+        models + "secret.py": "class SecretForCausalLM: pass\n",
+        "vllm/_version.py": None,  # the version then comes from PKG-INFO, a FIFO below
+    })
+    os.mkfifo(root / models / "fifo.py")
+    os.mkfifo(root / "PKG-INFO")
+    (root / models / "dangling.py").symlink_to(root / "nowhere.py")
+    add_rows(root, {"DeepForCausalLM": "deep", "CallsForCausalLM": "calls", "ParensForCausalLM": "parens",
+                    "BigForCausalLM": "big", "SecretForCausalLM": "secret", "FifoForCausalLM": "fifo",
+                    "DanglingForCausalLM": "dangling"})
+    # the suite may run as root, for whom no permission bit stops a read: deny it at the OS call
+    import auditor.source.sources as sources
+
+    real_open = os.open
+    secret = str(root / models / "secret.py")
+
+    def deny(path, flags, *a, **k):
+        if str(path) == secret:
+            raise PermissionError(13, "Permission denied", path)
+        return real_open(path, flags, *a, **k)
+
+    monkeypatch.setattr(sources.os, "open", deny)
+    return root, {
+        models + "deep.py": "nested too deeply", models + "calls.py": "nested too deeply",
+        models + "parens.py": "too many nested parentheses", models + "big.py": "larger than the 8 MiB limit",
+        models + "secret.py": "Permission denied", models + "fifo.py": "not a regular file",
+        models + "dangling.py": "symbolic link to nothing",
+    }
+
+
+def test_per_file_trouble_stays_per_file(tmp_path, monkeypatch, alarm):
+    root, expected = pathological_tree(tmp_path, monkeypatch)
+    r = cli("scan", root, "-f", "json", "--no-progress", "--no-cache")
+    assert r.exit_code == 1, r.stderr  # the toys are blocked: a verdict, not a crash
+    doc = json.loads(r.stdout)
+    errors = {e["path"]: e["error"] for e in doc["parse_errors"]}
+    for path, words in expected.items():
+        assert words in errors.get(path, ""), (path, errors)
+    verdicts = {x["architecture"]: x["verdict"] for x in doc["results"]}
+    assert verdicts["LlamaForCausalLM"] == "supported" and verdicts["ToyV3ForCausalLM"] == "blocked"
+    for arch in ("DeepForCausalLM", "BigForCausalLM", "SecretForCausalLM", "FifoForCausalLM"):
+        assert verdicts[arch] == "unknown", (arch, verdicts[arch])
+    assert doc["vllm_version"] is None  # PKG-INFO is a FIFO: not read, and the scan did not hang
+
+
+def test_an_unreadable_models_folder_is_named_as_such(tmp_path, monkeypatch):
+    root = make_tree(tmp_path)
+    models = str(root / "vllm" / "model_executor" / "models")
+    real_scandir = os.scandir
+
+    def deny(path="."):
+        if str(path) == models:
+            raise PermissionError(13, "Permission denied", path)
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", deny)
+    line = one_line_error(cli("scan", root, "--no-cache"))
+    assert "cannot read the model registry" in line and "Permission denied" in line
+    assert "vllm/model_executor/models/" in line
+
+
+def _tar(path: Path, members: list[tuple[tarfile.TarInfo, bytes | None]], base: Path | None = None,
+         prefix: str = "vllm-0.0.1") -> Path:
+    """A .tar.gz with minivllm (or ``base``) under ``prefix/`` followed by ``members``."""
+    from tests.conftest import MINIVLLM
+
+    with tarfile.open(path, "w:gz") as tf:
+        tf.add(base or MINIVLLM / "vllm", arcname=f"{prefix}/vllm",
+               filter=lambda ti: None if "__pycache__" in ti.name else ti)
+        for ti, data in members:
+            tf.addfile(ti, io.BytesIO(data) if data is not None else None)
+    return path
+
+
+def _member(name: str, data: bytes = b"x = 1\n", kind: bytes = tarfile.REGTYPE, link: str = "") -> tuple:
+    ti = tarfile.TarInfo(name)
+    ti.type = kind
+    ti.linkname = link
+    ti.size = len(data) if kind == tarfile.REGTYPE else 0
+    return ti, (data if kind == tarfile.REGTYPE else None)
+
+
+SPEC = "vllm-0.0.1/vllm/config/speculative.py"
+
+
+@pytest.mark.parametrize("member,words", [
+    (_member("vllm-0.0.1/../evil.py"), "'..'"),
+    (_member("/vllm-0.0.1/vllm/evil.py"), "absolute name"),
+    (_member("vllm-0.0.1\\vllm\\config\\speculative.py"), "backslash"),
+    (_member(SPEC, b"eagle3_target_supported = []\n"), "appears twice"),
+    (_member("./" + SPEC), "appears twice"),
+    (_member("vllm-0.0.1/vllm/evil.py", kind=tarfile.SYMTYPE, link="/etc/passwd"), "symbolic link"),
+    (_member("vllm-0.0.1/vllm/evil.py", kind=tarfile.LNKTYPE, link=SPEC), "hard link"),
+    (_member("vllm-0.0.1/vllm/evil.py", kind=tarfile.FIFOTYPE), "special file"),
+    (_member("vllm-0.0.1/docs/x", kind=tarfile.CHRTYPE), "special file"),
+])
+def test_a_tar_that_extraction_would_lay_out_differently_is_refused(tmp_path, member, words):
+    archive = _tar(tmp_path / "vllm-0.0.1.tar.gz", [member])
+    line = one_line_error(cli("scan", archive, "--no-cache"))
+    assert line.startswith("eagle-audit: error: refusing archive") and words in line, line
+
+
+def _zip(path: Path, extra: list[tuple[zipfile.ZipInfo, bytes]], base: Path | None = None) -> Path:
+    """A wheel-like zip of minivllm (or the tree ``base``) with ``extra`` members appended."""
+    from tests.conftest import MINIVLLM
+
+    base = base or MINIVLLM
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for p in sorted((base / "vllm").rglob("*.py")):
+            zf.write(p, "vllm/" + p.relative_to(base / "vllm").as_posix())
+        for info, data in extra:
+            zf.writestr(info, data)
+    return path
+
+
+def _zinfo(name: str, attr: int = 0) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(name)
+    info.external_attr = attr << 16
+    return info
+
+
+def _patch_header(archive: Path, name: str, local: int, central: int, value: int) -> None:
+    """Set a 16-bit field of member ``name`` in its local header (offset ``local``) and its central
+    directory entry (offset ``central``): zipfile itself refuses to write such members."""
+    import struct
+
+    data = bytearray(archive.read_bytes())
+    raw = name.encode()
+    for sig, field in ((b"PK\x03\x04", local), (b"PK\x01\x02", central)):
+        i = data.find(sig)
+        while i != -1:
+            name_at = i + (30 if sig == b"PK\x03\x04" else 46)
+            if data[name_at:name_at + len(raw)] == raw:
+                struct.pack_into("<H", data, i + field, value)
+            i = data.find(sig, i + 4)
+    archive.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("case,words", [
+    ("link", "symbolic link"), ("encrypted", "encrypted"), ("method", "compression method 99"),
+    ("duplicate", "appears twice"), ("dotdot", "'..'"), ("backslash", "backslash"),
+])
+def test_a_wheel_with_links_encryption_or_odd_members_is_refused(tmp_path, case, words):
+    import warnings
+
+    whl = tmp_path / "vllm-0.0.1-py3-none-any.whl"
+    extra = {
+        "link": [(_zinfo("vllm/evil.py", stat.S_IFLNK | 0o777), b"/etc/passwd")],
+        "encrypted": [(_zinfo("vllm/evil.py"), b"x = 1\n")],
+        "method": [(_zinfo("vllm/evil.py"), b"x = 1\n")],
+        "duplicate": [(_zinfo("vllm/config/speculative.py"), b"x = 1\n")],
+        "dotdot": [(_zinfo("vllm/../../evil.py"), b"x = 1\n")],
+        "backslash": [(_zinfo("vllm\\config\\speculative.py"), b"x = 1\n")],
+    }[case]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile warns about the duplicate name it is asked to write
+        _zip(whl, extra)
+    if case == "method":
+        _patch_header(whl, "vllm/evil.py", 8, 10, 99)  # compression method
+    if case == "encrypted":
+        _patch_header(whl, "vllm/evil.py", 6, 8, 0x1)  # general purpose flags: encrypted
+    line = one_line_error(cli("scan", whl, "--no-cache"))
+    assert line.startswith("eagle-audit: error: refusing archive") and words in line, line
+
+
+def test_decompression_bombs_and_member_counts_are_bounded(tmp_path, monkeypatch):
+    import auditor.source.sources as sources
+
+    # a header that declares 20 GB for a package file, followed by almost nothing (4.7 KB today)
+    ti = tarfile.TarInfo("vllm-0.0.1/vllm/model_executor/models/huge.py")
+    ti.size = 20 << 30
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        tf.add(Path(__file__).parents[1] / "fixtures/minivllm/vllm", arcname="vllm-0.0.1/vllm",
+               filter=lambda t: None if "__pycache__" in t.name else t)
+        end = tf.offset  # before the end-of-archive blocks
+    body = buf.getvalue()[:end] + ti.tobuf() + b"x = 1\n"
+    bomb = tmp_path / "bomb.tar.gz"
+    bomb.write_bytes(gzip.compress(body))
+    line = one_line_error(cli("scan", bomb, "--no-cache"))
+    assert "huge.py' declares 21474836480 bytes: it decompresses to more than 2 GiB" in line, line
+    # limits on total decompressed size, member count and package size (lowered to test them)
+    big = _tar(tmp_path / "big.tar.gz", [_member("vllm-0.0.1/docs/zeros.bin", b"\0" * (3 << 20))])
+    monkeypatch.setattr(sources, "MAX_ARCHIVE_BYTES", 2 << 20)
+    assert "decompresses to more than" in one_line_error(cli("scan", big, "--no-cache"))
+    monkeypatch.undo()
+    many = _tar(tmp_path / "many.tar.gz", [_member(f"vllm-0.0.1/docs/{i}.txt") for i in range(60)])
+    monkeypatch.setattr(sources, "MAX_MEMBERS", 50)
+    assert "more than 50 members" in one_line_error(cli("scan", many, "--no-cache"))
+    monkeypatch.setattr(sources, "MAX_PACKAGE_BYTES", 1000)
+    monkeypatch.setattr(sources, "MAX_MEMBERS", 10 ** 6)
+    assert "package is larger than" in one_line_error(cli("scan", many, "--no-cache"))
+
+
+def test_an_oversized_archive_member_is_a_parse_error(tmp_path):
+    toy = "vllm/model_executor/models/toy.py"
+    root = make_tree(tmp_path, {toy: "# padding\n" * ((9 << 20) // 10)})
+    for archive in (_tar(tmp_path / "vllm-0.0.1.tar.gz", [], base=root / "vllm"),
+                    _zip(tmp_path / "vllm-0.0.1-py3-none-any.whl", [], base=root)):
+        r = cli("scan", archive, "-f", "json", "--model", "ToyV3ForCausalLM", "--no-cache")
+        doc = json.loads(r.stdout)
+        errors = {e["path"]: e["error"] for e in doc["parse_errors"]}
+        assert "larger than the 8 MiB limit" in errors[toy], errors
+        assert r.exit_code == 1 and doc["results"][0]["verdict"] != "supported"

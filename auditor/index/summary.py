@@ -688,6 +688,12 @@ def parse_error_line(exc: SyntaxError) -> str:
     return f"line {exc.lineno}: {exc.msg}"
 
 
+def _too_big(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply to analyse (RecursionError); not analysed"
+    return "too large to analyse (MemoryError); not analysed"
+
+
 def summarize(source: bytes, path: str) -> ModuleSummary:
     """Build the :class:`ModuleSummary` of one module.
 
@@ -713,8 +719,13 @@ def summarize(source: bytes, path: str) -> ModuleSummary:
         except (SyntaxError, ValueError) as exc:
             msg = parse_error_line(exc) if isinstance(exc, SyntaxError) else str(exc)
             return ModuleSummary(module=module, path=path, is_package=is_package, error=msg)
-        summary = _Summarizer(module, path, is_package, track_bases=b"__bases__" in source).run(tree)
-        extract.run_extractors(tree, source, summary)
+        except (RecursionError, MemoryError) as exc:
+            return ModuleSummary(module=module, path=path, is_package=is_package, error=_too_big(exc))
+        try:  # the walks below recurse too: a tree that parsed may still be too deep for them
+            summary = _Summarizer(module, path, is_package, track_bases=b"__bases__" in source).run(tree)
+            extract.run_extractors(tree, source, summary)
+        except (RecursionError, MemoryError) as exc:
+            return ModuleSummary(module=module, path=path, is_package=is_package, error=_too_big(exc))
         return summary
     finally:
         if was_enabled:

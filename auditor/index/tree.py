@@ -17,7 +17,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Callable, Iterable
 
-from auditor.index.summary import INDEX_FORMAT, ModuleSummary, summarize
+from auditor.index.summary import INDEX_FORMAT, ModuleSummary, module_name_for, summarize
+from auditor.source.sources import UnreadableFile, read_regular_file
 
 
 def cache_root() -> Path:
@@ -86,9 +87,18 @@ class SummaryCache:
 def _summarize_job(args: tuple[str | None, str, bytes | None]) -> tuple[str, ModuleSummary]:
     root, rel, data = args
     if data is None:
-        with open(os.path.join(root, rel), "rb") as fh:  # type: ignore[arg-type]
-            data = fh.read()
+        try:
+            data = read_regular_file(os.path.join(root, rel), rel)  # type: ignore[arg-type]
+        except (OSError, UnreadableFile) as exc:
+            return rel, unreadable_summary(rel, exc)
     return rel, summarize(data, rel)
+
+
+def unreadable_summary(rel: str, exc: Exception) -> ModuleSummary:
+    """The summary of a file that cannot be read: no facts, ``error`` says why (never cached)."""
+    module, is_package = module_name_for(rel)
+    reason = exc.reason if isinstance(exc, UnreadableFile) else f"cannot read: {exc}"
+    return ModuleSummary(module=module, path=rel, is_package=is_package, error=reason)
 
 
 def path_candidates(module: str) -> tuple[str, str]:
@@ -121,6 +131,7 @@ class Tree:
         """Every ``.py`` path of the tree (relative to the folder that contains ``vllm/``)."""
         if self._files is None:
             self._files = set(self.source.files())
+            self.parse_errors.update(getattr(self.source, "problems", {}))  # e.g. folders that cannot be listed
         return self._files
 
     def version(self) -> str | None:
@@ -139,8 +150,15 @@ class Tree:
         return self.path_of(module) is not None
 
     def read(self, rel: str) -> bytes:
-        """The bytes of a file, recording their digest in :attr:`reads`."""
-        data = self.source.read(rel)
+        """The bytes of a file, recording their digest in :attr:`reads`. A listed file that cannot
+        be read (:class:`~auditor.source.sources.UnreadableFile`) reads as empty and is recorded in
+        :attr:`parse_errors`."""
+        try:
+            data = self.source.read(rel)
+        except UnreadableFile as exc:
+            self.parse_errors[rel] = exc.reason
+            self.reads[rel] = "unreadable"  # never matches a digest: a result cache entry is never reused
+            return b""
         self.reads[rel] = _digest(data)
         return data
 
@@ -161,7 +179,11 @@ class Tree:
         s = self._by_path.get(rel)
         if s is not None:
             return s
-        data = self.source.read(rel)
+        try:
+            data = self.source.read(rel)
+        except UnreadableFile as exc:
+            self.reads[rel] = "unreadable"
+            return self._record(rel, unreadable_summary(rel, exc))
         digest = _digest(data)
         self.reads[rel] = digest
         s = self.cache.get(digest)
@@ -235,7 +257,12 @@ class Tree:
                     if rel in self._by_path:
                         finish(rel, self._by_path[rel])
                         continue
-                    data = self.source.read(rel)
+                    try:
+                        data = self.source.read(rel)
+                    except UnreadableFile as exc:
+                        self.reads[rel] = "unreadable"
+                        finish(rel, unreadable_summary(rel, exc))
+                        continue
                     digest = _digest(data)
                     self.reads[rel] = digest
                     hit = self.cache.get(digest)

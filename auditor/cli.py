@@ -111,21 +111,107 @@ def _open(path: Optional[str], version: Optional[str], no_progress: bool, no_cac
 
 
 def _write(text: str, output: Optional[Path]) -> None:
+    """Write ``text`` to stdout, or to ``output`` (checked by :func:`_check_output` before the
+    work): a regular file is replaced atomically (temporary file + rename; permissions: the
+    existing file's, else what the umask gives), a FIFO or device (``/dev/stdout``) is written
+    directly."""
     if output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return
     import os
+    import secrets
+    import stat
+
+    data = (text if text.endswith("\n") else text + "\n").encode("utf-8")
+    try:
+        st = os.stat(output)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        _fail(f"cannot write {output}: {exc.strerror or exc}")
+    try:
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            with open(output, "wb") as fh:
+                fh.write(data)
+            return
+        output.parent.mkdir(parents=True, exist_ok=True)
+        tmp = output.parent / f".{output.name}.{secrets.token_hex(6)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except OSError as exc:
+        _fail(f"cannot write {output}: {exc.strerror or exc}")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            if st is not None:
+                os.fchmod(fh.fileno(), stat.S_IMODE(st.st_mode))
+            fh.write(data)
+        os.replace(tmp, output)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            _fail(f"cannot write {output}: {exc.strerror or exc}")
+        raise
+
+
+def _check_output(path: Optional[Path], label: str, force: bool, append: bool = False) -> None:
+    """Refuse, before any work, an output path that cannot be written (exit 2, one line): a
+    folder, an existing file without ``--force`` (unless ``append``), a folder on the way that is
+    a file, or a folder where no file can be created (tested by creating and removing one)."""
+    if path is None:
+        return
+    import os
+    import stat
     import tempfile
 
-    output.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, output)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        st = None
+    except OSError as exc:
+        _fail(f"{label} {path}: {exc.strerror or exc}")
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        _fail(f"{label} {path} is a folder; name a file")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        return  # a FIFO or a device such as /dev/stdout: written directly
+    if st is not None and not append and not force:
+        _fail(f"{label} {path} exists; pass --force to overwrite it")
+    if st is not None and append:
+        try:
+            with open(path, "ab"):
+                pass
+        except OSError as exc:
+            _fail(f"{label} {path}: cannot write: {exc.strerror or exc}")
+        return
+    folder = path.parent
+    while True:  # the nearest folder that exists: the missing ones will be created in it
+        try:
+            fst = os.stat(folder)
+        except (FileNotFoundError, NotADirectoryError):
+            if folder == folder.parent:
+                _fail(f"{label} {path}: cannot be created")
+            folder = folder.parent
+            continue
+        except OSError as exc:
+            _fail(f"{label} {path}: {exc.strerror or exc}")
+        break
+    if not stat.S_ISDIR(fst.st_mode):
+        _fail(f"{label} {path}: cannot be created ({folder} is not a folder)")
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".eagle-audit-probe.")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        _fail(f"{label} {path}: cannot write in {folder}: {exc.strerror or exc}")
+
+
+ForceOpt = typer.Option(False, "--force", help="Overwrite an existing output file.")
+
+
+def _safe_name(text: str) -> str:
+    """A file name made of ``text`` (characters other than letters, digits, ``_.+-`` become ``_``)."""
+    import re
+
+    name = re.sub(r"[^A-Za-z0-9_.+-]", "_", text)[:120].lstrip(".")
+    return name or "fix"
 
 
 @app.command()
@@ -144,6 +230,7 @@ def scan(
     method: MethodOpt = typer.Option(MethodOpt.eagle3, "--method", help="Speculative method(s) to audit."),
     fmt: Format = typer.Option(Format.table, "--format", "-f", help="Output format."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
+    force: bool = ForceOpt,
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every target and warning in the table."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
@@ -160,6 +247,7 @@ def scan(
     from auditor.engines.vllm.targets import load_hf_config, resolve_targets
 
     _check_model_type(model_type)
+    _check_output(output, "--output", force)
     cfg = load_hf_config(hf_config) if hf_config else None
     auditor = _open(path, vllm_version, no_progress, no_cache, transformers)
     specs = resolve_targets(auditor.registry, model, model_type, cfg)
@@ -235,6 +323,7 @@ def explain(
     all_archs: bool = typer.Option(False, "--all", help="Every registry architecture (JSON list)."),
     fmt: Format = typer.Option(Format.table, "--format", "-f", help="table or json."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write JSON to this file."),
+    force: bool = ForceOpt,
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
 ) -> None:
@@ -249,6 +338,7 @@ def explain(
         _fail("give an architecture, or --all")
     if arch and all_archs:
         _fail("give an architecture or --all, not both")
+    _check_output(output, "--output", force)
     auditor = _open(path, vllm_version, no_progress, no_cache)
     if all_archs:
         _with_progress(_progress_enabled(no_progress), "indexing modules", auditor.prefetch_all)
@@ -293,6 +383,7 @@ def fix_cmd(
         None, "--codemods", help="Replay a codemods file written by --out on this tree (re-planned from its scan)."),
     apply: bool = typer.Option(False, "--apply", help="Edit the folder tree in place (atomic writes, backup kept)."),
     revert: bool = typer.Option(False, "--revert", help="Restore the files changed by the last --apply on this tree."),
+    force: bool = typer.Option(False, "--force", help="With --out: overwrite existing patch and codemods files."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
 ) -> None:
@@ -328,6 +419,18 @@ def fix_cmd(
         _fail("give either --model or --codemods, not both")
     _check_model_type(model_type)
     loaded = fx.load_codemods(codemods) if codemods else None  # validated before any work
+    if codemods:
+        name = _safe_name(codemods.name.removesuffix(".json").removesuffix(".codemods"))
+    else:
+        name = _safe_name("+".join(model))
+    if out_dir is not None:
+        try:
+            if out_dir.exists() and not out_dir.is_dir():
+                _fail(f"--out {out_dir} is not a folder")
+        except OSError as exc:
+            _fail(f"--out {out_dir}: {exc.strerror or exc}")
+        _check_output(out_dir / f"{name}.patch", "--out", force)
+        _check_output(out_dir / f"{name}.codemods.json", "--out", force)
     auditor = _open(path, vllm_version, no_progress, no_cache)
     only = None
     if loaded is not None:
@@ -335,10 +438,8 @@ def fix_cmd(
         missing = [s.architecture for s in specs if s.architecture not in auditor.registry.entries]
         if missing:
             _fail(f"--codemods: {', '.join(missing)} not in this tree's registry")
-        name = codemods.name.removesuffix(".json").removesuffix(".codemods")
     elif model:
         specs = resolve_targets(auditor.registry, model, model_type)
-        name = "+".join(m.replace("/", "_") for m in model)
     else:
         _fail("give --model NAME (or --codemods FILE, or --revert)")
     root = auditor.tree.source.root()
@@ -472,6 +573,7 @@ def gate_cmd(
     config: Optional[Path] = ConfigOpt,
     fmt: GateFormat = typer.Option(GateFormat.table, "--format", "-f", help="Output format."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
+    force: bool = ForceOpt,
     summary: Optional[Path] = SummaryOpt,
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
@@ -498,6 +600,8 @@ def gate_cmd(
                   allowed_warnings=allow_warning, fail_on_warnings=fail_on_warnings)
     if not cfg.candidate:
         _fail("give --candidate X|PATH (or candidate in pyproject.toml, tool.eagle-audit)")
+    _check_output(output, "--output", force)
+    _check_output(summary, "--summary", force, append=True)
     if cfg.codemods is not None and not Path(cfg.codemods).is_file():
         _fail(f"--codemods: no such file: {cfg.codemods}")
     if cfg.codemods is not None:
@@ -552,6 +656,7 @@ def matrix_cmd(
     config: Optional[Path] = ConfigOpt,
     fmt: MatrixFormat = typer.Option(MatrixFormat.table, "--format", "-f", help="Output format."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
+    force: bool = ForceOpt,
     summary: Optional[Path] = SummaryOpt,
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
@@ -569,6 +674,8 @@ def matrix_cmd(
                   model_type=model_type)
     if not cfg.versions:
         _fail("give --versions SPEC (or versions in pyproject.toml, tool.eagle-audit)")
+    _check_output(output, "--output", force)
+    _check_output(summary, "--summary", force, append=True)
     report = _matrix_progress(_progress_enabled(no_progress), lambda cb: run_matrix(
         cfg.targets, cfg.versions, method=cfg.methods[0], model_type=cfg.model_type, jobs=jobs,
         use_cache=not no_cache, progress=cb))

@@ -722,3 +722,82 @@ def test_an_oversized_archive_member_is_a_parse_error(tmp_path):
         errors = {e["path"]: e["error"] for e in doc["parse_errors"]}
         assert "larger than the 8 MiB limit" in errors[toy], errors
         assert r.exit_code == 1 and doc["results"][0]["verdict"] != "supported"
+
+
+# -- 8. output paths are checked before the work ----------------------------------------------
+
+
+def _read_only_folder(tmp_path: Path) -> Path:
+    """A folder where no file can be created, whoever runs the suite (root ignores mode bits, but
+    not a read-only sysfs)."""
+    if os.geteuid() == 0:
+        return Path("/sys")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    return ro
+
+
+def test_bad_output_paths_fail_before_the_work(tmp_path, monkeypatch):
+    from tests.conftest import MINIVLLM
+
+    def no_work(*a, **k):
+        raise AssertionError("the work started before the output path was checked")
+
+    monkeypatch.setattr("auditor.orchestration.scan.open_tree", no_work)
+    monkeypatch.setattr("auditor.orchestration.upgrade.open_side", no_work)
+    monkeypatch.setattr("auditor.orchestration.upgrade.run_matrix", no_work)
+    existing = tmp_path / "report.json"
+    existing.write_text("keep me\n")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    ro = _read_only_folder(tmp_path)
+    cases = [
+        (["-o", tmp_path], "is a folder"),
+        (["-o", ro / "report.json"], "cannot write in"),
+        (["-o", existing], "exists; pass --force"),
+        (["-o", blocker / "sub" / "report.json"], "cannot be created"),
+    ]
+    for extra, words in cases:
+        for cmd in (["scan", MINIVLLM, "-f", "json"], ["explain", "LlamaForCausalLM", MINIVLLM],
+                    ["gate", "--candidate", MINIVLLM, "--model", "LlamaForCausalLM", "-f", "json"],
+                    ["matrix", "--model", "LlamaForCausalLM", "--versions", "0.16.0", "-f", "json"]):
+            line = one_line_error(cli(*cmd, *extra))
+            assert words in line, (cmd, extra, line)
+    assert existing.read_text() == "keep me\n"
+    for summary in (tmp_path, ro / "summary.md"):
+        line = one_line_error(cli("gate", "--candidate", MINIVLLM, "--model", "LlamaForCausalLM",
+                                  "--summary", summary))
+        assert "--summary" in line
+    # fix --out: a file instead of a folder, an existing patch
+    assert "is not a folder" in one_line_error(cli("fix", MINIVLLM, "--model", "ToyV3ForCausalLM", "--out", blocker))
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "ToyV3ForCausalLM.patch").write_text("old patch\n")
+    line = one_line_error(cli("fix", MINIVLLM, "--model", "ToyV3ForCausalLM", "--out", tmp_path / "out"))
+    assert "ToyV3ForCausalLM.patch exists; pass --force" in line
+    assert (tmp_path / "out" / "ToyV3ForCausalLM.patch").read_text() == "old patch\n"
+
+
+def test_outputs_follow_the_umask_and_force_overwrites(tmp_path):
+    from tests.conftest import MINIVLLM
+
+    report = tmp_path / "new" / "report.json"
+    old = os.umask(0o027)
+    try:
+        r = cli("scan", MINIVLLM, "--model", "LlamaForCausalLM", "-f", "json", "-o", report)
+        assert r.exit_code == 0, r.stderr
+        assert (report.stat().st_mode & 0o777) == 0o640
+        out = tmp_path / "patches"
+        r = cli("fix", MINIVLLM, "--model", "ToyV3ForCausalLM", "--model-type", "toy", "--out", out)
+        assert r.exit_code == 0, r.stderr
+        for f in out.iterdir():
+            assert (f.stat().st_mode & 0o777) == 0o640, f
+        r = cli("fix", MINIVLLM, "--model", "ToyV3ForCausalLM", "--model-type", "toy", "--out", out, "--force")
+        assert r.exit_code == 0, r.stderr
+    finally:
+        os.umask(old)
+    report.chmod(0o604)
+    r = cli("scan", MINIVLLM, "--model", "LlamaForCausalLM", "-f", "json", "-o", report, "--force")
+    assert r.exit_code == 0 and json.loads(report.read_text())["results"][0]["verdict"] == "supported"
+    assert (report.stat().st_mode & 0o777) == 0o604  # an overwritten file keeps its permissions
+    assert [p.name for p in report.parent.iterdir()] == ["report.json"]  # no temporary file left

@@ -801,3 +801,72 @@ def test_outputs_follow_the_umask_and_force_overwrites(tmp_path):
     assert r.exit_code == 0 and json.loads(report.read_text())["results"][0]["verdict"] == "supported"
     assert (report.stat().st_mode & 0o777) == 0o604  # an overwritten file keeps its permissions
     assert [p.name for p in report.parent.iterdir()] == ["report.json"]  # no temporary file left
+
+
+# -- 9. every JSON input is validated against its schema --------------------------------------
+
+
+def _json_cases(tmp_path: Path) -> dict[str, tuple[object, str]]:
+    return {
+        "architectures-string": ({"architectures": "ToyV2ForCausalLM"}, "architectures: 'ToyV2ForCausalLM' is not of type"),
+        "architectures-numbers": ({"architectures": ["ToyV2ForCausalLM", 2]}, "architectures[1]: 2 is not of type 'string'"),
+        "model_type-list": ({"architectures": ["ToyV2ForCausalLM"], "model_type": ["toy"]}, "model_type: ['toy'] is not"),
+        "text_config-string": ({"architectures": ["ToyV2ForCausalLM"], "text_config": "toy"}, "text_config: 'toy' is not"),
+        "not-an-object": (["ToyV2ForCausalLM"], "is not of type 'object'"),
+        "deep": ({"architectures": ["ToyV2ForCausalLM"], "x": json.loads("[" * 40 + "]" * 40)}, "nests deeper than 32"),
+    }
+
+
+def test_hf_config_is_validated(tmp_path, alarm):
+    from tests.conftest import MINIVLLM
+
+    for name, (doc, words) in _json_cases(tmp_path).items():
+        f = tmp_path / f"{name}.json"
+        f.write_text(json.dumps(doc))
+        line = one_line_error(cli("scan", MINIVLLM, "--hf-config", f))
+        assert line.startswith(f"eagle-audit: error: --hf-config {f}") and words in line, (name, line)
+    raw = {"recursion": ("[" * 100000, "nests deeper than 32"), "not-json": ("{architectures", "cannot read"),
+           "huge": (" " * (5 << 20) + "{}", "larger than the 4 MiB limit")}
+    for name, (text, words) in raw.items():
+        f = tmp_path / f"{name}.json"
+        f.write_text(text)
+        assert words in one_line_error(cli("scan", MINIVLLM, "--hf-config", f)), name
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    assert "not a regular file" in one_line_error(cli("scan", MINIVLLM, "--hf-config", fifo))
+    # no architectures and no --model: refused, never "0 results" and exit 0
+    for doc in ({"model_type": "toy"}, {"architectures": [], "model_type": "toy"}, {"architectures": None}):
+        f = tmp_path / "noarch.json"
+        f.write_text(json.dumps(doc))
+        r = cli("scan", MINIVLLM, "--hf-config", f, "-f", "json")
+        assert "names no architectures" in one_line_error(r) and r.stdout == ""
+        r = cli("scan", MINIVLLM, "--hf-config", f, "--model", "ToyV3ForCausalLM", "-f", "json")
+        assert r.exit_code == 1 and len(json.loads(r.stdout)["results"]) == 1
+
+
+def test_codemods_files_are_validated(tmp_path):
+    from tests.conftest import MINIVLLM
+
+    good = {"format": "eagle-audit-codemods/1", "method": "eagle3",
+            "targets": [{"architecture": "ToyV3ForCausalLM", "model_type": "toy_v3", "text_model_type": "toy"}],
+            "invocations": [{"codemod": "allowlist"}]}
+    cases = {
+        "format": ({**good, "format": "eagle-audit-codemods/9"}, "not an eagle-audit codemods file"),
+        "method": ({**good, "method": "medusa"}, "method: 'medusa' is not one of"),
+        "targets-object": ({**good, "targets": {"architecture": "X"}}, "targets:"),
+        "no-invocations": ({k: v for k, v in good.items() if k != "invocations"}, "'invocations' is a required property"),
+        "architecture-number": ({**good, "targets": [{"architecture": 3}]}, "targets[0].architecture: 3 is not of type"),
+        "unknown-codemod": ({**good, "invocations": [{"codemod": "rm-rf"}]}, "unknown codemod 'rm-rf'"),
+        "codemod-shape": ({**good, "invocations": [{"codemod": "../x"}]}, "has the wrong form"),
+        "deep": ({**good, "source": json.loads("[" * 40 + "]" * 40)}, "nests deeper than 32"),
+    }
+    for name, (doc, words) in cases.items():
+        f = tmp_path / f"{name}.codemods.json"
+        f.write_text(json.dumps(doc))
+        for cmd in (["fix", MINIVLLM, "--codemods", f], ["gate", "--candidate", MINIVLLM, "--codemods", f]):
+            line = one_line_error(cli(*cmd))
+            assert words in line, (name, cmd, line)
+    f = tmp_path / "good.codemods.json"
+    f.write_text(json.dumps(good))
+    r = cli("fix", MINIVLLM, "--codemods", f)
+    assert r.exit_code == 1 and "does not include the interface codemod" in r.stderr  # read, then re-planned

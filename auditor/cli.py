@@ -45,8 +45,17 @@ _state = {"debug": False}
 def _global_options(
     debug: bool = typer.Option(False, "--debug", help="On an internal error, show the Python traceback "
                                "(also EAGLE_AUDIT_DEBUG=1)."),
+    allow_unverified: bool = typer.Option(
+        False, "--allow-unverified", help="Use a release archive whose package-index entry publishes no sha256 "
+        "(reports then mark its source 'unverified'; also EAGLE_AUDIT_ALLOW_UNVERIFIED=1)."),
 ) -> None:
     _state["debug"] = debug
+    if allow_unverified:
+        import os
+
+        from auditor.source.fetch import ALLOW_UNVERIFIED_ENV
+
+        os.environ[ALLOW_UNVERIFIED_ENV] = "1"  # an environment variable: worker processes see it too
 
 
 out = Console(soft_wrap=False)
@@ -107,7 +116,15 @@ def _open(path: Optional[str], version: Optional[str], no_progress: bool, no_cac
     if path and version:
         _fail("give either a PATH or --vllm-version, not both")
     tree = open_tree(path, version, progress=_progress_enabled(no_progress), use_cache=not no_cache)
+    _warn_unverified(tree.source)
     return Auditor(tree, transformers=transformers)
+
+
+def _warn_unverified(source) -> None:
+    from auditor.source.fetch import UNVERIFIED
+
+    if UNVERIFIED in getattr(source, "label", ""):
+        err.print(f"eagle-audit: warning: {source.label}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _write(text: str, output: Optional[Path]) -> None:
@@ -542,9 +559,11 @@ def _open_side(label: str, value: str, no_progress: bool, no_cache: bool):
     from auditor.orchestration.upgrade import open_side
 
     try:
-        return open_side(value, progress=_progress_enabled(no_progress), use_cache=not no_cache)
+        side = open_side(value, progress=_progress_enabled(no_progress), use_cache=not no_cache)
     except AuditError as exc:
         _fail(f"{label} {value}: {exc}")
+    _warn_unverified(side.tree.source)
+    return side
 
 
 @app.command("gate")

@@ -870,3 +870,60 @@ def test_codemods_files_are_validated(tmp_path):
     f.write_text(json.dumps(good))
     r = cli("fix", MINIVLLM, "--codemods", f)
     assert r.exit_code == 1 and "does not include the interface codemod" in r.stderr  # read, then re-planned
+
+
+# -- 10. release fetching ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def file_index(tmp_path, monkeypatch):
+    """A PEP 503 index in a folder (file:// URL) listing minivllm as vllm 9.9.7 without a sha256
+    and as 9.9.9 with one; pip's PIP_INDEX_URL points at it and the cache is isolated."""
+    from tests.conftest import MINIVLLM
+
+    files = tmp_path / "files"
+    files.mkdir()
+    links = []
+    for version, with_hash in (("9.9.7", False), ("9.9.9", True)):
+        archive = _tar(files / f"vllm-{version}.tar.gz", [], base=MINIVLLM / "vllm", prefix=f"vllm-{version}")
+        frag = f"#sha256={hashlib.sha256(archive.read_bytes()).hexdigest()}" if with_hash else ""
+        links.append(f'<a href="../../files/{archive.name}{frag}">{archive.name}</a>')
+    page = tmp_path / "index" / "vllm"
+    page.mkdir(parents=True)
+    (page / "index.html").write_text("<html><body>" + "\n".join(links) + "</body></html>\n")
+    monkeypatch.setenv("PIP_INDEX_URL", (tmp_path / "index").as_uri())
+    monkeypatch.setenv("EAGLE_AUDIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("EAGLE_AUDIT_ALLOW_UNVERIFIED", raising=False)
+    return tmp_path
+
+
+def test_an_archive_without_a_published_sha256_is_refused_unless_allowed(file_index):
+    line = one_line_error(cli("scan", "--vllm-version", "9.9.7", "--model", "LlamaForCausalLM", "--no-progress"))
+    assert "publishes no sha256 for vllm-9.9.7.tar.gz" in line and "--allow-unverified" in line
+    r = cli("--allow-unverified", "scan", "--vllm-version", "9.9.7", "--model", "LlamaForCausalLM", "-f", "json",
+            "--no-progress")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["source"] == "vllm-9.9.7.tar.gz (unverified: the package index publishes no sha256 " \
+                                             "for it)"
+    assert r.stderr.startswith("eagle-audit: warning: vllm-9.9.7.tar.gz (unverified")
+    archives = file_index / "cache" / "archives"
+    assert not (archives / "vllm-9.9.7.tar.gz.sha256").exists()  # never trusted offline later
+    r = cli("scan", "--vllm-version", "9.9.9", "--model", "LlamaForCausalLM", "-f", "json", "--no-progress")
+    assert r.exit_code == 0 and json.loads(r.stdout)["source"] == "vllm-9.9.9.tar.gz" and r.stderr == ""
+    assert (archives / "vllm-9.9.9.tar.gz.sha256").is_file()
+
+
+def test_a_read_only_cache_folder_means_no_caching(file_index, monkeypatch):
+    ro = _read_only_folder(file_index)
+    monkeypatch.setenv("EAGLE_AUDIT_CACHE_DIR", str(ro / "eagle-audit-cache"))
+    r = cli("scan", "--vllm-version", "9.9.9", "--model", "ToyV3ForCausalLM", "--model-type", "toy", "-f", "json",
+            "--no-progress")
+    assert r.exit_code == 1 and r.stderr == "", r.stderr
+    assert json.loads(r.stdout)["results"][0]["verdict"] == "blocked"
+
+
+@pytest.mark.parametrize("version", ["0.16.0\x1b[2J\x1b[31m", "9" * 10000, "0.16.0; touch x", "../../etc/passwd",
+                                     "", "0.16.0\n0.17.0"])
+def test_odd_vllm_versions_get_one_line(version, file_index):
+    line = one_line_error(cli("scan", "--vllm-version", version))
+    assert "is not a valid vLLM version" in line and len(line) < 160 and "\x1b" not in line

@@ -222,6 +222,7 @@ class ResultCache:
             if hashlib.sha256(data).hexdigest() != digest:
                 return None
         self.tree.reads.update(reads)
+        report.source = getattr(self.tree.source, "label", "")  # same files, maybe another archive or label
         return report
 
     def put(self, report: ScanReport) -> None:

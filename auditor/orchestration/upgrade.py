@@ -636,10 +636,10 @@ def _release_cache_path(archive: str, names: Sequence[str], method: str, model_t
     import hashlib
     import json
 
-    from auditor.source.fetch import _read_sidecar
+    from auditor.source.fetch import recorded_sha256
     from auditor.index.tree import cache_root
 
-    digest = _read_sidecar(Path(archive))
+    digest = recorded_sha256(Path(archive))
     if digest is None:
         return None
     key = hashlib.sha256(json.dumps([_code_digest(), digest, list(names), method, model_type]).encode()).hexdigest()

@@ -1095,10 +1095,13 @@ def open_source(
     if path is not None and vllm_version is not None:
         raise SourceError("pass either a PATH or --vllm-version, not both")
     if vllm_version is not None:
-        from auditor.source.fetch import fetch_release
+        from auditor.source.fetch import UNVERIFIED, fetch_release, recorded_sha256
 
         archive = fetch_release(vllm_version, progress=progress)
-        return ArchiveSource(archive, progress=progress)
+        source = ArchiveSource(archive, progress=progress)
+        if recorded_sha256(archive) is None:
+            source.label = f"{source.label} ({UNVERIFIED})"
+        return source
     if path is None:
         return InstalledSource()
     target = pathlib.Path(path).expanduser()

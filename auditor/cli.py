@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from auditor.model.errors import AuditError
+from auditor.render.report import clean
 
 app = typer.Typer(
     name="eagle-audit",
@@ -93,7 +94,7 @@ VersionOpt = typer.Option(
 
 
 def _fail(message: str) -> None:
-    err.print(f"[bold red]eagle-audit: error:[/bold red] {escape(message)}", highlight=False, soft_wrap=True)
+    err.print(f"[bold red]eagle-audit: error:[/bold red] {escape(clean(message))}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
 
@@ -124,7 +125,7 @@ def _warn_unverified(source) -> None:
     from auditor.source.fetch import UNVERIFIED
 
     if UNVERIFIED in getattr(source, "label", ""):
-        err.print(f"eagle-audit: warning: {source.label}", markup=False, highlight=False, soft_wrap=True)
+        err.print(f"eagle-audit: warning: {clean(source.label)}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _write(text: str, output: Optional[Path]) -> None:
@@ -428,7 +429,7 @@ def fix_cmd(
             bdir, paths = fx.revert_folder(root)
         except fx.FixRefused as exc:
             _fail(str(exc))
-        err.print(f"restored {len(paths)} file(s) from {bdir}", markup=False, highlight=False)
+        err.print(f"restored {len(paths)} file(s) from {clean(bdir)}", markup=False, highlight=False)
         raise typer.Exit(0)
     if method not in fx.PROTOCOL_FOR_METHOD:
         _fail(f"--method must be one of {', '.join(fx.PROTOCOL_FOR_METHOD)}")
@@ -466,31 +467,33 @@ def fix_cmd(
         fx.check_apply_target(root)  # refused before the work
     result = fx.plan_fix(auditor, specs, method, only)
     if result.already_supported:
-        err.print(result.report(), markup=False, highlight=False, soft_wrap=True)
+        err.print(clean(result.report(), multiline=True), markup=False, highlight=False, soft_wrap=True)
         err.print("every target is already supported: nothing to change (empty diff)", highlight=False)
         raise typer.Exit(0)
     if not result.ok:
-        err.print(result.report(), markup=False, highlight=False, soft_wrap=True)
+        err.print(clean(result.report(), multiline=True), markup=False, highlight=False, soft_wrap=True)
         err.print("[bold red]not fixed:[/bold red] nothing was written", highlight=False)
         raise typer.Exit(1)
-    err.print(result.report(), markup=False, highlight=False, soft_wrap=True)
+    err.print(clean(result.report(), multiline=True), markup=False, highlight=False, soft_wrap=True)
     err.print(f"{result.diffstat()} (validated: re-scan gives supported; {result.seconds:.1f}s)",
               markup=False, highlight=False)
     if out_dir is None and not apply:
-        sys.stdout.write(result.diff())
+        diff = result.diff()
+        sys.stdout.write(clean(diff, multiline=True) if sys.stdout.isatty() else diff)  # a pipe gets the exact patch
         raise typer.Exit(0)
     if out_dir is not None:
         _write(result.diff(), out_dir / f"{name}.patch")
         _write(json.dumps(result.codemods_document(), indent=2), out_dir / f"{name}.codemods.json")
-        err.print(f"wrote {out_dir / (name + '.patch')} (apply from the folder that contains vllm/ with "
-                  f"patch -p1 or git apply) and {out_dir / (name + '.codemods.json')}", markup=False, highlight=False)
+        err.print(clean(f"wrote {out_dir / (name + '.patch')} (apply from the folder that contains vllm/ with "
+                        f"patch -p1 or git apply) and {out_dir / (name + '.codemods.json')}"), markup=False,
+                  highlight=False)
     if apply:
         _sigterm_interrupts()
         try:
             bdir = fx.apply_to_folder(root, result)
         except fx.FixRefused as exc:
             _fail(str(exc))
-        err.print(f"applied to {root}; originals kept in {bdir} (undo: eagle-audit fix --revert {root})",
+        err.print(clean(f"applied to {root}; originals kept in {bdir} (undo: eagle-audit fix --revert {root})"),
                   markup=False, highlight=False)
     raise typer.Exit(0)
 
@@ -640,7 +643,7 @@ def gate_cmd(
     if fmt is GateFormat.table and output is None:
         from rich.markdown import Markdown
 
-        out.print(Markdown(markdown))
+        out.print(Markdown(clean(markdown, multiline=True)))
     else:
         text = {
             GateFormat.json: lambda: json.dumps(report.as_dict(), indent=2),
@@ -652,7 +655,7 @@ def gate_cmd(
         _write(text, output)
     _append(markdown, summary)
     if output is not None or fmt is not GateFormat.table:
-        err.print(f"eagle-audit gate: {report.outcome}: {report.message()}", markup=False, highlight=False,
+        err.print(clean(f"eagle-audit gate: {report.outcome}: {report.message()}"), markup=False, highlight=False,
                   soft_wrap=True)
     raise typer.Exit(0 if exit_zero else report.exit_code)
 
@@ -702,7 +705,7 @@ def matrix_cmd(
     if fmt is MatrixFormat.table and output is None:
         from rich.markdown import Markdown
 
-        out.print(Markdown(markdown))
+        out.print(Markdown(clean(markdown, multiline=True)))
     else:
         _write(json.dumps(report.as_dict(), indent=2) if fmt is MatrixFormat.json else markdown, output)
     _append(markdown, summary)
@@ -710,7 +713,8 @@ def matrix_cmd(
     err.print(f"eagle-audit matrix: {n} release(s), {len(report.rows)} row(s) in {report.seconds:.1f}s "
               f"({report.jobs} worker(s))", markup=False, highlight=False)
     for v, e in sorted(report.errors.items()):
-        err.print(f"[bold red]eagle-audit: error:[/bold red] vLLM {v}: {e}", highlight=False, soft_wrap=True)
+        err.print(f"[bold red]eagle-audit: error:[/bold red] vLLM {escape(clean(v))}: {escape(clean(e))}",
+                  highlight=False, soft_wrap=True)
     raise typer.Exit(2 if report.errors else 0)
 
 
@@ -737,7 +741,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     try:
         rv = app(args=argv, standalone_mode=False)
     except AuditError as exc:
-        err.print(f"[bold red]eagle-audit: error:[/bold red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        err.print(f"[bold red]eagle-audit: error:[/bold red] {escape(clean(exc))}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except (KeyboardInterrupt, typer.Abort):
         err.print("eagle-audit: interrupted")
@@ -750,7 +754,7 @@ def main(argv: Optional[list[str]] = None) -> None:
             sys.stdout.write(ctx.get_help() + "\n")
             sys.exit(0)
         hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
-        err.print(f"[bold red]eagle-audit: error:[/bold red] {escape(exc.format_message())}{escape(hint)}",
+        err.print(f"[bold red]eagle-audit: error:[/bold red] {escape(clean(exc.format_message()))}{escape(clean(hint))}",
                   highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     sys.exit(rv if isinstance(rv, int) else 0)
@@ -768,7 +772,7 @@ def _internal_error(exc: BaseException) -> None:
     if len(text) > 200:
         text = text[:197] + "..."
     what = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    err.print(f"[bold red]eagle-audit: internal error:[/bold red] {escape(what)} — this is a bug in eagle-audit; "
+    err.print(f"[bold red]eagle-audit: internal error:[/bold red] {escape(clean(what))} — this is a bug in eagle-audit; "
               "please report it with the command line (rerun with --debug for the traceback)",
               highlight=False, soft_wrap=True)
     sys.exit(EXIT_INTERNAL)

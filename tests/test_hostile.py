@@ -927,3 +927,31 @@ def test_a_read_only_cache_folder_means_no_caching(file_index, monkeypatch):
 def test_odd_vllm_versions_get_one_line(version, file_index):
     line = one_line_error(cli("scan", "--vllm-version", version))
     assert "is not a valid vLLM version" in line and len(line) < 160 and "\x1b" not in line
+
+
+# -- 11. strings from the tree cannot drive the terminal --------------------------------------
+
+
+def test_control_characters_from_the_tree_are_neutralised(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    root = make_tree(tmp_path)
+    evil = "Toy\x1b[2J\x1b[31m[red]V2\u202eForCausalLM\r"
+    reg = root / "vllm/model_executor/models/registry.py"
+    head = "_TEXT_GENERATION_MODELS = {\n"
+    reg.write_text(reg.read_text().replace(head, head + f"    {evil!r}: ('toy', 'ToyV2ForCausalLM'),\n"))
+    runs = {fmt: cli("scan", root, "-f", fmt, "--no-progress", "--no-cache")
+            for fmt in ("table", "markdown", "junit", "json", "sarif")}
+    runs["explain"] = cli("explain", evil, root)
+    runs["fix"] = cli("fix", root, "--model", evil, "--model-type", "toy")
+    runs["gate"] = cli("gate", "--candidate", root, "--model", evil, "--model-type", "toy")
+    runs["error"] = cli("scan", root, "--model", "Nope\x1b[2J\u202e")
+    for name, r in runs.items():
+        for stream in (r.stdout, r.stderr):
+            assert not any(c in stream for c in "\x1b\u202e\r"), (name, stream[:500])
+    table = runs["table"].stdout
+    assert "Toy\\x1b[2J\\x1b[31m[red]V2\\u202eForCausalLM\\x0d" in table  # shown, escaped, not markup
+    assert runs["explain"].exit_code == 0 and "[red]V2" in runs["explain"].stdout
+    ET.fromstring(runs["junit"].stdout)  # well-formed XML (control characters are not allowed in XML 1.0)
+    assert evil in {x["architecture"] for x in json.loads(runs["json"].stdout)["results"]}  # JSON escapes by itself
+    assert "Nope\\x1b[2J\\u202e" in runs["error"].stderr

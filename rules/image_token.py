@@ -104,7 +104,7 @@ class ImageTokenRule(Rule):
                 ctx.cache["consulted_transformers"] = True
                 where = f"transformers at {tf.parent}"
         if not isinstance(cfg, ClassRef):
-            what = f"model_type {mt!r}" if mt else "an unknown model_type"
+            what = f"model_type {mt!r} ({target.model_type_source})" if mt else "an unknown model_type"
             tf_note = ("no transformers is installed here (or pass --transformers PATH)"
                        if transformers_configs(ctx) is None else "the installed transformers does not register it")
             yield self.finding(

@@ -324,3 +324,44 @@ def test_llama4_language_model_from_initialize_model_0_16_0():
     assert not [f for f in r.findings if f.gate in ("interface", "aux-capture", "resolve")], [f.message for f in r.findings]
     h = find_holder(a.resolver, a.registry, a.registry.class_ref("Llama4ForConditionalGeneration"))
     assert "initialize_model(..., model_class=Llama4ForCausalLM)" in h.via
+
+
+# -- kind 4: model_type from the tree, a name guess only last and labelled ----------------------
+
+
+@pytest.mark.parametrize("version,arch,model_type,how", [
+    ("0.33.0", "Qwen3VLMoeForConditionalGeneration", "qwen3_vl_moe", "annotates its hf_config as Qwen3VLMoeConfig"),
+    ("0.16.0", "HunYuanVLForConditionalGeneration", "hunyuan_vl", "model_type of HunYuanVLConfig"),
+    ("0.33.0", "KimiK25ForConditionalGeneration", "kimi_k25", "_CONFIG_REGISTRY maps kimi_k25 to Kimi_K25Config"),
+])
+def test_model_type_from_the_config_class(version, arch, model_type, how):
+    a = release_auditor(version)
+    (spec,) = resolve_targets(a.registry, [arch])
+    r = a.audit(spec, "eagle3")
+    assert r.model_type == model_type
+    assert how in r.model_type_source
+    assert "guessed" not in r.model_type_source
+
+
+def test_a_guessed_model_type_is_labelled_and_findings_say_so(tmp_path):
+    from conftest import add_registry_row, make_tree, open_auditor
+
+    folder = make_tree(tmp_path, {"vllm/model_executor/models/noconf.py": _NOCONF})
+    add_registry_row(folder, "NoConfVLForConditionalGeneration", "noconf", table="_MULTIMODAL_MODELS")
+    a = open_auditor(folder)
+    (spec,) = resolve_targets(a.registry, ["NoConfVLForConditionalGeneration"])
+    r = a.audit(spec, "eagle3")
+    assert (r.model_type, r.model_type_source) == ("no_conf_vl", "guessed from the class name")
+    assert r.as_dict()["model_type_source"] == "guessed from the class name"
+    (img,) = [f for f in r.findings if f.gate == "image-token"]
+    assert "guessed from the class name" in img.message
+
+
+_NOCONF = '''
+import torch.nn as nn
+from vllm.model_executor.models.llama import LlamaForCausalLM
+
+
+class NoConfVLForConditionalGeneration(LlamaForCausalLM):
+    supports_multimodal = True
+'''

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: Bump when the shape or meaning of a summary changes: it is part of every cache key.
-INDEX_FORMAT = 22
+INDEX_FORMAT = 23
 
 #: Methods whose bodies are summarised in detail (references, loops, returns).
 DETAILED_METHODS = frozenset(
@@ -115,6 +115,9 @@ class MethodFact:
     aux_list_var: str | None = None
     delegates: list[tuple[str, str]] = field(default_factory=list)
     strings: frozenset[str] = frozenset()
+    #: the annotation of a local bound from the model's HF config (``config: Qwen3VLMoeConfig =
+    #: vllm_config.model_config.hf_config``), as written
+    config_annotation: str | None = None
 
 
 @dataclass(slots=True)
@@ -442,6 +445,8 @@ def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
             value = st.value
             if value is None:
                 continue
+            if isinstance(st, ast.AnnAssign) and mf.config_annotation is None and _mentions(value, "hf_config"):
+                mf.config_annotation = _text(st.annotation)
             # ``self.start_layer, self.end_layer, self.layers = make_layers(...)``
             targets = [e for t in targets for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t])]
             for t in targets:

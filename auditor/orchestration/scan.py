@@ -120,6 +120,7 @@ class Auditor:
         role = self.registry.role(spec.architecture)
         if role != "target":
             return self._not_a_target(spec, method, role)
+        spec = self.with_model_type(spec)
         facts = target_facts(self.resolver, self.registry, spec.architecture)
         target = AuditTarget(spec.architecture, method, facts, spec.model_type, spec.text_model_type, spec.source, hf_config)
         findings: list[Finding] = []
@@ -153,6 +154,27 @@ class Auditor:
             holder=holder,
             language_model=lm,
         )
+
+    def with_model_type(self, spec: TargetSpec) -> TargetSpec:
+        """``spec`` with its model_types filled in from the tree when the user gave none (see
+        :func:`auditor.engines.vllm.modeltypes.infer_model_type`: the model's config class, vLLM's
+        config registry read backwards, the alias table, and only then a labelled name guess)."""
+        if spec.model_type is not None:
+            return spec
+        from auditor.engines.vllm.modeltypes import infer_model_type
+        from auditor.engines.vllm.targets import load_alias_table
+        from rules.image_token import transformers_configs
+
+        key = ("model_type", spec.architecture)
+        if key not in self.ctx.cache:
+            self.ctx.cache[key] = infer_model_type(self.resolver, self.registry, spec.architecture,
+                                                   load_alias_table(), transformers_configs(self.ctx))
+        mt, tmt, how = self.ctx.cache[key]
+        if "CONFIG_MAPPING_NAMES" in how:
+            self.ctx.cache["consulted_transformers"] = True
+        if spec.text_model_type is not None:
+            return TargetSpec(spec.architecture, mt, spec.text_model_type, spec.source)
+        return TargetSpec(spec.architecture, mt, tmt, how)
 
     def _not_a_target(self, spec: TargetSpec, method: str, role: str) -> TargetResult:
         from auditor.model.findings import Verdict

@@ -20,7 +20,8 @@ from pathlib import Path
 from auditor.index.resolve import ClassRef, Resolver
 from auditor.index.tree import SummaryCache, Tree
 
-AUTO_MODULES = ("transformers/models/auto/auto_mappings.py", "transformers/models/auto/configuration_auto.py")
+AUTO_MODULES = ("transformers/models/auto/auto_mappings.py", "transformers/models/auto/configuration_auto.py",
+                "transformers/models/auto/modeling_auto.py")
 
 
 class PackageFolderSource:
@@ -109,6 +110,9 @@ class TransformersConfigs:
         self.resolver = Resolver(self.tree)
         self.names: dict[str, str] = {}
         self.special: dict[str, str] = {}
+        #: architecture → model_type, from the ``MODEL_*_MAPPING_NAMES`` tables read backwards
+        #: (the first table that names the architecture wins)
+        self.architectures: dict[str, str] = {}
         for rel in AUTO_MODULES:
             try:
                 src = self.tree.read(rel)
@@ -123,6 +127,9 @@ class TransformersConfigs:
                         pairs = _literal_pairs(stmt.value)
                         if pairs:
                             (self.names if t.id == "CONFIG_MAPPING_NAMES" else self.special).update(pairs)
+                    elif isinstance(t, ast.Name) and t.id.startswith("MODEL_") and t.id.endswith("_MAPPING_NAMES"):
+                        for mt, arch in (_literal_pairs(stmt.value) or {}).items():
+                            self.architectures.setdefault(arch, mt)
 
     def config_class(self, model_type: str) -> ClassRef | None:
         """The config class ``transformers`` registers for ``model_type``, or None."""

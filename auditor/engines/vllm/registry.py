@@ -182,6 +182,11 @@ class Registry:
         self._configs = dict(table)
         return self._configs
 
+    def config_registry(self) -> dict[str, object]:
+        """``_CONFIG_REGISTRY`` as read: model_type → a class name in
+        ``vllm.transformers_utils.configs`` or ``("name", imported name)``."""
+        return dict(self._load_configs())
+
     def config_model_types(self) -> list[str]:
         """model_types the tree registers its own HF config class for."""
         return sorted(self._load_configs())

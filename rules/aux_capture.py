@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from auditor.engines.vllm.facts import find_holder, holder_forward, method_requires_mixin
+from auditor.engines.vllm.facts import captures_itself, find_holder, holder_forward, method_requires_mixin
 from auditor.model.findings import Finding, Severity
 from auditor.index.summary import MethodFact
 from rules.base import AuditTarget, Context, Example, Rule
@@ -140,6 +140,17 @@ class AuxCaptureRule(Rule):
     def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
         facts = target.facts
         if facts.ref is None:
+            return
+        own = captures_itself(ctx.resolver, facts.ref)
+        if own is not None:
+            # the Transformers modeling backend: no vLLM holder model exists, none is needed
+            if own.requires:
+                yield self.finding(
+                    Severity.WARNING,
+                    f"{own.defined_in.name} captures aux hidden states itself (its forward returns them, "
+                    f"set_aux_hidden_state_layers configures the capture); this needs a transformers that "
+                    f"provides {', '.join(own.requires)}", own.path, own.line, requires=own.requires,
+                )
             return
         h, fwd = holder_and_forward(ctx, target)
         if h.unknown:

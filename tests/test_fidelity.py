@@ -365,3 +365,29 @@ from vllm.model_executor.models.llama import LlamaForCausalLM
 class NoConfVLForConditionalGeneration(LlamaForCausalLM):
     supports_multimodal = True
 '''
+
+
+# -- kind 6: the Transformers modeling backend captures aux hidden states itself -----------------
+
+
+def test_transformers_backend_captures_aux_states_itself_0_33_0():
+    a = release_auditor("0.33.0")
+    for arch in ("TransformersForCausalLM", "TransformersMoEForCausalLM", "Olmo2ForCausalLM",
+                 "TransformersMultiModalForCausalLM"):
+        (spec,) = resolve_targets(a.registry, [arch])
+        r = a.audit(spec, "eagle3")
+        (f,) = [f for f in r.findings if f.gate == "aux-capture"]
+        assert f.severity.value == "warning", f.message
+        assert f.path == "vllm/model_executor/models/transformers/base.py"
+        assert "transformers.utils.output_capturing.OutputRecorder" in f.data["requires"]
+        if arch != "TransformersMultiModalForCausalLM":
+            assert r.verdict.value == "supported", [x.message for x in r.findings]
+
+
+def test_a_setter_that_delegates_is_not_self_capture(minivllm):
+    from auditor.engines.vllm.facts import captures_itself
+    from conftest import open_auditor
+
+    a = open_auditor(minivllm)
+    ref = a.registry.class_ref("LlamaForCausalLM")
+    assert captures_itself(a.resolver, ref) is None  # its holder LlamaModel captures

@@ -440,6 +440,52 @@ def holder_forward(resolver: Resolver, holder: ClassRef) -> ForwardFacts:
     return ForwardFacts(defined_in, loc[0] if loc else None, mf.line, mf.loops, mf.returns_aux)
 
 
+@dataclass
+class SelfCapture:
+    """A model class that captures aux hidden states itself, with no vLLM holder model: the
+    class that defines both its ``forward`` (which returns ``(hidden_states, aux_states)``) and
+    its ``set_aux_hidden_state_layers`` (which configures the capture, not delegating it), where
+    it is, and the modules outside vLLM the setter imports (``requires``: what it needs of
+    ``transformers``)."""
+
+    defined_in: ClassRef
+    path: str | None
+    line: int | None
+    requires: list[str]
+
+
+def captures_itself(resolver: Resolver, ref: ClassRef) -> SelfCapture | None:
+    """:class:`SelfCapture` when the class's own MRO captures aux hidden states (0.33.0
+    ``vllm/model_executor/models/transformers/base.py``: ``set_aux_hidden_state_layers``
+    installs output recorders on the model ``transformers`` built, ``forward`` returns
+    ``(hidden_states, aux_hidden_states)``), else None.
+
+    The forward (past overrides that return ``super().forward(...)`` unchanged, as the
+    multimodal wrapper's does) and the setter must come from one class, the forward must return the aux
+    states, and the setter must neither be a stub nor hand the layers to an inner model
+    (``self.model.set_aux_hidden_state_layers(...)``, ``self.model.aux_hidden_state_layers =``)."""
+    fwd = None
+    for e in resolver.mro(ref).entries:  # past forwards that only return super().forward(...)
+        c = resolver.cls(e) if isinstance(e, ClassRef) else None
+        if c is not None and "forward" in c.methods:
+            fwd = (e, c.methods["forward"])
+            if not fwd[1].returns_super:
+                break
+    setter = resolver.lookup(ref, "set_aux_hidden_state_layers")
+    if fwd is None or setter is None or fwd[0] != setter[0]:
+        return None
+    f, s = fwd[1], setter[1]
+    if not (isinstance(f, MethodFact) and isinstance(s, MethodFact)) or not f.returns_aux or s.is_stub:
+        return None
+    if any(m in ("set_aux_hidden_state_layers", "_set_aux_hidden_state_layers") for _, m in s.delegates):
+        return None
+    if "aux_hidden_state_layers" in s.attrs or not any("aux" in a or "record" in a for a in s.attrs | s.strings):
+        return None
+    loc = resolver.location(fwd[0])
+    requires = sorted({i for i in s.imports if not i.startswith("vllm")})
+    return SelfCapture(fwd[0], loc[0] if loc else None, s.line, requires)
+
+
 def config_attributes(resolver: Resolver, ref: ClassRef) -> dict[str, int]:
     """Attribute names an HF config class provides, with a line: class attributes (annotated
     fields included), ``self.X`` assignments in ``__init__``, properties and ``attribute_map``

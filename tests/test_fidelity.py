@@ -17,7 +17,7 @@ def _owned(case: dict) -> bool:
     return not ({"pipeline_parallel_size", "engine"} & set(case)) and case.get("method") != "mtp"
 
 
-FIDELITY = [c for c in next_cases() if _owned(c) and (c["method"] == "eagle" or "platform" in c)]
+FIDELITY = [c for c in next_cases() if _owned(c)]
 
 
 def _auditor(version: str, platform: str = "cuda") -> Auditor:
@@ -391,3 +391,54 @@ def test_a_setter_that_delegates_is_not_self_capture(minivllm):
     a = open_auditor(minivllm)
     ref = a.registry.class_ref("LlamaForCausalLM")
     assert captures_itself(a.resolver, ref) is None  # its holder LlamaModel captures
+
+
+# -- kind 5: HF config classes outside the tree: the transformers the release itself requires ----
+
+
+def test_transformers_fetched_per_the_tree_requirement_0_16_0():
+    from packaging.specifiers import SpecifierSet
+
+    a = release_auditor("0.16.0")
+    assert a.tree.source.requirement("transformers") == "<5,>=4.56.0"
+    r = _one(a, "Llama4ForConditionalGeneration", "llama4", "llama4_text")
+    assert r.verdict.value == "supported"
+    used = a.transformers_used()
+    assert used["version"] in SpecifierSet("<5,>=4.56.0")
+    assert "the tree's requirement transformers<5,>=4.56.0" in used["how"]
+    report = a.scan([TargetSpec("Llama4ForConditionalGeneration", "llama4", "llama4_text", "test")], ["eagle3"])
+    assert report.as_dict()["transformers"]["version"] == used["version"]
+
+
+def test_an_archive_verdict_ignores_the_installed_transformers(monkeypatch):
+    from pathlib import Path
+
+    from auditor.engines.vllm import hfconfigs
+
+    stub = Path(__file__).resolve().parents[1] / "fixtures" / "transformers_stub"
+    monkeypatch.setattr(hfconfigs, "locate_transformers", lambda explicit=None: stub if explicit is None else None)
+    from auditor.index.tree import SummaryCache, Tree
+    from rules.image_token import transformers_configs
+
+    a = Auditor(Tree(release_auditor("0.16.0").tree.source, SummaryCache()))
+    tf = transformers_configs(a.ctx)
+    assert tf is not None and tf.parent != stub  # not the one "installed" here
+    assert "the tree's requirement" in a.transformers_used()["how"]
+
+
+def test_transformers_version_override_and_bad_value(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    base = [sys.executable, "-m", "auditor", "scan", "--vllm-version", "0.16.0", "--model-type", "llama4_text",
+            "-m", "Llama4ForConditionalGeneration", "--format", "json", "--no-progress"]
+    p = subprocess.run(base + ["--transformers", "4.56.0"], capture_output=True, text=True, env=dict(os.environ),
+                       timeout=600)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["transformers"]["version"] == "4.56.0" and "--transformers 4.56.0" in doc["transformers"]["how"]
+    bad = subprocess.run(base + ["--transformers", "not-a-version"], capture_output=True, text=True,
+                         env=dict(os.environ), timeout=600)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--transformers" in bad.stderr

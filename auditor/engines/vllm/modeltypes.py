@@ -67,7 +67,8 @@ def model_type_of_config(resolver: Resolver, registry: Registry, cfg: ClassRef |
 
     Args:
         transformers: a :class:`auditor.engines.vllm.hfconfigs.TransformersConfigs` to read
-            classes of ``transformers`` from, or None.
+            classes of ``transformers`` from, a function returning one (called only when a
+            transformers class must be read), or None.
     """
     name = cfg.dotted.rsplit(".", 1)[-1]
     if isinstance(cfg, ClassRef):
@@ -79,6 +80,7 @@ def model_type_of_config(resolver: Resolver, registry: Registry, cfg: ClassRef |
         if isinstance(vname, str) and vname.rsplit(".", 1)[-1] == name:
             return mt, f"vLLM's _CONFIG_REGISTRY maps {mt} to {name}"
     if isinstance(cfg, External) and cfg.name.startswith("transformers."):
+        transformers = transformers() if callable(transformers) else transformers
         if transformers is not None:
             for mt, cname in transformers.names.items():
                 if cname == name:
@@ -93,7 +95,7 @@ def infer_model_type(resolver: Resolver, registry: Registry, arch: str, aliases:
                      transformers=None) -> tuple[str, str, str]:
     """``(model_type, text model_type, source)`` for a registry architecture (see the module
     docstring for the order). ``source`` says how it was found; a name guess says
-    :data:`GUESSED`."""
+    :data:`GUESSED`. ``transformers``: as for :func:`model_type_of_config`."""
     from auditor.engines.vllm.targets import derive_model_type
 
     ref = registry.class_ref(arch) if arch in registry.entries else None
@@ -108,6 +110,7 @@ def infer_model_type(resolver: Resolver, registry: Registry, arch: str, aliases:
                 return mt, text or mt, f"{found[1]}; {how}"
     if alias:
         return alias.get("model_type"), alias.get("text_model_type"), "alias table"
+    transformers = transformers() if callable(transformers) else transformers
     if transformers is not None and arch in transformers.architectures:
         mt = transformers.architectures[arch]
         return mt, mt, f"transformers' model mappings map {mt} to {arch}"

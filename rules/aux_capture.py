@@ -93,8 +93,16 @@ def holder_and_forward(ctx: Context, target: AuditTarget):
     """``(HolderInfo, ForwardFacts | None)`` for the target, cached per target class."""
     key = ("holder", target.facts.ref)
     if key not in ctx.cache:
-        h = find_holder(ctx.resolver, ctx.registry, target.facts.ref)
+        from auditor.engines.vllm.modeltypes import default_text_architecture
+        from rules.image_token import transformers_configs
+
+        def text_default(owner):
+            return default_text_architecture(ctx.resolver, ctx.registry, owner, lambda: transformers_configs(ctx))
+
+        h = find_holder(ctx.resolver, ctx.registry, target.facts.ref, text_default=text_default)
         fwd = holder_forward(ctx.resolver, h.ref) if h.ref is not None else None
+        if h.assumed:
+            ctx.cache["consulted_transformers"] = True
         ctx.cache[key] = (h, fwd)
     return ctx.cache[key]
 
@@ -156,6 +164,8 @@ class AuxCaptureRule(Rule):
         if h.unknown:
             yield self.finding(Severity.UNKNOWN, f"cannot find the holder model: {h.unknown}", h.path, h.line)
             return
+        if h.assumed:
+            yield self.finding(Severity.WARNING, h.assumed, h.path, h.line, assumed=True)
         holder = h.ref
         if fwd is None or fwd.defined_in is None:
             loc = ctx.resolver.location(holder)

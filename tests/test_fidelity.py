@@ -83,6 +83,13 @@ def test_roles_counted_apart_0_33_0():
             assert r.findings == [] and r.note
     assert set(report.drafters) == {x for x, r in by.items() if r.role == "drafter"}
     assert report.as_dict()["results"][0]["role"] in ("target", "drafter", "pooling")
+    # unknown is at most 2 % of the targets, and each unknown names what is missing
+    unknown = [r for r in report.targets if r.verdict.value == "unknown"]
+    assert len(unknown) <= 0.02 * s["targets"], sorted(r.architecture for r in unknown)
+    for r in unknown:
+        for f in r.findings:
+            if f.severity.value == "unknown":
+                assert "--hf-config" in f.message or "--transformers" in f.message, f.message
 
 
 def test_model_naming_a_drafter_says_what_it_is_0_33_0():
@@ -442,3 +449,24 @@ def test_transformers_version_override_and_bad_value(tmp_path):
     bad = subprocess.run(base + ["--transformers", "not-a-version"], capture_output=True, text=True,
                          env=dict(os.environ), timeout=600)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--transformers" in bad.stderr
+
+
+def test_wrappers_of_a_checkpoint_language_model_0_33_0():
+    a = release_auditor("0.33.0")
+    # the module states its language model: cast(NemotronHForCausalLM, self.get_language_model())
+    (spec,) = resolve_targets(a.registry, ["NemotronH_Nano_VL_V2"])
+    r = a.audit(spec, "eagle3")
+    assert r.holder == "vllm.model_executor.models.nemotron_h.NemotronHModel"
+    assert not [f for f in r.findings if f.gate == "aux-capture"]
+    # the HF config class's default text config (read from transformers), and the verdict says it assumes it
+    (spec,) = resolve_targets(a.registry, ["LlavaForConditionalGeneration"])
+    r = a.audit(spec, "eagle3")
+    assert r.holder == "vllm.model_executor.models.llama.LlamaModel"
+    (f,) = [f for f in r.findings if f.gate == "aux-capture"]
+    assert f.severity.value == "warning" and "default text_config of LlavaConfig (model_type llama" in f.message
+    assert "--hf-config" in f.message
+    # the one config class a module imports for its own model, not its encoders' (Qwen3ASRThinkerConfig)
+    (spec,) = resolve_targets(a.registry, ["Qwen3ASRForConditionalGeneration"])
+    assert a.audit(spec, "eagle3").model_type == "qwen3_asr"
+    (spec,) = resolve_targets(a.registry, ["RadioMBartPrefixForCausalLM"])
+    assert a.audit(spec, "eagle3").model_type_source == "guessed from the class name"  # RadioConfig is its encoder's

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: Bump when the shape or meaning of a summary changes: it is part of every cache key.
-INDEX_FORMAT = 25
+INDEX_FORMAT = 26
 
 #: Methods whose bodies are summarised in detail (references, loops, returns).
 DETAILED_METHODS = frozenset(
@@ -467,7 +467,8 @@ def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
             value = st.value
             if value is None:
                 continue
-            if isinstance(st, ast.AnnAssign) and mf.config_annotation is None and _mentions(value, "hf_config"):
+            if isinstance(st, ast.AnnAssign) and mf.config_annotation is None and isinstance(value, ast.Attribute) \
+                    and value.attr == "hf_config":
                 mf.config_annotation = _text(st.annotation)
             # ``self.start_layer, self.end_layer, self.layers = make_layers(...)``
             targets = [e for t in targets for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t])]

@@ -16,6 +16,7 @@ model it builds with ``init_vllm_registered_model(..., architectures=[...])``, a
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -219,6 +220,9 @@ class HolderInfo:
     unknown: str | None = None
     language_arch: str | None = None
     language_ref: ClassRef | None = None
+    #: what the holder rests on when the checkpoint decides it (the HF config class's default
+    #: text config), one sentence; None when the tree alone decides
+    assumed: str | None = None
 
 
 @dataclass
@@ -301,7 +305,31 @@ def _string_list(text: str) -> list[str] | None:
     return None
 
 
-def find_holder(resolver: Resolver, registry: Registry, ref: ClassRef, _depth: int = 0) -> HolderInfo:
+_CAST_LM = re.compile(rb"cast\(\s*([A-Za-z_][\w.]*)\s*,\s*self\.(?:get_language_model\(\)|language_model)\s*\)")
+
+
+def stated_language_model(resolver: Resolver, owner: ClassRef) -> tuple[ClassRef, str] | None:
+    """The language model class a wrapper's module states for its own language model:
+    ``cast(NemotronHForCausalLM, self.get_language_model())`` (0.33.0
+    ``vllm/model_executor/models/nano_nemotron_vl.py``), found by a text scan of the module and
+    resolved in it; one class, or None (absent, or several different ones)."""
+    path = resolver.tree.path_of(owner.module)
+    if path is None:
+        return None
+    try:
+        data = resolver.tree.read(path)
+    except (KeyError, OSError):
+        return None
+    names = {m.decode() for m in _CAST_LM.findall(data)}
+    refs = {t for t in (resolver.resolve_dotted(owner.module, n) for n in names) if isinstance(t, ClassRef)}
+    if len(refs) != 1:
+        return None
+    (ref,) = refs
+    return ref, f"which {path} casts to {ref.name}"
+
+
+def find_holder(resolver: Resolver, registry: Registry, ref: ClassRef, _depth: int = 0,
+                text_default=None) -> HolderInfo:
     """Find the inner model whose ``forward`` loops over the decoder layers.
 
     Tries, in order: a language model built by ``init_vllm_registered_model(...,
@@ -310,6 +338,12 @@ def find_holder(resolver: Resolver, registry: Registry, ref: ClassRef, _depth: i
     directly, ``self.<method>(...)`` (the method is looked up on ``ref``'s MRO, so overrides
     count, and its ``return X(...)`` gives the class), or ``self.<attr>(...)`` where ``<attr>`` is a
     class attribute (``model_cls = DeepseekV2Model``; subclasses may rebind it).
+
+    A wrapper that builds its language model from the checkpoint's text config
+    (``init_vllm_registered_model(hf_config=config.text_config)``) is followed through the class
+    its module states for it (:func:`stated_language_model`), else through
+    ``text_default(wrapper class)`` → ``(architecture, how)`` when given (the HF config class's
+    default text config; the result then carries :attr:`HolderInfo.assumed`), else unknown.
     """
     if _depth > 3:
         return HolderInfo(None, "wrapper recursion", unknown="wrapper nesting too deep")
@@ -322,6 +356,23 @@ def find_holder(resolver: Resolver, registry: Registry, ref: ClassRef, _depth: i
         archs = _string_list(kwargs.get("architectures", "")) if "architectures" in kwargs else None
         path = loc[0] if loc else None
         if not archs:
+            stated = stated_language_model(resolver, owner)
+            if stated is not None:
+                inner = find_holder(resolver, registry, stated[0], _depth + 1, text_default)
+                inner.via = f"self.{attr} = {callee.rsplit('.', 1)[-1]}(hf_config=...), {stated[1]} → {inner.via}"
+                inner.language_ref = inner.language_ref or stated[0]
+                return inner
+            default = text_default(owner) if text_default is not None else None
+            if default is not None and default[0] in registry.entries and \
+                    isinstance(registry.class_ref(default[0]), ClassRef):
+                arch, how = default
+                inner = find_holder(resolver, registry, registry.class_ref(arch), _depth + 1, text_default)
+                inner.via = f"self.{attr} = {callee.rsplit('.', 1)[-1]}(hf_config=...) with {how} → {inner.via}"
+                inner.language_arch = arch
+                inner.language_ref = registry.class_ref(arch)
+                inner.assumed = (f"the language model's architecture comes from the checkpoint; this verdict "
+                                 f"assumes {how} (pass --hf-config with the checkpoint's config.json to check yours)")
+                return inner
             why = (
                 f"{owner.name}.__init__ builds self.{attr} with init_vllm_registered_model(hf_config=...) "
                 "and no literal architectures: the language model's architecture comes from the "
@@ -334,12 +385,19 @@ def find_holder(resolver: Resolver, registry: Registry, ref: ClassRef, _depth: i
         lref = registry.class_ref(arch)
         if not isinstance(lref, ClassRef):
             return HolderInfo(None, f"language model {arch}", path, line, unknown=f"cannot resolve {arch}")
-        inner = find_holder(resolver, registry, lref, _depth + 1)
+        inner = find_holder(resolver, registry, lref, _depth + 1, text_default)
         inner.via = f"self.{attr} = {callee.rsplit('.', 1)[-1]}(architectures=[{arch!r}]) → {inner.via}"
         inner.language_arch = arch
         inner.language_ref = lref
         return inner
     found = _init_assign(resolver, ref, HOLDER_ATTRS)
+    if found is None:
+        # the attribute the class's own setter hands the layers to (``self.decoder._set_aux_...``)
+        setter = resolver.lookup(ref, "set_aux_hidden_state_layers")
+        if setter is not None and isinstance(setter[1], MethodFact):
+            attrs = tuple(a for a, m in setter[1].delegates
+                          if m in ("set_aux_hidden_state_layers", "_set_aux_hidden_state_layers") and a.isidentifier())
+            found = _init_assign(resolver, ref, attrs) if attrs else None
     if found is None:
         return HolderInfo(None, "no self.model", unknown=(
             f"no __init__ on {ref.name}'s MRO assigns the inner model (self.{', self.'.join(HOLDER_ATTRS)})"))
@@ -392,7 +450,7 @@ def find_holder(resolver: Resolver, registry: Registry, ref: ClassRef, _depth: i
     if _depth < 3 and t != ref and _init_assign(resolver, t, HOLDER_ATTRS + LANGUAGE_MODEL_ATTRS) is not None \
             and not _has_layer_loop(resolver, t):
         # the attribute holds another wrapper (a ForCausalLM): its own holder runs the layers
-        inner = find_holder(resolver, registry, t, _depth + 1)
+        inner = find_holder(resolver, registry, t, _depth + 1, text_default)
         inner.via = f"{via} → {inner.via}"
         return inner
     return HolderInfo(t, via, path, line)

@@ -190,6 +190,8 @@ class TransformersConfigs:
         #: architecture → model_type, from the ``MODEL_*_MAPPING_NAMES`` tables read backwards
         #: (the first table that names the architecture wins)
         self.architectures: dict[str, str] = {}
+        #: model_type → its causal-LM architecture (``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``)
+        self.causal_lm: dict[str, str] = {}
         for rel in AUTO_MODULES:
             try:
                 src = self.tree.read(rel)
@@ -207,6 +209,8 @@ class TransformersConfigs:
                     elif isinstance(t, ast.Name) and t.id.startswith("MODEL_") and t.id.endswith("_MAPPING_NAMES"):
                         for mt, arch in (_literal_pairs(stmt.value) or {}).items():
                             self.architectures.setdefault(arch, mt)
+                            if t.id == "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES":
+                                self.causal_lm.setdefault(mt, arch)
 
     def config_class(self, model_type: str) -> ClassRef | None:
         """The config class ``transformers`` registers for ``model_type``, or None."""

@@ -399,7 +399,35 @@ class TreeSource(abc.ABC):
     def _metadata_version(self) -> str | None:
         """Return the version from PKG-INFO / dist-info METADATA, or None."""
 
+    def _metadata_bytes(self) -> list[bytes]:
+        """The tree's packaging metadata files (``PKG-INFO`` / ``METADATA``) and requirement
+        files, for :meth:`requirement`; none by default."""
+        return []
+
     # -- concrete -----------------------------------------------------------------
+
+    def requirement(self, project: str) -> str | None:
+        """The version specifier the tree itself requires of ``project`` (``"<5,>=4.56.0"`` for
+        ``transformers`` in vLLM 0.16.0), from its ``Requires-Dist`` metadata or, in a source
+        checkout, ``requirements/common.txt``; None when the tree does not say. Never raises."""
+        from packaging.requirements import InvalidRequirement, Requirement
+
+        want = canonicalize_name(project)
+        for data in self._metadata_bytes():
+            text = data.decode("utf-8", errors="replace")
+            for line in text.splitlines():
+                line = line.split("#", 1)[0].strip()
+                if line.lower().startswith("requires-dist:"):
+                    line = line.split(":", 1)[1].strip()
+                if not line or line.startswith("-"):
+                    continue
+                try:
+                    req = Requirement(line)
+                except InvalidRequirement:
+                    continue
+                if canonicalize_name(req.name) == want and (req.marker is None or "extra" not in str(req.marker)):
+                    return str(req.specifier)
+        return None
 
     def read(self, relpath: str) -> bytes:
         """Return the bytes of one file of the tree.
@@ -603,6 +631,25 @@ class FolderSource(TreeSource):
                 what = "a symbolic link to nothing" if os.path.islink(self._root / relpath) else "gone"
                 raise UnreadableFile(relpath, f"listed, but {what} when read") from None
             raise KeyError(relpath) from None
+
+    def _metadata_bytes(self) -> list[bytes]:
+        """``PKG-INFO`` at the root, a vllm ``*.dist-info/METADATA`` next to the package, and a
+        checkout's ``requirements/common.txt``, those that exist."""
+        out = []
+        try:
+            names = [p.name for p in self._root.iterdir() if p.is_dir()]
+        except OSError:
+            names = []
+        info = _best_dist_info(names)
+        cands = [self._root / "PKG-INFO", self._root / "requirements" / "common.txt"]
+        if info:
+            cands.insert(1, self._root / info / ("METADATA" if info.endswith(".dist-info") else "PKG-INFO"))
+        for c in cands:
+            try:  # a FIFO or a device named PKG-INFO must never block the tool
+                out.append(read_regular_file(c, str(c.relative_to(self._root)), limit=1 << 20))
+            except (OSError, UnreadableFile):
+                continue
+        return out
 
     def _metadata_version(self) -> str | None:
         """Read ``PKG-INFO`` at the root, else a vllm ``*.dist-info/METADATA`` or
@@ -1050,6 +1097,10 @@ class ArchiveSource(TreeSource):
     def _metadata_version(self) -> str | None:
         """Version from the archive's ``PKG-INFO`` or ``*.dist-info/METADATA``."""
         return _version_from_metadata(self._meta_bytes) if self._meta_bytes else None
+
+    def _metadata_bytes(self) -> list[bytes]:
+        """The archive's ``PKG-INFO`` or ``*.dist-info/METADATA``."""
+        return [self._meta_bytes] if self._meta_bytes else []
 
     def close(self) -> None:
         """Close the wheel's zip file, if any. Idempotent."""

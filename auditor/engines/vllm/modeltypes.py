@@ -84,14 +84,6 @@ def _imported_config(resolver: Resolver, ref: ClassRef) -> tuple[ClassRef | Exte
     return None
 
 
-def _registry_of(resolver: Resolver) -> dict:
-    """vLLM's ``_CONFIG_REGISTRY`` of the resolver's tree (see :meth:`Registry.config_registry`)."""
-    try:
-        return Registry(resolver).config_registry()
-    except Exception:  # a tree without a model registry: no config registry either
-        return {}
-
-
 def model_type_of_config(resolver: Resolver, registry: Registry, cfg: ClassRef | External,
                          transformers=None) -> tuple[str, str] | None:
     """``(model_type, how)`` of an HF config class, or None.

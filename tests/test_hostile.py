@@ -459,6 +459,7 @@ def test_revert_restores_symlinks_and_written_files_follow_the_umask(tmp_path):
     for f in [backup / "manifest.json", *[p for p in (backup / "files").rglob("*") if p.is_file()]]:
         assert (f.stat().st_mode & 0o777) == 0o640, f  # 0o666 under umask 027
     assert cli("fix", root, "--revert").exit_code == 0
+    assert (root / ".eagle-audit.lock").stat().st_size == 0  # the lock file stays, empty
     assert toy.is_symlink() and os.readlink(toy) == "../../../shared/toy.py"
     assert tree_hash(root) == pristine
 
@@ -615,6 +616,9 @@ SPEC = "vllm-0.0.1/vllm/config/speculative.py"
     (_member("vllm-0.0.1/vllm/evil.py", kind=tarfile.LNKTYPE, link=SPEC), "hard link"),
     (_member("vllm-0.0.1/vllm/evil.py", kind=tarfile.FIFOTYPE), "special file"),
     (_member("vllm-0.0.1/docs/x", kind=tarfile.CHRTYPE), "special file"),
+    (_member("vllm-0.0.1//vllm/x.py"), "empty or '.' component"),
+    (_member("vllm-0.0.1/vllm/./x.py"), "empty or '.' component"),
+    (_member(SPEC + "/x.py"), "needs it to be a folder"),
 ])
 def test_a_tar_that_extraction_would_lay_out_differently_is_refused(tmp_path, member, words):
     archive = _tar(tmp_path / "vllm-0.0.1.tar.gz", [member])
@@ -1133,3 +1137,68 @@ def test_property_an_archive_reads_as_its_extraction_or_is_refused(members, as_z
             assert src.read(rel) == folder.read(rel), rel
         assert src.version() == folder.version()
         src.close()
+
+
+# -- promises of the README not covered above ----------------------------------------------------
+
+
+def test_no_code_from_the_tree_runs_and_archives_are_never_extracted(tmp_path, monkeypatch):
+    """Planted module code (module level, class bodies, __init__ files, the version file) never
+    runs under scan, explain, fix or gate, from a folder, a .tar.gz or a wheel; and no archive is
+    ever extracted to disk."""
+    marker = tmp_path / "PWNED"
+    plant = f"open({str(marker)!r}, 'w').write('ran')\nimport os\nos.system('touch {marker}')\n"
+    models = "vllm/model_executor/models/"
+    from tests.conftest import MINIVLLM
+
+    root = make_tree(tmp_path, {
+        models + "evil.py": plant + "class EvilForCausalLM:\n    " + plant.replace("\n", "\n    ") + "\n",
+        models + "__init__.py": (MINIVLLM / models / "__init__.py").read_text() + plant,
+        "vllm/__init__.py": (MINIVLLM / "vllm/__init__.py").read_text() + plant,
+        "vllm/_version.py": "__version__ = '0.0.1'\n" + plant,
+    })
+    add_rows(root, {"EvilForCausalLM": "evil"})
+    archives = [_tar(tmp_path / "vllm-0.0.1.tar.gz", [], base=root / "vllm"),
+                _zip(tmp_path / "vllm-0.0.1-py3-none-any.whl", [], base=root)]
+
+    def never(*a, **k):
+        raise AssertionError("an archive was extracted")
+
+    for cls in (tarfile.TarFile, zipfile.ZipFile):
+        monkeypatch.setattr(cls, "extract", never)
+        monkeypatch.setattr(cls, "extractall", never)
+    for tree in (root, *archives):
+        for args in (("scan", tree, "-f", "json"), ("explain", "EvilForCausalLM", tree),
+                     ("fix", tree, "--model", "ToyV3ForCausalLM", "--model-type", "toy"),
+                     ("gate", "--candidate", tree, "--model", "EvilForCausalLM")):
+            r = cli(*args, "--no-cache") if args[0] != "gate" else cli(*args)
+            assert r.exit_code in (0, 1), (args, r.stderr)
+    assert not marker.exists()
+
+
+def test_sigterm_during_an_apply_restores_what_it_wrote(tmp_path, monkeypatch):
+    import signal
+
+    from auditor.orchestration import fix
+
+    root = make_tree(tmp_path)
+    pristine = tree_hash(root)
+    real_put = fix._Dir.put
+    seen = []
+
+    def put(self, name, data=None, **kw):
+        if kw.get("shown"):
+            seen.append(name)
+            if len(seen) == 2:
+                os.kill(os.getpid(), signal.SIGTERM)
+        return real_put(self, name, data, **kw)
+
+    monkeypatch.setattr(fix._Dir, "put", put)
+    old = signal.getsignal(signal.SIGTERM)
+    try:
+        r = cli("fix", root, "--model", VL, "--model-type", "toy", "--apply")
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    assert r.exit_code == 130 and "interrupted" in r.stderr
+    assert seen[2:] == seen[:1]  # the second write was stopped, the first one restored
+    assert tree_hash(root) == pristine and not temps(root)

@@ -912,6 +912,14 @@ def test_an_archive_without_a_published_sha256_is_refused_unless_allowed(file_in
     assert json.loads(r.stdout)["source"] == "vllm-9.9.7.tar.gz (unverified: the package index publishes no sha256 " \
                                              "for it)"
     assert r.stderr.startswith("eagle-audit: warning: vllm-9.9.7.tar.gz (unverified")
+    for args in (("explain", "LlamaForCausalLM", "--vllm-version", "9.9.7"),
+                 ("fix", "--vllm-version", "9.9.7", "--model", "ToyV3ForCausalLM", "--model-type", "toy"),
+                 ("gate", "--candidate", "9.9.7", "--model", "LlamaForCausalLM")):
+        r = cli("--allow-unverified", *args, "--no-progress")
+        assert r.exit_code == 0, (args, r.stderr)
+        assert r.stderr.startswith("eagle-audit: warning: vllm-9.9.7.tar.gz (unverified"), (args, r.stderr)
+        if args[0] == "fix":
+            assert "eagle-audit fix: vllm-9.9.7.tar.gz (unverified" in r.stderr
     archives = file_index / "cache" / "archives"
     assert not (archives / "vllm-9.9.7.tar.gz.sha256").exists()  # never trusted offline later
     r = cli("scan", "--vllm-version", "9.9.9", "--model", "LlamaForCausalLM", "-f", "json", "--no-progress")

@@ -905,6 +905,8 @@ def main(argv: Optional[list[str]] = None) -> None:
         _err().print(f"[bold red]eagle-audit: error:[/bold red] {escape(clean(exc.format_message()))}{escape(clean(hint))}",
                   highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
+    if rv == 130:  # click turned a KeyboardInterrupt (Ctrl-C, or SIGTERM during fix) into this code
+        err.print("eagle-audit: interrupted")
     sys.exit(rv if isinstance(rv, int) else 0)
 
 

@@ -3,6 +3,8 @@ fidelity cases of ``../shared/acceptance/next.toml`` and one test per kind of fa
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from auditor.engines.vllm.targets import resolve_targets
@@ -342,7 +344,7 @@ def test_llama4_language_model_from_initialize_model_0_16_0():
 @pytest.mark.parametrize("version,arch,model_type,how", [
     ("0.33.0", "Qwen3VLMoeForConditionalGeneration", "qwen3_vl_moe", "annotates its hf_config as Qwen3VLMoeConfig"),
     ("0.16.0", "HunYuanVLForConditionalGeneration", "hunyuan_vl", "model_type of HunYuanVLConfig"),
-    ("0.33.0", "KimiK25ForConditionalGeneration", "kimi_k25", "_CONFIG_REGISTRY maps kimi_k25 to Kimi_K25Config"),
+    ("0.33.0", "KimiK25ForConditionalGeneration", "kimi_k25", "maps kimi_k25 to Kimi_K25Config"),
 ])
 def test_model_type_from_the_config_class(version, arch, model_type, how):
     a = release_auditor(version)
@@ -475,3 +477,23 @@ def test_wrappers_of_a_checkpoint_language_model_0_33_0():
     assert a.audit(spec, "eagle3").model_type == "qwen3_asr"
     (spec,) = resolve_targets(a.registry, ["RadioMBartPrefixForCausalLM"])
     assert a.audit(spec, "eagle3").model_type_source == "guessed from the class name"  # RadioConfig is its encoder's
+
+
+def test_model_type_from_the_config_registry_read_backwards(tmp_path):
+    from conftest import make_tree, open_auditor
+
+    # ToyVLConfig without a model_type attribute: vLLM's _CONFIG_REGISTRY still says toy_vl
+    cfg = (Path(__file__).resolve().parents[1] / "fixtures/minivllm/vllm/transformers_utils/configs/toy_vl.py").read_text()
+    model = (Path(__file__).resolve().parents[1] / "fixtures/minivllm/vllm/model_executor/models/toy_vl.py").read_text()
+    folder = make_tree(tmp_path, {
+        "vllm/transformers_utils/configs/toy_vl.py": cfg.replace('    model_type = "toy_vl"\n', ""),
+        "vllm/model_executor/models/toy_vl.py": model.replace(
+            "config = vllm_config.model_config.hf_config",
+            "config: ToyVLConfig = vllm_config.model_config.hf_config").replace(
+            "from torch import nn", "from torch import nn\nfrom vllm.transformers_utils.configs.toy_vl import ToyVLConfig", 1),
+    })
+    a = open_auditor(folder)
+    (spec,) = resolve_targets(a.registry, ["ToyVLForConditionalGeneration"])
+    r = a.audit(spec, "eagle3")
+    assert r.model_type == "toy_vl"
+    assert "_CONFIG_REGISTRY maps toy_vl to ToyVLConfig" in r.model_type_source

@@ -832,13 +832,24 @@ class ArchiveSource(TreeSource):
         """Build the one-line refusal of an archive the tool will not read."""
         return SourceError(f"refusing archive {self.path}: {why}")
 
+    def _check_layout(self, files: set[str], names: set[str]) -> None:
+        """Refuse an archive where a file member sits where another member (of ``names``) needs
+        a folder (``a.py`` and ``a.py/b.py``): no extraction can lay both out."""
+        for name in names:
+            parts = name.split("/")
+            for i in range(1, len(parts)):
+                if "/".join(parts[:i]) in files:
+                    raise self._refuse(f"member {'/'.join(parts[:i])!r} is a file, but {name!r} needs it to be a "
+                                       "folder")
+
     def _member_path(self, name: str) -> str:
-        """The path a standard extraction gives member ``name`` (``./`` and empty components
-        dropped, as ``tar`` and ``unzip`` do).
+        """The path a standard extraction gives member ``name``: the name itself, without the
+        leading ``./`` some tools write and a folder's trailing ``/`` (``""`` for the top folder).
 
         Raises:
             SourceError: names that extraction tools treat differently or that would land
-                outside the destination: absolute, with ``..``, a backslash or a NUL.
+                outside the destination: absolute, with ``..``, ``.`` or empty components
+                (``a//b``), a backslash or a NUL.
         """
         shown = repr(name) if len(name) <= 120 else repr(name[:117] + "...")
         if "\\" in name:
@@ -847,10 +858,18 @@ class ArchiveSource(TreeSource):
             raise self._refuse(f"member {shown} has a NUL in its name")
         if name.startswith("/"):
             raise self._refuse(f"member {shown} has an absolute name")
-        parts = [p for p in name.split("/") if p not in ("", ".")]
+        rest = name
+        while rest.startswith("./"):
+            rest = rest[2:]
+        rest = rest.removesuffix("/")
+        if rest in ("", "."):
+            return ""
+        parts = rest.split("/")
         if ".." in parts:
             raise self._refuse(f"member {shown} has '..' in its name")
-        return "/".join(parts)
+        if "" in parts or "." in parts:
+            raise self._refuse(f"member {shown} has an empty or '.' component in its name")
+        return rest
 
     @staticmethod
     def _decompressor(fileobj: IO[bytes]) -> IO[bytes]:
@@ -896,6 +915,7 @@ class ArchiveSource(TreeSource):
         oversized: dict[str, str] = {}
         metadata: dict[str, bytes] = {}
         seen: set[str] = set()
+        folders: set[str] = set()
         kept = 0
         ends: tuple[int, str, int] = (0, "", 0)  # where the last member's data must end, its name and size
         total = self.path.stat().st_size
@@ -918,7 +938,7 @@ class ArchiveSource(TreeSource):
                         if count > MAX_MEMBERS:
                             raise self._refuse(f"more than {MAX_MEMBERS} members")
                         name = self._member_path(member.name)
-                        if name in seen:
+                        if name in seen and not (member.isdir() and name in folders):  # a folder may repeat
                             raise self._refuse(f"member {name!r} appears twice (extraction keeps only one)")
                         seen.add(name)
                         ends = max(ends, (member.offset_data + member.size, name, member.size))
@@ -926,14 +946,17 @@ class ArchiveSource(TreeSource):
                             raise self._refuse(f"member {name!r} declares {member.size} bytes: it decompresses to "
                                                f"more than {_human(MAX_ARCHIVE_BYTES)}")
                         if member.isdir() or not name:
+                            folders.add(name)
                             continue
+                        if member.name.endswith("/"):
+                            raise self._refuse(f"member {name!r} is a file whose name ends with '/'")
                         if not member.isfile():
                             kind = ("a symbolic link" if member.issym() else "a hard link" if member.islnk()
                                     else "a special file")
                             raise self._refuse(f"member {name!r} is {kind}; archives with links or special files "
                                                "are not read")
                         parts = name.split("/")
-                        wanted_py = name.endswith(".py") and (
+                        wanted_py = name.endswith(".py") and "__pycache__" not in parts and (
                             parts[0] == _PACKAGE or (len(parts) > 2 and parts[1] == _PACKAGE)
                         )
                         wanted_meta = parts[-1] == "PKG-INFO" and len(parts) <= 2
@@ -965,6 +988,7 @@ class ArchiveSource(TreeSource):
         finally:
             if bar is not None:
                 bar[0].stop()
+        self._check_layout(seen - folders, seen)
         prefix = self._pick_prefix(list(py_members) + list(oversized))
         if prefix is None:
             raise SourceError(f"{self.path} is not a vLLM archive: no vllm/ package found")
@@ -1012,6 +1036,7 @@ class ArchiveSource(TreeSource):
             norm[len(prefix) :]: original
             for norm, original in names.items()
             if norm.startswith(prefix + _PACKAGE + "/") and norm.endswith(".py")
+            and "__pycache__" not in norm.split("/")
         }
         sizes = {i.filename: i.file_size for i in infos}
         self._unreadable = {
@@ -1043,13 +1068,15 @@ class ArchiveSource(TreeSource):
         names: dict[str, str] = {}
         seen: set[str] = set()
         readable = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
+        folders: set[str] = set()
         for info in infos:
             norm = self._member_path(info.filename)
-            if norm in seen:
+            if norm in seen and not (info.is_dir() and norm in folders):  # a folder may repeat
                 raise self._refuse(f"member {norm!r} appears twice (extraction keeps only one)")
             seen.add(norm)
             kind = stat.S_IFMT(info.external_attr >> 16)
             if info.is_dir() or not norm:
+                folders.add(norm)
                 continue
             if kind not in (0, stat.S_IFREG):
                 what = "a symbolic link" if kind == stat.S_IFLNK else "a special file"
@@ -1060,6 +1087,7 @@ class ArchiveSource(TreeSource):
                 raise self._refuse(f"member {norm!r} uses compression method {info.compress_type}, which "
                                    "Python's zipfile cannot read")
             names[norm] = info.filename
+        self._check_layout(set(names), seen)
         return names
 
     def _zip_read(self, member: str) -> bytes:

@@ -187,9 +187,9 @@ class TransformersConfigs:
         self.resolver = Resolver(self.tree)
         self.names: dict[str, str] = {}
         self.special: dict[str, str] = {}
-        #: architecture → model_type, from the ``MODEL_*_MAPPING_NAMES`` tables read backwards
-        #: (the first table that names the architecture wins)
-        self.architectures: dict[str, str] = {}
+        #: architecture → the model_types whose ``MODEL_*_MAPPING_NAMES`` rows name it (the
+        #: tables read backwards; several model_types may share an architecture)
+        self.architectures: dict[str, list[str]] = {}
         #: model_type → its causal-LM architecture (``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``)
         self.causal_lm: dict[str, str] = {}
         for rel in AUTO_MODULES:
@@ -209,7 +209,8 @@ class TransformersConfigs:
                             (self.names if t.id == "CONFIG_MAPPING_NAMES" else self.special).update(pairs)
                     elif isinstance(t, ast.Name) and t.id.startswith("MODEL_") and t.id.endswith("_MAPPING_NAMES"):
                         for mt, arch in (_literal_pairs(stmt.value) or {}).items():
-                            self.architectures.setdefault(arch, mt)
+                            if mt not in self.architectures.setdefault(arch, []):
+                                self.architectures[arch].append(mt)
                             if t.id == "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES":
                                 self.causal_lm.setdefault(mt, arch)
 

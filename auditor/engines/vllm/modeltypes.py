@@ -4,14 +4,15 @@ A class name is not a model_type (``Qwen3VLMoeForConditionalGeneration`` is ``qw
 ``HunYuanVLForConditionalGeneration`` is ``hunyuan_vl``). :func:`infer_model_type` takes it, in
 order, from:
 
-1. the config class the model binds its HF config to: ``config: Qwen3VLMoeConfig =
+1. for a row named for its own class, the config class the model binds its HF config to: ``config: Qwen3VLMoeConfig =
    vllm_config.model_config.hf_config`` in an ``__init__`` on the class's MRO, else the one config
    class its module imports from ``transformers.models.*`` or ``vllm.transformers_utils.configs``;
    that class's ``model_type`` attribute (vLLM's own config classes,
-   ``vllm/transformers_utils/configs/*.py``, or a transformers source when one is given), else
-   vLLM's ``_CONFIG_REGISTRY`` (``vllm/transformers_utils/config.py``, model_type → config class)
-   read backwards, else transformers' ``CONFIG_MAPPING_NAMES`` read backwards, else the
-   ``transformers.models.<model_type>`` package the class is imported from;
+   ``vllm/transformers_utils/configs/*.py``), else transformers' ``CONFIG_MAPPING_NAMES`` read
+   backwards (when a transformers source is at hand), else vLLM's ``_CONFIG_REGISTRY``
+   (``vllm/transformers_utils/config.py``, model_type → config class) read backwards, else the
+   ``transformers.models.<model_type>`` package the class is imported from; a table that maps
+   several model_types to the class decides only by the one spelled like the class;
 2. the alias table (:func:`auditor.engines.vllm.targets.load_alias_table`);
 3. transformers' own model mappings (``MODEL_FOR_*_MAPPING_NAMES``, model_type → architecture)
    read backwards, when a transformers source is at hand (the Transformers modeling backend's
@@ -70,28 +71,17 @@ def _imported_config(resolver: Resolver, ref: ClassRef) -> tuple[ClassRef | Exte
                 and not any(w in name for w in _SUB_CONFIG_WORDS):
             cands.append(name)
     if cands:
-        # keep the ones that are a model's top-level config (a module also imports its encoders'
-        # configs): registered for a model_type by vLLM, or named for the model class
-        # (Qwen3ASRConfig for Qwen3ASRForConditionalGeneration, not Qwen3ASRThinkerConfig)
-        registered = {(v if isinstance(v, str) else v[1]).rsplit(".", 1)[-1]
-                      for v in _registry_of(resolver).values() if isinstance(v, (str, tuple))}
+        # keep the one named for the model class (a module also imports its encoders' and its
+        # sibling classes' configs): Qwen3ASRConfig for Qwen3ASRForConditionalGeneration, not
+        # Qwen3ASRThinkerConfig; DeepseekV3Config for DeepseekV3ForCausalLM, not DeepseekForCausalLM
         stem = ref.name.lower()
-        cands = [c for c in cands if c in registered
-                 or stem.startswith(c.lower().removesuffix("config") + "for")
+        cands = [c for c in cands if stem.startswith(c.lower().removesuffix("config") + "for")
                  or stem == c.lower().removesuffix("config") + "model"]
     if len(cands) == 1:
         t = resolver.resolve_name(ref.module, cands[0])
         if isinstance(t, (ClassRef, External)):
             return t, f"{m.path} imports the config class {cands[0]}"
     return None
-
-
-def _registry_of(resolver: Resolver) -> dict:
-    """vLLM's ``_CONFIG_REGISTRY`` of the resolver's tree (see :meth:`Registry.config_registry`)."""
-    try:
-        return Registry(resolver).config_registry()
-    except Exception:  # a tree without a model registry: no config registry either
-        return {}
 
 
 def model_type_of_config(resolver: Resolver, registry: Registry, cfg: ClassRef | External,
@@ -108,20 +98,38 @@ def model_type_of_config(resolver: Resolver, registry: Registry, cfg: ClassRef |
         hit = resolver.lookup(cfg, "model_type")
         if hit is not None and isinstance(getattr(hit[1], "literal", None), str) and hit[1].literal:
             return hit[1].literal, f"model_type of {name}"
+    if isinstance(cfg, External) and cfg.name.startswith("transformers."):
+        # transformers' own table says which model_type its class is for
+        transformers = transformers() if callable(transformers) else transformers
+        if transformers is not None:
+            mt = _one_for([m for m, c in transformers.names.items() if c == name], name.removesuffix("Config"))
+            if mt:
+                return mt, f"transformers' CONFIG_MAPPING_NAMES maps {mt} to {name}"
+    keys = []
     for mt, val in registry.config_registry().items():
         vname = val if isinstance(val, str) else (val[1] if isinstance(val, tuple) and len(val) > 1 else None)
         if isinstance(vname, str) and vname.rsplit(".", 1)[-1] == name:
-            return mt, f"vLLM's _CONFIG_REGISTRY maps {mt} to {name}"
+            keys.append(mt)
+    mt = _one_for(keys, name.removesuffix("Config"))
+    if mt:
+        return mt, f"vLLM's _CONFIG_REGISTRY maps {mt} to {name}"
     if isinstance(cfg, External) and cfg.name.startswith("transformers."):
-        transformers = transformers() if callable(transformers) else transformers
-        if transformers is not None:
-            for mt, cname in transformers.names.items():
-                if cname == name:
-                    return mt, f"transformers' CONFIG_MAPPING_NAMES maps {mt} to {name}"
         parts = cfg.name.split(".")
         if len(parts) >= 4 and parts[1] == "models":
             return parts[2], f"{name} comes from transformers.models.{parts[2]}"
     return None
+
+
+def _one_for(model_types: list[str], stem: str) -> str | None:
+    """One model_type of several that a table maps to the same class: the only one, else the one
+    spelled like the class's stem (``deepseek_v3`` for ``DeepseekV3Config``, ``llama`` for
+    ``LlamaForCausalLM`` rather than ``code_llama``); None when that does not decide."""
+    model_types = list(dict.fromkeys(model_types))
+    if len(model_types) == 1:
+        return model_types[0]
+    key = stem.lower().replace("_", "")
+    same = [m for m in model_types if m.replace("_", "").replace("-", "").lower() == key]
+    return same[0] if len(same) == 1 else None
 
 
 def _arch_model_type(transformers, arch: str) -> str | None:
@@ -129,10 +137,21 @@ def _arch_model_type(transformers, arch: str) -> str | None:
     writes ``LightOnOCRForConditionalGeneration`` where transformers writes ``LightOnOcr...``)."""
     if transformers is None:
         return None
+    stem = derive_stem(arch)
     if arch in transformers.architectures:
-        return transformers.architectures[arch]
-    low = {a.lower(): mt for a, mt in transformers.architectures.items()}
-    return low.get(arch.lower())
+        return _one_for(transformers.architectures[arch], stem)
+    low: dict[str, list[str]] = {}
+    for a, mts in transformers.architectures.items():
+        low.setdefault(a.lower(), []).extend(mts)
+    return _one_for(low.get(arch.lower(), []), stem)
+
+
+def derive_stem(arch: str) -> str:
+    """The architecture name without its head suffix (``LlamaForCausalLM`` → ``Llama``)."""
+    for suf in ("ForConditionalGeneration", "ForCausalLM", "LMHeadModel", "Model"):
+        if arch.endswith(suf) and arch != suf:
+            return arch[: -len(suf)]
+    return arch
 
 
 _TEXT_DEFAULTS = (
@@ -206,7 +225,9 @@ def infer_model_type(resolver: Resolver, registry: Registry, arch: str, aliases:
 
     ref = registry.class_ref(arch) if arch in registry.entries else None
     alias = aliases.get("architecture", {}).get(arch)
-    if isinstance(ref, ClassRef):
+    # a row named for another class (AquilaForCausalLM → LlamaForCausalLM) shares that class's code,
+    # not its checkpoint config: the class's config class tells only its own architecture's model_type
+    if isinstance(ref, ClassRef) and ref.name == arch:
         found = config_class_of(resolver, ref)
         if found is not None:
             got = model_type_of_config(resolver, registry, found[0], transformers)

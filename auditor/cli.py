@@ -906,7 +906,7 @@ def main(argv: Optional[list[str]] = None) -> None:
                   highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     if rv == 130:  # click turned a KeyboardInterrupt (Ctrl-C, or SIGTERM during fix) into this code
-        err.print("eagle-audit: interrupted")
+        _err().print("eagle-audit: interrupted")
     sys.exit(rv if isinstance(rv, int) else 0)
 
 

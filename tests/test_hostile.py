@@ -1034,12 +1034,12 @@ def _modules(draw) -> bytes:
 def _scan_dict(source) -> dict:
     """The full scan of a source as plain data (the label aside), or the error it ends with."""
     from auditor.engines.vllm.targets import resolve_targets
-    from auditor.index.tree import SummaryCache, Tree
+    from auditor.index.tree import SummaryCache
     from auditor.model.errors import AuditError
-    from auditor.orchestration.scan import Auditor
+    from auditor.orchestration.scan import Auditor, make_tree
 
     try:
-        a = Auditor(Tree(source, SummaryCache(enabled=False)))
+        a = Auditor(make_tree(source, SummaryCache(enabled=False)))
         doc = a.scan(resolve_targets(a.registry, []), ["eagle3", "eagle"]).as_dict()
     except AuditError as exc:  # e.g. a registry that no longer parses: the same on both sides
         return {"error": str(exc)}

@@ -95,7 +95,7 @@ def open_side(value: str, *, releases: Releases | None = None, progress: bool = 
     """
     from auditor.index.tree import SummaryCache
     from auditor.orchestration.scan import open_tree
-    from auditor.source.sources import ArchiveSource
+    from auditor.source.sources import release_source
 
     if side_kind(value) == "path":
         return Auditor(open_tree(value, None, progress=progress, use_cache=use_cache), platform=platform)
@@ -104,7 +104,7 @@ def open_side(value: str, *, releases: Releases | None = None, progress: bool = 
 
         releases = IndexReleases(progress=progress)
     archive = releases.fetch(value)
-    return Auditor(make_tree(ArchiveSource(archive, progress=progress), SummaryCache(enabled=use_cache)),
+    return Auditor(make_tree(release_source(archive, progress=progress), SummaryCache(enabled=use_cache)),
                    platform=platform)
 
 

@@ -1147,6 +1147,17 @@ class ArchiveSource(TreeSource):
 # -------------------------------------------------------------------------- dispatch
 
 
+def release_source(archive: pathlib.Path, *, progress: bool = True) -> "ArchiveSource":
+    """The :class:`ArchiveSource` of a fetched release archive, labelled unverified when no
+    sha256 from the index was recorded for it (fetched with ``--allow-unverified``)."""
+    from auditor.source.fetch import UNVERIFIED, recorded_sha256
+
+    source = ArchiveSource(archive, progress=progress)
+    if recorded_sha256(archive) is None:
+        source.label = f"{source.label} ({UNVERIFIED})"
+    return source
+
+
 def open_source(
     path: str | os.PathLike[str] | None,
     vllm_version: str | None,
@@ -1174,13 +1185,9 @@ def open_source(
     if path is not None and vllm_version is not None:
         raise SourceError("pass either a PATH or --vllm-version, not both")
     if vllm_version is not None:
-        from auditor.source.fetch import UNVERIFIED, fetch_release, recorded_sha256
+        from auditor.source.fetch import fetch_release
 
-        archive = fetch_release(vllm_version, progress=progress)
-        source = ArchiveSource(archive, progress=progress)
-        if recorded_sha256(archive) is None:
-            source.label = f"{source.label} ({UNVERIFIED})"
-        return source
+        return release_source(fetch_release(vllm_version, progress=progress), progress=progress)
     if path is None:
         return InstalledSource()
     target = pathlib.Path(path).expanduser()

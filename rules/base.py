@@ -15,6 +15,7 @@ from auditor.engines.vllm.facts import TargetFacts, TreeFacts
 from auditor.engines.vllm.registry import Registry
 from auditor.index.resolve import Resolver
 from auditor.model.findings import Finding, Severity
+from auditor.model.options import RunOptions
 
 
 @dataclass
@@ -25,7 +26,9 @@ class AuditTarget:
     config's model_type that vLLM's allowlist checks (``kimi_k2`` for Kimi-K2.5);
     ``model_type_source``: how the tool knows it (``--model-type``, ``--hf-config``,
     ``alias table``, ``derived from the architecture name``); ``hf_config``: the checkpoint's
-    parsed config.json when given.
+    parsed config.json when given; ``options``: the run (pipeline-parallel size, drafter
+    config, …; ``options.method`` is the method as requested, ``method`` the one the tree runs,
+    e.g. ``mtp`` for a requested ``deepseek_mtp``).
     """
 
     architecture: str
@@ -35,6 +38,7 @@ class AuditTarget:
     text_model_type: str | None = None
     model_type_source: str = "derived from the architecture name"
     hf_config: dict | None = None
+    options: RunOptions = field(default_factory=RunOptions)
 
 
 @dataclass
@@ -52,7 +56,11 @@ class Context:
 class Example:
     """A rule example: ``files`` (path → source) laid over the synthetic base tree in
     ``fixtures/minivllm``, the ``architecture`` to audit, and for INVALID examples the
-    ``text_model_type`` used. ``expect_severity`` is what the rule must report (None: nothing)."""
+    ``text_model_type`` used. ``expect_severity`` is what the rule must report (None: nothing).
+    ``options``: the run the example assumes (pipeline-parallel size, drafter config, …; its
+    ``method`` is ignored: ``method`` is the one audited); ``hf_config``: a checkpoint config.json;
+    ``model_type``: the target's own model_type (default: derived from the architecture name);
+    ``rows``: registry rows ``(architecture, module, class name, table)`` added to the tree."""
 
     files: dict[str, str]
     architecture: str
@@ -60,6 +68,10 @@ class Example:
     method: str = "eagle3"
     expect_severity: Severity | None = None
     note: str = ""
+    options: RunOptions = field(default_factory=RunOptions)
+    hf_config: dict | None = None
+    model_type: str | None = None
+    rows: list[tuple[str, str, str, str]] = field(default_factory=list)
 
 
 class Rule:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from auditor.index.summary import Extractor
-from rules import allowlist, aux_capture, image_token, interface
+from rules import allowlist, aux_capture, image_token, interface, mtp_draft
 from rules.allowlist import facts as allowlist_facts
 from rules.allowlist import planner as allowlist_planner
 from rules.aux_capture import planner as aux_capture_planner
@@ -21,6 +21,7 @@ from rules.base import Rule
 from rules.image_token import facts as image_token_facts
 from rules.image_token import planner as image_token_planner
 from rules.interface import planner as interface_planner
+from rules.mtp_draft import facts as mtp_draft_facts
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ TABLE: tuple[Entry, ...] = (
     Entry(interface.StubMemberRule),
     Entry(interface.StaleMemberRule),
     Entry(aux_capture.PPRelativeIndexRule),
+    Entry(mtp_draft.MtpDraftRule, None, None, (mtp_draft_facts.EXTRACTOR, mtp_draft_facts.METHODS_EXTRACTOR)),
 )
 
 #: Code → rule class, in report order.

@@ -26,6 +26,7 @@ from packaging.version import InvalidVersion, Version
 from auditor.engines.vllm.targets import resolve_targets
 from auditor.model.errors import AuditError
 from auditor.model.findings import Finding, Severity, Verdict
+from auditor.model.options import RunOptions
 from auditor.model.outcomes import ReleaseVerdict, UpgradeOutcome
 from auditor.model.results import TargetResult, TargetSpec
 from auditor.orchestration.scan import Auditor
@@ -336,10 +337,12 @@ def run_gate(
     hf_config: dict | None = None,
     allowed_warnings: Iterable[str] = (),
     fail_on_warnings: bool = False,
+    options: RunOptions | None = None,
 ) -> UpgradeReport:
     """Check the upgrade to ``candidate`` for the targets ``names`` (architectures or
     model_types; none: the targets recorded in the ``codemods`` file), per method; ``current``
-    (the release in use), when given, is scanned too to report regressions.
+    (the release in use), when given, is scanned too to report regressions. Both sides are
+    audited under the run ``options`` (pipeline-parallel size, drafter config, …).
 
     Raises:
         AuditError: no target given, a target known to neither tree, an unreadable codemods
@@ -378,17 +381,17 @@ def run_gate(
     targets: list[UpgradeTarget] = []
     for method in methods:
         in_cand = [s for s in ordered if s.architecture in candidate.registry.entries]
-        cand = {r.architecture: r for r in candidate.scan(in_cand, [method], hf_config).results}
+        cand = {r.architecture: r for r in candidate.scan(in_cand, [method], hf_config, options=options).results}
         cur: dict[str, TargetResult] = {}
         if current is not None:
             in_cur = [s for s in ordered if s.architecture in current.registry.entries]
-            cur = {r.architecture: r for r in current.scan(in_cur, [method], hf_config).results}
+            cur = {r.architecture: r for r in current.scan(in_cur, [method], hf_config, options=options).results}
         fix = None
         need = [s for s in in_cand if cand[s.architecture].verdict is not Verdict.SUPPORTED]
         if need and codemods is not None and method == file_method:
             from auditor.orchestration.fix import plan_fix
 
-            fix = plan_fix(candidate, need, method, only)
+            fix = plan_fix(candidate, need, method, only, options)
         for s in ordered:
             targets.append(_judge(s.architecture, method, cand.get(s.architecture), cur.get(s.architecture),
                                   current is not None, fix, codemods, file_method, allowed, fail_on_warnings,

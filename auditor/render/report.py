@@ -21,6 +21,9 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
     scan (more than 30 results) without ``verbose``, supported targets without findings and
     warnings are left out of the table."""
     title = f"vLLM {report.vllm_version or '?'} — {report.source}"
+    run = run_text(report)
+    if run:
+        title += f" ({run})"
     table = Table(title=title)
     table.add_column("architecture", no_wrap=True)
     table.add_column("method", no_wrap=True)
@@ -48,6 +51,9 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
     for r, findings in shown:
         if r.note:
             console.print(f"[bold]{r.architecture}[/bold] ({r.role}): {r.note}", highlight=False)
+        if r.draft_architecture and not many:
+            console.print(f"[bold]{r.architecture}[/bold] ({r.method}): draft {r.draft_architecture} "
+                          f"→ {r.draft_class or '?'}", highlight=False)
         if not findings:
             continue
         console.print(f"[bold]{r.architecture}[/bold] ({r.method}, text model_type {r.text_model_type!r}: {r.model_type_source})")
@@ -64,6 +70,15 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
     console.print(summary_line(report))
     for p, e in sorted(report.parse_errors.items()):
         console.print(f"[yellow]does not parse:[/yellow] {p} {e}")
+
+
+def run_text(report: ScanReport) -> str:
+    """The run options of a scan that differ from a plain run (``PP=2, draft config …``), from its
+    first result; empty for a plain run."""
+    for r in report.results:
+        if r.run_options is not None:
+            return r.run_options.describe()
+    return ""
 
 
 def summary_line(report: ScanReport) -> str:
@@ -84,10 +99,13 @@ def scan_json(report: ScanReport) -> str:
 
 def scan_markdown(report: ScanReport) -> str:
     """A Markdown table of the scan, for CI job summaries."""
-    out = [f"### eagle-audit: vLLM {report.vllm_version or '?'}", "",
+    run = run_text(report)
+    out = [f"### eagle-audit: vLLM {report.vllm_version or '?'}" + (f" ({run})" if run else ""), "",
            "| architecture | method | verdict | blocking gates | findings |", "|---|---|---|---|---|"]
     for r in report.results:
         fs = "<br>".join(f"`{f.rule}` {f.gate} `{f.where}`: {f.message}".replace("|", "\\|") for f in r.findings)
+        if r.draft_architecture:
+            fs = f"draft {r.draft_architecture} (`{r.draft_class}`)" + ("<br>" + fs if fs else "")
         out.append(f"| {r.architecture} | {r.method} | **{r.verdict.value}** | {', '.join(r.blocking) or '—'} | {fs or '—'} |")
     out += ["", summary_line(report)]
     return "\n".join(out) + "\n"

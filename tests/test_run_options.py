@@ -1,0 +1,163 @@
+"""The run decides the verdict too (issue 10): run options from the command line and
+``[tool.eagle-audit]`` to the rules and into every result, and the gates that depend on them, on
+the real release archives and on small synthetic trees."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from auditor.engines.vllm.targets import resolve_targets
+from auditor.model.errors import AuditError
+from auditor.model.options import RunOptions, check_methods, load_draft_config
+from auditor.model.results import TargetSpec
+from auditor.orchestration.config import load_config
+from tests.real import next_cases, release_auditor
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run(*args, timeout: int = 300) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["NO_COLOR"] = "1"
+    return subprocess.run([sys.executable, "-m", "auditor", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO, env=env)
+
+
+def _audit(version: str, arch: str, method: str, options: RunOptions | None = None, model_type: str | None = None,
+           hf_config: dict | None = None):
+    a = release_auditor(version)
+    if model_type:
+        spec = TargetSpec(arch, model_type, model_type, "test")
+    else:
+        (spec,) = resolve_targets(a.registry, [arch])
+    return a.audit(spec, method, hf_config, options)
+
+
+# -- the run options themselves ------------------------------------------------------------------
+
+
+def test_methods_all_includes_mtp_and_older_mtp_strings_are_accepted():
+    assert check_methods(["all"], "--method") == ("eagle3", "eagle", "mtp")
+    assert check_methods(["deepseek_mtp", "mtp", "deepseek_mtp"], "--method") == ("deepseek_mtp", "mtp")
+    for bad in ("eagle4", "DeepSeek_MTP", "x;rm -rf /_mtp", "", "_mtp"):
+        with pytest.raises(AuditError, match="--method: unknown method"):
+            check_methods([bad], "--method")
+
+
+def test_draft_config_file_or_folder_validated(tmp_path):
+    d = tmp_path / "drafter"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+                                               "eagle_aux_hidden_state_layer_ids": [1, 20, 39], "extra": {"a": 1}}))
+    doc, path = load_draft_config(d)
+    assert path == str(d / "config.json") and doc["eagle_aux_hidden_state_layer_ids"] == [1, 20, 39]
+    assert load_draft_config(d / "config.json")[0] == doc
+    (d / "config.json").write_text(json.dumps({"architectures": ["Llama(ForCausalLM)"]}))
+    with pytest.raises(AuditError, match=r"--draft-config .*architectures\[0\]"):
+        load_draft_config(d)
+    (d / "config.json").write_text(json.dumps({"eagle_aux_hidden_state_layer_ids": [-1]}))
+    with pytest.raises(AuditError, match="eagle_aux_hidden_state_layer_ids"):
+        load_draft_config(d)
+    with pytest.raises(AuditError, match="without a config.json"):
+        load_draft_config(tmp_path)
+    with pytest.raises(AuditError, match="no such file"):
+        load_draft_config(tmp_path / "nope.json")
+
+
+def test_config_file_run_options(tmp_path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "config.json").write_text('{"architectures": ["Qwen3ForCausalLM"]}')
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.eagle-audit]\nmethods = ["deepseek_mtp"]\npipeline-parallel-size = 2\ndraft-config = "d"\n'
+        'parallel-drafting = true\nnum-speculative-tokens = 3\n')
+    cfg = load_config(start=tmp_path)
+    run_ = cfg.run_options(platform="rocm")
+    assert (run_.method, run_.pipeline_parallel_size, run_.parallel_drafting, run_.num_speculative_tokens,
+            run_.platform) == ("deepseek_mtp", 2, True, 3, "rocm")
+    assert run_.draft_config == {"architectures": ["Qwen3ForCausalLM"]}
+    assert cfg.merged(pipeline_parallel_size=4).pipeline_parallel_size == 4  # a flag overrides the file
+    for bad, match in (("pipeline-parallel-size = 0", "pipeline-parallel size"),
+                       ('pipeline-parallel-size = "2"', "pipeline-parallel size"),
+                       ("parallel-drafting = 1", "true or false"),
+                       ('methods = ["mtp2"]', "unknown method")):
+        (tmp_path / "pyproject.toml").write_text(f"[tool.eagle-audit]\n{bad}\n")
+        with pytest.raises(AuditError, match=match):
+            load_config(start=tmp_path)
+
+
+def test_bad_run_option_flags_exit_2(tmp_path):
+    for args, needle in ((["--method", "eagle4"], "unknown method"),
+                         (["--pipeline-parallel-size", "0"], "pipeline-parallel-size"),
+                         (["--draft-config", tmp_path / "missing"], "--draft-config")):
+        p = run("scan", REPO / "fixtures" / "minivllm", "--model", "LlamaForCausalLM", *args, timeout=60)
+        assert p.returncode == 2, (args, p.stdout, p.stderr)
+        assert needle in p.stderr and "Traceback" not in p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+# -- mtp-draft on the real releases ----------------------------------------------------------------
+
+
+def test_scan_mtp_0_33_0_deepseek_v3_names_its_draft():
+    p = run("scan", "--vllm-version", "0.33.0", "--method", "mtp", "--model", "DeepseekV3ForCausalLM",
+            "--format", "json", "--no-progress")
+    assert p.returncode == 0, p.stderr
+    (r,) = json.loads(p.stdout)["results"]
+    assert (r["method"], r["verdict"], r["blocking"]) == ("mtp", "supported", [])
+    assert r["draft"] == {"architecture": "DeepSeekMTPModel",
+                          "class": "vllm.model_executor.models.deepseek_mtp.DeepSeekMTP"}
+    assert r["run_options"] == {"method": "mtp", "pipeline_parallel_size": 1, "draft_config": None,
+                                "draft_architectures": None, "parallel_drafting": False,
+                                "num_speculative_tokens": None, "platform": "cuda"}
+    table = run("scan", "--vllm-version", "0.33.0", "--method", "mtp", "--model", "DeepseekV3ForCausalLM",
+                "--no-progress")
+    assert table.returncode == 0 and "draft DeepSeekMTPModel" in table.stdout
+
+
+def test_mtp_draft_follows_the_tree_rewrite():
+    # DeepseekV32 keeps a V3.2 draft in 0.33.0 (use_v32_mtp), the plain one in 0.27.0
+    assert _audit("0.33.0", "DeepseekV32ForCausalLM", "mtp", model_type="deepseek_v32").draft_architecture == \
+        "DeepseekV32MTPModel"
+    assert _audit("0.27.0", "DeepseekV32ForCausalLM", "mtp", model_type="deepseek_v32").draft_architecture == \
+        "DeepSeekMTPModel"
+    # Llama: no branch rewrites it
+    r = _audit("0.33.0", "LlamaForCausalLM", "mtp")
+    assert r.blocking == ["mtp-draft"]
+    (f,) = r.findings
+    assert f.path == "vllm/config/speculative.py"
+    src = release_auditor("0.33.0").tree.source.read(f.path).decode().splitlines()
+    assert src[f.line - 1].strip().startswith("def hf_config_override(")
+    # NemotronH: the branch tests a checkpoint field; --hf-config decides it
+    r = _audit("0.33.0", "NemotronHForCausalLM", "mtp", model_type="nemotron_h")
+    assert r.verdict.value == "unknown" and "depends on checkpoint fields" in r.findings[0].message
+    assert "--hf-config" in r.findings[0].message
+    r = _audit("0.33.0", "NemotronHForCausalLM", "mtp", model_type="nemotron_h",
+               hf_config={"model_type": "nemotron_h", "architectures": ["NemotronHForCausalLM"],
+                          "num_nextn_predict_layers": 1})
+    assert (r.verdict.value, r.draft_architecture) == ("supported", "NemotronHMTPModel")
+
+
+def test_older_mtp_method_strings_as_the_tree_maps_them():
+    r = _audit("0.33.0", "DeepseekV3ForCausalLM", "deepseek_mtp")
+    assert (r.method, r.verdict.value, r.run_options.method) == ("mtp", "supported", "deepseek_mtp")
+    # 0.11.0 lists its MTP strings in a tuple, MTP_MODEL_TYPES; qwen9_mtp is on neither list
+    for v in ("0.11.0", "0.33.0"):
+        r = _audit(v, "DeepseekV3ForCausalLM", "qwen9_mtp")
+        assert r.blocking == ["mtp-draft"], [f.message for f in r.findings]
+        assert "qwen9_mtp" in r.findings[0].message
+
+
+MTP_CASES = [c for c in next_cases() if c.get("method") == "mtp" and "pipeline_parallel_size" not in c]
+
+
+@pytest.mark.parametrize("case", MTP_CASES, ids=[f"{c['vllm']}-{c['architecture']}" for c in MTP_CASES])
+def test_next_mtp_case(case):
+    r = _audit(case["vllm"], case["architecture"], case["method"], model_type=case.get("model_type"))
+    assert r.verdict.value == case["verdict"], [f.message for f in r.findings]
+    assert set(r.blocking) == set(case["blocking"])

@@ -51,6 +51,37 @@ class Context:
     facts: TreeFacts
     cache: dict = field(default_factory=dict)
 
+    def function_node(self, path: str, name: str, line: int):
+        """The ``ast`` syntax tree of the function ``name`` defined at ``line`` of the module at
+        ``path``, re-read from the tree (parsed once per tree and module, never executed), for
+        gates that interpret a few lines of code (:mod:`auditor.index.evaluate`). None when the
+        module no longer parses or holds no such function."""
+        import ast
+
+        key = ("module-ast", path)
+        if key not in self.cache:
+            try:
+                data = self.resolver.tree.read(path)
+            except (KeyError, OSError):
+                data = None
+            mod = None
+            if data is not None:
+                try:
+                    mod = ast.parse(data, filename=path)
+                except (SyntaxError, ValueError, RecursionError):
+                    from auditor.index.summary import parse_newer_syntax
+
+                    parsed = parse_newer_syntax(data, path)
+                    mod = parsed[0] if parsed else None
+            self.cache[key] = mod
+        mod = self.cache[key]
+        if mod is None:
+            return None
+        for node in ast.walk(mod):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name and node.lineno == line:
+                return node
+        return None
+
 
 @dataclass
 class Example:
@@ -86,6 +117,8 @@ class Rule:
     FIX_AVAILABLE: ClassVar[bool] = False
     BLOCKING: ClassVar[bool] = True
     METHODS: ClassVar[tuple[str, ...]] = ("eagle3",)
+    #: The dataclass of this rule's machine-readable finding details (None: findings carry none).
+    DATA: ClassVar[type | None] = None
     VALID: ClassVar[list[Example]] = []
     INVALID: ClassVar[list[Example]] = []
 
@@ -98,7 +131,15 @@ class Rule:
         raise NotImplementedError
 
     def finding(self, severity: Severity, message: str, path=None, line=None, fix=None, **data) -> Finding:
-        """A finding of this rule (``fix`` defaults to ``FIX_AVAILABLE`` for errors)."""
+        """A finding of this rule (``fix`` defaults to ``FIX_AVAILABLE`` for errors); ``data``
+        are the fields of the rule's :attr:`DATA` dataclass.
+
+        Raises:
+            TypeError: ``data`` given to a rule without ``DATA``, or fields ``DATA`` lacks.
+        """
         if fix is None:
             fix = self.FIX_AVAILABLE and severity is Severity.ERROR
-        return Finding(self.CODE, self.GATE, severity, message, path, line, fix, data)
+        if data and self.DATA is None:
+            raise TypeError(f"{type(self).__name__} declares no DATA for {sorted(data)}")
+        details = self.DATA(**data) if data else None
+        return Finding(self.CODE, self.GATE, severity, message, path, line, fix, details)

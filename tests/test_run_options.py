@@ -153,11 +153,141 @@ def test_older_mtp_method_strings_as_the_tree_maps_them():
         assert "qwen9_mtp" in r.findings[0].message
 
 
-MTP_CASES = [c for c in next_cases() if c.get("method") == "mtp" and "pipeline_parallel_size" not in c]
+# -- the run-option cases of next.toml -------------------------------------------------------------
+
+RUN_CASES = [c for c in next_cases() if "engine" not in c and (c.get("method") == "mtp" or "pipeline_parallel_size" in c)]
 
 
-@pytest.mark.parametrize("case", MTP_CASES, ids=[f"{c['vllm']}-{c['architecture']}" for c in MTP_CASES])
-def test_next_mtp_case(case):
-    r = _audit(case["vllm"], case["architecture"], case["method"], model_type=case.get("model_type"))
+@pytest.mark.parametrize("case", RUN_CASES, ids=[
+    f"{c['vllm']}-{c['architecture']}-{c['method']}-pp{c.get('pipeline_parallel_size', 1)}" for c in RUN_CASES])
+def test_next_run_option_case(case):
+    options = RunOptions(pipeline_parallel_size=case.get("pipeline_parallel_size", 1))
+    r = _audit(case["vllm"], case["architecture"], case["method"], options, model_type=case.get("model_type"))
     assert r.verdict.value == case["verdict"], [f.message for f in r.findings]
     assert set(r.blocking) == set(case["blocking"])
+    assert r.run_options.pipeline_parallel_size == options.pipeline_parallel_size
+    for f in r.findings:
+        if f.severity.value == "error":
+            assert f.path and f.line, f
+
+
+def test_run_option_cases_cover_pp_and_mtp():
+    assert {(c["vllm"], c["architecture"], c["method"], c.get("pipeline_parallel_size", 1)) for c in RUN_CASES} >= {
+        ("0.33.0", "LlamaForCausalLM", "eagle3", 2), ("0.33.0", "DeepseekV3ForCausalLM", "eagle3", 2),
+        ("0.27.0", "DeepseekV3ForCausalLM", "mtp", 2), ("0.33.0", "DeepseekV3ForCausalLM", "mtp", 1)}
+
+
+# -- draft-pp ---------------------------------------------------------------------------------------
+
+
+def test_draft_pp_0_27_0_deepseek_mtp_refused_where_the_model_config_refuses():
+    r = _audit("0.27.0", "DeepseekV3ForCausalLM", "mtp", RunOptions(pipeline_parallel_size=2), "deepseek_v3")
+    assert r.blocking == ["draft-pp"]
+    (f,) = [f for f in r.findings if f.gate == "draft-pp"]
+    assert f.path == "vllm/config/model.py"
+    src = release_auditor("0.27.0").tree.source.read(f.path).decode().splitlines()
+    assert "is_pp_supported_model" in src[f.line - 1]
+    assert f.data.draft_class == "vllm.model_executor.models.deepseek_mtp.DeepSeekMTP"
+    assert f.data.draft_parallel.startswith("vllm/config/speculative.py:")
+    assert "DeepSeekMTP neither inherits SupportsPP" in f.message
+    # 0.33.0 builds the draft with pipeline_parallel_size=1
+    r = _audit("0.33.0", "DeepseekV3ForCausalLM", "mtp", RunOptions(pipeline_parallel_size=2), "deepseek_v3")
+    assert (r.verdict.value, r.draft_architecture) == ("supported", "DeepSeekMTPModel")
+
+
+# -- pp-aux-transport -----------------------------------------------------------------------------
+
+
+def test_pp_aux_transport_before_and_after_the_transport():
+    pp = RunOptions(pipeline_parallel_size=2)
+    r = _audit("0.33.0", "DeepseekV3ForCausalLM", "eagle3", pp, "deepseek_v3")
+    (f,) = [f for f in r.findings if f.gate == "pp-aux-transport"]
+    assert f.path == "vllm/model_executor/models/deepseek_v2.py"
+    src = release_auditor("0.33.0").tree.source.read(f.path).decode().splitlines()
+    assert src[f.line - 1].startswith("class DeepseekV2Model(")
+    assert f.data.check.startswith("vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py:")
+    # MiMoModel opts out explicitly: the finding points at its flag
+    r = _audit("0.33.0", "MiMoForCausalLM", "eagle3", pp)
+    (f,) = [f for f in r.findings if f.gate == "pp-aux-transport"]
+    assert "opts out" in f.message
+    assert "supports_aux_hidden_states_over_pp = False" in release_auditor("0.33.0").tree.source.read(
+        f.path).decode().splitlines()[f.line - 1]
+    # Qwen2 declares it; without pipeline parallelism the gate does not apply
+    assert _audit("0.33.0", "Qwen2ForCausalLM", "eagle3", pp).verdict.value == "supported"
+    assert "pp-aux-transport" not in _audit("0.33.0", "DeepseekV3ForCausalLM", "eagle3", model_type="deepseek_v3").blocking
+    # 0.27.0 has no transport: blocked for every target, saying why
+    for arch in ("LlamaForCausalLM", "Qwen2ForCausalLM"):
+        r = _audit("0.27.0", arch, "eagle3", pp)
+        assert r.blocking == ["pp-aux-transport"], [f.message for f in r.findings]
+        (f,) = [f for f in r.findings if f.gate == "pp-aux-transport"]
+        assert "no transport" in f.message and "never reach it" in f.message
+        # the pp-relative-index warning says when it matters
+        warn = [f for f in r.findings if f.gate == "pp-relative-index"]
+        assert warn and "once aux states cross pipeline stages" in warn[0].message
+
+
+# -- draft-registry ---------------------------------------------------------------------------------
+
+
+def _drafter(tmp_path: Path, **cfg) -> Path:
+    d = tmp_path / "drafter"
+    d.mkdir(exist_ok=True)
+    (d / "config.json").write_text(json.dumps(cfg))
+    return d
+
+
+def test_draft_registry_0_33_0_qwen3_drafter_per_method(tmp_path):
+    d = _drafter(tmp_path, architectures=["Qwen3ForCausalLM"], model_type="qwen3")
+    p = run("scan", "--vllm-version", "0.33.0", "--model", "Qwen3ForCausalLM", "--method", "eagle", "--draft-config",
+            d, "--format", "json", "--no-progress")
+    assert p.returncode == 1, p.stderr
+    (r,) = json.loads(p.stdout)["results"]
+    assert r["blocking"] == ["draft-registry"]
+    (f,) = [f for f in r["findings"] if f["gate"] == "draft-registry"]
+    assert f["path"] == "vllm/transformers_utils/configs/eagle.py"
+    assert f["data"]["rewritten"] == ["EagleQwen3ForCausalLM"]
+    assert f["data"]["registered_for"] == {"eagle3": "Eagle3Qwen3ForCausalLM"}
+    assert r["run_options"]["draft_config"] == str(d / "config.json")
+    assert r["run_options"]["draft_architectures"] == ["Qwen3ForCausalLM"]
+    p = run("scan", "--vllm-version", "0.33.0", "--model", "Qwen3ForCausalLM", "--method", "eagle3", "--draft-config",
+            d, "--format", "json", "--no-progress")
+    (r,) = json.loads(p.stdout)["results"]
+    assert (r["verdict"], r["draft"]["architecture"]) == ("supported", "Eagle3Qwen3ForCausalLM")
+
+
+# -- aux-layers -------------------------------------------------------------------------------------
+
+
+def test_aux_layers_against_the_checkpoint_layer_count():
+    ids = {"architectures": ["LlamaForCausalLM"], "eagle_aux_hidden_state_layer_ids": [2, 16, 32, 40]}
+    hf = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 32}
+    opts = RunOptions(draft_config=ids, draft_config_path="d/config.json")
+    # 0.33.0's LlamaModel captures after each layer (positions 0..32): only 40 is out of range
+    r = _audit("0.33.0", "LlamaForCausalLM", "eagle3", opts, hf_config=hf)
+    (f,) = [f for f in r.findings if f.gate == "aux-layers"]
+    assert (f.severity.value, f.data.out_of_range) == ("error", [40])
+    # 0.16.0's captures the state entering each layer (layers 0..31): 32 is out too
+    r = _audit("0.16.0", "LlamaForCausalLM", "eagle3", opts, hf_config=hf)
+    (f,) = [f for f in r.findings if f.gate == "aux-layers"]
+    assert f.data.out_of_range == [32, 40]
+    assert f.path == "vllm/v1/worker/gpu_model_runner.py"
+    # without --hf-config the layer count is unknown
+    r = _audit("0.33.0", "LlamaForCausalLM", "eagle3", opts)
+    assert r.verdict.value == "unknown" and "--hf-config" in r.findings[-1].message
+
+
+# -- parallel-drafting-mm ---------------------------------------------------------------------------
+
+
+def test_parallel_drafting_multimodal_guard_by_release():
+    vl = "Qwen2_5_VLForConditionalGeneration"
+    for v, k, verdict in (("0.20.0", 3, "blocked"), ("0.20.0", None, "unknown"), ("0.27.0", 3, "supported")):
+        r = _audit(v, vl, "eagle3", RunOptions(parallel_drafting=True, num_speculative_tokens=k))
+        assert r.verdict.value == verdict, (v, k, [f.message for f in r.findings])
+    r = _audit("0.20.0", vl, "eagle3", RunOptions(parallel_drafting=True, num_speculative_tokens=3))
+    (f,) = [f for f in r.findings if f.gate == "parallel-drafting-mm"]
+    assert r.blocking == ["parallel-drafting-mm"] and f.path == "vllm/v1/spec_decode/llm_base_proposer.py"
+    assert "_raise_if_multimodal" in f.message
+    # a text-only target is never refused
+    assert _audit("0.20.0", "LlamaForCausalLM", "eagle3",
+                  RunOptions(parallel_drafting=True, num_speculative_tokens=3)).verdict.value == "supported"

@@ -72,7 +72,8 @@ class LoopFact:
     ``enumerate(..., start=X)`` if given; ``over_slice`` True when the iterable slices the layers
     (``islice(self.layers, start, end)`` or ``self.layers[start:end]``); ``captures`` True when the
     body tests the index against ``aux_hidden_state_layers`` and appends, or calls
-    ``_maybe_add_hidden_state``; ``capture_line``; ``uses_mixin_helper`` for the latter form.
+    ``_maybe_add_hidden_state``; ``capture_line``; ``uses_mixin_helper`` for the latter form;
+    ``capture_list`` the name of the list the states go to (``"?"`` when it is no plain name).
     """
 
     line: int
@@ -85,6 +86,7 @@ class LoopFact:
     uses_mixin_helper: bool
     end_line: int = 0
     over_layers: bool = False
+    capture_list: str | None = None
 
 
 @cacheable
@@ -326,11 +328,15 @@ def _loop_fact(loop: ast.For) -> LoopFact | None:
         over_slice = True
     captures = False
     capture_line = None
+    capture_list = None
     mixin = False
     for node in ast.walk(loop):
         if isinstance(node, ast.Call):
             fname = dotted(node.func) or ""
             if fname.endswith("_maybe_add_hidden_state"):
+                if not captures:
+                    first = node.args[0] if node.args else None
+                    capture_list = first.id if isinstance(first, ast.Name) else "?"
                 captures, mixin = True, True
                 capture_line = capture_line or node.lineno
         if isinstance(node, ast.If):
@@ -340,13 +346,11 @@ def _loop_fact(loop: ast.For) -> LoopFact | None:
                 and any(isinstance(op, ast.In) for op in t.ops)
                 and any(_mentions(c, "aux_hidden_state_layers") for c in t.comparators)
             ):
-                if any(
-                    isinstance(n, ast.Call)
-                    and isinstance(n.func, ast.Attribute)
-                    and n.func.attr == "append"
-                    for b in node.body
-                    for n in ast.walk(b)
-                ):
+                appends = [n for b in node.body for n in ast.walk(b)
+                           if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "append"]
+                if appends:
+                    if not captures:
+                        capture_list = dotted(appends[0].func.value) or "?"
                     captures = True
                     capture_line = capture_line or node.lineno
     return LoopFact(
@@ -360,6 +364,7 @@ def _loop_fact(loop: ast.For) -> LoopFact | None:
         uses_mixin_helper=mixin,
         end_line=getattr(loop, "end_lineno", loop.lineno) or loop.lineno,
         over_layers=_mentions(it, "layers"),
+        capture_list=capture_list,
     )
 
 

@@ -44,7 +44,7 @@ class MtpRewriteFact:
 
     ``function``: its name (``hf_config_override``), ``owner``: the enclosing class (or None);
     ``param``: the config parameter (``hf_config``); ``line``/``end_line``: where it is (the
-    function is re-read from the file and interpreted per target, see :func:`function_node`);
+    function is re-read from the file and interpreted per target, see :meth:`rules.base.Context.function_node`);
     ``branches``: the number of ``model_type`` assignments it makes; ``defaults``: parameter →
     whether it defaults to None.
     """
@@ -328,31 +328,6 @@ def _update_hook(ev: Evaluator, node: ast.Call, st: State):
     return one(None)
 
 
-def function_node(ctx, path: str, name: str, line: int) -> ast.FunctionDef | None:
-    """The syntax tree of the function ``name`` defined at ``line`` of the module at ``path``,
-    re-read from the tree (parsed once per tree and module; never executed). None when the module
-    no longer parses or holds no such function."""
-    key = ("module-ast", path)
-    if key not in ctx.cache:
-        try:
-            ctx.cache[key] = ast.parse(ctx.resolver.tree.read(path), filename=path)
-        except (SyntaxError, ValueError, RecursionError, KeyError, OSError):
-            from auditor.index.summary import parse_newer_syntax
-
-            try:
-                parsed = parse_newer_syntax(ctx.resolver.tree.read(path), path)
-            except (KeyError, OSError):
-                parsed = None
-            ctx.cache[key] = parsed[0] if parsed else None
-    mod = ctx.cache[key]
-    if mod is None:
-        return None
-    for node in ast.walk(mod):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name and node.lineno == line:
-            return node
-    return None
-
-
 def draft_of(ctx, arch: str, model_type: str | None, text_model_type: str | None,
              hf_config: dict | None = None) -> tuple[str, MtpRewriteFact, DraftOf] | None:
     """Interpret the tree's MTP rewrite for one target (cached per tree and input).
@@ -375,7 +350,7 @@ def draft_of(ctx, arch: str, model_type: str | None, text_model_type: str | None
            json.dumps(hf_config, sort_keys=True, default=str) if hf_config is not None else None)
     if key in ctx.cache:
         return ctx.cache[key]
-    fn = function_node(ctx, path, fact.function, fact.line)
+    fn = ctx.function_node(path, fact.function, fact.line)
     out = DraftOf()
     if fn is None:
         out.unknown = f"{fact.function} could not be re-read"

@@ -3,14 +3,16 @@ registered MTP draft architecture (or the method string is one the release does 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Iterator
 
+from auditor.cache import cacheable
 from auditor.model.findings import Finding, Severity
 from auditor.model.options import METHODS, RunOptions
 from rules.base import AuditTarget, Context, Example, Rule
 from rules.mtp_draft.facts import EXTRACTOR, METHODS_EXTRACTOR, draft_of, mtp_methods
 
-_SPEC = '''"""Speculative decoding settings (synthetic, with an MTP rewrite)."""
+EXAMPLE_SPEC = '''"""Speculative decoding settings (synthetic, with an MTP rewrite)."""
 
 from typing import Literal, get_args
 
@@ -38,7 +40,7 @@ class SpeculativeConfig:
         return hf_config
 '''
 
-_TOY_MTP = '''
+EXAMPLE_DRAFT = '''
 import torch.nn as nn
 
 
@@ -50,8 +52,24 @@ class ToyMTP(nn.Module):
 '''
 
 #: The synthetic tree of the examples: the speculative config above and a registered draft.
-_TREE = {"vllm/config/speculative.py": _SPEC, "vllm/model_executor/models/toy_mtp.py": _TOY_MTP}
+_TREE = {"vllm/config/speculative.py": EXAMPLE_SPEC, "vllm/model_executor/models/toy_mtp.py": EXAMPLE_DRAFT}
 _DRAFT_ROW = [("ToyMTPModel", "toy_mtp", "ToyMTP", "_SPECULATIVE_DECODING_MODELS")]
+
+
+@cacheable
+@dataclass
+class MtpDraftData:
+    """EA308 details: the requested ``method`` and the MTP method strings the tree ``accepted``;
+    the ``draft_architecture`` and ``draft_model_type`` the rewrite yields; the ``candidates`` when
+    it depends on checkpoint fields; the rewrite ``function``; a module ``unanalysed``."""
+
+    method: str | None = None
+    accepted: list[str] = field(default_factory=list)
+    draft_architecture: str | None = None
+    draft_model_type: str | None = None
+    candidates: list[str] = field(default_factory=list)
+    function: str | None = None
+    unanalysed: str | None = None
 
 
 def _where_methods(ctx: Context) -> tuple[str | None, int | None]:
@@ -105,6 +123,7 @@ class MtpDraftRule(Rule):
     )
     FIX_AVAILABLE = False
     METHODS = ("mtp",)
+    DATA = MtpDraftData
     VALID = [
         Example(_TREE, "ToyV3ForCausalLM", method="mtp", rows=_DRAFT_ROW,
                 note="toy_v3 -> toy_mtp -> ToyMTPModel, registered"),

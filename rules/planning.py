@@ -124,6 +124,12 @@ class Planner:
                 continue
             handler = self.planners.get(f.gate)
             if handler is None:
-                self.no(arch, f, f"no codemod exists for gate {f.gate}: {f.message}")
+                from rules.registry import rule_by_gate
+
+                try:
+                    hint = rule_by_gate(f.gate).HOW_TO_FIX
+                except KeyError:
+                    hint = ""
+                self.no(arch, f, f"no codemod exists for gate {f.gate}: {f.message}", hint)
                 continue
             handler(self, result, f)

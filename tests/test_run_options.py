@@ -291,3 +291,37 @@ def test_parallel_drafting_multimodal_guard_by_release():
     # a text-only target is never refused
     assert _audit("0.20.0", "LlamaForCausalLM", "eagle3",
                   RunOptions(parallel_drafting=True, num_speculative_tokens=3)).verdict.value == "supported"
+
+
+# -- matrix with run options -------------------------------------------------------------------------
+
+
+def test_matrix_names_the_first_release_where_mtp_with_pp2_works():
+    from auditor.orchestration.matrix import run_matrix
+    from auditor.render.ci_formats import matrix_markdown
+    from auditor.source.fetch import IndexListing
+
+    listing = IndexListing(sdists=("0.29.0", "0.30.0"), known=("0.29.0", "0.30.0"))
+    pp2 = RunOptions(pipeline_parallel_size=2)
+    report = run_matrix(["DeepseekV3ForCausalLM"], "0.29.0..0.30.0", method="mtp", options=pp2, listing=listing, jobs=1)
+    rows = {r.vllm_version: r for r in report.rows}
+    assert (rows["0.29.0"].verdict.value, rows["0.29.0"].blocking) == ("blocked", ["draft-pp"])
+    assert rows["0.30.0"].verdict.value == "supported" and rows["0.30.0"].first_native
+    assert report.first_supported == {"DeepseekV3ForCausalLM": "0.30.0"}
+    assert report.as_dict()["run_options"]["pipeline_parallel_size"] == 2
+    assert "(mtp, PP=2)" in matrix_markdown(report).splitlines()[0]
+    # the same releases without pipeline parallelism: both supported (the per-archive cache keys the run)
+    plain = run_matrix(["DeepseekV3ForCausalLM"], "0.29.0..0.30.0", method="mtp", listing=listing, jobs=1)
+    assert [r.verdict.value for r in plain.rows] == ["supported", "supported"]
+
+
+def test_gate_takes_the_run_options_and_says_when_no_codemod_exists():
+    p = run("gate", "--candidate", "0.27.0", "--current", "0.33.0", "--model", "DeepseekV3ForCausalLM", "--method",
+            "mtp", "--pipeline-parallel-size", "2", "--format", "json", "--no-progress")
+    assert p.returncode == 1, p.stderr
+    doc = json.loads(p.stdout)
+    (t,) = doc["targets"]
+    assert (doc["outcome"], t["current_verdict"], t["candidate_verdict"], t["regression"]) == (
+        "broken", "supported", "blocked", True)
+    (problem,) = t["problems"]
+    assert problem["gate"] == "draft-pp" and problem["hint"].startswith("no codemod exists for draft-pp: ")

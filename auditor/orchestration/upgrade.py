@@ -464,11 +464,22 @@ def _codemod_for(gate: str) -> str | None:
     return gate if gate in CODEMODS else None
 
 
+def _no_fix_hint(gate: str) -> str:
+    from rules.registry import rule_by_gate
+
+    try:
+        return f"no codemod exists for {gate}: {rule_by_gate(gate).HOW_TO_FIX}"
+    except KeyError:
+        return f"no codemod exists for {gate}"
+
+
 def _finding_problems(result: TargetResult, hint: str) -> list[Problem]:
     out = []
     for f in result.findings:
         if f.severity is Severity.ERROR:
-            out.append(Problem(f.gate, f.message, None, hint, f.path, f.line))
+            # a gate no codemod can fix: say so, and what to do instead (the rule's own advice)
+            out.append(Problem(f.gate, f.message, None, hint if f.fix_available else _no_fix_hint(f.gate),
+                               f.path, f.line))
         elif f.severity is Severity.UNKNOWN:
             out.append(Problem(f.gate, f"the verdict is unknown: {f.message}", None,
                                "give what the finding says is missing (e.g. --hf-config, --model-type)", f.path, f.line))

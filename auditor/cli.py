@@ -7,6 +7,7 @@ error (a bug: one line with a hint to report it; ``eagle-audit --debug ...`` sho
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from enum import Enum
@@ -14,10 +15,9 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from auditor.model.errors import AuditError
+from auditor.render.report import clean
 
 app = typer.Typer(
     name="eagle-audit",
@@ -45,14 +45,45 @@ _state = {"debug": False}
 def _global_options(
     debug: bool = typer.Option(False, "--debug", help="On an internal error, show the Python traceback "
                                "(also EAGLE_AUDIT_DEBUG=1)."),
+    allow_unverified: bool = typer.Option(
+        False, "--allow-unverified", help="Use a release archive whose package-index entry publishes no sha256 "
+        "(reports then mark its source 'unverified'; also EAGLE_AUDIT_ALLOW_UNVERIFIED=1)."),
 ) -> None:
     _state["debug"] = debug
+    if allow_unverified:
+        import os
+
+        from auditor.source.fetch import ALLOW_UNVERIFIED_ENV
+
+        os.environ[ALLOW_UNVERIFIED_ENV] = "1"  # an environment variable: worker processes see it too
 
 
-out = Console(soft_wrap=False)
-if not out.is_terminal:  # piped or captured: do not squeeze tables into 80 columns
-    out = Console(soft_wrap=False, width=160)
-err = Console(stderr=True)
+# rich is imported on first use only: ``scan --format json`` (the warm path of CI) never needs it.
+
+
+@functools.cache
+def _out():
+    """The rich console on stdout (160 columns when piped or captured, so that tables are not
+    squeezed into 80)."""
+    from rich.console import Console
+
+    console = Console(soft_wrap=False)
+    return console if console.is_terminal else Console(soft_wrap=False, width=160)
+
+
+@functools.cache
+def _err():
+    """The rich console on stderr."""
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def escape(text: str) -> str:
+    """``text`` with rich markup escaped."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 
 class Format(str, Enum):
@@ -158,7 +189,7 @@ def _platform_opt(all_ok: bool = False):
 
 
 def _fail(message: str) -> None:
-    err.print(f"[bold red]eagle-audit: error:[/bold red] {escape(message)}", highlight=False, soft_wrap=True)
+    _err().print(f"[bold red]eagle-audit: error:[/bold red] {escape(clean(message))}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
 
@@ -171,7 +202,15 @@ def _check_model_type(value: Optional[str]) -> None:
 
 
 def _progress_enabled(no_progress: bool) -> bool:
-    return not no_progress and err.is_terminal
+    """Progress bars only on a terminal (as rich sees it; stderr that is no tty, without an
+    environment variable forcing a terminal, answers without importing rich)."""
+    import os
+
+    if no_progress:
+        return False
+    if not sys.stderr.isatty() and not any(os.environ.get(v) for v in ("FORCE_COLOR", "TTY_INTERACTIVE")):
+        return False
+    return _err().is_terminal
 
 
 def _open(path: Optional[str], version: Optional[str], no_progress: bool, no_cache: bool,
@@ -181,25 +220,119 @@ def _open(path: Optional[str], version: Optional[str], no_progress: bool, no_cac
     if path and version:
         _fail("give either a PATH or --vllm-version, not both")
     tree = open_tree(path, version, progress=_progress_enabled(no_progress), use_cache=not no_cache)
+    _warn_unverified(tree.source)
     return Auditor(tree, transformers=transformers, platform=platform)
 
 
+def _warn_unverified(source) -> None:
+    from auditor.source.fetch import UNVERIFIED
+
+    if UNVERIFIED in getattr(source, "label", ""):
+        _err().print(f"eagle-audit: warning: {clean(source.label)}", markup=False, highlight=False, soft_wrap=True)
+
+
 def _write(text: str, output: Optional[Path]) -> None:
+    """Write ``text`` to stdout, or to ``output`` (checked by :func:`_check_output` before the
+    work): a regular file is replaced atomically (temporary file + rename; permissions: the
+    existing file's, else what the umask gives), a FIFO or device (``/dev/stdout``) is written
+    directly."""
     if output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return
     import os
+    import secrets
+    import stat
+
+    data = (text if text.endswith("\n") else text + "\n").encode("utf-8")
+    try:
+        st = os.stat(output)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        _fail(f"cannot write {output}: {exc.strerror or exc}")
+    try:
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            with open(output, "wb") as fh:
+                fh.write(data)
+            return
+        output.parent.mkdir(parents=True, exist_ok=True)
+        tmp = output.parent / f".{output.name}.{secrets.token_hex(6)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except OSError as exc:
+        _fail(f"cannot write {output}: {exc.strerror or exc}")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            if st is not None:
+                os.fchmod(fh.fileno(), stat.S_IMODE(st.st_mode))
+            fh.write(data)
+        os.replace(tmp, output)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            _fail(f"cannot write {output}: {exc.strerror or exc}")
+        raise
+
+
+def _check_output(path: Optional[Path], label: str, force: bool, append: bool = False) -> None:
+    """Refuse, before any work, an output path that cannot be written (exit 2, one line): a
+    folder, an existing file without ``--force`` (unless ``append``), a folder on the way that is
+    a file, or a folder where no file can be created (tested by creating and removing one)."""
+    if path is None:
+        return
+    import os
+    import stat
     import tempfile
 
-    output.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, output)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        st = None
+    except OSError as exc:
+        _fail(f"{label} {path}: {exc.strerror or exc}")
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        _fail(f"{label} {path} is a folder; name a file")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        return  # a FIFO or a device such as /dev/stdout: written directly
+    if st is not None and not append and not force:
+        _fail(f"{label} {path} exists; pass --force to overwrite it")
+    if st is not None and append:
+        try:
+            with open(path, "ab"):
+                pass
+        except OSError as exc:
+            _fail(f"{label} {path}: cannot write: {exc.strerror or exc}")
+        return
+    folder = path.parent
+    while True:  # the nearest folder that exists: the missing ones will be created in it
+        try:
+            fst = os.stat(folder)
+        except (FileNotFoundError, NotADirectoryError):
+            if folder == folder.parent:
+                _fail(f"{label} {path}: cannot be created")
+            folder = folder.parent
+            continue
+        except OSError as exc:
+            _fail(f"{label} {path}: {exc.strerror or exc}")
+        break
+    if not stat.S_ISDIR(fst.st_mode):
+        _fail(f"{label} {path}: cannot be created ({folder} is not a folder)")
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".eagle-audit-probe.")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        _fail(f"{label} {path}: cannot write in {folder}: {exc.strerror or exc}")
+
+
+ForceOpt = typer.Option(False, "--force", help="Overwrite an existing output file.")
+
+
+def _safe_name(text: str) -> str:
+    """A file name made of ``text`` (characters other than letters, digits, ``_.+-`` become ``_``)."""
+    import re
+
+    name = re.sub(r"[^A-Za-z0-9_.+-]", "_", text)[:120].lstrip(".")
+    return name or "fix"
 
 
 @app.command()
@@ -222,6 +355,7 @@ def scan(
     num_speculative_tokens: Optional[int] = _num_spec_opt(),
     fmt: Format = typer.Option(Format.table, "--format", "-f", help="Output format."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
+    force: bool = ForceOpt,
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every target and warning in the table."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
@@ -239,6 +373,7 @@ def scan(
     from auditor.render import report as rep
 
     _check_model_type(model_type)
+    _check_output(output, "--output", force)
     methods = _methods(method)
     run = _run_options(methods[0], pipeline_parallel_size, draft_config, parallel_drafting, num_speculative_tokens,
                        "cuda" if platform is PlatformOpt.all else platform.value)
@@ -254,7 +389,7 @@ def scan(
                              lambda idx, aud: auditor.scan(specs, methods, cfg, progress=aud, prefetch=full,
                                                            prefetch_progress=idx, options=run))
     if fmt is Format.table and output is None:
-        rep.scan_table(result, out, verbose=verbose or not full)
+        rep.scan_table(result, _out(), verbose=verbose or not full)
     else:
         _write(_render(result, fmt), output)
     if exit_zero:
@@ -291,8 +426,8 @@ def _scan_all_platforms(path, vllm_version, model, model_type, hf_config, method
                            "differences": diffs}, indent=2), output)
     else:
         for plat, r in reports.items():
-            out.print(f"[bold]{plat}[/bold]: {rep.summary_line(r)}", highlight=False)
-        rep.platform_differences_table(diffs, out)
+            _out().print(f"[bold]{plat}[/bold]: {rep.summary_line(r)}", highlight=False)
+        rep.platform_differences_table(diffs, _out())
     if exit_zero:
         raise typer.Exit(0)
     ok = all(r.targets and all(t.verdict.value == "supported" for t in r.targets) for r in reports.values())
@@ -327,7 +462,7 @@ def _with_progress(show: bool, label: str, fn):
     )
 
     with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True) as prog:
+                  console=_err(), transient=True) as prog:
         task = prog.add_task(label, total=None)
 
         def cb(done: int, total: int) -> None:
@@ -349,7 +484,7 @@ def _with_progress2(show: bool, labels: tuple[str, str], fn):
     )
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True) as prog:
+                  console=_err(), transient=True) as prog:
         tasks = [prog.add_task(label, total=None) for label in labels]
 
         def make(task):
@@ -368,6 +503,7 @@ def explain(
     all_archs: bool = typer.Option(False, "--all", help="Every registry architecture (JSON list)."),
     fmt: Format = typer.Option(Format.table, "--format", "-f", help="table or json."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write JSON to this file."),
+    force: bool = ForceOpt,
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
     platform: OnePlatform = _platform_opt(),
@@ -384,6 +520,7 @@ def explain(
         _fail("give an architecture, or --all")
     if arch and all_archs:
         _fail("give an architecture or --all, not both")
+    _check_output(output, "--output", force)
     auditor = _open(path, vllm_version, no_progress, no_cache, platform=platform.value)
     if all_archs:
         _with_progress(_progress_enabled(no_progress), "indexing modules", auditor.prefetch_all)
@@ -394,7 +531,7 @@ def explain(
     if fmt is Format.json or output is not None:
         _write(json.dumps(info, indent=2), output)
     else:
-        rep.explain_tree(info, out)
+        rep.explain_tree(info, _out())
 
 
 @app.command("rules")
@@ -427,7 +564,7 @@ def list_rules(
     for code, r in RULES.items():
         t.add_row(code, r.GATE, "yes" if r.BLOCKING else "warning", "yes" if r.FIX_AVAILABLE else "no",
                   f"{r.WHY}\n[bold]Fix:[/bold] {r.HOW_TO_FIX}")
-    out.print(t)
+    _out().print(t)
 
 
 @app.command("fix")
@@ -449,6 +586,7 @@ def fix_cmd(
         None, "--codemods", help="Replay a codemods file written by --out on this tree (re-planned from its scan)."),
     apply: bool = typer.Option(False, "--apply", help="Edit the folder tree in place (atomic writes, backup kept)."),
     revert: bool = typer.Option(False, "--revert", help="Restore the files changed by the last --apply on this tree."),
+    force: bool = typer.Option(False, "--force", help="With --out: overwrite existing patch and codemods files."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
     platform: OnePlatform = _platform_opt(),
@@ -477,13 +615,25 @@ def fix_cmd(
             bdir, paths = fx.revert_folder(root)
         except fx.FixRefused as exc:
             _fail(str(exc))
-        err.print(f"restored {len(paths)} file(s) from {bdir}", markup=False, highlight=False)
+        _err().print(f"restored {len(paths)} file(s) from {clean(bdir)}", markup=False, highlight=False)
         raise typer.Exit(0)
     (method,) = _methods(method, all_ok=False)
     if codemods and model:
         _fail("give either --model or --codemods, not both")
     _check_model_type(model_type)
     loaded = fx.load_codemods(codemods) if codemods else None  # validated before any work
+    if codemods:
+        name = _safe_name(codemods.name.removesuffix(".json").removesuffix(".codemods"))
+    else:
+        name = _safe_name("+".join(model))
+    if out_dir is not None:
+        try:
+            if out_dir.exists() and not out_dir.is_dir():
+                _fail(f"--out {out_dir} is not a folder")
+        except OSError as exc:
+            _fail(f"--out {out_dir}: {exc.strerror or exc}")
+        _check_output(out_dir / f"{name}.patch", "--out", force)
+        _check_output(out_dir / f"{name}.codemods.json", "--out", force)
     auditor = _open(path, vllm_version, no_progress, no_cache, platform=platform.value)
     only = None
     if loaded is not None:
@@ -491,10 +641,8 @@ def fix_cmd(
         missing = [s.architecture for s in specs if s.architecture not in auditor.registry.entries]
         if missing:
             _fail(f"--codemods: {', '.join(missing)} not in this tree's registry")
-        name = codemods.name.removesuffix(".json").removesuffix(".codemods")
     elif model:
         specs = resolve_targets(auditor.registry, model, model_type)
-        name = "+".join(m.replace("/", "_") for m in model)
     else:
         _fail("give --model NAME (or --codemods FILE, or --revert)")
     root = auditor.tree.source.root()
@@ -506,31 +654,33 @@ def fix_cmd(
                        platform.value)
     result = fx.plan_fix(auditor, specs, method, only, run)
     if result.already_supported:
-        err.print(result.report(), markup=False, highlight=False, soft_wrap=True)
-        err.print("every target is already supported: nothing to change (empty diff)", highlight=False)
+        _err().print(clean(result.report(), multiline=True), markup=False, highlight=False, soft_wrap=True)
+        _err().print("every target is already supported: nothing to change (empty diff)", highlight=False)
         raise typer.Exit(0)
     if not result.ok:
-        err.print(result.report(), markup=False, highlight=False, soft_wrap=True)
-        err.print("[bold red]not fixed:[/bold red] nothing was written", highlight=False)
+        _err().print(clean(result.report(), multiline=True), markup=False, highlight=False, soft_wrap=True)
+        _err().print("[bold red]not fixed:[/bold red] nothing was written", highlight=False)
         raise typer.Exit(1)
-    err.print(result.report(), markup=False, highlight=False, soft_wrap=True)
-    err.print(f"{result.diffstat()} (validated: re-scan gives supported; {result.seconds:.1f}s)",
+    _err().print(clean(result.report(), multiline=True), markup=False, highlight=False, soft_wrap=True)
+    _err().print(f"{result.diffstat()} (validated: re-scan gives supported; {result.seconds:.1f}s)",
               markup=False, highlight=False)
     if out_dir is None and not apply:
-        sys.stdout.write(result.diff())
+        diff = result.diff()
+        sys.stdout.write(clean(diff, multiline=True) if sys.stdout.isatty() else diff)  # a pipe gets the exact patch
         raise typer.Exit(0)
     if out_dir is not None:
         _write(result.diff(), out_dir / f"{name}.patch")
         _write(json.dumps(result.codemods_document(), indent=2), out_dir / f"{name}.codemods.json")
-        err.print(f"wrote {out_dir / (name + '.patch')} (apply from the folder that contains vllm/ with "
-                  f"patch -p1 or git apply) and {out_dir / (name + '.codemods.json')}", markup=False, highlight=False)
+        _err().print(clean(f"wrote {out_dir / (name + '.patch')} (apply from the folder that contains vllm/ with "
+                        f"patch -p1 or git apply) and {out_dir / (name + '.codemods.json')}"), markup=False,
+                  highlight=False)
     if apply:
         _sigterm_interrupts()
         try:
             bdir = fx.apply_to_folder(root, result)
         except fx.FixRefused as exc:
             _fail(str(exc))
-        err.print(f"applied to {root}; originals kept in {bdir} (undo: eagle-audit fix --revert {root})",
+        _err().print(clean(f"applied to {root}; originals kept in {bdir} (undo: eagle-audit fix --revert {root})"),
                   markup=False, highlight=False)
     raise typer.Exit(0)
 
@@ -593,9 +743,11 @@ def _open_side(label: str, value: str, no_progress: bool, no_cache: bool, platfo
     from auditor.orchestration.upgrade import open_side
 
     try:
-        return open_side(value, progress=_progress_enabled(no_progress), use_cache=not no_cache, platform=platform)
+        side = open_side(value, progress=_progress_enabled(no_progress), use_cache=not no_cache, platform=platform)
     except AuditError as exc:
         _fail(f"{label} {value}: {exc}")
+    _warn_unverified(side.tree.source)
+    return side
 
 
 @app.command("gate")
@@ -628,6 +780,7 @@ def gate_cmd(
     config: Optional[Path] = ConfigOpt,
     fmt: GateFormat = typer.Option(GateFormat.table, "--format", "-f", help="Output format."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
+    force: bool = ForceOpt,
     summary: Optional[Path] = SummaryOpt,
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
@@ -658,6 +811,8 @@ def gate_cmd(
     run = cfg.run_options(platform=platform.value)
     if not cfg.candidate:
         _fail("give --candidate X|PATH (or candidate in pyproject.toml, tool.eagle-audit)")
+    _check_output(output, "--output", force)
+    _check_output(summary, "--summary", force, append=True)
     if cfg.codemods is not None and not Path(cfg.codemods).is_file():
         _fail(f"--codemods: no such file: {cfg.codemods}")
     if cfg.codemods is not None:
@@ -678,7 +833,7 @@ def gate_cmd(
     if fmt is GateFormat.table and output is None:
         from rich.markdown import Markdown
 
-        out.print(Markdown(markdown))
+        _out().print(Markdown(clean(markdown, multiline=True)))
     else:
         text = {
             GateFormat.json: lambda: json.dumps(report.as_dict(), indent=2),
@@ -690,7 +845,7 @@ def gate_cmd(
         _write(text, output)
     _append(markdown, summary)
     if output is not None or fmt is not GateFormat.table:
-        err.print(f"eagle-audit gate: {report.outcome.value}: {report.message()}", markup=False, highlight=False,
+        _err().print(clean(f"eagle-audit gate: {report.outcome.value}: {report.message()}"), markup=False, highlight=False,
                   soft_wrap=True)
     raise typer.Exit(0 if exit_zero else report.exit_code)
 
@@ -717,6 +872,7 @@ def matrix_cmd(
     config: Optional[Path] = ConfigOpt,
     fmt: MatrixFormat = typer.Option(MatrixFormat.table, "--format", "-f", help="Output format."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
+    force: bool = ForceOpt,
     summary: Optional[Path] = SummaryOpt,
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
@@ -738,6 +894,8 @@ def matrix_cmd(
                   parallel_drafting=parallel_drafting, num_speculative_tokens=num_speculative_tokens)
     if not cfg.versions:
         _fail("give --versions SPEC (or versions in pyproject.toml, tool.eagle-audit)")
+    _check_output(output, "--output", force)
+    _check_output(summary, "--summary", force, append=True)
     run = cfg.run_options(platform=platform.value)
     report = _matrix_progress(_progress_enabled(no_progress), lambda cb: run_matrix(
         cfg.targets, cfg.versions, method=cfg.methods[0], model_type=cfg.model_type, jobs=jobs,
@@ -746,15 +904,16 @@ def matrix_cmd(
     if fmt is MatrixFormat.table and output is None:
         from rich.markdown import Markdown
 
-        out.print(Markdown(markdown))
+        _out().print(Markdown(clean(markdown, multiline=True)))
     else:
         _write(json.dumps(report.as_dict(), indent=2) if fmt is MatrixFormat.json else markdown, output)
     _append(markdown, summary)
     n = len(report.releases)
-    err.print(f"eagle-audit matrix: {n} release(s), {len(report.rows)} row(s) in {report.seconds:.1f}s "
+    _err().print(f"eagle-audit matrix: {n} release(s), {len(report.rows)} row(s) in {report.seconds:.1f}s "
               f"({report.jobs} worker(s))", markup=False, highlight=False)
     for v, e in sorted(report.errors.items()):
-        err.print(f"[bold red]eagle-audit: error:[/bold red] vLLM {v}: {e}", highlight=False, soft_wrap=True)
+        _err().print(f"[bold red]eagle-audit: error:[/bold red] vLLM {escape(clean(v))}: {escape(clean(e))}",
+                  highlight=False, soft_wrap=True)
     raise typer.Exit(2 if report.errors else 0)
 
 
@@ -772,7 +931,7 @@ def _matrix_progress(show: bool, fn):
 
     labels = {"fetch": "fetching archives", "audit": "auditing releases"}
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True) as prog:
+                  console=_err(), transient=True) as prog:
         tasks = {k: prog.add_task(v, total=None) for k, v in labels.items()}
 
         def cb(stage: str, done: int, total: int) -> None:
@@ -787,10 +946,10 @@ def main(argv: Optional[list[str]] = None) -> None:
     try:
         rv = app(args=argv, standalone_mode=False)
     except AuditError as exc:
-        err.print(f"[bold red]eagle-audit: error:[/bold red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        _err().print(f"[bold red]eagle-audit: error:[/bold red] {escape(clean(exc))}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except (KeyboardInterrupt, typer.Abort):
-        err.print("eagle-audit: interrupted")
+        _err().print("eagle-audit: interrupted")
         sys.exit(130)
     except Exception as exc:  # click's exceptions (typer may vendor its own copy of click), or a bug
         if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
@@ -800,7 +959,7 @@ def main(argv: Optional[list[str]] = None) -> None:
             sys.stdout.write(ctx.get_help() + "\n")
             sys.exit(0)
         hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
-        err.print(f"[bold red]eagle-audit: error:[/bold red] {escape(exc.format_message())}{escape(hint)}",
+        _err().print(f"[bold red]eagle-audit: error:[/bold red] {escape(clean(exc.format_message()))}{escape(clean(hint))}",
                   highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     sys.exit(rv if isinstance(rv, int) else 0)
@@ -818,7 +977,7 @@ def _internal_error(exc: BaseException) -> None:
     if len(text) > 200:
         text = text[:197] + "..."
     what = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    err.print(f"[bold red]eagle-audit: internal error:[/bold red] {escape(what)} — this is a bug in eagle-audit; "
+    _err().print(f"[bold red]eagle-audit: internal error:[/bold red] {escape(clean(what))} — this is a bug in eagle-audit; "
               "please report it with the command line (rerun with --debug for the traceback)",
               highlight=False, soft_wrap=True)
     sys.exit(EXIT_INTERNAL)

@@ -124,12 +124,10 @@ class Planner:
                 continue
             handler = self.planners.get(f.gate)
             if handler is None:
-                from rules.registry import rule_by_gate
+                from rules.registry import RULES
 
-                try:
-                    hint = rule_by_gate(f.gate).HOW_TO_FIX
-                except KeyError:
-                    hint = ""
+                rule = next((r for r in RULES.values() if r.GATE == f.gate), None)
+                hint = rule.HOW_TO_FIX if rule else ""
                 self.no(arch, f, f"no codemod exists for gate {f.gate}: {f.message}", hint)
                 continue
             handler(self, result, f)

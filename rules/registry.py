@@ -88,14 +88,6 @@ CODEMODS: dict[str, str] = {e.rule.GATE: e.codemod for e in TABLE if e.codemod i
 EXTRACTORS: tuple[Extractor, ...] = tuple(x for e in TABLE for x in e.extractors)
 
 
-def rule_by_gate(gate: str) -> type[Rule]:
-    """The rule class for a gate id. Raises KeyError for an unknown gate."""
-    for r in RULES.values():
-        if r.GATE == gate:
-            return r
-    raise KeyError(gate)
-
-
 def codemod_class(name: str):
     """The codemod class registered as ``name`` (a :class:`rules.cst.EagleCodemod` subclass).
     Raises KeyError for an unknown name."""

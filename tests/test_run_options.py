@@ -296,14 +296,13 @@ def test_parallel_drafting_multimodal_guard_by_release():
 # -- matrix with run options -------------------------------------------------------------------------
 
 
-def test_matrix_names_the_first_release_where_mtp_with_pp2_works():
+def test_matrix_names_the_first_release_where_mtp_with_pp2_works(releases):
     from auditor.orchestration.matrix import run_matrix
     from auditor.render.ci_formats import matrix_markdown
-    from auditor.source.fetch import IndexListing
 
-    listing = IndexListing(sdists=("0.29.0", "0.30.0"), known=("0.29.0", "0.30.0"))
     pp2 = RunOptions(pipeline_parallel_size=2)
-    report = run_matrix(["DeepseekV3ForCausalLM"], "0.29.0..0.30.0", method="mtp", options=pp2, listing=listing, jobs=1)
+    report = run_matrix(["DeepseekV3ForCausalLM"], "0.29.0..0.30.0", method="mtp", options=pp2, releases=releases,
+                        jobs=1)
     rows = {r.vllm_version: r for r in report.rows}
     assert (rows["0.29.0"].verdict.value, rows["0.29.0"].blocking) == ("blocked", ["draft-pp"])
     assert rows["0.30.0"].verdict.value == "supported" and rows["0.30.0"].first_native
@@ -311,7 +310,7 @@ def test_matrix_names_the_first_release_where_mtp_with_pp2_works():
     assert report.as_dict()["run_options"]["pipeline_parallel_size"] == 2
     assert "(mtp, PP=2)" in matrix_markdown(report).splitlines()[0]
     # the same releases without pipeline parallelism: both supported (the per-archive cache keys the run)
-    plain = run_matrix(["DeepseekV3ForCausalLM"], "0.29.0..0.30.0", method="mtp", listing=listing, jobs=1)
+    plain = run_matrix(["DeepseekV3ForCausalLM"], "0.29.0..0.30.0", method="mtp", releases=releases, jobs=1)
     assert [r.verdict.value for r in plain.rows] == ["supported", "supported"]
 
 

@@ -72,7 +72,7 @@ class LoopFact:
     ``enumerate(..., start=X)`` if given; ``over_slice`` True when the iterable slices the layers
     (``islice(self.layers, start, end)`` or ``self.layers[start:end]``); ``captures`` True when the
     body tests the index against ``aux_hidden_state_layers`` and appends, or calls
-    ``_maybe_add_hidden_state``; ``capture_line``; ``uses_mixin_helper`` for the latter form;
+    ``_maybe_add_hidden_state``; ``uses_mixin_helper`` for the latter form;
     ``capture_list`` the name of the list the states go to (``"?"`` when it is no plain name).
     """
 
@@ -82,9 +82,7 @@ class LoopFact:
     enumerate_start: str | None
     over_slice: bool
     captures: bool
-    capture_line: int | None
     uses_mixin_helper: bool
-    end_line: int = 0
     over_layers: bool = False
     capture_list: str | None = None
 
@@ -106,7 +104,6 @@ class MethodFact:
 
     name: str
     line: int
-    end_line: int
     is_stub: bool
     decorators: list[str] = field(default_factory=list)
     names: frozenset[str] = frozenset()
@@ -116,9 +113,7 @@ class MethodFact:
     returns_call: list[str] = field(default_factory=list)
     loops: list[LoopFact] = field(default_factory=list)
     returns_aux: bool = False
-    aux_list_var: str | None = None
     delegates: list[tuple[str, str]] = field(default_factory=list)
-    strings: frozenset[str] = frozenset()
 
 
 @cacheable
@@ -149,7 +144,6 @@ class ClassFact:
     name: str
     qualname: str
     line: int
-    end_line: int
     bases: list[str]
     keywords: dict[str, str]
     decorators: list[str]
@@ -327,7 +321,6 @@ def _loop_fact(loop: ast.For) -> LoopFact | None:
     elif index_kind == "range":
         over_slice = True
     captures = False
-    capture_line = None
     capture_list = None
     mixin = False
     for node in ast.walk(loop):
@@ -338,7 +331,6 @@ def _loop_fact(loop: ast.For) -> LoopFact | None:
                     first = node.args[0] if node.args else None
                     capture_list = first.id if isinstance(first, ast.Name) else "?"
                 captures, mixin = True, True
-                capture_line = capture_line or node.lineno
         if isinstance(node, ast.If):
             t = node.test
             if (
@@ -352,7 +344,6 @@ def _loop_fact(loop: ast.For) -> LoopFact | None:
                     if not captures:
                         capture_list = dotted(appends[0].func.value) or "?"
                     captures = True
-                    capture_line = capture_line or node.lineno
     return LoopFact(
         line=loop.lineno,
         index_var=index_var,
@@ -360,9 +351,7 @@ def _loop_fact(loop: ast.For) -> LoopFact | None:
         enumerate_start=enum_start,
         over_slice=over_slice,
         captures=captures,
-        capture_line=capture_line,
         uses_mixin_helper=mixin,
-        end_line=getattr(loop, "end_lineno", loop.lineno) or loop.lineno,
         over_layers=_mentions(it, "layers"),
         capture_list=capture_list,
     )
@@ -416,7 +405,6 @@ def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
     mf = MethodFact(
         name=fn.name,
         line=fn.lineno,
-        end_line=fn.end_lineno or fn.lineno,
         is_stub=_is_stub_body(fn.body),
         decorators=[_short(d) for d in fn.decorator_list],
     )
@@ -479,7 +467,6 @@ def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
                 hit = [e.id for e in elts[1:] if isinstance(e, ast.Name) and (e.id in aux_vars or "aux" in e.id)]
                 if len(elts) >= 2 and hit:
                     mf.returns_aux = True
-                    mf.aux_list_var = hit[0]
     return mf
 
 
@@ -665,7 +652,6 @@ class _Summarizer:
             name=node.name,
             qualname=qualname,
             line=node.lineno,
-            end_line=node.end_lineno or node.lineno,
             bases=[_text(b) for b in node.bases],
             keywords={k.arg or "**": _text(k.value) for k in node.keywords},
             decorators=[_short(d) for d in node.decorator_list],
@@ -766,6 +752,28 @@ class Extractor:
         if not all(n in source for n in self.needles):
             return False
         return self.prefilter is None or self.prefilter(source)
+#: Files the newer-grammar parser is tried on: at most this size, and brackets nested at most
+#: this deep (Python itself refuses more than 200 nested parentheses).
+_NEWER_SYNTAX_MAX_BYTES = 4 << 20
+_NEWER_SYNTAX_MAX_DEPTH = 200
+
+
+def _bracket_depth(source: bytes) -> int:
+    """The deepest nesting of ``( [ {`` in ``source``, ignoring that brackets may sit in strings
+    or comments (an upper bound, only used to refuse pathological input cheaply)."""
+    depth = deepest = 0
+    for ch in source.translate(None, _NOT_BRACKETS):
+        if ch in b"([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif depth:
+            depth -= 1
+    return deepest
+
+
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"()[]{}")
+
+
 def parse_newer_syntax(source: bytes, path: str) -> tuple[ast.Module, list[int]] | None:
     """Parse a module that this interpreter's ``ast`` rejects but that is valid Python of a newer
     grammar (``type X = int``, ``def f[T](x: T)`` on Python 3.11): libcst's parser, which accepts
@@ -774,8 +782,11 @@ def parse_newer_syntax(source: bytes, path: str) -> tuple[ast.Module, list[int]]
 
     Returns:
         ``(syntax tree, first lines of the replaced statements)``, or None when libcst rejects the
-        module too (a real syntax error) or the statements cannot be isolated.
+        module too (a real syntax error), the statements cannot be isolated, or the file is too
+        large or too deeply nested to try (see :data:`_NEWER_SYNTAX_MAX_DEPTH`).
     """
+    if len(source) > _NEWER_SYNTAX_MAX_BYTES or _bracket_depth(source) > _NEWER_SYNTAX_MAX_DEPTH:
+        return None  # pathological nesting: libcst's native parser would overflow its stack
     import libcst as cst
     from libcst.metadata import MetadataWrapper, PositionProvider
 
@@ -810,6 +821,12 @@ def parse_error_line(exc: SyntaxError) -> str:
     return f"line {exc.lineno}: {exc.msg}"
 
 
+def _too_big(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply to analyse (RecursionError); not analysed"
+    return "too large to analyse (MemoryError); not analysed"
+
+
 def summarize(source: bytes, path: str, extractors: tuple[Extractor, ...] = ()) -> ModuleSummary:
     """Build the :class:`ModuleSummary` of one module.
 
@@ -834,20 +851,28 @@ def summarize(source: bytes, path: str, extractors: tuple[Extractor, ...] = ()) 
         try:
             tree = ast.parse(source, filename=path)
         except (SyntaxError, ValueError) as exc:
-            newer = parse_newer_syntax(source, path)
+            try:
+                newer = parse_newer_syntax(source, path)
+            except (RecursionError, MemoryError) as deep:
+                return ModuleSummary(module=module, path=path, is_package=is_package, error=_too_big(deep))
             if newer is None:
                 msg = parse_error_line(exc) if isinstance(exc, SyntaxError) else str(exc)
                 return ModuleSummary(module=module, path=path, is_package=is_package, error=msg)
             tree, replaced = newer
-        summary = _Summarizer(module, path, is_package, track_bases=b"__bases__" in source).run(tree)
-        if replaced:
-            # statements of a grammar newer than this interpreter's, left out of the index
-            summary.extras["newer_syntax_lines"] = replaced
-        for ex in extractors:
-            if ex.wants(path, source):
-                found = ex.run(tree)
-                if found:
-                    summary.extras[ex.name] = found
+        except (RecursionError, MemoryError) as exc:
+            return ModuleSummary(module=module, path=path, is_package=is_package, error=_too_big(exc))
+        try:  # the walks below recurse too: a tree that parsed may still be too deep for them
+            summary = _Summarizer(module, path, is_package, track_bases=b"__bases__" in source).run(tree)
+            if replaced:
+                # statements of a grammar newer than this interpreter's, left out of the index
+                summary.extras["newer_syntax_lines"] = replaced
+            for ex in extractors:
+                if ex.wants(path, source):
+                    found = ex.run(tree)
+                    if found:
+                        summary.extras[ex.name] = found
+        except (RecursionError, MemoryError) as exc:
+            return ModuleSummary(module=module, path=path, is_package=is_package, error=_too_big(exc))
         return summary
     finally:
         if was_enabled:

@@ -1,16 +1,21 @@
-"""Rendering of scan reports and class explanations (table, JSON, Markdown). No analysis here."""
+"""Rendering of scan reports and class explanations (table, JSON, Markdown). No analysis here.
+
+Every string that comes from the scanned tree (registry keys, class names, paths, messages that
+quote them) goes through :func:`clean` before it reaches a terminal or a Markdown document, and
+through :func:`rich.markup.escape` where rich would read markup: a tree cannot repaint the screen
+or restyle the report.
+"""
 
 from __future__ import annotations
 
 import json
-
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
-from rich.tree import Tree as RichTree
+import re
+from typing import TYPE_CHECKING
 
 from auditor.model.results import ScanReport
+
+if TYPE_CHECKING:  # rich is imported by the functions that print, so that JSON never loads it
+    from rich.console import Console
 
 _STYLE = {"supported": "green", "blocked": "red", "unknown": "yellow", "not-a-target": "dim"}
 
@@ -37,16 +42,54 @@ def rules_json() -> str:
                         "blocking": r.BLOCKING, "fix_available": r.FIX_AVAILABLE, "methods": list(r.METHODS),
                         "why": r.WHY, "how_to_fix": r.HOW_TO_FIX} for code, r in RULES.items()], indent=2)
 
+# C0 and C1 controls, DEL, and the Unicode format characters that reorder or hide text
+# (bidirectional overrides and isolates, line and paragraph separators).
+_BIDI = r"\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_CONTROL_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f" + _BIDI + "]")
+_CONTROL_TEXT = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f" + _BIDI + "]")
+
+
+def clean(text: object, multiline: bool = False) -> str:
+    """``text`` with every control character shown as an escape (``ESC`` becomes ``\\x1b``,
+    a right-to-left override ``\\u202e``), so that printing it cannot move the cursor, clear the
+    screen, change colours or reorder what the reader sees.
+
+    Args:
+        text: any value (``str()`` of it is cleaned).
+        multiline: keep newlines and tabs (for reports and diffs); otherwise they are escaped too.
+
+    Returns:
+        The neutralised text.
+    """
+    pattern = _CONTROL_TEXT if multiline else _CONTROL_LINE
+    return pattern.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                       else f"\\u{ord(m.group()):04x}", str(text))
+
+
+def _clean_all(value):
+    """A copy of a JSON-like value with every string cleaned (for explanations)."""
+    if isinstance(value, str):
+        return clean(value)
+    if isinstance(value, dict):
+        return {k: _clean_all(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean_all(v) for v in value]
+    return value
+
 
 def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> None:
     """Print a scan: a rich table (architecture, method, verdict, blocking gates, ``file:line`` of
     each finding), then each finding's message under its target, then a summary line. In a full
     scan (more than 30 results) without ``verbose``, supported targets without findings and
     warnings are left out of the table."""
-    title = f"vLLM {report.vllm_version or '?'} — {report.source}"
+    from rich.markup import escape
+    from rich.table import Table
+    from rich.text import Text
+
+    title = Text(clean(f"vLLM {report.vllm_version or '?'} — {report.source}"))
     run = run_text(report)
     if run:
-        title += f" ({run})"
+        title.append(f" ({run})")
     table = Table(title=title)
     table.add_column("architecture", no_wrap=True)
     table.add_column("method", no_wrap=True)
@@ -67,32 +110,37 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
                 where.append("\n")
             tag = "" if f.severity.value == "error" else f" ({f.severity.value})"
             where.append(f"{f.gate}{tag} ", style=style)
-            where.append(f.where or "-", style="cyan")
-        table.add_row(r.architecture, r.method, Text(r.verdict.value, style=_STYLE[r.verdict.value]),
+            where.append(clean(f.where or "-"), style="cyan")
+        table.add_row(Text(clean(r.architecture)), r.method, Text(r.verdict.value, style=_STYLE[r.verdict.value]),
                       ", ".join(r.blocking) or "—", where if where.plain else "—")
     console.print(table)
     for r, findings in shown:
         if r.note:
-            console.print(f"[bold]{r.architecture}[/bold] ({r.role}): {r.note}", highlight=False)
+            console.print(f"[bold]{escape(clean(r.architecture))}[/bold] ({r.role}): {escape(clean(r.note))}",
+                          highlight=False)
         if r.draft_architecture and not many:
-            console.print(f"[bold]{r.architecture}[/bold] ({r.method}): draft {r.draft_architecture} "
-                          f"→ {r.draft_class or '?'}", highlight=False)
+            console.print(f"[bold]{escape(clean(r.architecture))}[/bold] ({r.method}): draft "
+                          f"{escape(clean(r.draft_architecture))} → {escape(clean(r.draft_class or '?'))}",
+                          highlight=False)
         if not findings:
             continue
-        console.print(f"[bold]{r.architecture}[/bold] ({r.method}, text model_type {r.text_model_type!r}: {r.model_type_source})")
+        console.print(f"[bold]{escape(clean(r.architecture))}[/bold] ({r.method}, text model_type "
+                      f"{escape(clean(repr(r.text_model_type)))}: {escape(clean(r.model_type_source))})")
         for f in findings:
             style = {"error": "red", "warning": "yellow", "unknown": "magenta"}[f.severity.value]
             fix = " [dim](fix available)[/dim]" if f.fix_available else ""
-            console.print(f"  [{style}]{f.rule} {f.gate} {f.severity.value}[/{style}] [cyan]{f.where}[/cyan]{fix}", highlight=False)
-            console.print(f"    {f.message}", highlight=False, markup=False)
+            console.print(f"  [{style}]{f.rule} {f.gate} {f.severity.value}[/{style}] [cyan]{escape(clean(f.where))}"
+                          f"[/cyan]{fix}", highlight=False)
+            console.print(f"    {clean(f.message)}", highlight=False, markup=False)
     if many:
         supported = sorted({r.architecture for r in report.results if r.verdict.value == "supported"})
-        console.print(f"supported ({len(supported)}): {', '.join(supported) or '-'}", highlight=False)
+        console.print(f"supported ({len(supported)}): {clean(', '.join(supported) or '-')}", highlight=False,
+                      markup=False)
         console.print("(supported targets, drafters, pooling models and warnings are left out of the table in a "
                       "full scan; --verbose shows all)", style="dim")
     console.print(summary_line(report))
     for p, e in sorted(report.parse_errors.items()):
-        console.print(f"[yellow]does not parse:[/yellow] {p} {e}")
+        console.print(f"[yellow]does not parse:[/yellow] {escape(clean(p))} {escape(clean(e))}", highlight=False)
 
 
 def run_text(report: ScanReport) -> str:
@@ -123,13 +171,15 @@ def scan_json(report: ScanReport) -> str:
 def scan_markdown(report: ScanReport) -> str:
     """A Markdown table of the scan, for CI job summaries."""
     run = run_text(report)
-    out = [f"### eagle-audit: vLLM {report.vllm_version or '?'}" + (f" ({run})" if run else ""), "",
+    out = [f"### eagle-audit: vLLM {clean(report.vllm_version or '?')}" + (f" ({clean(run)})" if run else ""), "",
            "| architecture | method | verdict | blocking gates | findings |", "|---|---|---|---|---|"]
     for r in report.results:
-        fs = "<br>".join(f"`{f.rule}` {f.gate} `{f.where}`: {f.message}".replace("|", "\\|") for f in r.findings)
+        fs = "<br>".join(clean(f"`{f.rule}` {f.gate} `{f.where}`: {f.message}").replace("|", "\\|") for f in r.findings)
         if r.draft_architecture:
-            fs = f"draft {r.draft_architecture} (`{r.draft_class}`)" + ("<br>" + fs if fs else "")
-        out.append(f"| {r.architecture} | {r.method} | **{r.verdict.value}** | {', '.join(r.blocking) or '—'} | {fs or '—'} |")
+            draft = clean(f"draft {r.draft_architecture} (`{r.draft_class}`)").replace("|", "\\|")
+            fs = draft + ("<br>" + fs if fs else "")
+        arch = clean(r.architecture).replace("|", "\\|")
+        out.append(f"| {arch} | {r.method} | **{r.verdict.value}** | {', '.join(r.blocking) or '—'} | {fs or '—'} |")
     out += ["", summary_line(report)]
     return "\n".join(out) + "\n"
 
@@ -138,6 +188,9 @@ def platform_differences_table(diffs: list[dict], console: Console) -> None:
     """Print where verdicts differ between platforms (see
     :func:`auditor.orchestration.scan.platform_differences`): one row per target and method, one
     column per platform (verdict, blocking gates, and the class when it differs)."""
+    from rich.table import Table
+    from rich.text import Text
+
     if not diffs:
         console.print("the verdicts are the same on every platform")
         return
@@ -165,8 +218,26 @@ def platform_differences_table(diffs: list[dict], console: Console) -> None:
     console.print(table)
 
 
+def _escape_all(value):
+    """A copy of a JSON-like value with every string markup-escaped (for rich)."""
+    from rich.markup import escape
+
+    if isinstance(value, str):
+        return escape(value)
+    if isinstance(value, dict):
+        return {k: _escape_all(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_escape_all(v) for v in value]
+    return value
+
+
 def explain_tree(info: dict, console: Console) -> None:
-    """Print an explanation (see :func:`auditor.orchestration.explain.explain`) as a rich tree."""
+    """Print an explanation (see :func:`auditor.orchestration.explain.explain`) as a rich tree.
+    Every string of ``info`` is cleaned and markup-escaped first."""
+    from rich.text import Text
+    from rich.tree import Tree as RichTree
+
+    info = _escape_all(_clean_all(info))
     head = f"[bold]{info['architecture']}[/bold] → {info['class']}  [cyan]{info['path']}:{info['line']}[/cyan]"
     if info.get("empty_subclass"):
         head += "  [yellow](empty subclass)[/yellow]"
@@ -216,6 +287,5 @@ def explain_tree(info: dict, console: Console) -> None:
         node = root.add(f"import-time branches followed (platform {info.get('platform')})")
         for b in info["branches"]:
             where = f"  [cyan]{b['path']}:{b['line']}[/cyan]" if b.get("line") else ""
-            node.add(Text.from_markup(f"{escape(b['name'])} in {escape(b['module'])}: ") + Text(b["branch"]) +
-                     Text.from_markup(where))
+            node.add(Text.from_markup(f"{b['name']} in {b['module']}: {b['branch']}{where}"))  # escaped above
     console.print(root)

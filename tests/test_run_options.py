@@ -133,6 +133,9 @@ def test_mtp_draft_follows_the_tree_rewrite():
     assert f.path == "vllm/config/speculative.py"
     src = release_auditor("0.33.0").tree.source.read(f.path).decode().splitlines()
     assert src[f.line - 1].strip().startswith("def hf_config_override(")
+    # DeepSeek-V4.1: the rewrite changes the model_type but yields no draft architecture
+    r = _audit("0.33.0", "DeepseekV41ForCausalLM", "mtp", model_type="deepseek_v41")
+    assert r.blocking == ["mtp-draft"] and "keeps the architecture" in r.findings[0].message
     # NemotronH: the branch tests a checkpoint field; --hf-config decides it
     r = _audit("0.33.0", "NemotronHForCausalLM", "mtp", model_type="nemotron_h")
     assert r.verdict.value == "unknown" and "depends on checkpoint fields" in r.findings[0].message

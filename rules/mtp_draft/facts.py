@@ -221,8 +221,9 @@ class DraftOf:
     """What the tree's rewrite makes of one target's HF config.
 
     ``architectures``: the possible draft architectures (first of each possible list), empty when
-    unknown; ``model_types``: the possible draft model_types; ``unchanged``: no branch rewrote the
-    config (the draft would be the target itself); ``raises``: lines of ``raise`` statements every
+    unknown; ``model_types``: the possible draft model_types; ``unchanged``: no branch yields a draft
+    architecture (the architectures stay the target's, whatever happened to the model_type: the
+    "draft" would be the target model itself); ``raises``: lines of ``raise`` statements every
     path reaches (the rewrite refuses the target); ``undecided``: lines of branch conditions the
     tool could not decide (they depend on checkpoint fields not given); ``unknown``: why the
     rewrite could not be interpreted at all (None when it was).
@@ -364,8 +365,6 @@ def draft_of(ctx, arch: str, model_type: str | None, text_model_type: str | None
         else:
             ends = [o for o in outcomes if o.kind in ("return", "end")]
             out.raises = sorted({o.line for o in outcomes if o.kind == "raise" and o.line})
-            if not ends:
-                out.unknown = None
             archs: set[str] = set()
             mts: set[str] = set()
             changed = False
@@ -390,11 +389,9 @@ def draft_of(ctx, arch: str, model_type: str | None, text_model_type: str | None
                     out.model_type_known = False
                 else:
                     mts |= {x for x in values(m) if isinstance(x, str)}
-                    if model_type is None or m != one(model_type):
-                        changed = True
                 out.undecided += [ln for ln in o.state.undecided if ln not in out.undecided]
             out.architectures = sorted(archs)
             out.model_types = sorted(mts)
-            out.unchanged = bool(ends) and not changed and out.architecture_known and out.model_type_known
+            out.unchanged = bool(ends) and not changed and out.architecture_known
     ctx.cache[key] = (path, fact, out)
     return ctx.cache[key]

@@ -189,11 +189,13 @@ class MtpDraftRule(Rule):
                                function=fname)
             return
         if d.unchanged:
+            mts = [m for m in d.model_types if m != target.model_type]
+            also = (f" (it rewrites the model_type to {mts[0]!r} but keeps the architecture)" if mts else "")
             yield self.finding(
                 Severity.ERROR,
-                f"no branch of {fname} rewrites {src} or architecture {target.architecture} into an MTP draft: "
-                f"the draft keeps model_type {target.model_type!r}, which is not an MTP model_type, and vLLM "
-                "raises 'Unsupported speculative method'", path, fact.line, function=fname)
+                f"no branch of {fname} yields an MTP draft architecture for {src} and architecture "
+                f"{target.architecture}{also}: vLLM has no MTP draft for this target", path, fact.line,
+                function=fname)
             return
         if not d.architecture_known or len(d.architectures) != 1 or (methods and not d.model_type_known):
             lines = ", ".join(str(x) for x in d.undecided[:6]) or "?"

@@ -38,6 +38,7 @@ from rules.interface import planner as interface_planner
 from rules.mtp_draft import facts as mtp_draft_facts
 from rules.parallel_drafting_mm import facts as parallel_drafting_mm_facts
 from rules.pp_aux_transport import facts as pp_aux_transport_facts
+from rules.pp_aux_transport import planner as pp_aux_transport_planner
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,8 @@ TABLE: tuple[Entry, ...] = (
     Entry(aux_capture.PPRelativeIndexRule),
     Entry(mtp_draft.MtpDraftRule, None, None, (mtp_draft_facts.EXTRACTOR, mtp_draft_facts.METHODS_EXTRACTOR)),
     Entry(draft_pp.DraftPPRule, None, None, (draft_pp_facts.PARALLEL_EXTRACTOR, draft_pp_facts.REFUSAL_EXTRACTOR)),
-    Entry(pp_aux_transport.PPAuxTransportRule, None, None, (pp_aux_transport_facts.EXTRACTOR,)),
+    Entry(pp_aux_transport.PPAuxTransportRule, pp_aux_transport_planner.plan,
+          "rules.pp_aux_transport.codemod:PPAuxTransportCodemod", (pp_aux_transport_facts.EXTRACTOR,)),
     Entry(draft_registry.DraftRegistryRule, None, None, (draft_registry_facts.EXTRACTOR,)),
     Entry(aux_layers.AuxLayersRule, None, None, (aux_layers_facts.EXTRACTOR,)),
     Entry(parallel_drafting_mm.ParallelDraftingMMRule, None, None, (parallel_drafting_mm_facts.EXTRACTOR,)),

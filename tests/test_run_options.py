@@ -327,3 +327,33 @@ def test_gate_takes_the_run_options_and_says_when_no_codemod_exists():
         "broken", "supported", "blocked", True)
     (problem,) = t["problems"]
     assert problem["gate"] == "draft-pp" and problem["hint"].startswith("no codemod exists for draft-pp: ")
+
+
+# -- fix for pp-aux-transport -------------------------------------------------------------------------
+
+
+def test_fix_gives_the_holder_the_transport_0_33_0():
+    from auditor.orchestration.fix import plan_fix
+
+    pp = RunOptions(pipeline_parallel_size=2)
+    a = release_auditor("0.33.0")
+    spec = TargetSpec("DeepseekV3ForCausalLM", "deepseek_v3", "deepseek_v3", "test")
+    res = plan_fix(a, [spec], "eagle3", None, pp)
+    assert res.ok and [r.verdict.value for r in res.after] == ["supported"], res.report()
+    assert {i.codemod for i in res.invocations} == {"pp-aux-transport"}
+    (path,) = res.patched
+    text = res.patched[path]
+    assert "class DeepseekV2Model(nn.Module, EagleModelMixin):" in text
+    assert "remote_aux = self.collect_remote_aux_hidden_states(intermediate_tensors)" in text
+    assert "**self.pack_local_aux_hidden_states(aux_hidden_states)," in text
+    assert "self.model._set_aux_hidden_state_layers(layers)" in text
+    compile(text, path, "exec")  # compiled, never executed
+    # without pipeline parallelism there is nothing to fix
+    assert plan_fix(a, [spec], "eagle3", None, RunOptions()).already_supported
+    # an explicit opt-out is left alone; a release without the transport cannot be patched
+    mimo = plan_fix(a, resolve_targets(a.registry, ["MiMoForCausalLM"]), "eagle3", None, pp)
+    assert any(u.gate == "pp-aux-transport" and "opts out" in u.reason for u in mimo.unfixable)
+    old = release_auditor("0.27.0")
+    res = plan_fix(old, resolve_targets(old.registry, ["LlamaForCausalLM"]), "eagle3", None, pp)
+    assert not res.ok and [u.gate for u in res.unfixable] == ["pp-aux-transport"]
+    assert "no transport" in res.unfixable[0].reason

@@ -200,8 +200,10 @@ class FixResult:
         for p in self.problems:
             lines.append(f"validation: {p}")
         if self.ok and self.patched:
-            lines.append("scope: the patch makes every gate eagle-audit checks pass (allowlist, interface, "
-                         "aux-capture, image-token), as re-scanned; it has not been run on a GPU")
+            from rules.registry import BLOCKING_GATES
+
+            lines.append(f"scope: the patch makes every gate eagle-audit checks pass ({', '.join(BLOCKING_GATES)}) "
+                         "for this run, as re-scanned; it has not been run on a GPU")
         if self.unfixable:
             lines.append("not auto-fixable:")
             seen = set()

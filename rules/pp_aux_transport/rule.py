@@ -98,12 +98,16 @@ class PPAuxTransportRule(Rule):
         "opts out)."
     )
     HOW_TO_FIX = (
-        "Run the target without pipeline parallelism, or use a release and a target whose inner model "
-        "declares the transport. Not fixed automatically: declaring the flag without the transport calls "
-        "(pack_local_aux_hidden_states on non-last stages, collect_remote_aux_hidden_states on later ones, "
-        "absolute layer indices) would pass the check and feed the drafter wrong states."
+        "Where the release has the transport, give the inner model what the tree's own transport holders "
+        "have (0.33.0 LlamaModel): inherit EagleModelMixin, declare supports_aux_hidden_states_over_pp = True, "
+        "collect the earlier stages' states (collect_remote_aux_hidden_states), send this stage's on in the "
+        "IntermediateTensors (pack_local_aux_hidden_states), key captures on absolute layer numbers, and set "
+        "the layers through _set_aux_hidden_state_layers; the codemod does all of it. Declaring the flag "
+        "alone would pass the check and feed the drafter wrong states. A release without the transport "
+        "cannot be patched locally: run without pipeline parallelism or upgrade; an explicit opt-out is "
+        "left alone."
     )
-    FIX_AVAILABLE = False
+    FIX_AVAILABLE = True
     METHODS = ("eagle3",)
     DATA = PPAuxTransportData
     VALID = [
@@ -142,7 +146,7 @@ class PPAuxTransportRule(Rule):
                 f"this release has no transport of EAGLE-3 aux hidden states across pipeline stages (nothing "
                 f"checks or declares {FLAG}): with --pipeline-parallel-size {pp} the drafter runs on the last "
                 f"stage, and the states captured by the layers of earlier stages ({what} on those stages) never "
-                "reach it, for every target", path, line,
+                "reach it, for every target", path, line, fix=False,
                 holder=h.ref.dotted if h.ref else None)
             return
         cpath, check = found
@@ -153,13 +157,24 @@ class PPAuxTransportRule(Rule):
             return
         hit = ctx.resolver.lookup(h.ref, FLAG)
         loc = ctx.resolver.location(h.ref)
+        fix = None
         if hit is not None and isinstance(hit[1], AttrFact) and hit[1].literal is True:
+            # vLLM trusts the flag; the states only cross stages if forward uses the transport
+            unused = [m for m in TRANSPORT_CALLS if fwd is not None and fwd.defined_in is not None
+                      and ctx.resolver.lookup(h.ref, m) is not None and m not in _forward_calls(ctx, fwd)]
+            if unused:
+                yield self.finding(
+                    Severity.ERROR,
+                    f"{h.ref.name} declares {FLAG} = True but {fwd.defined_in.name}.forward never calls "
+                    f"{', '.join(unused)}: with --pipeline-parallel-size {pp} the earlier stages' aux states do "
+                    "not reach the drafter", fwd.path, fwd.line, holder=h.ref.dotted, check=where)
             return
         if hit is not None and isinstance(hit[1], AttrFact) and hit[1].literal is False \
                 and hit[0] != ctx.facts.eagle_model_mixin:
             why = f"{hit[0].name} sets {FLAG} = False (opts out)"
             hloc = ctx.resolver.location(hit[0])
             path, line = (hloc[0], hit[1].line) if hloc else (loc[0] if loc else None, loc[1] if loc else None)
+            fix = False
         else:
             why = f"{h.ref.name} does not set {FLAG} = True"
             path, line = (loc[0], loc[1]) if loc else (None, None)
@@ -167,4 +182,19 @@ class PPAuxTransportRule(Rule):
             Severity.ERROR,
             f"{why}: with --pipeline-parallel-size {pp}, {check.function} ({where}) refuses the target"
             f"{': ' + repr(check.message) if check.message else ''} (inner model found via {h.via})",
-            path, line, holder=h.ref.dotted, check=where)
+            path, line, fix=fix, holder=h.ref.dotted, check=where)
+
+
+#: The mixin methods a holder's forward calls to carry the states (0.33.0 ``EagleModelMixin``).
+TRANSPORT_CALLS = ("collect_remote_aux_hidden_states", "pack_local_aux_hidden_states")
+
+
+def _forward_calls(ctx: Context, fwd) -> set[str]:
+    """The ``self.<method>(...)`` calls of the holder's forward (re-read from the file)."""
+    import ast
+
+    node = ctx.function_node(fwd.path, "forward", fwd.line) if fwd.path and fwd.line else None
+    if node is None:
+        return set(TRANSPORT_CALLS)  # cannot re-read it: do not claim the calls are missing
+    return {n.func.attr for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+            and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"}

@@ -34,6 +34,13 @@ MAX_VALUES = 64
 #: Statements interpreted in one evaluation at most (a bound on work for hostile input).
 MAX_STEPS = 20000
 
+#: Deepest nesting of expressions and blocks interpreted; deeper code evaluates to :data:`TOP`
+#: (statements: the run stops), so that hostile nesting never exhausts the stack.
+MAX_DEPTH = 100
+
+#: Largest repeat count of ``str * int`` / ``tuple * int`` evaluated (larger: :data:`TOP`).
+MAX_REPEAT = 256
+
 Value = frozenset | None
 
 
@@ -141,8 +148,15 @@ _CMP = {
     ast.In: lambda a, b: _contains(b, a), ast.NotIn: lambda a, b: not _contains(b, a),
 }
 
+def _mult(a, b):
+    for seq, n in ((a, b), (b, a)):
+        if isinstance(seq, (str, tuple)) and isinstance(n, int) and not -1 < n <= MAX_REPEAT:
+            raise ValueError("repeat too large")
+    return a * b
+
+
 _BIN = {
-    ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+    ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: _mult,
     ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b if not isinstance(a, str) else _no(),
     ast.BitOr: lambda a, b: a | b, ast.BitAnd: lambda a, b: a & b,
 }
@@ -278,6 +292,7 @@ class Evaluator:
         self.inputs = inputs
         self.call_hook = call_hook
         self.steps = 0
+        self.depth = 0
 
     # paths ------------------------------------------------------------------------------------
 
@@ -367,11 +382,19 @@ class Evaluator:
     # expressions ------------------------------------------------------------------------------
 
     def eval(self, node: ast.AST, st: State) -> Value:
-        """The possible values of expression ``node`` in state ``st`` (walrus targets are bound)."""
+        """The possible values of expression ``node`` in state ``st`` (walrus targets are bound).
+        Never raises: what cannot be evaluated (unknown names and calls, nesting deeper than
+        :data:`MAX_DEPTH`, results too large) is :data:`TOP`."""
         m = getattr(self, f"_e_{type(node).__name__}", None)
-        if m is None:
+        if m is None or self.depth >= MAX_DEPTH:
             return TOP
-        return m(node, st)
+        self.depth += 1
+        try:
+            return m(node, st)
+        except RecursionError:
+            return TOP
+        finally:
+            self.depth -= 1
 
     def _e_Constant(self, n: ast.Constant, st: State) -> Value:
         return one(n.value) if _safe(n.value) else TOP
@@ -628,24 +651,35 @@ class Evaluator:
 
     # statements -------------------------------------------------------------------------------
 
-    def run(self, body: list[ast.stmt], st: State) -> list[Outcome]:
+    def run(self, body: list[ast.stmt], st: State) -> list[Outcome] | None:
         """Interpret ``body`` from state ``st``: every way it can end (see :class:`Outcome`).
-        A branch that cannot be decided runs both ways; the paths that go on are joined."""
+        A branch that cannot be decided runs both ways; the paths that go on are joined. None
+        when the code is too long or too deeply nested to interpret (:data:`MAX_STEPS`,
+        :data:`MAX_DEPTH`)."""
         outcomes: list[Outcome] = []
-        live = self._block(body, st, outcomes)
+        try:
+            live = self._block(body, st, outcomes)
+        except (_Stop, RecursionError):
+            return None
         if live is not None:
             outcomes.append(Outcome("end", live))
         return outcomes
 
     def _block(self, body: list[ast.stmt], st: State | None, outcomes: list[Outcome]) -> State | None:
-        for stmt in body:
-            if st is None:
-                return None
-            self.steps += 1
-            if self.steps > MAX_STEPS:
-                raise _Stop()
-            st = self._stmt(stmt, st, outcomes)
-        return st
+        if self.depth >= MAX_DEPTH:
+            raise _Stop()
+        self.depth += 1
+        try:
+            for stmt in body:
+                if st is None:
+                    return None
+                self.steps += 1
+                if self.steps > MAX_STEPS:
+                    raise _Stop()
+                st = self._stmt(stmt, st, outcomes)
+            return st
+        finally:
+            self.depth -= 1
 
     def _join_states(self, a: State | None, b: State | None) -> State | None:
         if a is None:
@@ -789,12 +823,8 @@ class Evaluator:
 
     def run_function(self, fn: ast.FunctionDef, st: State | None = None) -> list[Outcome] | None:
         """Interpret the body of ``fn`` (its parameters are :attr:`Inputs.roots` or unknown);
-        None when the evaluation exceeded :data:`MAX_STEPS`."""
-        st = st or State()
-        try:
-            return self.run(fn.body, st)
-        except (_Stop, RecursionError):
-            return None
+        None when it is too long or too deeply nested to interpret (see :meth:`run`)."""
+        return self.run(fn.body, st or State())
 
 
 def values(v: Value) -> Iterable:

@@ -125,6 +125,8 @@ def guard_fires(ctx, path: str, fact: MMGuardFact, parallel_drafting: bool, k: i
     if target is None:
         return None
     ends = ev.run(before, st)
+    if ends is None:
+        return None
     live = [o for o in ends if o.kind == "end"]
     if len(live) != 1:
         return None

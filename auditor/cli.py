@@ -221,7 +221,9 @@ def _open(path: Optional[str], version: Optional[str], no_progress: bool, no_cac
         _fail("give either a PATH or --vllm-version, not both")
     tree = open_tree(path, version, progress=_progress_enabled(no_progress), use_cache=not no_cache)
     _warn_unverified(tree.source)
-    return Auditor(tree, transformers=transformers, platform=platform)
+    a = Auditor(tree, transformers=transformers, platform=platform)
+    a.progress = _progress_enabled(no_progress)
+    return a
 
 
 def _warn_unverified(source) -> None:
@@ -361,8 +363,10 @@ def scan(
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when a target is blocked."),
     transformers: Optional[str] = typer.Option(
-        None, "--transformers", help="A transformers source folder whose HF config classes to read "
-        "(default: the transformers installed here, located without importing it)."),
+        None, "--transformers", help="The transformers whose HF config classes to read: a source folder, or a "
+        "release version (fetched through pip's index). Default: for an archive or release, the newest release "
+        "that satisfies the tree's own transformers requirement (fetched, sha256-checked, cached); for a folder "
+        "or the installed vllm, the transformers installed here.", metavar="PATH|VERSION"),
     platform: PlatformOpt = _platform_opt(all_ok=True),
 ) -> None:
     """Verdict per architecture and method: supported, blocked (which gates, file:line) or unknown (why).
@@ -962,6 +966,8 @@ def main(argv: Optional[list[str]] = None) -> None:
         _err().print(f"[bold red]eagle-audit: error:[/bold red] {escape(clean(exc.format_message()))}{escape(clean(hint))}",
                   highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
+    if rv == 130:  # click turned a KeyboardInterrupt (Ctrl-C, or SIGTERM during fix) into this code
+        _err().print("eagle-audit: interrupted")
     sys.exit(rv if isinstance(rv, int) else 0)
 
 

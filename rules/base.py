@@ -25,10 +25,10 @@ class AuditTarget:
     ``model_type``: the target's own model_type (``kimi_k25``); ``text_model_type``: the text
     config's model_type that vLLM's allowlist checks (``kimi_k2`` for Kimi-K2.5);
     ``model_type_source``: how the tool knows it (``--model-type``, ``--hf-config``,
-    ``alias table``, ``derived from the architecture name``); ``hf_config``: the checkpoint's
-    parsed config.json when given; ``options``: the run (pipeline-parallel size, drafter
-    config, …; ``options.method`` is the method as requested, ``method`` the one the tree runs,
-    e.g. ``mtp`` for a requested ``deepseek_mtp``).
+    ``alias table``, the config class it was read from, ``guessed from the class name``);
+    ``hf_config``: the checkpoint's parsed config.json when given; ``options``: the run
+    (pipeline-parallel size, drafter config, …; ``options.method`` is the method as requested,
+    ``method`` the one the tree runs, e.g. ``mtp`` for a requested ``deepseek_mtp``).
     """
 
     architecture: str
@@ -36,7 +36,7 @@ class AuditTarget:
     facts: TargetFacts
     model_type: str | None = None
     text_model_type: str | None = None
-    model_type_source: str = "derived from the architecture name"
+    model_type_source: str = "guessed from the class name"
     hf_config: dict | None = None
     options: RunOptions = field(default_factory=RunOptions)
 

@@ -102,11 +102,52 @@ class RulesFormat(str, Enum):
     markdown = "markdown"
 
 
-class MethodOpt(str, Enum):
-    """Speculative methods ``scan`` audits (``all``: eagle3 and eagle)."""
-    eagle3 = "eagle3"
-    eagle = "eagle"
-    all = "all"
+_METHOD_HELP = ("Speculative method: eagle3, eagle, mtp (or one of vLLM's older MTP method strings such as "
+                "deepseek_mtp, mapped to mtp as the release maps it)")
+
+
+def _methods(value: str, all_ok: bool = True) -> list[str]:
+    """``--method`` validated and expanded (``all``: eagle3, eagle and mtp); exit 2 when unknown."""
+    from auditor.model.options import check_methods
+
+    if value == "all" and not all_ok:
+        _fail("--method all is not accepted here: give one method")
+    return list(check_methods([value], "--method"))
+
+
+def _pp_opt(default):
+    return typer.Option(default, "--pipeline-parallel-size", "-pp", min=1, max=1024,
+                        help="The target's pipeline-parallel size, as in vllm serve (default 1).",
+                        show_default=default is not None)
+
+
+def _draft_config_opt():
+    return typer.Option(None, "--draft-config", help="The drafter checkpoint's config.json (or its folder): its "
+                        "architectures (rewritten as the release rewrites EAGLE drafters) and "
+                        "eagle_aux_hidden_state_layer_ids.", show_default=False)
+
+
+def _parallel_drafting_opt(default):
+    return typer.Option(default, "--parallel-drafting/--no-parallel-drafting",
+                        help="The speculative config's parallel_drafting (default off).", show_default=False)
+
+
+def _num_spec_opt():
+    return typer.Option(None, "--num-speculative-tokens", min=1, max=1024,
+                        help="The speculative config's num_speculative_tokens (where a gate depends on it).",
+                        show_default=False)
+
+
+def _run_options(method: str, pipeline_parallel_size: int, draft_config: Optional[Path], parallel_drafting: bool,
+                 num_speculative_tokens: Optional[int], platform: str = "cuda"):
+    """The :class:`~auditor.model.options.RunOptions` of the flags (the drafter config read and
+    validated here; exit 2 on bad input)."""
+    from auditor.model.options import RunOptions, load_draft_config
+
+    draft, draft_path = load_draft_config(draft_config) if draft_config is not None else (None, None)
+    return RunOptions(method=method, pipeline_parallel_size=pipeline_parallel_size, draft_config=draft,
+                      draft_config_path=draft_path, parallel_drafting=parallel_drafting,
+                      num_speculative_tokens=num_speculative_tokens, platform=platform)
 
 
 PathArg = typer.Argument(
@@ -309,7 +350,11 @@ def scan(
         "(default: inferred, and the report says how)."),
     hf_config: Optional[Path] = typer.Option(
         None, "--hf-config", help="The checkpoint's config.json: architectures, model_type, text_config.model_type."),
-    method: MethodOpt = typer.Option(MethodOpt.eagle3, "--method", help="Speculative method(s) to audit."),
+    method: str = typer.Option("eagle3", "--method", help=_METHOD_HELP + ", or all."),
+    pipeline_parallel_size: int = _pp_opt(1),
+    draft_config: Optional[Path] = _draft_config_opt(),
+    parallel_drafting: bool = _parallel_drafting_opt(False),
+    num_speculative_tokens: Optional[int] = _num_spec_opt(),
     fmt: Format = typer.Option(Format.table, "--format", "-f", help="Output format."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
     force: bool = ForceOpt,
@@ -333,18 +378,20 @@ def scan(
 
     _check_model_type(model_type)
     _check_output(output, "--output", force)
+    methods = _methods(method)
+    run = _run_options(methods[0], pipeline_parallel_size, draft_config, parallel_drafting, num_speculative_tokens,
+                       "cuda" if platform is PlatformOpt.all else platform.value)
     if platform is PlatformOpt.all:
-        return _scan_all_platforms(path, vllm_version, model, model_type, hf_config, method, fmt, output,
-                                   no_cache, no_progress, exit_zero, transformers)
+        return _scan_all_platforms(path, vllm_version, model, model_type, hf_config, methods, fmt, output,
+                                   no_cache, no_progress, exit_zero, transformers, run)
     cfg = load_hf_config(hf_config) if hf_config else None
     auditor = _open(path, vllm_version, no_progress, no_cache, transformers, platform.value)
     specs = resolve_targets(auditor.registry, model, model_type, cfg)
-    methods = ["eagle3", "eagle"] if method is MethodOpt.all else [method.value]
     show = _progress_enabled(no_progress)
     full = not model and cfg is None
     result = _with_progress2(show and full, ("indexing modules", "auditing architectures"),
                              lambda idx, aud: auditor.scan(specs, methods, cfg, progress=aud, prefetch=full,
-                                                           prefetch_progress=idx))
+                                                           prefetch_progress=idx, options=run))
     if fmt is Format.table and output is None:
         rep.scan_table(result, _out(), verbose=verbose or not full)
     else:
@@ -355,8 +402,8 @@ def scan(
     raise typer.Exit(0 if targets and all(r.verdict.value == "supported" for r in targets) else 1)
 
 
-def _scan_all_platforms(path, vllm_version, model, model_type, hf_config, method, fmt, output, no_cache,
-                        no_progress, exit_zero, transformers) -> None:
+def _scan_all_platforms(path, vllm_version, model, model_type, hf_config, methods, fmt, output, no_cache,
+                        no_progress, exit_zero, transformers, run) -> None:
     """``scan --platform all``: the same scan on every platform (one tree, one index), then where
     the verdicts differ. JSON: ``{"platform": "all", "reports": {platform: scan}, "differences": [...]}``."""
     from auditor.engines.vllm.platforms import PLATFORMS
@@ -368,7 +415,6 @@ def _scan_all_platforms(path, vllm_version, model, model_type, hf_config, method
         _fail("--platform all writes a table or JSON (--format table|json)")
     first = _open(path, vllm_version, no_progress, no_cache, transformers, PLATFORMS[0])
     cfg = load_hf_config(hf_config) if hf_config else None
-    methods = ["eagle3", "eagle"] if method is MethodOpt.all else [method.value]
     full = not model and cfg is None
     reports = {}
     for plat in PLATFORMS:
@@ -377,7 +423,7 @@ def _scan_all_platforms(path, vllm_version, model, model_type, hf_config, method
         reports[plat] = _with_progress2(_progress_enabled(no_progress) and full,
                                         (f"indexing modules ({plat})", f"auditing architectures ({plat})"),
                                         lambda idx, aud: a.scan(specs, methods, cfg, progress=aud, prefetch=full,
-                                                                prefetch_progress=idx))
+                                                                prefetch_progress=idx, options=run))
     diffs = platform_differences(reports)
     if fmt is Format.json:
         _write(json.dumps({"platform": "all", "reports": {p: r.as_dict() for p, r in reports.items()},
@@ -533,7 +579,11 @@ def fix_cmd(
         [], "--model", "-m", help="Target to fix: a registry architecture or a model_type (kimi_k2). Repeatable."),
     model_type: Optional[str] = typer.Option(
         None, "--model-type", help="The target's text model_type that vLLM's allowlist checks."),
-    method: str = typer.Option("eagle3", "--method", help="Speculative method: eagle3 or eagle."),
+    method: str = typer.Option("eagle3", "--method", help=_METHOD_HELP + "."),
+    pipeline_parallel_size: int = _pp_opt(1),
+    draft_config: Optional[Path] = _draft_config_opt(),
+    parallel_drafting: bool = _parallel_drafting_opt(False),
+    num_speculative_tokens: Optional[int] = _num_spec_opt(),
     out_dir: Optional[Path] = typer.Option(
         None, "--out", help="Write DIR/<name>.patch and DIR/<name>.codemods.json instead of printing the diff."),
     codemods: Optional[Path] = typer.Option(
@@ -553,7 +603,7 @@ def fix_cmd(
     Exit codes: 0 patch produced (or nothing to do), 1 some gate cannot be fixed automatically
     (nothing written; the report says why), 2 usage error or refused write.
     """
-    from auditor.engines.vllm.targets import METHODS, resolve_targets
+    from auditor.engines.vllm.targets import resolve_targets
     from auditor.orchestration import fix as fx
 
     if revert:
@@ -571,8 +621,7 @@ def fix_cmd(
             _fail(str(exc))
         _err().print(f"restored {len(paths)} file(s) from {clean(bdir)}", markup=False, highlight=False)
         raise typer.Exit(0)
-    if method not in METHODS:
-        _fail(f"--method must be one of {', '.join(METHODS)}")
+    (method,) = _methods(method, all_ok=False)
     if codemods and model:
         _fail("give either --model or --codemods, not both")
     _check_model_type(model_type)
@@ -605,7 +654,9 @@ def fix_cmd(
         _fail("--apply needs a folder tree (an archive cannot be edited in place); use --out and patch -p1")
     if apply:
         fx.check_apply_target(root)  # refused before the work
-    result = fx.plan_fix(auditor, specs, method, only)
+    run = _run_options(method, pipeline_parallel_size, draft_config, parallel_drafting, num_speculative_tokens,
+                       platform.value)
+    result = fx.plan_fix(auditor, specs, method, only, run)
     if result.already_supported:
         _err().print(clean(result.report(), multiline=True), markup=False, highlight=False, soft_wrap=True)
         _err().print("every target is already supported: nothing to change (empty diff)", highlight=False)
@@ -668,12 +719,6 @@ class MatrixFormat(str, Enum):
     markdown = "markdown"
 
 
-class OneMethod(str, Enum):
-    """One speculative method."""
-    eagle3 = "eagle3"
-    eagle = "eagle"
-
-
 ConfigOpt = typer.Option(
     None, "--config", help="Read \\[tool.eagle-audit] from this pyproject.toml (default: the nearest one "
     "with that table, from the working folder up).", show_default=False)
@@ -723,10 +768,14 @@ def gate_cmd(
     codemods: Optional[Path] = typer.Option(
         None, "--codemods", help="The codemods file written by 'eagle-audit fix --out', replayed on the candidate "
         "in memory.", show_default=False),
-    method: Optional[MethodOpt] = typer.Option(None, "--method", help="Speculative method(s) (default eagle3).",
-                                               show_default=False),
+    method: Optional[str] = typer.Option(None, "--method", help=_METHOD_HELP + ", or all (default eagle3).",
+                                         show_default=False),
     model_type: Optional[str] = typer.Option(None, "--model-type", help="The targets' text model_type."),
     hf_config: Optional[Path] = typer.Option(None, "--hf-config", help="The checkpoint's config.json."),
+    pipeline_parallel_size: Optional[int] = _pp_opt(None),
+    draft_config: Optional[Path] = _draft_config_opt(),
+    parallel_drafting: Optional[bool] = _parallel_drafting_opt(None),
+    num_speculative_tokens: Optional[int] = _num_spec_opt(),
     allow_warning: List[str] = typer.Option(
         [], "--allow-warning", help="A warning to accept (gate id such as stale-member, or rule code). Repeatable."),
     fail_on_warnings: Optional[bool] = typer.Option(
@@ -759,8 +808,11 @@ def gate_cmd(
     from auditor.render import ci_formats
 
     cfg = _config(config, targets=model, candidate=candidate, current=current, codemods=codemods,
-                  methods=None if method is None else [method.value], model_type=model_type, hf_config=hf_config,
-                  allowed_warnings=allow_warning, fail_on_warnings=fail_on_warnings)
+                  methods=None if method is None else [method], model_type=model_type, hf_config=hf_config,
+                  allowed_warnings=allow_warning, fail_on_warnings=fail_on_warnings,
+                  pipeline_parallel_size=pipeline_parallel_size, draft_config=draft_config,
+                  parallel_drafting=parallel_drafting, num_speculative_tokens=num_speculative_tokens)
+    run = cfg.run_options(platform=platform.value)
     if not cfg.candidate:
         _fail("give --candidate X|PATH (or candidate in pyproject.toml, tool.eagle-audit)")
     _check_output(output, "--output", force)
@@ -778,7 +830,8 @@ def gate_cmd(
         _progress_enabled(no_progress), "gating",
         lambda cb: run_gate(cand, cfg.targets, candidate_spec=cfg.candidate, current=cur, current_spec=cfg.current or "",
                             codemods=cfg.codemods, methods=cfg.methods, model_type=cfg.model_type, hf_config=hf,
-                            allowed_warnings=cfg.allowed_warnings, fail_on_warnings=cfg.fail_on_warnings))
+                            allowed_warnings=cfg.allowed_warnings, fail_on_warnings=cfg.fail_on_warnings,
+                            options=run))
     report.config = cfg.path
     markdown = ci_formats.gate_markdown(report)
     if fmt is GateFormat.table and output is None:
@@ -809,10 +862,14 @@ def matrix_cmd(
     versions: Optional[str] = typer.Option(
         None, "--versions", help="Releases: a list (0.16.0,0.18.0), a range over released versions "
         "(0.12.0..0.33.0; A.. and ..B are open), or both, comma-separated.", metavar="SPEC", show_default=False),
-    method: Optional[OneMethod] = typer.Option(
-        None, "--method", help="Speculative method (default: the first of methods in \\[tool.eagle-audit], else eagle3).",
+    method: Optional[str] = typer.Option(
+        None, "--method", help=_METHOD_HELP + " (default: the first of methods in \\[tool.eagle-audit], else eagle3).",
         show_default=False),
     model_type: Optional[str] = typer.Option(None, "--model-type", help="The targets' text model_type."),
+    pipeline_parallel_size: Optional[int] = _pp_opt(None),
+    draft_config: Optional[Path] = _draft_config_opt(),
+    parallel_drafting: Optional[bool] = _parallel_drafting_opt(None),
+    num_speculative_tokens: Optional[int] = _num_spec_opt(),
     jobs: Optional[int] = typer.Option(
         None, "--jobs", "-j", min=1, help="Worker processes auditing releases (default: the CPU count; 1: in "
         "this process).", show_default=False),
@@ -834,15 +891,19 @@ def matrix_cmd(
     from auditor.orchestration.matrix import run_matrix
     from auditor.render import ci_formats
 
-    cfg = _config(config, targets=model, versions=versions, methods=[method.value] if method else None,
-                  model_type=model_type)
+    if method is not None:
+        _methods(method, all_ok=False)
+    cfg = _config(config, targets=model, versions=versions, methods=[method] if method else None,
+                  model_type=model_type, pipeline_parallel_size=pipeline_parallel_size, draft_config=draft_config,
+                  parallel_drafting=parallel_drafting, num_speculative_tokens=num_speculative_tokens)
     if not cfg.versions:
         _fail("give --versions SPEC (or versions in pyproject.toml, tool.eagle-audit)")
     _check_output(output, "--output", force)
     _check_output(summary, "--summary", force, append=True)
+    run = cfg.run_options(platform=platform.value)
     report = _matrix_progress(_progress_enabled(no_progress), lambda cb: run_matrix(
         cfg.targets, cfg.versions, method=cfg.methods[0], model_type=cfg.model_type, jobs=jobs,
-        use_cache=not no_cache, progress=cb, platform=platform.value))
+        use_cache=not no_cache, progress=cb, platform=platform.value, options=run))
     markdown = ci_formats.matrix_markdown(report)
     if fmt is MatrixFormat.table and output is None:
         from rich.markdown import Markdown

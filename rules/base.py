@@ -15,6 +15,7 @@ from auditor.engines.vllm.facts import TargetFacts, TreeFacts
 from auditor.engines.vllm.registry import Registry
 from auditor.index.resolve import Resolver
 from auditor.model.findings import Finding, Severity
+from auditor.model.options import RunOptions
 
 
 @dataclass
@@ -24,8 +25,10 @@ class AuditTarget:
     ``model_type``: the target's own model_type (``kimi_k25``); ``text_model_type``: the text
     config's model_type that vLLM's allowlist checks (``kimi_k2`` for Kimi-K2.5);
     ``model_type_source``: how the tool knows it (``--model-type``, ``--hf-config``,
-    ``alias table``, the config class it was read from, ``guessed from the class name``); ``hf_config``: the checkpoint's
-    parsed config.json when given.
+    ``alias table``, the config class it was read from, ``guessed from the class name``);
+    ``hf_config``: the checkpoint's parsed config.json when given; ``options``: the run
+    (pipeline-parallel size, drafter config, …; ``options.method`` is the method as requested,
+    ``method`` the one the tree runs, e.g. ``mtp`` for a requested ``deepseek_mtp``).
     """
 
     architecture: str
@@ -35,6 +38,7 @@ class AuditTarget:
     text_model_type: str | None = None
     model_type_source: str = "guessed from the class name"
     hf_config: dict | None = None
+    options: RunOptions = field(default_factory=RunOptions)
 
 
 @dataclass
@@ -47,12 +51,47 @@ class Context:
     facts: TreeFacts
     cache: dict = field(default_factory=dict)
 
+    def function_node(self, path: str, name: str, line: int):
+        """The ``ast`` syntax tree of the function ``name`` defined at ``line`` of the module at
+        ``path``, re-read from the tree (parsed once per tree and module, never executed), for
+        gates that interpret a few lines of code (:mod:`auditor.index.evaluate`). None when the
+        module no longer parses or holds no such function."""
+        import ast
+
+        key = ("module-ast", path)
+        if key not in self.cache:
+            try:
+                data = self.resolver.tree.read(path)
+            except (KeyError, OSError):
+                data = None
+            mod = None
+            if data is not None:
+                try:
+                    mod = ast.parse(data, filename=path)
+                except (SyntaxError, ValueError, RecursionError):
+                    from auditor.index.summary import parse_newer_syntax
+
+                    parsed = parse_newer_syntax(data, path)
+                    mod = parsed[0] if parsed else None
+            self.cache[key] = mod
+        mod = self.cache[key]
+        if mod is None:
+            return None
+        for node in ast.walk(mod):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name and node.lineno == line:
+                return node
+        return None
+
 
 @dataclass
 class Example:
     """A rule example: ``files`` (path → source) laid over the synthetic base tree in
     ``fixtures/minivllm``, the ``architecture`` to audit, and for INVALID examples the
-    ``text_model_type`` used. ``expect_severity`` is what the rule must report (None: nothing)."""
+    ``text_model_type`` used. ``expect_severity`` is what the rule must report (None: nothing).
+    ``options``: the run the example assumes (pipeline-parallel size, drafter config, …; its
+    ``method`` is ignored: ``method`` is the one audited); ``hf_config``: a checkpoint config.json;
+    ``model_type``: the target's own model_type (default: derived from the architecture name);
+    ``rows``: registry rows ``(architecture, module, class name, table)`` added to the tree."""
 
     files: dict[str, str]
     architecture: str
@@ -60,6 +99,10 @@ class Example:
     method: str = "eagle3"
     expect_severity: Severity | None = None
     note: str = ""
+    options: RunOptions = field(default_factory=RunOptions)
+    hf_config: dict | None = None
+    model_type: str | None = None
+    rows: list[tuple[str, str, str, str]] = field(default_factory=list)
 
 
 class Rule:

@@ -124,6 +124,10 @@ class Planner:
                 continue
             handler = self.planners.get(f.gate)
             if handler is None:
-                self.no(arch, f, f"no codemod exists for gate {f.gate}: {f.message}")
+                from rules.registry import RULES
+
+                rule = next((r for r in RULES.values() if r.GATE == f.gate), None)
+                hint = rule.HOW_TO_FIX if rule else ""
+                self.no(arch, f, f"no codemod exists for gate {f.gate}: {f.message}", hint)
                 continue
             handler(self, result, f)

@@ -13,14 +13,32 @@ from dataclasses import dataclass
 from typing import Callable
 
 from auditor.index.summary import Extractor
-from rules import allowlist, aux_capture, image_token, interface
+from rules import (
+    allowlist,
+    aux_capture,
+    aux_layers,
+    draft_pp,
+    draft_registry,
+    image_token,
+    interface,
+    mtp_draft,
+    parallel_drafting_mm,
+    pp_aux_transport,
+)
 from rules.allowlist import facts as allowlist_facts
 from rules.allowlist import planner as allowlist_planner
 from rules.aux_capture import planner as aux_capture_planner
+from rules.aux_layers import facts as aux_layers_facts
 from rules.base import Rule
+from rules.draft_pp import facts as draft_pp_facts
+from rules.draft_registry import facts as draft_registry_facts
 from rules.image_token import facts as image_token_facts
 from rules.image_token import planner as image_token_planner
 from rules.interface import planner as interface_planner
+from rules.mtp_draft import facts as mtp_draft_facts
+from rules.parallel_drafting_mm import facts as parallel_drafting_mm_facts
+from rules.pp_aux_transport import facts as pp_aux_transport_facts
+from rules.pp_aux_transport import planner as pp_aux_transport_planner
 
 
 @dataclass(frozen=True)
@@ -47,6 +65,13 @@ TABLE: tuple[Entry, ...] = (
     Entry(interface.StubMemberRule),
     Entry(interface.StaleMemberRule),
     Entry(aux_capture.PPRelativeIndexRule),
+    Entry(mtp_draft.MtpDraftRule, None, None, (mtp_draft_facts.EXTRACTOR, mtp_draft_facts.METHODS_EXTRACTOR)),
+    Entry(draft_pp.DraftPPRule, None, None, (draft_pp_facts.PARALLEL_EXTRACTOR, draft_pp_facts.REFUSAL_EXTRACTOR)),
+    Entry(pp_aux_transport.PPAuxTransportRule, pp_aux_transport_planner.plan,
+          "rules.pp_aux_transport.codemod:PPAuxTransportCodemod", (pp_aux_transport_facts.EXTRACTOR,)),
+    Entry(draft_registry.DraftRegistryRule, None, None, (draft_registry_facts.EXTRACTOR,)),
+    Entry(aux_layers.AuxLayersRule, None, None, (aux_layers_facts.EXTRACTOR,)),
+    Entry(parallel_drafting_mm.ParallelDraftingMMRule, None, None, (parallel_drafting_mm_facts.EXTRACTOR,)),
 )
 
 #: Code → rule class, in report order.

@@ -209,7 +209,8 @@ SCAN_SCHEMA = {
                 "architecture": {"type": "string"},
                 "role": {"enum": ["target", "drafter", "pooling"]},
                 "class": {"type": ["string", "null"]},
-                "method": {"enum": ["eagle3", "eagle"]},
+                "method": {"enum": ["eagle3", "eagle", "mtp"]},
+                "run_options": {"type": ["object", "null"], "required": ["method", "pipeline_parallel_size"]},
                 "verdict": {"enum": ["supported", "blocked", "unknown", "not-a-target"]},
                 "findings": {"type": "array", "items": FINDING},
             },
@@ -245,8 +246,12 @@ def test_full_scan_json_and_method_all(cli):
     archs = sorted({r["architecture"] for r in doc["results"]})
     assert archs == ["Eagle3LlamaForCausalLM", "LlamaForCausalLM", "ToyV2ForCausalLM", "ToyV32ForCausalLM",
                      "ToyV3ForCausalLM", "ToyVLForConditionalGeneration"]
-    assert len(doc["results"]) == 2 * len(archs)
+    assert len(doc["results"]) == 3 * len(archs)  # all: eagle3, eagle and mtp
     by = {(r["architecture"], r["method"]): r for r in doc["results"]}
+    # minivllm's speculative config has no MTP rewrite: no target has an MTP draft
+    mtp = by[("LlamaForCausalLM", "mtp")]
+    assert (mtp["verdict"], [f["gate"] for f in mtp["findings"]]) == ("blocked", ["mtp-draft"])
+    assert mtp["run_options"]["method"] == "mtp" and mtp["run_options"]["pipeline_parallel_size"] == 1
     assert by[("LlamaForCausalLM", "eagle3")]["verdict"] == "supported"
     # the drafter row is not a target: no verdict of its own, not counted with the targets
     drafter = by[("Eagle3LlamaForCausalLM", "eagle3")]
@@ -407,5 +412,7 @@ def test_rules_as_json_lists_every_rule_of_the_registry():
     assert p.returncode == 0, p.stderr
     rules = json.loads(p.stdout)
     assert [r["code"] for r in rules] == list(RULES)
-    assert {r["gate"] for r in rules if r["blocking"]} == {"allowlist", "interface", "aux-capture", "image-token"}
+    assert {r["gate"] for r in rules if r["blocking"]} == {
+        "allowlist", "interface", "aux-capture", "image-token", "mtp-draft", "draft-pp", "pp-aux-transport",
+        "draft-registry", "aux-layers", "parallel-drafting-mm"}
     assert all(r["why"] and r["how_to_fix"] for r in rules)

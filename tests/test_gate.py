@@ -378,7 +378,7 @@ def test_config_file_parsing(tmp_path):
     cfg = load_config(start=proj / "a" / "b")
     assert cfg.path == (proj / "pyproject.toml").resolve()
     assert cfg.targets == ("kimi_k2",)
-    assert cfg.methods == ("eagle3", "eagle")
+    assert cfg.methods == ("eagle3", "eagle", "mtp")  # all includes mtp
     assert cfg.codemods == (proj / "cm" / "x.codemods.json").resolve()
     assert cfg.allowed_warnings == ("stale-member", "pp-relative-index")
     assert cfg.fail_on_warnings is True

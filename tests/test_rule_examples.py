@@ -37,6 +37,8 @@ def _example_tree(tmp_path: Path, ex: Example) -> Path:
     for p, src in ex.files.items():
         if src is None:
             assert (folder / p).is_file(), f"example keeps {p}, which minivllm does not have"
+    for arch, module, cls, table in ex.rows:
+        add_registry_row(folder, arch, module, cls, table)
     a = open_auditor(folder)
     if ex.architecture not in a.registry.entries:
         defining = [p for p, src in ex.files.items()
@@ -55,9 +57,11 @@ def _run_rule(folder: Path, rule_cls, ex: Example):
     assert facts.ref is not None, f"{ex.architecture} does not resolve: {facts.unresolved}"
     target = AuditTarget(
         ex.architecture, ex.method, facts,
-        model_type=derive_model_type(ex.architecture),
+        model_type=ex.model_type or derive_model_type(ex.architecture),
         text_model_type=ex.text_model_type,
         model_type_source="rule example",
+        hf_config=ex.hf_config,
+        options=ex.options if ex.options.method != "eagle3" else ex.options.with_method(ex.method),
     )
     rule = rule_cls()
     assert rule.applies(target), f"{rule_cls.CODE} does not apply to method {ex.method}"

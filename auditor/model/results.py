@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from auditor.cache import cacheable
 from auditor.model.findings import Finding, Verdict
+from auditor.model.options import RunOptions
 
 
 @cacheable
@@ -41,6 +42,12 @@ class TargetResult:
     role: str = "target"
     #: for a row that is not a target, what it is (one sentence)
     note: str | None = None
+    #: the run the verdict assumes (method as requested, pipeline-parallel size, drafter config, …)
+    run_options: RunOptions | None = None
+    #: the draft the run builds (MTP: the rewritten architecture; EAGLE with a drafter config: its
+    #: rewritten architecture), and its class
+    draft_architecture: str | None = None
+    draft_class: str | None = None
 
     @property
     def blocking(self) -> list[str]:
@@ -65,6 +72,9 @@ class TargetResult:
             "holder": self.holder,
             "language_model": self.language_model,
             "findings": [f.as_dict() for f in self.findings],
+            "run_options": self.run_options.as_dict() if self.run_options else None,
+            "draft": ({"architecture": self.draft_architecture, "class": self.draft_class}
+                      if self.draft_architecture else None),
             **({"note": self.note} if self.note else {}),
         }
 

@@ -13,6 +13,10 @@ candidate = "0.18.0"                         # --candidate (a release or a path)
 versions = "0.16.0.."                        # matrix --versions
 model-type = "kimi_k2"                       # --model-type
 hf-config = "config.json"                    # --hf-config (relative to this file's folder)
+pipeline-parallel-size = 2                   # --pipeline-parallel-size
+draft-config = "drafter/config.json"         # --draft-config (file or folder, relative to this file's folder)
+parallel-drafting = false                    # --parallel-drafting
+num-speculative-tokens = 3                   # --num-speculative-tokens
 ```
 
 The file is found by walking up from the working folder to the first ``pyproject.toml`` that has
@@ -31,11 +35,16 @@ from typing import Any
 
 from auditor.model.errors import AuditError
 from auditor.model.inputs import check_model_type
+from auditor.model.options import (
+    RunOptions,
+    check_methods,
+    check_num_speculative_tokens,
+    check_pipeline_parallel_size,
+    load_draft_config,
+)
 
 #: The table read from pyproject.toml.
 TABLE = ("tool", "eagle-audit")
-
-_METHODS = ("eagle3", "eagle")
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,10 @@ class Config:
     versions: str | None = None
     model_type: str | None = None
     hf_config: Path | None = None
+    pipeline_parallel_size: int = 1
+    draft_config: Path | None = None
+    parallel_drafting: bool = False
+    num_speculative_tokens: int | None = None
 
     def merged(self, **flags: Any) -> "Config":
         """This config with every flag that was given (not None, not an empty list) in place of
@@ -69,10 +82,27 @@ class Config:
         if "allowed_warnings" in given:
             given["allowed_warnings"] = _check_warnings(list(given["allowed_warnings"]), "--allow-warning")
         if "methods" in given:
-            given["methods"] = _check_methods(list(given["methods"]), "--method")
+            given["methods"] = check_methods(list(given["methods"]), "--method")
         if "model_type" in given:
             check_model_type(given["model_type"], "--model-type")
+        if "pipeline_parallel_size" in given:
+            check_pipeline_parallel_size(given["pipeline_parallel_size"], "--pipeline-parallel-size")
+        if "num_speculative_tokens" in given:
+            check_num_speculative_tokens(given["num_speculative_tokens"], "--num-speculative-tokens")
         return dataclasses.replace(self, **given)
+
+    def run_options(self, method: str | None = None, platform: str = "cuda") -> RunOptions:
+        """The run these settings describe (the drafter config read and validated here), for
+        ``method`` (default: the first of :attr:`methods`).
+
+        Raises:
+            AuditError: the drafter config cannot be read or has the wrong form.
+        """
+        draft, draft_path = (load_draft_config(self.draft_config) if self.draft_config is not None
+                             else (None, None))
+        return RunOptions(method=method or self.methods[0], pipeline_parallel_size=self.pipeline_parallel_size,
+                          draft_config=draft, draft_config_path=draft_path, parallel_drafting=self.parallel_drafting,
+                          num_speculative_tokens=self.num_speculative_tokens, platform=platform)
 
     def as_dict(self) -> dict:
         """The settings as plain JSON values (for reports)."""
@@ -95,6 +125,10 @@ _KEYS: dict[str, str] = {
     "versions": "versions",
     "model-type": "model_type",
     "hf-config": "hf_config",
+    "pipeline-parallel-size": "pipeline_parallel_size",
+    "draft-config": "draft_config",
+    "parallel-drafting": "parallel_drafting",
+    "num-speculative-tokens": "num_speculative_tokens",
 }
 
 
@@ -165,18 +199,22 @@ def _parse(table: dict, path: Path) -> Config:
             if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
                 raise AuditError(f"{label}: expected a list of strings, got {value!r}")
             if field == "methods":
-                value = _check_methods(value, label)
+                value = check_methods(value, label)
             elif field == "allowed_warnings":
                 value = _check_warnings(value, label)
             values[field] = tuple(value)
-        elif field == "fail_on_warnings":
+        elif field in ("fail_on_warnings", "parallel_drafting"):
             if not isinstance(value, bool):
                 raise AuditError(f"{label}: expected true or false, got {value!r}")
             values[field] = value
+        elif field == "pipeline_parallel_size":
+            values[field] = check_pipeline_parallel_size(value, label)
+        elif field == "num_speculative_tokens":
+            values[field] = check_num_speculative_tokens(value, label)
         else:
             if not isinstance(value, str) or not value.strip():
                 raise AuditError(f"{label}: expected a string, got {value!r}")
-            if field in ("codemods", "hf_config"):
+            if field in ("codemods", "hf_config", "draft_config"):
                 values[field] = (base / value).resolve()
             elif field in ("current", "candidate") and (base / value).exists():
                 values[field] = str((base / value).resolve())
@@ -185,18 +223,6 @@ def _parse(table: dict, path: Path) -> Config:
             else:
                 values[field] = value.strip()
     return Config(path=path, **values)
-
-
-def _check_methods(methods: list[str], label: str) -> tuple[str, ...]:
-    out: list[str] = []
-    for m in methods:
-        expanded = list(_METHODS) if m == "all" else [m]
-        for e in expanded:
-            if e not in _METHODS:
-                raise AuditError(f"{label}: unknown method {m!r} (expected {', '.join(_METHODS)} or all)")
-            if e not in out:
-                out.append(e)
-    return tuple(out)
 
 
 def warning_ids() -> dict[str, str]:

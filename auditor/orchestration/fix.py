@@ -36,6 +36,7 @@ from pathlib import Path
 from auditor.model.errors import AuditError
 from auditor.model.findings import Severity, Verdict
 from auditor.model.inputs import check_model_type
+from auditor.model.options import RunOptions
 from auditor.model.results import TargetResult, TargetSpec
 from auditor.orchestration.scan import Auditor
 from auditor.source.sources import TreeSource
@@ -166,6 +167,8 @@ class FixResult:
             "generated_by": f"eagle-audit {__version__}",
             "source": {"vllm_version": self.vllm_version, "label": self.source},
             "method": self.method,
+            "run_options": (self.before[0].run_options.as_dict()
+                            if self.before and self.before[0].run_options else None),
             "targets": [
                 {"architecture": s.architecture, "model_type": s.model_type, "text_model_type": s.text_model_type,
                  "model_type_source": s.source}
@@ -197,8 +200,10 @@ class FixResult:
         for p in self.problems:
             lines.append(f"validation: {p}")
         if self.ok and self.patched:
-            lines.append("scope: the patch makes every gate eagle-audit checks pass (allowlist, interface, "
-                         "aux-capture, image-token), as re-scanned; it has not been run on a GPU")
+            from rules.registry import BLOCKING_GATES
+
+            lines.append(f"scope: the patch makes every gate eagle-audit checks pass ({', '.join(BLOCKING_GATES)}) "
+                         "for this run, as re-scanned; it has not been run on a GPU")
         if self.unfixable:
             lines.append("not auto-fixable:")
             seen = set()
@@ -228,14 +233,17 @@ def unified_diff(path: str, old: str, new: str) -> list[str]:
     return out
 
 
-def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", only: set[str] | None = None) -> FixResult:
+def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", only: set[str] | None = None,
+             options: RunOptions | None = None) -> FixResult:
     """Scan, plan, apply in memory and validate (see the module docstring). Nothing is written.
 
     Args:
         auditor: the tree to fix.
         specs: the targets.
-        method: ``eagle3`` or ``eagle``.
+        method: ``eagle3``, ``eagle`` or ``mtp``.
         only: restrict to these codemod names (a replayed codemods file).
+        options: the run to fix for (pipeline-parallel size, drafter config, …; default: a
+            plain run); every audit, before and after the patch, assumes it.
     """
     import libcst as cst
 
@@ -243,7 +251,7 @@ def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", 
     from rules.registry import apply_codemod
 
     t0 = time.perf_counter()
-    before = [auditor.audit(s, method) for s in specs]
+    before = [auditor.audit(s, method, None, options) for s in specs]
     res = FixResult(auditor.tree.version(), getattr(auditor.tree.source, "label", ""), method, specs, before)
     if res.already_supported:
         res.after = before
@@ -294,7 +302,7 @@ def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", 
         for p in touched:
             res.patched[p] = modules[p].code
         current = overlay_auditor(auditor, res.patched)
-        results = [current.audit(s, method) for s in specs]
+        results = [current.audit(s, method, None, options) for s in specs]
         if all(r.verdict is Verdict.SUPPORTED for r in results):
             res.unfixable = []
             break
@@ -308,7 +316,7 @@ def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", 
     if res.patched:
         if current is auditor or set(current.tree.source.patched) != set(res.patched):
             current = overlay_auditor(auditor, res.patched)
-            results = [current.audit(s, method) for s in specs]
+            results = [current.audit(s, method, None, options) for s in specs]
         res.after = results
         for p in res.patched:
             if p in current.tree.parse_errors:

@@ -23,6 +23,7 @@ from auditor.engines.vllm.platforms import DEFAULT_PLATFORM
 from auditor.engines.vllm.targets import load_alias_table, resolve_targets
 from auditor.model.errors import AuditError
 from auditor.model.findings import Severity
+from auditor.model.options import RunOptions
 from auditor.model.outcomes import ReleaseVerdict
 from auditor.model.results import TargetResult, TargetSpec
 from auditor.orchestration.releases import IndexReleases, Releases
@@ -121,7 +122,7 @@ class ReleaseAudit:
 
 
 def _release_key(archive: str, names: Sequence[str], method: str, model_type: str | None,
-                 platform: str = DEFAULT_PLATFORM) -> str | None:
+                 platform: str = DEFAULT_PLATFORM, options: RunOptions | None = None) -> str | None:
     """The cache key of the audit of a fetched release archive: the archive's sha256 as recorded
     by :func:`auditor.source.fetch.fetch_release` (which has just verified the file against it),
     the request and the tool's code (:func:`auditor.cache.key`). None when no digest is recorded
@@ -129,33 +130,36 @@ def _release_key(archive: str, names: Sequence[str], method: str, model_type: st
     digest = recorded_sha256(Path(archive))
     if digest is None:
         return None
-    return cache_key("matrix", digest, list(names), method, model_type, platform)
+    return cache_key("matrix", digest, list(names), method, model_type, platform,
+                     (options or RunOptions()).with_method("").key())
 
 
 def cached_release_audit(archive: str, names: Sequence[str], method: str, model_type: str | None,
-                         platform: str = DEFAULT_PLATFORM) -> ReleaseAudit | None:
+                         platform: str = DEFAULT_PLATFORM, options: RunOptions | None = None) -> ReleaseAudit | None:
     """The cached audit of a release archive, or None."""
-    k = _release_key(archive, names, method, model_type, platform)
+    k = _release_key(archive, names, method, model_type, platform, options)
     return Store("matrix").get(k, ReleaseAudit) if k is not None else None
 
 
 def _store_release_audit(archive: str, names, method, model_type, audit: ReleaseAudit,
-                         platform: str = DEFAULT_PLATFORM) -> None:
-    k = _release_key(archive, names, method, model_type, platform)
+                         platform: str = DEFAULT_PLATFORM, options: RunOptions | None = None) -> None:
+    k = _release_key(archive, names, method, model_type, platform, options)
     if k is not None:
         Store("matrix").put(k, audit)
 
 
 def audit_release(version: str, archive: str, names: Sequence[str], method: str,
-                  model_type: str | None = None, use_cache: bool = True, platform: str = DEFAULT_PLATFORM) -> ReleaseAudit:
+                  model_type: str | None = None, use_cache: bool = True, platform: str = DEFAULT_PLATFORM,
+                  options: RunOptions | None = None) -> ReleaseAudit:
     """Audit ``names`` in the release archive ``archive`` (a top-level function, so that a
-    process pool can run it). With ``use_cache``, the result is cached per archive sha256 (see
-    :func:`cached_release_audit`), besides the index and result caches of the scan itself."""
+    process pool can run it) under the run ``options``. With ``use_cache``, the result is cached
+    per archive sha256 (see :func:`cached_release_audit`), besides the index and result caches of
+    the scan itself."""
     from auditor.index.tree import SummaryCache
     from auditor.source.sources import ArchiveSource
 
     if use_cache:
-        hit = cached_release_audit(archive, names, method, model_type, platform)
+        hit = cached_release_audit(archive, names, method, model_type, platform, options)
         if hit is not None:
             return hit
     t0 = time.perf_counter()
@@ -171,10 +175,10 @@ def audit_release(version: str, archive: str, names: Sequence[str], method: str,
         for s in found:
             if s.architecture not in {x.architecture for x in specs}:
                 specs.append(s)
-    results = auditor.scan(specs, [method]).results if specs else []
+    results = auditor.scan(specs, [method], options=options).results if specs else []
     audit = ReleaseAudit(version, Path(archive).name, results, unresolved, time.perf_counter() - t0)
     if use_cache:
-        _store_release_audit(archive, names, method, model_type, audit, platform)
+        _store_release_audit(archive, names, method, model_type, audit, platform, options)
     return audit
 
 
@@ -211,6 +215,8 @@ class MatrixReport:
     errors: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
     jobs: int = 1
+    #: the run every release was audited for
+    run_options: RunOptions | None = None
 
     @property
     def releases(self) -> list[str]:
@@ -246,6 +252,7 @@ class MatrixReport:
             "errors": [{"vllm_version": v, "error": e} for v, e in sorted(self.errors.items(), key=lambda x: Version(x[0]))],
             "seconds": round(self.seconds, 3),
             "jobs": self.jobs,
+            "run_options": self.run_options.as_dict() if self.run_options else None,
         }
 
 
@@ -270,9 +277,11 @@ def run_matrix(
     releases: Releases | None = None,
     progress: Progress | None = None,
     platform: str = DEFAULT_PLATFORM,
+    options: RunOptions | None = None,
 ) -> MatrixReport:
     """Audit ``names`` in every release of ``versions`` (see :func:`parse_versions`), as
-    ``releases`` lists and fetches them (default: :class:`IndexReleases`, pip's index).
+    ``releases`` lists and fetches them (default: :class:`IndexReleases`, pip's index), under the
+    run ``options`` (pipeline-parallel size, drafter config, …; default: a plain run).
 
     Archives are fetched by ``fetch_workers`` threads; each is audited as soon as it is there:
     from the per-archive result cache when it holds it (``use_cache``), else by a pool of
@@ -320,8 +329,8 @@ def run_matrix(
                     tick("audit")
                     continue
                 tick("fetch")
-                args = (v, archive, tuple(names), method, model_type, use_cache, platform)
-                hit = cached_release_audit(*args[1:5], platform) if use_cache else None
+                args = (v, archive, tuple(names), method, model_type, use_cache, platform, options)
+                hit = cached_release_audit(*args[1:5], platform, options) if use_cache else None
                 if hit is not None:
                     audits[v] = hit
                     tick("audit")
@@ -342,8 +351,10 @@ def run_matrix(
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
-    return _matrix(names, versions, method, plan, audits, errors, time.perf_counter() - t0,
-                   jobs if pool is not None else 1)
+    report = _matrix(names, versions, method, plan, audits, errors, time.perf_counter() - t0,
+                     jobs if pool is not None else 1)
+    report.run_options = (options or RunOptions()).with_method(method).with_platform(platform)
+    return report
 
 
 def _collect(version: str, get: Callable[[], ReleaseAudit], audits: dict, errors: dict) -> None:

@@ -30,8 +30,10 @@ from auditor.index.resolve import Resolver
 from auditor.index.tree import SummaryCache, Tree
 from auditor.model.errors import AuditError
 from auditor.model.findings import Finding, verdict_of
+from auditor.model.options import RunOptions
 from auditor.model.results import ScanReport, TargetResult, TargetSpec
 from rules.base import AuditTarget, Context
+from rules.drafts import draft_model
 from rules.registry import EXTRACTORS as RULE_EXTRACTORS
 from rules.registry import RULES
 
@@ -172,16 +174,29 @@ class Auditor:
 
         tree.prefetch(sorted(wave), progress=progress, expand=imports)
 
-    def audit(self, spec: TargetSpec, method: str, hf_config: dict | None = None) -> TargetResult:
-        """Run every rule for one target and method. A row that is not a target (a drafter or a
-        pooling model, see :meth:`Registry.role`) is not audited: its result has the verdict
-        ``not-a-target`` and a note saying what it is."""
+    def audit(self, spec: TargetSpec, method: str, hf_config: dict | None = None,
+              options: RunOptions | None = None) -> TargetResult:
+        """Run every rule for one target and method under the run ``options`` (default: a plain
+        run: no pipeline parallelism, no drafter config). ``method`` is the method as requested;
+        an older MTP method string (``deepseek_mtp``) is audited as the method the tree maps it
+        to (:func:`rules.mtp_draft.facts.effective_method`). A row that is not a target (a
+        drafter or a pooling model, see :meth:`Registry.role`) is not audited: its result has the
+        verdict ``not-a-target`` and a note saying what it is."""
+        from rules.mtp_draft.facts import effective_method
+
+        opts = (options or RunOptions()).with_method(method)
+        if opts.platform != self.platform:
+            opts = opts.with_platform(self.platform)
+        method = effective_method(self.ctx, method)
         role = self.registry.role(spec.architecture)
         if role != "target":
-            return self._not_a_target(spec, method, role)
+            result = self._not_a_target(spec, method, role)
+            result.run_options = opts
+            return result
         spec = self.with_model_type(spec)
         facts = target_facts(self.resolver, self.registry, spec.architecture)
-        target = AuditTarget(spec.architecture, method, facts, spec.model_type, spec.text_model_type, spec.source, hf_config)
+        target = AuditTarget(spec.architecture, method, facts, spec.model_type, spec.text_model_type, spec.source,
+                             hf_config, opts)
         findings: list[Finding] = []
         if facts.ref is None:
             from auditor.model.findings import Severity
@@ -201,6 +216,7 @@ class Auditor:
             h = self.ctx.cache[key][0] if key in self.ctx.cache else find_holder(self.resolver, self.registry, facts.ref)
             holder = h.ref.dotted if h.ref else None
             lm = h.language_arch
+        draft = draft_model(self.ctx, target) if facts.ref is not None else None
         return TargetResult(
             architecture=spec.architecture,
             class_name=facts.ref.dotted if facts.ref else None,
@@ -212,6 +228,9 @@ class Auditor:
             model_type_source=spec.source,
             holder=holder,
             language_model=lm,
+            run_options=opts,
+            draft_architecture=draft.architecture if draft and not draft.unknown else None,
+            draft_class=draft.ref.dotted if draft and draft.ref and not draft.unknown else None,
         )
 
     def with_model_type(self, spec: TargetSpec) -> TargetSpec:
@@ -263,35 +282,40 @@ class Auditor:
         progress: Callable[[int, int], None] | None = None,
         prefetch: bool = False,
         prefetch_progress: Callable[[int, int], None] | None = None,
+        options: RunOptions | None = None,
     ) -> ScanReport:
-        """Audit every spec for every method; ``progress(done, total)`` after each target.
+        """Audit every spec for every method under the run ``options`` (their ``method`` is
+        replaced by each of ``methods``); ``progress(done, total)`` after each target.
         ``prefetch``: summarise every module a full scan needs in parallel first (on a miss of
         the result cache only)."""
         methods = list(methods)
-        results_cache = ResultCache(self.tree, specs, methods, hf_config, self.request_inputs())
+        options = options or RunOptions()
+        results_cache = ResultCache(self.tree, specs, methods, hf_config, self.request_inputs(options))
         hit = results_cache.get()
         if hit is not None:
             return hit
         if prefetch:
             self.prefetch_all(prefetch_progress)
-        report = self._scan(specs, methods, hf_config, progress)
+        report = self._scan(specs, methods, hf_config, progress, options)
         if not self.ctx.cache.get("consulted_transformers"):
             results_cache.put(report)  # results that read transformers' files are not cached
         return report
 
-    def request_inputs(self) -> dict:
+    def request_inputs(self, options: RunOptions | None = None) -> dict:
         """The inputs besides the tree and the targets that a verdict depends on, for keying
         cached results: the platform whose branches are followed, the ``--transformers`` given,
-        and the tree's own transformers requirement (which picks the release fetched)."""
+        the tree's own transformers requirement (which picks the release fetched), and the run
+        options (pipeline-parallel size, drafter config, …)."""
         req = self.tree.source.requirement("transformers") if hasattr(self.tree.source, "requirement") else None
-        return {"platform": self.platform, "transformers": self.transformers_arg, "transformers_requirement": req}
+        return {"platform": self.platform, "transformers": self.transformers_arg, "transformers_requirement": req,
+                "run": (options or RunOptions()).with_method("").key()}
 
-    def _scan(self, specs, methods, hf_config, progress) -> ScanReport:
+    def _scan(self, specs, methods, hf_config, progress, options: RunOptions) -> ScanReport:
         results = []
         total = len(specs) * len(methods)
         for i, spec in enumerate(specs):
             for method in methods:
-                results.append(self.audit(spec, method, hf_config))
+                results.append(self.audit(spec, method, hf_config, options))
             if progress:
                 progress((i + 1) * len(methods), total)
         return ScanReport(

@@ -26,6 +26,7 @@ from packaging.version import InvalidVersion, Version
 from auditor.engines.vllm.targets import resolve_targets
 from auditor.model.errors import AuditError
 from auditor.model.findings import Finding, Severity, Verdict
+from auditor.model.options import RunOptions
 from auditor.model.outcomes import ReleaseVerdict, UpgradeOutcome
 from auditor.model.results import TargetResult, TargetSpec
 from auditor.orchestration.releases import Releases
@@ -353,13 +354,15 @@ def run_gate(
     hf_config: dict | None = None,
     allowed_warnings: Iterable[str] = (),
     fail_on_warnings: bool = False,
+    options: RunOptions | None = None,
     releases: Releases | None = None,
     use_cache: bool = True,
     platform: str = "cuda",
 ) -> UpgradeReport:
     """Check the upgrade to ``candidate`` for the targets ``names`` (architectures or
     model_types; none: the targets recorded in the ``codemods`` file), per method; ``current``
-    (the release in use), when given, is scanned too to report regressions.
+    (the release in use), when given, is scanned too to report regressions. Both sides are
+    audited under the run ``options`` (pipeline-parallel size, drafter config, …).
 
     ``candidate`` and ``current`` are trees already opened, or specs (a version or a PATH)
     opened here with :func:`open_side` (through ``releases``, with ``use_cache``, following
@@ -409,17 +412,17 @@ def run_gate(
     targets: list[UpgradeTarget] = []
     for method in methods:
         in_cand = [s for s in ordered if s.architecture in candidate.registry.entries]
-        cand = {r.architecture: r for r in candidate.scan(in_cand, [method], hf_config).results}
+        cand = {r.architecture: r for r in candidate.scan(in_cand, [method], hf_config, options=options).results}
         cur: dict[str, TargetResult] = {}
         if current is not None:
             in_cur = [s for s in ordered if s.architecture in current.registry.entries]
-            cur = {r.architecture: r for r in current.scan(in_cur, [method], hf_config).results}
+            cur = {r.architecture: r for r in current.scan(in_cur, [method], hf_config, options=options).results}
         fix = None
         need = [s for s in in_cand if cand[s.architecture].verdict is not Verdict.SUPPORTED]
         if need and codemods is not None and method == file_method:
             from auditor.orchestration.fix import plan_fix
 
-            fix = plan_fix(candidate, need, method, only)
+            fix = plan_fix(candidate, need, method, only, options)
         for s in ordered:
             targets.append(_judge(s.architecture, method, cand.get(s.architecture), cur.get(s.architecture),
                                   current is not None, fix, codemods, file_method, allowed, fail_on_warnings,
@@ -492,11 +495,20 @@ def _codemod_for(gate: str) -> str | None:
     return gate if gate in CODEMODS else None
 
 
+def _no_fix_hint(gate: str) -> str:
+    from rules.registry import RULES
+
+    rule = next((r for r in RULES.values() if r.GATE == gate), None)
+    return f"no codemod exists for {gate}: {rule.HOW_TO_FIX}" if rule else f"no codemod exists for {gate}"
+
+
 def _finding_problems(result: TargetResult, hint: str) -> list[Problem]:
     out = []
     for f in result.findings:
         if f.severity is Severity.ERROR:
-            out.append(Problem(f.gate, f.message, None, hint, f.path, f.line))
+            # a gate no codemod can fix: say so, and what to do instead (the rule's own advice)
+            out.append(Problem(f.gate, f.message, None, hint if f.fix_available else _no_fix_hint(f.gate),
+                               f.path, f.line))
         elif f.severity is Severity.UNKNOWN:
             out.append(Problem(f.gate, f"the verdict is unknown: {f.message}", None,
                                "give what the finding says is missing (e.g. --hf-config, --model-type)", f.path, f.line))

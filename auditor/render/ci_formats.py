@@ -310,7 +310,9 @@ def matrix_markdown(report) -> str:
     one column per architecture (verdict and blocking gates); the first release with native
     support is in bold; skipped releases are listed with the reason below the table."""
     archs = report.architectures
-    lines = [f"## eagle-audit matrix: {', '.join(report.model)} ({report.method}), vLLM {report.versions}", ""]
+    run = report.run_options.describe() if getattr(report, "run_options", None) else ""
+    lines = [f"## eagle-audit matrix: {', '.join(report.model)} ({report.method}{', ' + run if run else ''}), "
+             f"vLLM {report.versions}", ""]
     lines.append("| vLLM | " + " | ".join(archs) + " |")
     lines.append("|---" * (len(archs) + 1) + "|")
     by = {(r.vllm_version, r.architecture): r for r in report.rows}

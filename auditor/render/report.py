@@ -87,6 +87,9 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
     from rich.text import Text
 
     title = Text(clean(f"vLLM {report.vllm_version or '?'} — {report.source}"))
+    run = run_text(report)
+    if run:
+        title.append(f" ({run})")
     table = Table(title=title)
     table.add_column("architecture", no_wrap=True)
     table.add_column("method", no_wrap=True)
@@ -115,6 +118,10 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
         if r.note:
             console.print(f"[bold]{escape(clean(r.architecture))}[/bold] ({r.role}): {escape(clean(r.note))}",
                           highlight=False)
+        if r.draft_architecture and not many:
+            console.print(f"[bold]{escape(clean(r.architecture))}[/bold] ({r.method}): draft "
+                          f"{escape(clean(r.draft_architecture))} → {escape(clean(r.draft_class or '?'))}",
+                          highlight=False)
         if not findings:
             continue
         console.print(f"[bold]{escape(clean(r.architecture))}[/bold] ({r.method}, text model_type "
@@ -139,6 +146,15 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
         console.print(f"[yellow]does not parse:[/yellow] {escape(clean(p))} {escape(clean(e))}", highlight=False)
 
 
+def run_text(report: ScanReport) -> str:
+    """The run options of a scan that differ from a plain run (``PP=2, draft config …``), from its
+    first result; empty for a plain run."""
+    for r in report.results:
+        if r.run_options is not None:
+            return r.run_options.describe()
+    return ""
+
+
 def summary_line(report: ScanReport) -> str:
     """``N targets (M results): a supported, b blocked, c unknown; D drafters and P pooling
     models not audited`` (verdicts counted per target and method)."""
@@ -157,10 +173,14 @@ def scan_json(report: ScanReport) -> str:
 
 def scan_markdown(report: ScanReport) -> str:
     """A Markdown table of the scan, for CI job summaries."""
-    out = [f"### eagle-audit: vLLM {clean(report.vllm_version or '?')}", "",
+    run = run_text(report)
+    out = [f"### eagle-audit: vLLM {clean(report.vllm_version or '?')}" + (f" ({clean(run)})" if run else ""), "",
            "| architecture | method | verdict | blocking gates | findings |", "|---|---|---|---|---|"]
     for r in report.results:
         fs = "<br>".join(clean(f"`{f.rule}` {f.gate} `{f.where}`: {f.message}").replace("|", "\\|") for f in r.findings)
+        if r.draft_architecture:
+            draft = clean(f"draft {r.draft_architecture} (`{r.draft_class}`)").replace("|", "\\|")
+            fs = draft + ("<br>" + fs if fs else "")
         arch = clean(r.architecture).replace("|", "\\|")
         out.append(f"| {arch} | {r.method} | **{r.verdict.value}** | {', '.join(r.blocking) or '—'} | {fs or '—'} |")
     out += ["", summary_line(report)]

@@ -272,8 +272,10 @@ class PPRelativeIndexRule(Rule):
     SUMMARY = "aux states keyed on `enumerate(islice(...))` without `start=`: wrong layers on later pipeline stages"
     WHY = (
         "enumerate(islice(self.layers, start_layer, end_layer)) counts from 0 on every pipeline "
-        "stage; aux_hidden_state_layers holds absolute layer numbers, so every stage but the first "
-        "captures the wrong layers."
+        "stage, while aux_hidden_state_layers holds absolute layer numbers. With one stage "
+        "(start_layer = 0) the index is right; it matters under pipeline parallelism once the "
+        "release carries aux states across stages (see pp-aux-transport): every stage but the "
+        "first then captures the wrong layers."
     )
     HOW_TO_FIX = "Pass start=self.start_layer to enumerate (or add start_layer to the index)."
     BLOCKING = False
@@ -292,6 +294,7 @@ class PPRelativeIndexRule(Rule):
                 yield self.finding(
                     Severity.WARNING,
                     f"{fwd.defined_in.name}.forward keys aux states on {lp.index_var!r} from "
-                    "enumerate(islice(...)) without start=: wrong layers on pipeline stages after the first",
+                    "enumerate(islice(...)) without start=: once aux states cross pipeline stages "
+                    "(pp-aux-transport), stages after the first capture the wrong layers",
                     fwd.path, lp.line,
                 )

@@ -16,8 +16,6 @@ from auditor.model.errors import AuditError
 from auditor.model.inputs import check_model_type, read_json
 from auditor.model.results import TargetSpec
 
-METHODS = ("eagle3", "eagle")
-
 _SUFFIXES = (
     "ForConditionalGeneration", "ForCausalLM", "LMHeadModel", "ForSequenceClassification",
     "ForTokenClassification", "ForEmbedding", "ForRewardModel", "Model",

@@ -1,0 +1,71 @@
+"""The draft model a run builds for a target, shared by the drafter-side gates.
+
+- ``--method mtp``: the draft architecture the tree's speculative config rewrites the target's HF
+  config into (``rules/mtp_draft/facts.py``);
+- ``--method eagle``/``eagle3`` with ``--draft-config``: the drafter checkpoint's architecture
+  after the tree's own EAGLE rewrite (``rules/draft_registry/facts.py``).
+
+:func:`draft_model` answers "which class will vLLM build as the draft?", or says why it cannot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from auditor.index.resolve import ClassRef
+from rules.base import AuditTarget, Context
+
+
+@dataclass
+class DraftModel:
+    """The draft of one run: its ``architecture`` (a registry row) and resolved class (``ref``,
+    None when the row does not resolve), how the tool knows it (``via``), and the file and line
+    that decide it. ``unknown``: why the draft cannot be named (the other fields are then None)."""
+
+    architecture: str | None
+    ref: ClassRef | None = None
+    via: str = ""
+    path: str | None = None
+    line: int | None = None
+    unknown: str | None = None
+
+
+def draft_model(ctx: Context, target: AuditTarget) -> DraftModel | None:
+    """The draft vLLM builds for ``target`` under its run options; None when the run names no
+    draft the tool can know of (EAGLE without ``--draft-config``).
+
+    The answer is a registered architecture only: an unregistered one is the ``mtp-draft`` or
+    ``draft-registry`` gate's finding, and comes back here as ``unknown``."""
+    if target.method == "mtp":
+        from rules.mtp_draft.facts import draft_of
+
+        found = draft_of(ctx, target.architecture, target.model_type, target.text_model_type, target.hf_config)
+        if found is None:
+            return DraftModel(None, unknown="the tree has no MTP config rewrite")
+        path, fact, d = found
+        if d.unknown or not d.architecture_known or len(d.architectures) != 1 or d.unchanged:
+            return DraftModel(None, path=path, line=fact.line,
+                              unknown=d.unknown or "the MTP draft architecture is not known (see mtp-draft)")
+        arch = d.architectures[0]
+        via = f"{fact.owner + '.' if fact.owner else ''}{fact.function} rewrites model_type {target.model_type!r}"
+        return _registered(ctx, arch, via, path, fact.line)
+    if target.method in ("eagle", "eagle3") and target.options.draft_config is not None:
+        from rules.draft_registry.facts import eagle_architectures
+
+        found = eagle_architectures(ctx, target.method, target.options.draft_config)
+        if found is None or found[2] is None:
+            return DraftModel(None, unknown="the tree's EAGLE architecture rewrite is not known (see draft-registry)")
+        path, line, archs = found
+        if not archs:
+            return DraftModel(None, path=path, line=line, unknown="the drafter config declares no architectures")
+        return _registered(ctx, archs[0], f"EAGLE rewrite of the drafter config's {archs[0]!r}", path, line)
+    return None
+
+
+def _registered(ctx: Context, arch: str, via: str, path: str, line: int) -> DraftModel:
+    if arch not in ctx.registry.entries:
+        return DraftModel(None, path=path, line=line, unknown=f"{arch} is not in the model registry")
+    t = ctx.registry.class_ref(arch)
+    if not isinstance(t, ClassRef):
+        return DraftModel(arch, None, via, path, line, unknown=f"the class of {arch} does not resolve")
+    return DraftModel(arch, t, via, path, line)

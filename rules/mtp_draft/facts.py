@@ -1,0 +1,397 @@
+"""Facts of the ``mtp-draft`` gate: how the tree turns a target's HF config into its MTP draft.
+
+Two constructs of vLLM's speculative config (``vllm/config/speculative.py`` from 0.11), found by
+what they do, never by name:
+
+- the **rewrite**: a function of one config parameter that assigns ``<cfg>.model_type = "..."``
+  and calls ``<cfg>.update({..., "architectures": [...]})`` under a chain of ``if
+  <cfg>.model_type == "..."`` / ``in (...)`` / ``<cfg>.architectures[0] == "..."`` branches
+  (``SpeculativeConfig.hf_config_override``). Its source is kept (:class:`MtpRewriteFact`) and
+  interpreted per target by :func:`draft_of` with :mod:`auditor.index.evaluate`;
+- the **method aliases**: ``if self.method in get_args(MTPModelTypes) [and ...]: self.method =
+  "mtp"`` (``MTP_MODEL_TYPES``, a tuple, in 0.11.0): the older method strings the tree maps to
+  ``mtp``, which are also the draft model_types it accepts as MTP (:class:`MtpMethodsFact`).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from auditor.cache import cacheable
+from auditor.index.evaluate import (
+    TOP,
+    UNKNOWN_ITEM,
+    Evaluator,
+    FrozenDict,
+    Inputs,
+    State,
+    from_json,
+    join,
+    one,
+    values,
+)
+from auditor.index.summary import Extractor, dotted
+from auditor.model.options import METHODS
+
+# -- the rewrite -------------------------------------------------------------------------------
+
+
+@cacheable
+@dataclass
+class MtpRewriteFact:
+    """The function that rewrites a target's HF config into its MTP draft's.
+
+    ``function``: its name (``hf_config_override``), ``owner``: the enclosing class (or None);
+    ``param``: the config parameter (``hf_config``); ``line``/``end_line``: where it is (the
+    function is re-read from the file and interpreted per target, see :meth:`rules.base.Context.function_node`);
+    ``branches``: the number of ``model_type`` assignments it makes; ``defaults``: parameter →
+    whether it defaults to None.
+    """
+
+    function: str
+    owner: str | None
+    param: str
+    line: int
+    end_line: int
+    branches: int
+    defaults: dict[str, bool] = field(default_factory=dict)
+
+
+def _updates_architectures(node: ast.AST) -> bool:
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update"
+            and node.args):
+        return False
+    arg = node.args[0]
+    return isinstance(arg, ast.Dict) and any(
+        isinstance(k, ast.Constant) and k.value == "architectures" for k in arg.keys)
+
+
+def extract_rewrite(tree: ast.Module) -> list[MtpRewriteFact]:
+    """Every function of a module that rewrites a config parameter's ``model_type`` and
+    ``architectures`` under branches (see the module docstring)."""
+    out = []
+    owners: dict[int, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for b in node.body:
+                owners[id(b)] = node.name
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        params = [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs]
+        roots: dict[str, int] = {}
+        updates = 0
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Assign):
+                for t in n.targets:
+                    if (isinstance(t, ast.Attribute) and t.attr == "model_type" and isinstance(t.value, ast.Name)
+                            and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)):
+                        roots[t.value.id] = roots.get(t.value.id, 0) + 1
+            elif _updates_architectures(n):
+                updates += 1
+        param = next((p for p in params if p in roots), None)
+        if param is None or updates == 0:
+            continue
+        defaults: dict[str, bool] = {}
+        pos = fn.args.posonlyargs + fn.args.args
+        for a, d in zip(pos[len(pos) - len(fn.args.defaults):], fn.args.defaults):
+            defaults[a.arg] = isinstance(d, ast.Constant) and d.value is None
+        for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults):
+            defaults[a.arg] = d is not None and isinstance(d, ast.Constant) and d.value is None
+        out.append(MtpRewriteFact(fn.name, owners.get(id(fn)), param, fn.lineno, fn.end_lineno or fn.lineno,
+                                  roots[param], defaults))
+    return out
+
+
+#: The rewrite extractor: ``vllm/config*`` modules that assign a ``model_type`` and update
+#: ``architectures``.
+EXTRACTOR = Extractor("mtp-rewrite", extract_rewrite, prefixes=("vllm/config",), needles=(b"model_type", b"architectures",
+                                                                                       b".update("))
+
+
+# -- the method aliases ------------------------------------------------------------------------
+
+
+@cacheable
+@dataclass
+class MtpMethodsFact:
+    """The MTP method strings of the tree: ``names`` (``deepseek_mtp``, …, ``mtp``) of the list
+    the ``if`` at ``line`` tests ``self.method`` against before assigning ``"mtp"``; ``list_name``
+    and ``list_line``: the module-level name and line of that list (None when inline)."""
+
+    line: int
+    names: list[str]
+    list_name: str | None
+    list_line: int | None
+
+
+def _literal_strings(node: ast.AST, module_names: dict[str, ast.AST], depth: int = 0) -> list[str] | None:
+    """Strings of ``Literal["a", "b", Other]`` / ``("a", "b")`` / ``["a"]``, resolving names bound
+    at module level to such values (nested Literal aliases included)."""
+    if depth > 4:
+        return None
+    if isinstance(node, ast.Name) and node.id in module_names:
+        return _literal_strings(module_names[node.id], module_names, depth + 1)
+    if isinstance(node, ast.Subscript) and (dotted(node.value) or "").split(".")[-1] == "Literal":
+        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    elif isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        elts = node.elts
+    else:
+        return None
+    out: list[str] = []
+    for e in elts:
+        if isinstance(e, ast.Constant) and isinstance(e.value, str):
+            out.append(e.value)
+        else:
+            inner = _literal_strings(e, module_names, depth + 1)
+            if inner is None:
+                return None
+            out += inner
+    return out
+
+
+def extract_methods(tree: ast.Module) -> list[MtpMethodsFact]:
+    """Find ``if X.method in <list> ...: X.method = "mtp"`` (see the module docstring)."""
+    module_names: dict[str, ast.AST] = {}
+    lines: dict[str, int] = {}
+    for s in tree.body:
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
+            module_names[s.targets[0].id] = s.value
+            lines[s.targets[0].id] = s.lineno
+        elif isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.value is not None:
+            module_names[s.target.id] = s.value
+            lines[s.target.id] = s.lineno
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.If):
+            continue
+        sets_mtp = any(isinstance(s, ast.Assign) and isinstance(s.value, ast.Constant) and s.value.value == "mtp"
+                       and any(isinstance(t, ast.Attribute) and t.attr == "method" for t in s.targets)
+                       for s in node.body)
+        if not sets_mtp:
+            continue
+        tests = node.test.values if isinstance(node.test, ast.BoolOp) else [node.test]
+        for t in tests:
+            if not (isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.In)
+                    and isinstance(t.left, ast.Attribute) and t.left.attr == "method"):
+                continue
+            comp = t.comparators[0]
+            if isinstance(comp, ast.Call) and (dotted(comp.func) or "").split(".")[-1] == "get_args" and comp.args:
+                comp = comp.args[0]
+            names = _literal_strings(comp, module_names)
+            if not names:
+                continue
+            list_name = comp.id if isinstance(comp, ast.Name) else None
+            out.append(MtpMethodsFact(node.lineno, names, list_name, lines.get(list_name) if list_name else None))
+    return out
+
+
+#: The method-alias extractor: ``vllm/config*`` modules that assign ``"mtp"`` to a method.
+METHODS_EXTRACTOR = Extractor("mtp-methods", extract_methods, prefixes=("vllm/config",),
+                              needles=(b'"mtp"', b".method"))
+
+
+# -- accessors ---------------------------------------------------------------------------------
+
+
+def effective_method(ctx, method: str) -> str:
+    """The method the tree runs for a requested ``method``: ``eagle3``, ``eagle`` and ``mtp`` as
+    they are; an older MTP method string (``deepseek_mtp``) is audited as ``mtp`` (whether the tree
+    accepts that string is the ``mtp-draft`` gate's to say)."""
+    return method if method in METHODS else "mtp"
+
+
+def mtp_methods(ctx) -> tuple[str, MtpMethodsFact] | None:
+    """``(path, fact)`` of the tree's MTP method strings, or None when it has none."""
+    found = ctx.facts.found(METHODS_EXTRACTOR)
+    return found[0] if found else None
+
+
+def rewrite(ctx) -> tuple[str, MtpRewriteFact] | None:
+    """``(path, fact)`` of the tree's MTP config rewrite (the one with the most branches), or None."""
+    found = ctx.facts.found(EXTRACTOR)
+    if not found:
+        return None
+    return max(found, key=lambda pf: pf[1].branches)
+
+
+@dataclass
+class DraftOf:
+    """What the tree's rewrite makes of one target's HF config.
+
+    ``architectures``: the possible draft architectures (first of each possible list), empty when
+    unknown; ``model_types``: the possible draft model_types; ``unchanged``: no branch yields a draft
+    architecture (the architectures stay the target's, whatever happened to the model_type: the
+    "draft" would be the target model itself); ``raises``: lines of ``raise`` statements every
+    path reaches (the rewrite refuses the target); ``undecided``: lines of branch conditions the
+    tool could not decide (they depend on checkpoint fields not given); ``unknown``: why the
+    rewrite could not be interpreted at all (None when it was).
+    """
+
+    architectures: list[str] = field(default_factory=list)
+    model_types: list[str] = field(default_factory=list)
+    unchanged: bool = False
+    raises: list[int] = field(default_factory=list)
+    undecided: list[int] = field(default_factory=list)
+    unknown: str | None = None
+    architecture_known: bool = True
+    model_type_known: bool = True
+
+
+class _TargetConfig(Inputs):
+    """The target's HF config as the rewrite sees it: ``model_type`` and ``architectures`` (from
+    the checkpoint config when given, else the target's), ``text_config.model_type``, and any
+    other field of the checkpoint config."""
+
+    def __init__(self, fact: MtpRewriteFact, arch: str, model_type: str | None, text_model_type: str | None,
+                 hf_config: dict | None):
+        self.param = fact.param
+        self.roots = (fact.param,)
+        self.defaults = fact.defaults
+        self.arch = arch
+        self.model_type = model_type
+        self.text_model_type = text_model_type
+        self.hf = hf_config
+
+    def _json(self, path: str):
+        if self.hf is None:
+            return False, None
+        cur = self.hf
+        for part in path.split(".")[1:]:
+            if not isinstance(cur, dict) or part not in cur:
+                return True, None
+            cur = cur[part]
+        return True, cur
+
+    def value(self, path: str):
+        p = self.param
+        if path == f"{p}.model_type":
+            return one(self.model_type) if self.model_type else TOP
+        if path == f"{p}.architectures":
+            archs = (self.hf or {}).get("architectures") if isinstance((self.hf or {}).get("architectures"), list) else None
+            return one(tuple(archs) if archs else (self.arch,))
+        if path == f"{p}.text_config.model_type" and self.text_model_type:
+            return one(self.text_model_type)
+        if path.count(".") == 0 and path in self.defaults:
+            return one(None) if self.defaults[path] else TOP
+        known, v = self._json(path)
+        if known and v is not None:
+            return one(from_json(v))
+        return super().value(path)
+
+    def has(self, path: str):
+        p = self.param
+        if path in (f"{p}.model_type", f"{p}.architectures"):
+            return True
+        if path == f"{p}.text_config":
+            if self.hf is not None:
+                return isinstance(self.hf.get("text_config"), dict)
+            if self.text_model_type and self.model_type:
+                return self.text_model_type != self.model_type
+            return None
+        known, v = self._json(path)
+        if known:
+            return v is not None
+        return None
+
+
+def _update_hook(ev: Evaluator, node: ast.Call, st: State):
+    """``cfg.update({...})`` on a config object: sets the given fields."""
+    fn = node.func
+    if not (isinstance(fn, ast.Attribute) and fn.attr == "update" and len(node.args) == 1 and not node.keywords):
+        return NotImplemented
+    ok, base = ev.object_path(fn.value, st)
+    if not ok:
+        return NotImplemented
+    v = ev.eval(node.args[0], st)
+    if base is None:
+        return one(None)
+    if v is TOP:
+        for k in list(st.env):
+            if k.startswith(base + "."):
+                st.env[k] = TOP
+        for field_ in ("architectures", "model_type"):
+            st.env[f"{base}.{field_}"] = TOP
+        return one(None)
+    dicts = [d for d in v if isinstance(d, FrozenDict)]
+    keys = {k for d in dicts for k in d.keys() if isinstance(k, str)}
+    for k in keys:
+        path = f"{base}.{k}"
+        acc = None
+        first = True
+        for d in dicts:
+            item = d.get(k)
+            cur = (TOP if item is UNKNOWN_ITEM else one(item)) if d.has(k) else ev.read(path, st)
+            acc = cur if first else join(acc, cur)
+            first = False
+        ev.write(path, acc, st)
+    return one(None)
+
+
+def draft_of(ctx, arch: str, model_type: str | None, text_model_type: str | None,
+             hf_config: dict | None = None) -> tuple[str, MtpRewriteFact, DraftOf] | None:
+    """Interpret the tree's MTP rewrite for one target (cached per tree and input).
+
+    Args:
+        ctx: the rule context of the tree.
+        arch: the target's architecture; model_type/text_model_type: its HF config's.
+        hf_config: the checkpoint's config.json, when given (its fields decide branches that
+            test them, such as ``hasattr(hf_config, "num_nextn_predict_layers")``).
+    Returns:
+        ``(path, rewrite fact, DraftOf)``, or None when the tree has no rewrite.
+    """
+    found = rewrite(ctx)
+    if found is None:
+        return None
+    path, fact = found
+    import json
+
+    key = ("mtp-draft", path, fact.line, arch, model_type, text_model_type,
+           json.dumps(hf_config, sort_keys=True, default=str) if hf_config is not None else None)
+    if key in ctx.cache:
+        return ctx.cache[key]
+    fn = ctx.function_node(path, fact.function, fact.line)
+    out = DraftOf()
+    if fn is None:
+        out.unknown = f"{fact.function} could not be re-read"
+    else:
+        inputs = _TargetConfig(fact, arch, model_type, text_model_type, hf_config)
+        ev = Evaluator(inputs, _update_hook)
+        initial_arch = inputs.value(f"{fact.param}.architectures")
+        outcomes = ev.run_function(fn)
+        if outcomes is None:
+            out.unknown = f"{fact.function} is too long to interpret"
+        else:
+            ends = [o for o in outcomes if o.kind in ("return", "end")]
+            out.raises = sorted({o.line for o in outcomes if o.kind == "raise" and o.line})
+            archs: set[str] = set()
+            mts: set[str] = set()
+            changed = False
+            for o in ends:
+                base = o.returned if o.kind == "return" else fact.param
+                if base is None:
+                    out.architecture_known = out.model_type_known = False
+                    continue
+                a = ev.read(f"{base}.architectures", o.state)
+                m = ev.read(f"{base}.model_type", o.state)
+                if a is TOP:
+                    out.architecture_known = False
+                else:
+                    for lst in values(a):
+                        if isinstance(lst, tuple) and lst and isinstance(lst[0], str):
+                            archs.add(lst[0])
+                        else:
+                            out.architecture_known = False
+                    if a != initial_arch:
+                        changed = True
+                if m is TOP:
+                    out.model_type_known = False
+                else:
+                    mts |= {x for x in values(m) if isinstance(x, str)}
+                out.undecided += [ln for ln in o.state.undecided if ln not in out.undecided]
+            out.architectures = sorted(archs)
+            out.model_types = sorted(mts)
+            out.unchanged = bool(ends) and not changed and out.architecture_known
+    ctx.cache[key] = (path, fact, out)
+    return ctx.cache[key]

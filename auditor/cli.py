@@ -81,6 +81,21 @@ VersionOpt = typer.Option(
     None, "--vllm-version", help="Fetch this vLLM release's source archive through pip's configured index "
     "(sha256-checked, cached) and audit it.", metavar="X.Y.Z",
 )
+SglangVersionOpt = typer.Option(
+    None, "--sglang-version", help="Fetch this SGLang release through pip's configured index (its source "
+    "archive, else the wheel for this Python; sha256-checked, cached) and audit it.", metavar="X.Y.Z",
+)
+
+
+class EngineOpt(str, Enum):
+    """Serving engines."""
+    vllm = "vllm"
+    sglang = "sglang"
+
+
+EngineOption = typer.Option(
+    None, "--engine", help="The engine whose tree to read (default: detected from the tree, a vllm/ or an "
+    "sglang/ package; vllm when it holds both).", show_default=False)
 
 
 class PlatformOpt(str, Enum):
@@ -127,13 +142,18 @@ def _progress_enabled(no_progress: bool) -> bool:
 
 
 def _open(path: Optional[str], version: Optional[str], no_progress: bool, no_cache: bool,
-          transformers: Optional[str] = None, platform: str = "cuda"):
+          transformers: Optional[str] = None, platform: str = "cuda", sglang_version: Optional[str] = None,
+          engine: Optional[EngineOpt] = None):
     from auditor.orchestration.scan import Auditor, open_tree
 
     if path and version:
         _fail("give either a PATH or --vllm-version, not both")
-    tree = open_tree(path, version, progress=_progress_enabled(no_progress), use_cache=not no_cache)
-    return Auditor(tree, transformers=transformers, platform=platform)
+    if sglang_version and (path or version):
+        _fail(f"give either {'a PATH' if path else '--vllm-version'} or --sglang-version, not both")
+    name = engine.value if engine is not None else None
+    tree = open_tree(path, version, progress=_progress_enabled(no_progress), use_cache=not no_cache,
+                     sglang_version=sglang_version, engine=name)
+    return Auditor(tree, transformers=transformers, platform=platform, engine=name)
 
 
 def _write(text: str, output: Optional[Path]) -> None:
@@ -178,6 +198,8 @@ def scan(
         None, "--transformers", help="A transformers source folder whose HF config classes to read "
         "(default: the transformers installed here, located without importing it)."),
     platform: PlatformOpt = _platform_opt(all_ok=True),
+    sglang_version: Optional[str] = SglangVersionOpt,
+    engine: Optional[EngineOpt] = EngineOption,
 ) -> None:
     """Verdict per architecture and method: supported, blocked (which gates, file:line) or unknown (why).
 
@@ -188,12 +210,16 @@ def scan(
 
     _check_model_type(model_type)
     if platform is PlatformOpt.all:
+        if sglang_version or engine is EngineOpt.sglang:
+            _fail("--platform all audits vLLM trees (SGLang trees are not audited per platform)")
         return _scan_all_platforms(path, vllm_version, model, model_type, hf_config, method, fmt, output,
                                    no_cache, no_progress, exit_zero, transformers)
     cfg = load_hf_config(hf_config) if hf_config else None
-    auditor = _open(path, vllm_version, no_progress, no_cache, transformers, platform.value)
+    auditor = _open(path, vllm_version, no_progress, no_cache, transformers, platform.value, sglang_version, engine)
     specs = resolve_targets(auditor.registry, model, model_type, cfg)
     methods = ["eagle3", "eagle"] if method is MethodOpt.all else [method.value]
+    methods = [m for m in methods if m in auditor.engine.methods] or _fail(
+        f"--method {method.value}: {auditor.engine.display} trees are audited for {', '.join(auditor.engine.methods)}")
     show = _progress_enabled(no_progress)
     full = not model and cfg is None
     result = _with_progress2(show and full, ("indexing modules", "auditing architectures"),
@@ -318,6 +344,8 @@ def explain(
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
     platform: OnePlatform = _platform_opt(),
+    sglang_version: Optional[str] = SglangVersionOpt,
+    engine: Optional[EngineOpt] = EngineOption,
 ) -> None:
     """The resolved class hierarchy of an architecture: MRO with file:line, empty subclasses,
     protocol members and where each comes from, the holder model and its forward loop, and the
@@ -331,7 +359,8 @@ def explain(
         _fail("give an architecture, or --all")
     if arch and all_archs:
         _fail("give an architecture or --all, not both")
-    auditor = _open(path, vllm_version, no_progress, no_cache, platform=platform.value)
+    auditor = _open(path, vllm_version, no_progress, no_cache, platform=platform.value,
+                    sglang_version=sglang_version, engine=engine)
     if all_archs:
         _with_progress(_progress_enabled(no_progress), "indexing modules", auditor.prefetch_all)
         infos = [do_explain(auditor, a) for a in auditor.registry.architectures()]
@@ -671,6 +700,60 @@ def matrix_cmd(
     for v, e in sorted(report.errors.items()):
         err.print(f"[bold red]eagle-audit: error:[/bold red] vLLM {v}: {e}", highlight=False, soft_wrap=True)
     raise typer.Exit(2 if report.errors else 0)
+
+
+class CompareFormat(str, Enum):
+    """Output formats of ``compare``."""
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+
+
+@app.command("compare")
+def compare_cmd(
+    model: List[str] = typer.Option(
+        [], "--model", "-m", help="Target: an architecture or a model_type (kimi_k2). Repeatable."),
+    vllm_version: Optional[str] = typer.Option(
+        None, "--vllm-version", help="The vLLM side: a release (fetched, cached) or a PATH (folder, .tar.gz, .whl).",
+        metavar="X|PATH", show_default=False),
+    sglang_version: Optional[str] = typer.Option(
+        None, "--sglang-version", help="The SGLang side: a release (sdist, else the wheel for this Python; "
+        "fetched, cached) or a PATH.", metavar="X|PATH", show_default=False),
+    method: OneMethod = typer.Option(OneMethod.eagle3, "--method", help="Speculative method."),
+    model_type: Optional[str] = typer.Option(None, "--model-type", help="The targets' text model_type."),
+    fmt: CompareFormat = typer.Option(CompareFormat.table, "--format", "-f", help="Output format."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
+) -> None:
+    """Where to serve: the same targets audited in vLLM and in SGLang, side by side (verdict and
+    blocking gates per engine, with the reasons).
+
+    Exit codes: 0 some engine supports every target, 1 none does, 2 usage or input error.
+    """
+    from auditor.orchestration.compare import open_engine_side, run_compare
+    from auditor.render import report as rep
+
+    _check_model_type(model_type)
+    if not model:
+        _fail("give --model NAME")
+    if not vllm_version or not sglang_version:
+        _fail("give both --vllm-version X|PATH and --sglang-version Y|PATH")
+    sides = []
+    for engine, value in (("vllm", vllm_version), ("sglang", sglang_version)):
+        try:
+            sides.append((value, open_engine_side(engine, value, progress=_progress_enabled(no_progress),
+                                                  use_cache=not no_cache)))
+        except AuditError as exc:
+            _fail(f"--{engine}-version {value}: {exc}")
+    report = run_compare(model, sides, method=method.value, model_type=model_type)
+    if fmt is CompareFormat.table and output is None:
+        rep.compare_table(report, out)
+    elif fmt is CompareFormat.json:
+        _write(json.dumps(report.as_dict(), indent=2), output)
+    else:
+        _write(rep.compare_markdown(report), output)
+    raise typer.Exit(0 if report.ok else 1)
 
 
 def _matrix_progress(show: bool, fn):

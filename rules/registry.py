@@ -17,10 +17,12 @@ from rules import allowlist, aux_capture, image_token, interface
 from rules.allowlist import facts as allowlist_facts
 from rules.allowlist import planner as allowlist_planner
 from rules.aux_capture import planner as aux_capture_planner
+from rules.aux_capture import sglang as aux_capture_sglang
 from rules.base import Rule
 from rules.image_token import facts as image_token_facts
 from rules.image_token import planner as image_token_planner
 from rules.interface import planner as interface_planner
+from rules.interface import sglang as interface_sglang
 
 
 @dataclass(frozen=True)
@@ -47,13 +49,17 @@ TABLE: tuple[Entry, ...] = (
     Entry(interface.StubMemberRule),
     Entry(interface.StaleMemberRule),
     Entry(aux_capture.PPRelativeIndexRule),
+    # SGLang (rules whose ENGINES name sglang): the same gate ids, SGLang's mechanism
+    Entry(interface_sglang.SGLangInterfaceRule),
+    Entry(aux_capture_sglang.SGLangAuxCaptureRule),
+    Entry(aux_capture_sglang.SilentDelegationRule),
 )
 
 #: Code → rule class, in report order.
 RULES: dict[str, type[Rule]] = {e.rule.CODE: e.rule for e in TABLE}
 
-#: Gate ids that block a target.
-BLOCKING_GATES = [r.GATE for r in RULES.values() if r.BLOCKING]
+#: Gate ids that block a target (each once, in report order, whatever the engine).
+BLOCKING_GATES = list(dict.fromkeys(r.GATE for r in RULES.values() if r.BLOCKING))
 
 #: Gate id → fix planner.
 PLANNERS: dict[str, Callable] = {e.rule.GATE: e.planner for e in TABLE if e.planner is not None}
@@ -65,12 +71,18 @@ CODEMODS: dict[str, str] = {e.rule.GATE: e.codemod for e in TABLE if e.codemod i
 EXTRACTORS: tuple[Extractor, ...] = tuple(x for e in TABLE for x in e.extractors)
 
 
-def rule_by_gate(gate: str) -> type[Rule]:
-    """The rule class for a gate id. Raises KeyError for an unknown gate."""
+def rule_by_gate(gate: str, engine: str = "vllm") -> type[Rule]:
+    """The rule class for a gate id on trees of ``engine`` (vLLM by default). Raises KeyError
+    for an unknown gate."""
     for r in RULES.values():
-        if r.GATE == gate:
+        if r.GATE == gate and r.judges(engine):
             return r
     raise KeyError(gate)
+
+
+def rules_for(engine: str) -> dict[str, type[Rule]]:
+    """Code → rule class of the rules that judge trees of ``engine``, in report order."""
+    return {c: r for c, r in RULES.items() if r.judges(engine)}
 
 
 def codemod_class(name: str):

@@ -92,7 +92,8 @@ def scan_sarif(report: ScanReport) -> str:
                 properties={"architecture": res.architecture, "method": res.method, "gate": f.gate,
                             "severity": f.severity.value, "verdict": res.verdict.value},
             ))
-    return _log(_descriptors(RULES), results, {"vllmVersion": report.vllm_version, "source": report.source})
+    return _log(_descriptors(RULES), results, {"vllmVersion": report.vllm_version, "source": report.source,
+                                               "engine": report.engine, "engineVersion": report.version})
 
 
 def _suite(xml: JUnitXml, suites: dict[str, TestSuite], name: str) -> TestSuite:
@@ -106,13 +107,15 @@ def _suite(xml: JUnitXml, suites: dict[str, TestSuite], name: str) -> TestSuite:
 def scan_junit(report: ScanReport) -> str:
     """The scan as JUnit XML: one suite per method, one test case per target and blocking gate
     (a failure when the gate blocks, an error when it is unknown, passed otherwise)."""
-    from rules.registry import BLOCKING_GATES
+    from rules.registry import rules_for
 
-    xml = JUnitXml(name=f"eagle-audit vLLM {report.vllm_version}")
+    gates = list(dict.fromkeys(r.GATE for r in rules_for(report.engine).values() if r.BLOCKING))
+    name = f"vLLM {report.vllm_version}" if report.engine == "vllm" else report.title
+    xml = JUnitXml(name=f"eagle-audit {name}")
     suites: dict[str, TestSuite] = {}
     for res in report.targets:
         suite = _suite(xml, suites, f"eagle-audit.{res.method}")
-        for gate in BLOCKING_GATES:
+        for gate in gates:
             case = TestCase(name=gate, classname=res.architecture)
             fs = [f for f in res.findings if f.gate == gate]
             errors = [f for f in fs if f.severity.value == "error"]

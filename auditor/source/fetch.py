@@ -1,8 +1,10 @@
-"""Fetch released vLLM source archives (sdists) from the package index pip uses.
+"""Fetch released vLLM (and SGLang) source archives from the package index pip uses.
 
 The index is never hard-coded: it is whatever pip itself is configured to use (see
-:func:`index_url`). Only the sdist ``vllm-X.tar.gz`` is fetched -- it holds the whole
-Python source in 10-50 MB, while the wheels weigh 300-500 MB. Archives are cached in
+:func:`index_url`). For vLLM only the sdist ``vllm-X.tar.gz`` is fetched -- it holds the whole
+Python source in 10-50 MB, while the wheels weigh 300-500 MB. For SGLang (``project="sglang"``)
+the sdist is fetched when the index has one, else the wheel that installs on this platform's
+Python (``py3-none-any``, or the matching ``cp311`` tag; read in place like an sdist). Archives are cached in
 ``platformdirs.user_cache_path("eagle-audit") / "archives"`` (the cache root can be
 replaced with the ``EAGLE_AUDIT_CACHE_DIR`` environment variable), verified against the
 sha256 the index publishes, and re-verified offline on later runs against a
@@ -48,6 +50,11 @@ __all__ = [
 ]
 
 _PROJECT = "vllm"
+#: The projects that can be fetched, and how messages name them.
+PROJECTS = {"vllm": "vLLM", "sglang": "SGLang"}
+#: The projects whose releases may be fetched as a wheel when the index has no sdist (an
+#: SGLang wheel is ~40 MB; vLLM wheels are 300-500 MB and are never fetched).
+WHEEL_FALLBACK = frozenset({"sglang"})
 # The PEP 691 media types are "application/vnd.<index-api>.simple.v1+json|html"; the
 # vendor token is assembled so that no index-related name appears literally in the code.
 _VENDOR = "vnd." + "py" + "pi"
@@ -354,11 +361,12 @@ def _files_from_html(text: str, base: str) -> list[dict]:
     return files
 
 
-def _project_files(client: _Client) -> tuple[list[dict], list[str]]:
-    """Fetch the index's page for vllm.
+def _project_files(client: _Client, project: str = _PROJECT) -> tuple[list[dict], list[str]]:
+    """Fetch the index's page for ``project`` (vllm by default).
 
     Args:
         client: the HTTP client bound to the configured index.
+        project: the distribution name.
 
     Returns:
         ``(files, versions)``: PEP 691 file dicts with absolute URLs, and the version
@@ -367,7 +375,7 @@ def _project_files(client: _Client) -> tuple[list[dict], list[str]]:
     Raises:
         SourceError: when the index cannot be reached or answers with garbage.
     """
-    page = f"{client.index}/{_PROJECT}/"
+    page = f"{client.index}/{project}/"
     shown = client.shown_index
     try:
         with client.open(page, accept=_JSON_ACCEPT) as response:
@@ -376,7 +384,7 @@ def _project_files(client: _Client) -> tuple[list[dict], list[str]]:
             final_url = response.geturl() or page
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
-            raise SourceError(f"the package index ({shown}) does not list vllm") from None
+            raise SourceError(f"the package index ({shown}) does not list {project}") from None
         raise SourceError(
             f"cannot reach the package index ({shown}): HTTP {exc.code} {exc.reason}"
         ) from None
@@ -388,7 +396,7 @@ def _project_files(client: _Client) -> tuple[list[dict], list[str]]:
             files = [dict(f) for f in data["files"]]
         except (ValueError, KeyError, TypeError) as exc:
             raise SourceError(
-                f"the package index ({shown}) sent an unreadable page for vllm: {exc}"
+                f"the package index ({shown}) sent an unreadable page for {project}: {exc}"
             ) from None
         for entry in files:
             entry["url"] = urllib.parse.urljoin(final_url, str(entry.get("url", "")))
@@ -397,11 +405,12 @@ def _project_files(client: _Client) -> tuple[list[dict], list[str]]:
     return _files_from_html(body.decode("utf-8", errors="replace"), final_url), []
 
 
-def _sdists(files: list[dict]) -> list[SdistFile]:
-    """Keep the ``vllm-X.tar.gz`` files of an index page.
+def _sdists(files: list[dict], project: str = _PROJECT) -> list[SdistFile]:
+    """Keep the ``<project>-X.tar.gz`` files of an index page.
 
     Args:
         files: PEP 691 file dicts.
+        project: the distribution name (vllm by default).
 
     Returns:
         The sdists, sorted by version.
@@ -415,7 +424,7 @@ def _sdists(files: list[dict]) -> list[SdistFile]:
             name, version = parse_sdist_filename(filename)
         except (InvalidSdistFilename, InvalidVersion):
             continue
-        if canonicalize_name(name) != _PROJECT:
+        if canonicalize_name(name) != project:
             continue
         hashes = entry.get("hashes") or {}
         sha = hashes.get("sha256") if isinstance(hashes, dict) else None
@@ -434,7 +443,7 @@ def _sdists(files: list[dict]) -> list[SdistFile]:
     return found
 
 
-def _all_versions(files: list[dict], versions: list[str]) -> set[Version]:
+def _all_versions(files: list[dict], versions: list[str], project: str = _PROJECT) -> set[Version]:
     """Collect every release version the index mentions (any file type).
 
     Args:
@@ -451,7 +460,7 @@ def _all_versions(files: list[dict], versions: list[str]) -> set[Version]:
         except InvalidVersion:
             pass
     for entry in files:
-        match = re.match(r"(?i)vllm-([^-]+?)(?:\.tar\.gz|\.zip|-)", str(entry.get("filename")))
+        match = re.match(rf"(?i){re.escape(project)}-([^-]+?)(?:\.tar\.gz|\.zip|-)", str(entry.get("filename")))
         if match:
             try:
                 result.add(Version(match.group(1)))
@@ -502,8 +511,8 @@ def _closeness(candidate: Version, wanted: Version) -> tuple[int, int]:
     return shared, -gap
 
 
-def _release_sdists(client: _Client) -> tuple[list[SdistFile], set[Version]]:
-    """Fetch and parse the index page for vllm.
+def _release_sdists(client: _Client, project: str = _PROJECT) -> tuple[list[SdistFile], set[Version]]:
+    """Fetch and parse the index page for ``project`` (vllm by default).
 
     Returns:
         The sdists listed, and every version the index knows.
@@ -511,8 +520,77 @@ def _release_sdists(client: _Client) -> tuple[list[SdistFile], set[Version]]:
     Raises:
         SourceError: when the index cannot be reached.
     """
-    files, versions = _project_files(client)
-    return _sdists(files), _all_versions(files, versions)
+    files, versions = _project_files(client, project)
+    return _sdists(files, project), _all_versions(files, versions, project)
+
+
+def _wheels(files: list[dict], project: str, wanted: Version) -> list[SdistFile]:
+    """The wheels of release ``wanted`` that install on this interpreter and platform, best
+    first (in the order of :func:`packaging.tags.sys_tags`: a wheel for this exact CPython ABI
+    and platform before ``py3-none-any``).
+
+    Args:
+        files: PEP 691 file dicts.
+        project: the distribution name.
+        wanted: the release.
+
+    Returns:
+        The compatible wheels (same record as an sdist), best first; empty when none fits.
+    """
+    from packaging.tags import sys_tags
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    rank = {tag: i for i, tag in enumerate(sys_tags())}
+    found: list[tuple[int, SdistFile]] = []
+    for entry in files:
+        filename = str(entry.get("filename", ""))
+        if not filename.endswith(".whl") or "/" in filename or "\\" in filename:
+            continue
+        try:
+            name, version, _, tags = parse_wheel_filename(filename)
+        except (InvalidWheelFilename, InvalidVersion):
+            continue
+        if canonicalize_name(name) != project or version != wanted:
+            continue
+        best = min((rank[t] for t in tags if t in rank), default=None)
+        if best is None:
+            continue
+        hashes = entry.get("hashes") or {}
+        sha = hashes.get("sha256") if isinstance(hashes, dict) else None
+        size = entry.get("size")
+        found.append((best, SdistFile(filename=filename, version=version, url=str(entry["url"]),
+                                      sha256=str(sha).lower() if sha else None,
+                                      size=int(size) if isinstance(size, int) else None,
+                                      yanked=bool(entry.get("yanked")))))
+    found.sort(key=lambda x: (x[1].yanked, x[0]))
+    return [w for _, w in found]
+
+
+def _cached_wheel(folder: pathlib.Path, project: str, wanted: Version) -> pathlib.Path | None:
+    """A wheel of release ``wanted`` already in the cache, verified against its sidecar and
+    installable here (best first, as :func:`_wheels` ranks them), or None."""
+    from packaging.tags import sys_tags
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    rank = {tag: i for i, tag in enumerate(sys_tags())}
+    cands = []
+    try:
+        listing = sorted(folder.glob(f"{project}-*.whl"))
+    except OSError:
+        return None
+    for path in listing:
+        try:
+            name, version, _, tags = parse_wheel_filename(path.name)
+        except (InvalidWheelFilename, InvalidVersion):
+            continue
+        best = min((rank[t] for t in tags if t in rank), default=None)
+        if canonicalize_name(name) == project and version == wanted and best is not None:
+            cands.append((best, path))
+    for _, path in sorted(cands):
+        recorded = _read_sidecar(path)
+        if recorded is not None and path.is_file() and _sha256_file(path) == recorded:
+            return path
+    return None
 
 
 @dataclass(frozen=True)
@@ -531,16 +609,17 @@ class IndexListing:
     yanked: tuple[str, ...] = ()
 
 
-def list_releases() -> IndexListing:
-    """Read the vllm page of pip's index (the one :func:`index_url` resolves) once.
+def list_releases(project: str = _PROJECT) -> IndexListing:
+    """Read the ``project`` page (vllm by default) of pip's index (the one :func:`index_url`
+    resolves) once.
 
     Returns:
         The :class:`IndexListing`.
 
     Raises:
-        SourceError: when the index cannot be reached or does not list vllm.
+        SourceError: when the index cannot be reached or does not list the project.
     """
-    sdists, known = _release_sdists(_Client(index_url()))
+    sdists, known = _release_sdists(_Client(index_url()), project)
     ok = {s.version for s in sdists if not s.yanked}
     yanked = {s.version for s in sdists if s.yanked} - ok
     return IndexListing(
@@ -715,7 +794,7 @@ def _download(client: _Client, sdist: SdistFile, target: pathlib.Path, progress:
     return actual
 
 
-def _check_version(version: str) -> Version:
+def _check_version(version: str, project: str = _PROJECT) -> Version:
     """Parse a user-supplied version.
 
     Raises:
@@ -725,7 +804,8 @@ def _check_version(version: str) -> Version:
         return Version(str(version).strip())
     except InvalidVersion:
         raise SourceError(
-            f"{version!r} is not a valid vLLM version (expected e.g. 0.16.0)"
+            f"{version!r} is not a valid {PROJECTS.get(project, project)} version (expected e.g. "
+            f"{'0.5.10' if project == 'sglang' else '0.16.0'})"
         ) from None
 
 
@@ -734,6 +814,7 @@ def fetch_release(
     *,
     progress: bool = True,
     cache_dir: pathlib.Path | None = None,
+    project: str = _PROJECT,
 ) -> pathlib.Path:
     """Return the local path of the vLLM sdist ``vllm-<version>.tar.gz``, fetching it
     into the cache when needed.
@@ -750,11 +831,16 @@ def fetch_release(
     download goes to a temp file in the cache folder, is checked against the published
     sha256 and is then atomically renamed into place.
 
+    For ``project="sglang"`` the same holds for ``sglang-<version>.tar.gz``; when the index
+    lists no sdist for the release, the wheel that installs on this interpreter and platform
+    (see :func:`_wheels`) is fetched instead, with the same sha256 checks and cache.
+
     Args:
         version: the vLLM release, e.g. ``"0.16.0"``.
         progress: draw a transient download progress bar on stderr.
         cache_dir: the folder holding cached archives; defaults to
             :func:`archive_cache_dir`.
+        project: the distribution, ``vllm`` (default) or ``sglang`` (:data:`PROJECTS`).
 
     Returns:
         The path of the verified ``vllm-<version>.tar.gz`` in the cache.
@@ -765,28 +851,43 @@ def fetch_release(
             index ("cannot reach the package index (<url>): <reason>"); a sha256
             mismatch of a download (the file is deleted).
     """
-    wanted = _check_version(version)
+    if project not in PROJECTS:
+        raise SourceError(f"unknown project {project!r} (one of {', '.join(PROJECTS)})")
+    display = PROJECTS[project]
+    wanted = _check_version(version, project)
     folder = pathlib.Path(cache_dir).expanduser() if cache_dir is not None else archive_cache_dir()
-    guess = folder / f"vllm-{wanted}.tar.gz"
+    guess = folder / f"{project}-{wanted}.tar.gz"
     recorded = _read_sidecar(guess) if guess.is_file() else None
     if recorded is not None:
         if _sha256_file(guess) == recorded:
             return guess
         _drop_cached(guess)  # corrupted since it was verified: fetch it again
+    if project in WHEEL_FALLBACK:
+        cached = _cached_wheel(folder, project, wanted)
+        if cached is not None:
+            return cached
 
     client = _Client(index_url())
-    sdists, known = _release_sdists(client)
+    files, versions = _project_files(client, project)
+    sdists, known = _sdists(files, project), _all_versions(files, versions, project)
     matches = [s for s in sdists if s.version == wanted]
+    if not matches and project in WHEEL_FALLBACK:
+        matches = _wheels(files, project, wanted)
     if not matches:
         available = sorted({s.version for s in sdists if not s.yanked})
         nearest = ", ".join(str(v) for v in nearest_versions(wanted, available))
-        if wanted in known:
+        if wanted in known and project in WHEEL_FALLBACK:
             problem = (
-                f"vLLM {version} has no source archive (sdist) on the package index "
+                f"{display} {version} has neither a source archive (sdist) nor a wheel for this "
+                f"platform's Python on the package index ({client.shown_index})"
+            )
+        elif wanted in known:
+            problem = (
+                f"{display} {version} has no source archive (sdist) on the package index "
                 f"({client.shown_index}), only wheels"
             )
         else:
-            problem = f"vLLM {version} is not on the package index ({client.shown_index})"
+            problem = f"{display} {version} is not on the package index ({client.shown_index})"
         hint = f"; nearest releases with an sdist: {nearest}" if nearest else ""
         raise SourceError(problem + hint)
     sdist = next((s for s in matches if not s.yanked), matches[0])

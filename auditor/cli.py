@@ -64,6 +64,13 @@ class Format(str, Enum):
     junit = "junit"
 
 
+class RulesFormat(str, Enum):
+    """Output formats of ``rules``."""
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+
+
 class MethodOpt(str, Enum):
     """Speculative methods ``scan`` audits (``all``: eagle3 and eagle)."""
     eagle3 = "eagle3"
@@ -374,8 +381,25 @@ def explain(
 
 
 @app.command("rules")
-def list_rules() -> None:
-    """The rules: code, gate, whether it blocks, whether a fix exists, why and how to fix."""
+def list_rules(
+    fmt: RulesFormat = typer.Option(RulesFormat.table, "--format", "-f", help="Output format."),
+) -> None:
+    """The rules: code, gate, whether it blocks, whether a fix exists, why and how to fix.
+
+    Examples:
+
+      eagle-audit rules
+
+      eagle-audit rules --format json
+    """
+    from auditor.render import report as rep
+
+    if fmt is RulesFormat.json:
+        _write(rep.rules_json(), None)
+        return
+    if fmt is RulesFormat.markdown:
+        _write(rep.rules_markdown(), None)
+        return
     from rich.table import Table
 
     from rules.registry import RULES

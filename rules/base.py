@@ -80,6 +80,8 @@ class Rule:
     #: the engines whose trees the rule judges (a gate id names the same concept in each engine;
     #: an engine whose mechanism differs has its own rule class under the same gate id)
     ENGINES: ClassVar[tuple[str, ...]] = ("vllm",)
+    #: The dataclass of this rule's machine-readable finding details (None: findings carry none).
+    DATA: ClassVar[type | None] = None
     VALID: ClassVar[list[Example]] = []
     INVALID: ClassVar[list[Example]] = []
 
@@ -97,7 +99,15 @@ class Rule:
         raise NotImplementedError
 
     def finding(self, severity: Severity, message: str, path=None, line=None, fix=None, **data) -> Finding:
-        """A finding of this rule (``fix`` defaults to ``FIX_AVAILABLE`` for errors)."""
+        """A finding of this rule (``fix`` defaults to ``FIX_AVAILABLE`` for errors); ``data``
+        are the fields of the rule's :attr:`DATA` dataclass.
+
+        Raises:
+            TypeError: ``data`` given to a rule without ``DATA``, or fields ``DATA`` lacks.
+        """
         if fix is None:
             fix = self.FIX_AVAILABLE and severity is Severity.ERROR
-        return Finding(self.CODE, self.GATE, severity, message, path, line, fix, data)
+        if data and self.DATA is None:
+            raise TypeError(f"{type(self).__name__} declares no DATA for {sorted(data)}")
+        details = self.DATA(**data) if data else None
+        return Finding(self.CODE, self.GATE, severity, message, path, line, fix, details)

@@ -70,6 +70,27 @@ class EagleCodemod(VisitorBasedCodemodCommand):
 # -- helpers shared by the codemods ----------------------------------------------------------
 
 
+#: Kinds of node :func:`nodes_at` indexes, by the name the index's facts use for them.
+_KINDS = {"literal": (cst.List, cst.Tuple, cst.Set), "comparison": (cst.Comparison,), "for": (cst.For,),
+          "if": (cst.If,), "assign": (cst.Assign,), "line": (cst.SimpleStatementLine,)}
+
+
+def nodes_at(module: cst.Module) -> dict[tuple[tuple[int, int], str], cst.CSTNode]:
+    """The nodes of ``module`` by ``((line, column), kind)``: where the index (``ast``) recorded a
+    construct, the codemod finds the same construct in its libcst tree — the pattern itself is
+    detected once, by the index's extractor. Lines are 1-based, columns count characters; the
+    nodes are ``module``'s own (no copy), so they can be replaced with :func:`replace`."""
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    out: dict[tuple[tuple[int, int], str], cst.CSTNode] = {}
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    for node, pos in positions.items():
+        for kind, types in _KINDS.items():
+            if isinstance(node, types):
+                out.setdefault(((pos.start.line, pos.start.column), kind), node)
+    return out
+
+
 def dotted_name(node: cst.CSTNode) -> str | None:
     """``a.b.c`` for a Name/Attribute chain, else None."""
     parts: list[str] = []

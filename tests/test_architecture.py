@@ -68,3 +68,11 @@ def test_every_gate_has_one_room_and_one_registry_line():
             assert rule.GATE in PLANNERS and rule.GATE in CODEMODS, code
     names = [x.name for x in EXTRACTORS]
     assert len(names) == len(set(names))
+
+
+def test_readme_rule_table_is_the_generated_one():
+    from auditor.render.report import rules_markdown
+
+    text = (REPO / "README.md").read_text()
+    begin = text.index("-->\n", text.index("<!-- rules:begin")) + len("-->\n")
+    assert text[begin:text.index("<!-- rules:end -->")] == rules_markdown()

@@ -400,3 +400,12 @@ def test_rules_command_lists_every_rule(cli):
     assert p.returncode == 0
     for code in RULES:
         assert code in p.stdout
+
+
+def test_rules_as_json_lists_every_rule_of_the_registry():
+    p = run("rules", "--format", "json")
+    assert p.returncode == 0, p.stderr
+    rules = json.loads(p.stdout)
+    assert [r["code"] for r in rules] == list(RULES)
+    assert {r["gate"] for r in rules if r["blocking"]} == {"allowlist", "interface", "aux-capture", "image-token"}
+    assert all(r["why"] and r["how_to_fix"] for r in rules)

@@ -119,14 +119,14 @@ def test_toy_v3_is_blocked_by_three_gates(minivllm):
     assert allow.path == "vllm/config/speculative.py"
     src = (minivllm / allow.path).read_text().splitlines()
     assert src[allow.line - 1].strip().startswith("eagle3_target_supported = [")
-    assert allow.data["entries"] == ["llama", "qwen"]
+    assert allow.data.entries == ["llama", "qwen"]
     iface = by_gate["interface"]
     # the verdict belongs on the base that holds the code, not on the empty subclass
     assert iface.path == "vllm/model_executor/models/toy.py"
     assert "class ToyV2ForCausalLM(" in (minivllm / iface.path).read_text().splitlines()[iface.line - 1]
-    assert iface.data["missing"] == ["get_eagle3_aux_hidden_state_layers", "set_aux_hidden_state_layers",
+    assert iface.data.missing == ["get_eagle3_aux_hidden_state_layers", "set_aux_hidden_state_layers",
                                      "supports_eagle3"]
-    assert iface.data["holder"] == "vllm.model_executor.models.toy.ToyV2ForCausalLM"
+    assert iface.data.code_holder == "vllm.model_executor.models.toy.ToyV2ForCausalLM"
     aux = by_gate["aux-capture"]
     assert "for layer in islice(self.layers" in (minivllm / aux.path).read_text().splitlines()[aux.line - 1]
     assert r.holder == "vllm.model_executor.models.toy.ToyV2Model"
@@ -141,10 +141,10 @@ def test_toy_vl_is_blocked_by_four_gates(minivllm):
     img = next(f for f in r.findings if f.gate == "image-token")
     assert img.path == "vllm/v1/spec_decode/eagle.py"
     assert "= target_model.config.image_token_index" in (minivllm / img.path).read_text().splitlines()[img.line - 1]
-    assert img.data["candidates"] == ["media_placeholder_token_id"]
-    assert img.data["config_class"] == "vllm.transformers_utils.configs.toy_vl.ToyVLConfig"
+    assert img.data.candidates == ["media_placeholder_token_id"]
+    assert img.data.config_class == "vllm.transformers_utils.configs.toy_vl.ToyVLConfig"
     iface = next(f for f in r.findings if f.gate == "interface")
-    assert "has_own_lm_head" in iface.data["missing"]  # a member of the protocol's protocol base
+    assert "has_own_lm_head" in iface.data.missing  # a member of the protocol's protocol base
 
 
 def test_allowlist_is_substring_match(minivllm):
@@ -160,7 +160,7 @@ def test_allowlist_found_by_meaning_under_another_name(tmp_path):
     folder = make_tree(tmp_path, {"vllm/config/speculative.py": renamed})
     r = audit(folder, "ToyV3ForCausalLM", text_model_type="toy")
     f = next(f for f in r.findings if f.gate == "allowlist")
-    assert f.data["list_name"] == "aux_hidden_states_supported"
+    assert f.data.list_name == "aux_hidden_states_supported"
 
 
 def test_no_allowlist_means_no_allowlist_gate(tmp_path):
@@ -210,7 +210,7 @@ def test_inherited_protocol_stubs_warn(tmp_path):
     folder = make_tree(tmp_path, {"vllm/model_executor/models/toy.py": toy})
     r = audit(folder, "ToyV3ForCausalLM", text_model_type="llama_toy")
     assert "interface" not in r.blocking
-    stubs = sorted(f.data["member"] for f in r.findings if f.gate == "stub-member")
+    stubs = sorted(f.data.member for f in r.findings if f.gate == "stub-member")
     assert stubs == ["get_eagle3_aux_hidden_state_layers", "set_aux_hidden_state_layers"]
     assert r.blocking == ["aux-capture"]
 
@@ -225,11 +225,11 @@ def test_stale_member_warns_when_runtime_uses_a_new_name(tmp_path):
                                   "vllm/v1/worker/gpu_model_runner.py": runner})
     r = audit(folder, "LlamaForCausalLM")
     stale = [f for f in r.findings if f.gate == "stale-member"]
-    assert [f.data["member"] for f in stale] == ["get_eagle3_aux_hidden_state_layers"]
+    assert [f.data.member for f in stale] == ["get_eagle3_aux_hidden_state_layers"]
     assert stale[0].severity is Severity.WARNING
     # the protocol's own stub of the new name is inherited: supported, with a stub warning
     assert r.verdict.value == "supported"
-    assert any(f.gate == "stub-member" and f.data["member"] == "get_eagle3_default_aux_hidden_state_layers"
+    assert any(f.gate == "stub-member" and f.data.member == "get_eagle3_default_aux_hidden_state_layers"
                for f in r.findings)
 
 

@@ -6,7 +6,8 @@ JSON, SARIF, JUnit, Markdown) is a serialiser of the same records.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
+from typing import Any
 from enum import Enum
 
 from auditor.cache import cacheable
@@ -45,7 +46,8 @@ class Finding:
     ``rule``: the rule code (``EA301``); ``gate``: the gate id (``allowlist``); ``severity``;
     ``message``: one or two sentences; ``path``/``line``: where to look (POSIX path relative to
     the folder that contains ``vllm/``, 1-based line), or None; ``fix_available``: the rule has a
-    codemod for this finding; ``data``: machine-readable details (missing members, …).
+    codemod for this finding; ``data``: machine-readable details, a dataclass of the rule's own
+    kind (its ``DATA``: missing members, the allowlist entries, …) or None.
     """
 
     rule: str
@@ -55,12 +57,13 @@ class Finding:
     path: str | None = None
     line: int | None = None
     fix_available: bool = False
-    data: dict = field(default_factory=dict)
+    data: Any = None
 
     def as_dict(self) -> dict:
         """The finding as JSON-ready data (severity as its string value)."""
         d = asdict(self)
         d["severity"] = self.severity.value
+        d["data"] = d["data"] or {}
         return d
 
     @property

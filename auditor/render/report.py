@@ -15,6 +15,30 @@ from auditor.model.results import ScanReport
 _STYLE = {"supported": "green", "blocked": "red", "unknown": "yellow", "not-a-target": "dim"}
 
 
+def rules_markdown() -> str:
+    """The rule reference as a Markdown table (code, gate, blocks, fix, methods, what), generated
+    from the registry table ``rules.registry.TABLE``; the README embeds it and a test keeps the
+    two equal."""
+    from rules.registry import RULES
+
+    rows = ["| code | gate | blocks | fix | methods | what |", "|---|---|---|---|---|---|"]
+    for code, r in RULES.items():
+        rows.append(f"| {code} | `{r.GATE}` | {'yes' if r.BLOCKING else 'warning'} | "
+                    f"{'yes' if r.FIX_AVAILABLE else '—'} | {', '.join(r.METHODS)} | {r.SUMMARY} |")
+    return "\n".join(rows) + "\n"
+
+
+def rules_json() -> str:
+    """Every rule as JSON: ``[{code, gate, name, summary, blocking, fix_available, methods,
+    engines, why, how_to_fix}]``, from the registry table."""
+    from rules.registry import RULES
+
+    return json.dumps([{"code": code, "gate": r.GATE, "name": r.NAME, "summary": r.SUMMARY,
+                        "blocking": r.BLOCKING, "fix_available": r.FIX_AVAILABLE, "methods": list(r.METHODS),
+                        "engines": list(r.ENGINES),
+                        "why": r.WHY, "how_to_fix": r.HOW_TO_FIX} for code, r in RULES.items()], indent=2)
+
+
 def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> None:
     """Print a scan: a rich table (architecture, method, verdict, blocking gates, ``file:line`` of
     each finding), then each finding's message under its target, then a summary line. In a full

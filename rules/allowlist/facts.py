@@ -29,6 +29,13 @@ class AllowlistFact:
     False for ``model_type in LIST`` (exact); ``subject``: the source text of the model_type
     expression (``self.target_model_config.hf_text_config.model_type``); ``function``: the
     enclosing function; ``list_end_line``: last line of the list literal.
+
+    Where a fix edits, found here once (the codemod maps these places to its own syntax tree and
+    never looks for the allowlist itself): ``kind`` is ``named`` (a list variable), ``literal``
+    (an inline list), ``inline`` (``"llama" not in X.model_type``) or ``unknown``; ``literal_at``
+    is the ``(line, column)`` of the list literal (None when the list is not a literal);
+    ``test_at`` that of the inline membership test; ``negated``: the inline test is ``not in``.
+    Columns count characters, as libcst's positions do.
     """
 
     line: int
@@ -40,6 +47,10 @@ class AllowlistFact:
     substring: bool
     subject: str
     function: str
+    kind: str = "unknown"
+    literal_at: tuple[int, int] | None = None
+    test_at: tuple[int, int] | None = None
+    negated: bool = False
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -76,8 +87,18 @@ def _raises(body: list[ast.stmt]) -> bool:
     return any(isinstance(n, ast.Raise) for s in body for n in ast.walk(s))
 
 
-def extract_allowlist(tree: ast.Module) -> list[AllowlistFact]:
-    """Find every EAGLE-3 model_type allowlist test in a module (see :class:`AllowlistFact`)."""
+def _at(node: ast.AST, lines: list[str] | None) -> tuple[int, int]:
+    """``(line, character column)`` of a node (ast columns count UTF-8 bytes)."""
+    col = node.col_offset
+    if lines is not None and 0 < node.lineno <= len(lines):
+        col = len(lines[node.lineno - 1].encode("utf-8")[:col].decode("utf-8", "replace"))
+    return node.lineno, col
+
+
+def extract_allowlist(tree: ast.Module, source: str | None = None) -> list[AllowlistFact]:
+    """Find every EAGLE-3 model_type allowlist test in a module (see :class:`AllowlistFact`);
+    ``source`` (the module's text) makes the recorded columns exact for non-ASCII lines."""
+    lines = source.splitlines() if source is not None else None
     out: list[AllowlistFact] = []
     pm: ParentMap | None = None
     for node in ast.walk(tree):
@@ -92,6 +113,9 @@ def extract_allowlist(tree: ast.Module) -> list[AllowlistFact]:
         entries: list[str] = []
         substring = True
         subject = ""
+        kind = "unknown"
+        literal_at = test_at = None
+        negated = False
         for n in ast.walk(node.test):
             # any(s in <subject> for s in LIST)
             if isinstance(n, ast.GeneratorExp) and n.generators:
@@ -105,9 +129,10 @@ def extract_allowlist(tree: ast.Module) -> list[AllowlistFact]:
                     subject = ast.unparse(elt.comparators[0])
                     substring = True
                     if isinstance(gen.iter, ast.Name):
-                        list_name = gen.iter.id
-                    elif isinstance(gen.iter, (ast.List, ast.Tuple)):
+                        list_name, kind = gen.iter.id, "named"
+                    elif isinstance(gen.iter, (ast.List, ast.Tuple, ast.Set)):
                         entries = [e.value for e in gen.iter.elts if isinstance(e, ast.Constant)]
+                        kind, literal_at = "literal", _at(gen.iter, lines)
                     break
             if isinstance(n, ast.Compare) and len(n.ops) == 1 and isinstance(n.ops[0], (ast.In, ast.NotIn)):
                 left, comp = n.left, n.comparators[0]
@@ -116,13 +141,15 @@ def extract_allowlist(tree: ast.Module) -> list[AllowlistFact]:
                     entries = [left.value]
                     subject = ast.unparse(comp)
                     substring = True
+                    kind, test_at, negated = "inline", _at(n, lines), isinstance(n.ops[0], ast.NotIn)
                     break
                 if _has_model_type(left) and isinstance(comp, ast.Name):
-                    list_name, subject, substring = comp.id, ast.unparse(left), False
+                    list_name, subject, substring, kind = comp.id, ast.unparse(left), False, "named"
                     break
                 if _has_model_type(left) and isinstance(comp, (ast.List, ast.Tuple, ast.Set)):
                     entries = [e.value for e in comp.elts if isinstance(e, ast.Constant)]
                     subject, substring = ast.unparse(left), False
+                    kind, literal_at = "literal", _at(comp, lines)
                     break
         list_line = list_end = None
         if list_name and fn is not None:
@@ -136,6 +163,8 @@ def extract_allowlist(tree: ast.Module) -> list[AllowlistFact]:
                         except Exception:
                             entries = _strings(a.value)
                         list_line, list_end = a.lineno, a.end_lineno
+                        if isinstance(a.value, (ast.List, ast.Tuple, ast.Set)):
+                            literal_at = _at(a.value, lines)
         out.append(
             AllowlistFact(
                 line=node.lineno,
@@ -147,6 +176,10 @@ def extract_allowlist(tree: ast.Module) -> list[AllowlistFact]:
                 substring=substring,
                 subject=subject,
                 function=getattr(fn, "name", "<module>"),
+                kind=kind,
+                literal_at=literal_at,
+                test_at=test_at,
+                negated=negated,
             )
         )
     return out

@@ -11,7 +11,7 @@ from rules.planning import Invocation, Planner
 
 def plan(p: Planner, result: TargetResult, f: Finding) -> None:
     found = allowlist_for(p.ctx, p.method)
-    mt = f.data.get("model_type") or result.text_model_type
+    mt = (f.data.model_type if f.data else None) or result.text_model_type
     if found is None or not mt:
         p.no(result.architecture, f, "the allowlist or the target's text model_type is unknown",
                  "pass --model-type with the checkpoint's text model_type")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Iterator
 
+from auditor.cache import cacheable
 from auditor.model.findings import Finding, Severity
 from rules.allowlist.facts import EXTRACTOR, allowlist_for
 from rules.base import AuditTarget, Context, Example, Rule
@@ -37,6 +39,18 @@ def _spec(entries: list[str]) -> dict[str, str]:
     return {"vllm/config/speculative.py": _SPEC.format(body=_LIST.format(entries=entries))}
 
 
+@cacheable
+@dataclass
+class AllowlistData:
+    """EA301 details: the allowlist's ``list_name`` (None for an inline test) and ``entries``,
+    the text ``model_type`` checked, or the module ``unanalysed`` that may hold the allowlist."""
+
+    list_name: str | None = None
+    entries: list[str] = field(default_factory=list)
+    model_type: str | None = None
+    unanalysed: str | None = None
+
+
 class AllowlistRule(Rule):
     """The EAGLE-3 target model_type allowlist.
 
@@ -49,7 +63,8 @@ class AllowlistRule(Rule):
     CODE = "EA301"
     GATE = "allowlist"
     NAME = "model-type-not-allowlisted"
-    SUMMARY = "the target's text model_type is not on the EAGLE-3 allowlist"
+    SUMMARY = ("the text model_type is not on the EAGLE-3 allowlist (substring match, found by what the code "
+               "does; renamed across releases, gone from 0.22)")
     WHY = (
         "vLLM's SpeculativeConfig validation raises ValueError before the target is built when "
         "the method is eagle3 and none of the allowlisted strings is a substring of the target's "
@@ -62,6 +77,7 @@ class AllowlistRule(Rule):
         "literal, or turns an inline single-name test into a list test)."
     )
     FIX_AVAILABLE = True
+    DATA = AllowlistData
     VALID = [Example(_spec(["llama", "qwen"]), "LlamaForCausalLM", text_model_type="qwen3_moe")]
     INVALID = [
         Example(

@@ -27,7 +27,7 @@ def plan(p: Planner, result: TargetResult, f: Finding) -> None:
     if fwd.defined_in is None or fwd.path is None:
         p.no(arch, f, f"{h.ref.name} has no forward in the tree")
         return
-    needs = f.data.get("needs_mixin") or _needs_mixin(p, facts.ref)
+    needs = (f.data.needs_mixin if f.data else False) or _needs_mixin(p, facts.ref)
     mode = "mixin" if needs and arch not in p.explicit_setter else "list"
     mixin = p.facts.eagle_model_mixin
     if mode == "mixin" and mixin is None:

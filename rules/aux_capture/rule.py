@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterator
 
+from auditor.cache import cacheable
 from auditor.engines.vllm.facts import (
     find_holder,
     holder_forward,
@@ -103,6 +105,24 @@ def holder_and_forward(ctx: Context, target: AuditTarget):
     return ctx.cache[key]
 
 
+@cacheable
+@dataclass
+class AuxCaptureData:
+    """EA303 details: the ``holder`` model (the inner model whose forward runs the layers) and
+    whether the tree's protocol defaults make it ``needs_mixin`` (``EagleModelMixin``)."""
+
+    holder: str | None = None
+    needs_mixin: bool = False
+
+
+@cacheable
+@dataclass
+class LayerIndexData:
+    """EA307 details: the ``start`` the stage-relative index should be offset by."""
+
+    start: str | None = None
+
+
 class AuxCaptureRule(Rule):
     """The holder model's ``forward`` captures aux hidden states and returns them.
 
@@ -120,7 +140,8 @@ class AuxCaptureRule(Rule):
     CODE = "EA303"
     GATE = "aux-capture"
     NAME = "aux-hidden-states-not-captured"
-    SUMMARY = "the inner model's forward cannot capture auxiliary hidden states"
+    SUMMARY = ("the holder model's `forward` cannot capture aux hidden states (or lacks `EagleModelMixin` where "
+               "the protocol default demands it)")
     WHY = (
         "EAGLE-3 feeds the drafter with the hidden states entering a few target layers. A "
         "forward loop without a layer index (for layer in islice(self.layers, ...)) cannot "
@@ -133,6 +154,7 @@ class AuxCaptureRule(Rule):
         "any were captured; the codemod rewrites the loop."
     )
     FIX_AVAILABLE = True
+    DATA = AuxCaptureData
     VALID = [Example({}, "LlamaForCausalLM"), Example(_cap(), "CapForCausalLM")]
     INVALID = [
         Example({"vllm/model_executor/models/noidx.py": _NO_INDEX_LOOP}, "NoIdxForCausalLM",
@@ -221,7 +243,7 @@ class PPRelativeIndexRule(Rule):
     CODE = "EA307"
     GATE = "pp-relative-index"
     NAME = "stage-relative-layer-index"
-    SUMMARY = "aux hidden states are keyed on a pipeline-stage-relative layer index"
+    SUMMARY = "aux states keyed on `enumerate(islice(...))` without `start=`: wrong layers on later pipeline stages"
     WHY = (
         "enumerate(islice(self.layers, start_layer, end_layer)) counts from 0 on every pipeline "
         "stage; aux_hidden_state_layers holds absolute layer numbers, so every stage but the first "
@@ -229,6 +251,7 @@ class PPRelativeIndexRule(Rule):
     )
     HOW_TO_FIX = "Pass start=self.start_layer to enumerate (or add start_layer to the index)."
     BLOCKING = False
+    DATA = LayerIndexData
     VALID = [Example(_cap(start=", start=self.start_layer"), "CapForCausalLM")]
     INVALID = [Example(_cap(), "CapForCausalLM", expect_severity=Severity.WARNING)]
 

@@ -4,8 +4,10 @@ language model that lacks the setter, so it silently does nothing."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterator
 
+from auditor.cache import cacheable
 from auditor.engines.sglang.facts import CAPTURE_ATTR, forward_capture, trace_capture
 from auditor.engines.vllm.facts import find_holder
 from auditor.model.findings import Finding, Severity
@@ -34,6 +36,14 @@ EntryClass = ToyVLForConditionalGeneration
 
 def _wrapped(lm_has_setter: bool) -> dict[str, str]:
     return {**toy(setter=lm_has_setter), "sglang/srt/models/toy_vl.py": _WRAPPER}
+
+
+@cacheable
+@dataclass
+class CaptureData:
+    """EA403 details: the ``holder`` model whose forward must capture (dotted name)."""
+
+    holder: str | None = None
 
 
 def capture_trace(ctx: Context, target: AuditTarget):
@@ -75,6 +85,7 @@ class SGLangAuxCaptureRule(Rule):
     FIX_AVAILABLE = False
     METHODS = ("eagle3",)
     ENGINES = ("sglang",)
+    DATA = CaptureData
     VALID = [Example(toy(setter=True), "ToyForCausalLM"),
              Example(_wrapped(True), "ToyVLForConditionalGeneration", note="delegates to a language model that captures")]
     INVALID = [Example(_wrapped(False), "ToyVLForConditionalGeneration", expect_severity=Severity.ERROR,

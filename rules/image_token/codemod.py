@@ -3,6 +3,7 @@ proposer, reading the image token id attribute its HF config class really define
 
 from __future__ import annotations
 
+import ast
 from textwrap import dedent
 from typing import Iterator
 
@@ -16,29 +17,17 @@ from rules.cst import (
     dotted_name,
     functions_named,
     identifier,
-    replace_within,
+    nodes_at,
+    replace,
     string_node,
 )
+from rules.image_token.facts import extract_image_token
 
 
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     yield node
     for c in node.children:
         yield from walk(c)
-
-
-def _arch_names(test: cst.BaseExpression) -> list[str] | None:
-    """Architectures a branch test names: ``X == "A"``, ``X in ["A", "B"]`` (or ``or`` of those)."""
-    if isinstance(test, cst.BooleanOperation):
-        left, right = _arch_names(test.left), _arch_names(test.right)
-        return (left or []) + (right or []) or None
-    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
-        c = test.comparisons[0]
-        if isinstance(c.operator, cst.Equal) and isinstance(c.comparator, cst.SimpleString):
-            return [c.comparator.evaluated_value]
-        if isinstance(c.operator, cst.In) and isinstance(c.comparator, (cst.List, cst.Tuple, cst.Set)):
-            return [e.value.evaluated_value for e in c.comparator.elements if isinstance(e.value, cst.SimpleString)]
-    return None
 
 
 def _name_expr(test: cst.BaseExpression) -> cst.BaseExpression | None:
@@ -49,58 +38,6 @@ def _name_expr(test: cst.BaseExpression) -> cst.BaseExpression | None:
     if isinstance(test, cst.Comparison):
         return test.left
     return None
-
-
-def _assigns_image_token(stmt: cst.CSTNode) -> cst.Assign | None:
-    for n in walk(stmt):
-        if isinstance(n, cst.Assign) and any(
-            isinstance(t.target, cst.Attribute) and t.target.attr.value == "image_token_index" for t in n.targets
-        ):
-            return n
-    return None
-
-
-class _Finder(cst.CSTVisitor):
-    """The ``if supports_multimodal(<target>):`` blocks that set ``image_token_index``, with
-    their block depth and the target variable."""
-
-    def __init__(self, function: str | None):
-        self.function = function
-        self.fn_stack: list[str] = []
-        self.depth = 0
-        self.found: list[tuple[cst.If, int, str, list]] = []
-        self.has_get_model_name = False
-        self.chain: list[cst.CSTNode] = []
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        if node.name.value == "get_model_name":
-            self.has_get_model_name = True
-        self.fn_stack.append(node.name.value)
-        return True
-
-    def leave_FunctionDef(self, original_node) -> None:
-        self.fn_stack.pop()
-
-    def visit_IndentedBlock(self, node) -> bool:
-        self.depth += 1
-        return True
-
-    def leave_IndentedBlock(self, original_node) -> None:
-        self.depth -= 1
-
-    def visit_If(self, node: cst.If) -> None:
-        if self.function and (not self.fn_stack or self.fn_stack[-1] != self.function):
-            return
-        call = next(
-            (n for n in walk(node.test)
-             if isinstance(n, cst.Call) and (dotted_name(n.func) or "").endswith("supports_multimodal")),
-            None,
-        )
-        if call is None or _assigns_image_token(node.body) is None:
-            return
-        target = dotted_name(call.args[0].value) if call.args else None
-        depth = self.depth + (len(self.chain) - 1 if self.chain else 0)
-        self.found.append((node, depth, target or "target_model", list(self.chain)))
 
 
 class ImageTokenCodemod(EagleCodemod):
@@ -157,43 +94,34 @@ class ImageTokenCodemod(EagleCodemod):
         cls_name = identifier(self.params["class_name"], "the class name")
         attribute = identifier(self.params["attribute"], "the config attribute")
         function = self.params.get("function")
-        finder = _Finder(function)
-        finder.has_get_model_name = bool(functions_named(tree, "get_model_name"))
-        chains = functions_named(tree, function) if function else []
-        for chain in chains:
-            finder.chain = chain
-            chain[-1].visit(finder)
-        if not chains:
-            tree.visit(finder)
-        if not finder.found:
+        # the proposer's branches are found once, by the index's extractor; here only mapped
+        facts = [f for f in extract_image_token(ast.parse(tree.code), tree.code)
+                 if not function or f.function == function]
+        at = nodes_at(tree)
+        fact = facts[0] if facts else None
+        mm_if = at.get((fact.at, "if")) if fact is not None else None
+        if fact is None or mm_if is None:
             raise NotAutoFixable(
                 "no 'if supports_multimodal(...)' block setting image_token_index found in this module",
                 f"make the EAGLE proposer read config.{attribute} for {cls_name}",
             )
-        mm_if, depth, target_var, self._chain = finder.found[0]
-        body = list(mm_if.body.body)
-        chain = next((s for s in body if isinstance(s, cst.If) and _arch_names(s.test)), None)
-        if chain is None:
-            return self._wrap_flat(tree, mm_if, depth, target_var, finder.has_get_model_name, cls_name, attribute)
-        names: list[str] = []
-        cur: cst.If = chain
-        while True:
-            names += _arch_names(cur.test) or []
-            if isinstance(cur.orelse, cst.If) and _arch_names(cur.orelse.test):
-                cur = cur.orelse
-            else:
-                break
-        if cls_name in names:
+        depth = fact.at[1] // max(1, len(tree.default_indent))
+        has_get_model_name = bool(functions_named(tree, "get_model_name"))
+        if not fact.branch_at:
+            return self._wrap_flat(tree, fact, at, depth, has_get_model_name, cls_name, attribute)
+        if cls_name in [a for b in fact.branches for a in b.architectures]:
             return tree
-        name_expr = next(
-            (tree.code_for_node(_name_expr(b.test)) for b in _chain(chain) if _name_expr(b.test) is not None), None
-        )
-        fallback = cur.orelse if isinstance(cur.orelse, cst.Else) else None
-        template = _assigns_image_token(fallback.body) if fallback else _assigns_image_token(chain.body)
-        if name_expr is None or template is None:
+        chain = [at.get((p, "if")) for p in fact.branch_at]
+        cur = chain[-1]
+        name_expr = next((tree.code_for_node(_name_expr(b.test)) for b in chain
+                          if b is not None and _name_expr(b.test) is not None), None)
+        fallback = cur.orelse if cur is not None and isinstance(cur.orelse, cst.Else) else None
+        templates = [at.get((b.assign_at, "assign")) for b in fact.branches if b.assign_at]
+        template = (templates[-1] if fallback else templates[0]) if templates else None
+        if cur is None or name_expr is None or template is None:
             raise NotAutoFixable("the proposer's image-token branches have a shape the codemod does not know")
         new_branch = self._branch(tree, name_expr, template, cls_name, attribute, depth + 1, fallback)
-        tree = replace_within(tree, self._chain, cur, cur.with_changes(orelse=new_branch))
+        tree = replace(tree, cur, cur.with_changes(orelse=new_branch))
         self.changes.append(
             f"added a proposer branch for {cls_name} reading {_config_prefix(tree, template)}.{attribute}"
         )
@@ -213,15 +141,14 @@ class ImageTokenCodemod(EagleCodemod):
             comparator=string_node(cls_name))])
         return node.with_changes(test=test, orelse=orelse)
 
-    def _wrap_flat(self, tree, mm_if: cst.If, depth, target_var, has_get_model_name, cls_name, attribute):
-        line = next(
-            (s for s in mm_if.body.body if isinstance(s, cst.SimpleStatementLine) and _assigns_image_token(s)), None
-        )
-        if line is None:
+    def _wrap_flat(self, tree, fact, at, depth, has_get_model_name, cls_name, attribute):
+        assign_at = fact.branches[0].assign_at if fact.branches else None
+        line = at.get((assign_at, "line")) if assign_at else None
+        template = at.get((assign_at, "assign")) if assign_at else None
+        if line is None or template is None:
             raise NotAutoFixable("the proposer sets image_token_index in a shape the codemod does not know")
-        template = _assigns_image_token(line)
+        target_var = fact.target_var
         name_expr = f"self.get_model_name({target_var})" if has_get_model_name else f"{target_var}.__class__.__name__"
-        # idempotence: a test naming the class directly above the assignment
         branch = self._branch(tree, name_expr, template, cls_name, attribute, depth + 1,
                               cst.Else(body=cst.IndentedBlock(body=[line.with_changes(leading_lines=[])])))
         branch = branch.with_changes(leading_lines=line.leading_lines)
@@ -229,14 +156,7 @@ class ImageTokenCodemod(EagleCodemod):
             f"wrapped the proposer's image_token_index assignment in a branch for {cls_name} reading "
             f"{_config_prefix(tree, template)}.{attribute}"
         )
-        return replace_within(tree, self._chain, line, branch)
-
-
-def _chain(first: cst.If) -> Iterator[cst.If]:
-    cur = first
-    while isinstance(cur, cst.If):
-        yield cur
-        cur = cur.orelse if isinstance(cur.orelse, cst.If) else None
+        return replace(tree, line, branch)
 
 
 def _config_prefix(tree: cst.Module, assign: cst.Assign) -> str:

@@ -24,18 +24,28 @@ class ImageTokenBranch:
     architectures: list[str]
     attr_path: str
     line: int
+    assign_at: tuple[int, int] | None = None
 
 
 @cacheable
 @dataclass
 class ImageTokenFact:
     """The proposer's image-token handling: ``line`` of the ``supports_multimodal(...)`` test,
-    ``branches`` in order (the fallback last, with no architectures), ``function``."""
+    ``branches`` in order (the fallback last, with no architectures), ``function``.
+
+    Where a fix edits, found here once (the codemod maps these places to its own syntax tree):
+    ``at`` is the ``(line, column)`` of the ``if supports_multimodal(...)`` statement,
+    ``target_var`` the variable it tests, ``branch_at`` the places of the per-architecture ``if``
+    branches in order, and each branch's ``assign_at`` the place of its assignment. Columns count
+    characters."""
 
     line: int
     function: str
     branches: list[ImageTokenBranch] = field(default_factory=list)
     end_line: int = 0
+    at: tuple[int, int] | None = None
+    target_var: str = "target_model"
+    branch_at: list[tuple[int, int]] = field(default_factory=list)
 
 
 def _arch_test(test: ast.AST) -> list[str] | None:
@@ -56,7 +66,15 @@ def _arch_test(test: ast.AST) -> list[str] | None:
     return None
 
 
-def _image_token_assign(body: list[ast.stmt]) -> tuple[str, int] | None:
+def _at(node: ast.AST, lines: list[str] | None) -> tuple[int, int]:
+    """``(line, character column)`` of a node (ast columns count UTF-8 bytes)."""
+    col = node.col_offset
+    if lines is not None and 0 < node.lineno <= len(lines):
+        col = len(lines[node.lineno - 1].encode("utf-8")[:col].decode("utf-8", "replace"))
+    return node.lineno, col
+
+
+def _image_token_assign(body: list[ast.stmt]) -> tuple[str, int, ast.Assign] | None:
     for s in body:
         for n in ast.walk(s):
             if isinstance(n, ast.Assign) and any(
@@ -66,21 +84,22 @@ def _image_token_assign(body: list[ast.stmt]) -> tuple[str, int] | None:
                 parts = d.split(".")
                 # drop the target-model variable: target_model.config.x -> config.x
                 path = ".".join(parts[1:]) if len(parts) > 1 else d
-                return path, n.lineno
+                return path, n.lineno, n
     return None
 
 
-def extract_image_token(tree: ast.Module) -> list[ImageTokenFact]:
-    """Find the proposer's image-token chains (see :class:`ImageTokenFact`)."""
+def extract_image_token(tree: ast.Module, source: str | None = None) -> list[ImageTokenFact]:
+    """Find the proposer's image-token chains (see :class:`ImageTokenFact`); ``source`` (the
+    module's text) makes the recorded columns exact for non-ASCII lines."""
+    lines = source.splitlines() if source is not None else None
     out: list[ImageTokenFact] = []
     pm: ParentMap | None = None
     for node in ast.walk(tree):
         if not isinstance(node, ast.If):
             continue
-        if not any(
-            isinstance(n, ast.Call) and (dotted(n.func) or "").endswith("supports_multimodal")
-            for n in ast.walk(node.test)
-        ):
+        call = next((n for n in ast.walk(node.test)
+                     if isinstance(n, ast.Call) and (dotted(n.func) or "").endswith("supports_multimodal")), None)
+        if call is None:
             continue
         body_has = any(
             isinstance(n, ast.Attribute) and n.attr == "image_token_index"
@@ -91,27 +110,30 @@ def extract_image_token(tree: ast.Module) -> list[ImageTokenFact]:
             continue
         pm = pm or ParentMap(tree)
         fn = pm.enclosing_function(node)
-        fact = ImageTokenFact(line=node.lineno, function=getattr(fn, "name", "<module>"), end_line=node.end_lineno or 0)
+        fact = ImageTokenFact(line=node.lineno, function=getattr(fn, "name", "<module>"), end_line=node.end_lineno or 0,
+                              at=_at(node, lines),
+                              target_var=(dotted(call.args[0]) if call.args else None) or "target_model")
         # find the first if-chain in the body that assigns image_token_index
         chain = next((s for s in node.body if isinstance(s, ast.If) and _arch_test(s.test)), None)
         if chain is None:
             a = _image_token_assign(node.body)
             if a:
-                fact.branches.append(ImageTokenBranch([], a[0], a[1]))
+                fact.branches.append(ImageTokenBranch([], a[0], a[1], _at(a[2], lines)))
             out.append(fact)
             continue
         cur: ast.stmt | None = chain
         while isinstance(cur, ast.If):
             archs = _arch_test(cur.test) or []
+            fact.branch_at.append(_at(cur, lines))
             a = _image_token_assign(cur.body)
             if a:
-                fact.branches.append(ImageTokenBranch(archs, a[0], a[1]))
+                fact.branches.append(ImageTokenBranch(archs, a[0], a[1], _at(a[2], lines)))
             if len(cur.orelse) == 1 and isinstance(cur.orelse[0], ast.If) and _arch_test(cur.orelse[0].test):
                 cur = cur.orelse[0]
             else:
                 a = _image_token_assign(cur.orelse) if cur.orelse else None
                 if a:
-                    fact.branches.append(ImageTokenBranch([], a[0], a[1]))
+                    fact.branches.append(ImageTokenBranch([], a[0], a[1], _at(a[2], lines)))
                 cur = None
         out.append(fact)
     return out

@@ -7,6 +7,7 @@ from auditor.engines.vllm.facts import target_facts
 from auditor.model.findings import Finding
 from auditor.model.results import TargetResult
 from rules.image_token.facts import image_token_chains
+from rules.image_token.rule import ImageTokenData
 from rules.planning import Invocation, Planner
 
 
@@ -14,9 +15,10 @@ def plan(p: Planner, result: TargetResult, f: Finding) -> None:
     arch = result.architecture
     chains = image_token_chains(p.ctx)
     facts = target_facts(p.r, p.registry, arch)
-    cands = list(f.data.get("candidates") or [])
-    cfg = f.data.get("config_class", "the target's HF config class").rsplit(".", 1)[-1]
-    needed = f.data.get("attribute", "image_token_index")
+    d = f.data or ImageTokenData()
+    cands = list(d.candidates)
+    cfg = (d.config_class or "the target's HF config class").rsplit(".", 1)[-1]
+    needed = d.attribute or "image_token_index"
     if not chains or facts.ref is None:
         p.no(arch, f, "the proposer's image-token handling was not found")
         return

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Iterator
 
+from auditor.cache import cacheable
 from auditor.engines.vllm.facts import config_attributes, is_multimodal
 from auditor.index.resolve import ClassRef
 from auditor.model.findings import Finding, Severity
@@ -31,6 +33,19 @@ def token_candidates(attrs) -> list[str]:
                   any(k in a for k in ("image", "media", "img", "placeholder", "vision")))
 
 
+@cacheable
+@dataclass
+class ImageTokenData:
+    """EA304 details: the ``attribute`` the proposer reads, the ``config_class`` of the target,
+    the ``candidates`` (image/media token attributes it does define), or the module
+    ``unanalysed`` that may hold the proposer's branches."""
+
+    attribute: str | None = None
+    candidates: list[str] = field(default_factory=list)
+    config_class: str | None = None
+    unanalysed: str | None = None
+
+
 class ImageTokenRule(Rule):
     """A multimodal target's image token id, as the EAGLE proposer reads it.
 
@@ -43,7 +58,8 @@ class ImageTokenRule(Rule):
     CODE = "EA304"
     GATE = "image-token"
     NAME = "image-token-id-unreadable"
-    SUMMARY = "the EAGLE proposer cannot read the multimodal target's image token id"
+    SUMMARY = ("a multimodal target named in no proposer branch whose HF config class lacks "
+               "`image_token_index`")
     WHY = (
         "When the target supports multimodal inputs, EagleProposer.load_model copies an image "
         "token id into the drafter's config: a branch per architecture, else "
@@ -56,6 +72,7 @@ class ImageTokenRule(Rule):
         "defines; the codemod does it when exactly one candidate attribute exists."
     )
     FIX_AVAILABLE = True
+    DATA = ImageTokenData
     METHODS = ("eagle3", "eagle")
     VALID = [Example({}, "LlamaForCausalLM", note="not multimodal")]
     INVALID = [Example({}, "ToyVLForConditionalGeneration", expect_severity=Severity.ERROR,

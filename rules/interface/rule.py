@@ -8,8 +8,10 @@ just returns when the protocol is absent."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Iterator
 
+from auditor.cache import cacheable
 from auditor.engines.vllm.facts import INTERFACES_MODULE
 from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding, Severity
@@ -93,6 +95,27 @@ def missing_members(ctx: Context, target: AuditTarget) -> tuple[list[str], objec
     return missing, proto, required
 
 
+@cacheable
+@dataclass
+class InterfaceData:
+    """EA302 details: the protocol members ``missing``, the ``code_holder`` (the class of the
+    MRO that holds the code, where the fix goes), the ``protocol``, or the module ``unanalysed``
+    that defines it."""
+
+    missing: list[str] = field(default_factory=list)
+    code_holder: str | None = None
+    protocol: str | None = None
+    unanalysed: str | None = None
+
+
+@cacheable
+@dataclass
+class MemberData:
+    """EA305/EA306 details: the protocol ``member`` concerned."""
+
+    member: str
+
+
 class InterfaceRule(Rule):
     """Protocol conformance, exactly as vLLM's runtime check decides it.
 
@@ -105,7 +128,8 @@ class InterfaceRule(Rule):
     CODE = "EA302"
     GATE = "interface"
     NAME = "protocol-not-implemented"
-    SUMMARY = "the target class does not implement the speculative-decoding protocol"
+    SUMMARY = ("the class does not satisfy the tree's `SupportsEagle3` protocol, member by member on its C3 MRO "
+               "(EAGLE-1 has no target-side protocol gate)")
     WHY = (
         "The GPU model runner checks supports_eagle3(model) (isinstance against the "
         "runtime-checkable SupportsEagle3 protocol) after the weights are loaded and raises "
@@ -119,6 +143,7 @@ class InterfaceRule(Rule):
         "does both."
     )
     FIX_AVAILABLE = True
+    DATA = InterfaceData
     METHODS = ("eagle3",)
     VALID = [
         Example({"vllm/model_executor/models/llama.py": None}, "LlamaForCausalLM"),  # base tree's Llama
@@ -164,7 +189,7 @@ class InterfaceRule(Rule):
             Severity.ERROR,
             f"{facts.ref.name} does not satisfy {proto_txt}: missing {', '.join(missing)}{where}",
             loc[0], loc[1],
-            missing=missing, holder=holder.dotted, protocol=pname,
+            missing=missing, code_holder=holder.dotted, protocol=pname,
         )
 
 
@@ -175,7 +200,7 @@ class StubMemberRule(Rule):
     CODE = "EA305"
     GATE = "stub-member"
     NAME = "protocol-stub-inherited"
-    SUMMARY = "a protocol method is inherited only as the protocol's stub"
+    SUMMARY = "a protocol method inherited only as the protocol's `...` stub"
     WHY = (
         "Up to vLLM 0.17 the SupportsEagle3 methods are stubs whose body is '...'. A class that "
         "declares the protocol without overriding them passes the runtime check, then "
@@ -184,6 +209,7 @@ class StubMemberRule(Rule):
     )
     HOW_TO_FIX = "Implement the method on the class that holds the model (the interface codemod writes it)."
     BLOCKING = False
+    DATA = MemberData
     METHODS = ("eagle3",)
     VALID = [Example({}, "LlamaForCausalLM")]
     INVALID = [Example({"vllm/model_executor/models/stub.py": _STUB_ONLY}, "StubForCausalLM",
@@ -218,7 +244,7 @@ class StaleMemberRule(Rule):
     CODE = "EA306"
     GATE = "stale-member"
     NAME = "stale-protocol-method"
-    SUMMARY = "a method is named as in an older protocol and is never called"
+    SUMMARY = "a method named as in an older protocol that this tree never calls"
     WHY = (
         "vLLM 0.18 renamed get_eagle3_aux_hidden_state_layers to "
         "get_eagle3_default_aux_hidden_state_layers. A class that still defines the old name "
@@ -227,6 +253,7 @@ class StaleMemberRule(Rule):
     )
     HOW_TO_FIX = "Rename the method to the name the tree's protocol declares."
     BLOCKING = False
+    DATA = MemberData
     METHODS = ("eagle3",)
 
     def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:

@@ -7,8 +7,10 @@ check that raises ``ValueError``). The setter's name is read from the tree's run
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Iterator
 
+from auditor.cache import cacheable
 from auditor.engines.sglang.facts import find_setter
 from auditor.model.findings import Finding, Severity
 from rules.base import AuditTarget, Context, Example, Rule
@@ -57,6 +59,18 @@ def toy(setter: bool = True) -> dict[str, str]:
     return {"sglang/srt/models/toy.py": _LLAMA_LIKE.format(setter=_SETTER if setter else "")}
 
 
+@cacheable
+@dataclass
+class SetterData:
+    """EA402 details: the setter ``missing`` (its name, as the runner calls it), the
+    ``code_holder`` (the class of the MRO that holds the code, where the setter would go), and
+    the ``runner`` call (``path:line``)."""
+
+    missing: list[str] = field(default_factory=list)
+    code_holder: str | None = None
+    runner: str | None = None
+
+
 class SGLangInterfaceRule(Rule):
     """The setter the SGLang runner calls, looked up on the target class's C3 MRO."""
 
@@ -77,6 +91,7 @@ class SGLangInterfaceRule(Rule):
     FIX_AVAILABLE = False
     METHODS = ("eagle3",)
     ENGINES = ("sglang",)
+    DATA = SetterData
     VALID = [Example(toy(setter=True), "ToyForCausalLM")]
     INVALID = [Example(toy(setter=False), "ToyForCausalLM", expect_severity=Severity.ERROR, note="no setter")]
 
@@ -107,10 +122,10 @@ class SGLangInterfaceRule(Rule):
                                    f"bases that cannot be resolved statically may define it: {bases}", loc[0], loc[1])
                 return
             yield self.finding(Severity.ERROR, f"{facts.ref.name} has no {name} on its MRO{where}: {runner}",
-                               loc[0], loc[1], missing=[name], holder=holder.dotted, runner=f"{call.path}:{call.line}")
+                               loc[0], loc[1], missing=[name], code_holder=holder.dotted, runner=f"{call.path}:{call.line}")
             return
         owner, mf, sf = hit
         if sf is not None and sf["raises_only"]:
             oloc = ctx.resolver.location(owner)
             yield self.finding(Severity.ERROR, f"{owner.name}.{name} only raises: {runner}",
-                               oloc[0] if oloc else None, mf.line, holder=owner.dotted)
+                               oloc[0] if oloc else None, mf.line, code_holder=owner.dotted)

@@ -102,6 +102,21 @@ def test_sglang_0_5_23_wheel_read_in_place():
     assert _audit(a, "Qwen3MoeForCausalLM").verdict.value == "supported"  # the inner model's own setter
     gpt2 = _audit(a, "GPT2LMHeadModel")
     assert gpt2.verdict.value == "blocked" and gpt2.blocking == ["interface", "aux-capture"]
+    tele = _audit(a, "TeleFLMForCausalLM")  # TeleFLMModel.forward returns super().forward(...): LlamaModel's
+    assert tele.verdict.value == "supported" and tele.holder == "sglang.srt.models.teleflm.TeleFLMModel"
+
+
+@pytest.mark.parametrize("version,counts", [
+    ("0.5.10.post1", {"targets": 158, "drafters": 17, "pooling": 18, "supported": 32, "blocked": 125, "unknown": 1}),
+    ("0.5.23", {"targets": 226, "drafters": 40, "pooling": 24, "supported": 44, "blocked": 171, "unknown": 11}),
+])
+def test_full_scan_counts(version, counts):
+    """Every registered architecture of the release: how many are EAGLE-3 capable."""
+    a = release_auditor(version, "sglang")
+    specs = resolve_targets(a.registry, [])
+    assert len(specs) == sum(counts[k] for k in ("targets", "drafters", "pooling"))
+    s = a.scan(specs, ["eagle3"]).summary()
+    assert {k: s[k] for k in counts} == counts
 
 
 # -- the synthetic tree -------------------------------------------------------------------------

@@ -170,8 +170,12 @@ def _forward_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict:
     """A ``forward``'s layer loops and return: ``loops`` (``{"line", "captures", "capture_line",
     "mentions"}``: the loop iterates the layers; ``captures`` when a test on the capture list
     appends to a list or hands the aux-states list (a name with ``aux``) to a call;
-    ``mentions`` when the loop mentions the capture list at all), ``returns_aux`` (a ``return``
-    of a tuple whose later item is a name with ``aux``), ``line``."""
+    ``mentions`` when the loop mentions the capture list at all), ``super_forward`` (it calls
+    ``super().forward(...)``), ``returns_aux`` (a ``return``
+    of a tuple whose later item is, or is computed from, a name with ``aux``), ``line``."""
+    # local functions that feed the aux list (a ``capture_output`` closure handed to the layer)
+    aux_funcs = {n.name for n in ast.walk(fn) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and n is not fn and _aux_name(_names(n))}
     loops = []
     for node in ast.walk(fn):
         if not isinstance(node, (ast.For, ast.AsyncFor)):
@@ -190,17 +194,29 @@ def _forward_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict:
                     for n in ast.walk(b):
                         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "append":
                             hit = True
-                        elif isinstance(n, ast.Name) and "aux" in n.id:
+                        elif isinstance(n, ast.Name) and ("aux" in n.id or n.id in aux_funcs):
                             hit = True
                 if hit:
                     captures, line = True, line or sub.lineno
         loops.append({"line": node.lineno, "captures": captures, "capture_line": line, "mentions": mentions})
     returns_aux = False
     for node in ast.walk(fn):
-        if isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple) and len(node.value.elts) >= 2:
-            if any(isinstance(e, ast.Name) and "aux" in e.id for e in node.value.elts[1:]):
+        if not isinstance(node, ast.Return) or node.value is None:
+            continue
+        # ``return hidden_states, aux_hidden_states`` (or ``aux_hidden_states.finalize()``), also as
+        # a branch of ``(hidden_states, aux) if aux else hidden_states``
+        values = [node.value]
+        while values:
+            v = values.pop()
+            if isinstance(v, ast.IfExp):
+                values += [v.body, v.orelse]
+            elif isinstance(v, ast.Tuple) and len(v.elts) >= 2 and any(
+                    isinstance(n, ast.Name) and "aux" in n.id for e in v.elts[1:] for n in ast.walk(e)):
                 returns_aux = True
-    return {"line": fn.lineno, "loops": loops, "returns_aux": returns_aux}
+    super_forward = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "forward"
+                        and isinstance(n.func.value, ast.Call) and isinstance(n.func.value.func, ast.Name)
+                        and n.func.value.func.id == "super" for n in ast.walk(fn))
+    return {"line": fn.lineno, "loops": loops, "returns_aux": returns_aux, "super_forward": super_forward}
 
 
 def extract_capture(tree: ast.Module) -> dict | None:
@@ -241,7 +257,7 @@ def extract_capture(tree: ast.Module) -> dict | None:
 
 
 #: The capture facts of SGLang model classes (see :func:`extract_capture`).
-CAPTURE_EXTRACTOR = Extractor("sglang-capture", extract_capture, prefixes=("sglang/",), needles=(b"capture",))
+CAPTURE_EXTRACTOR = Extractor("sglang-capture", extract_capture, prefixes=("sglang/srt/models/",))
 
 
 # ----------------------------------------------------------------------------- tree facts
@@ -521,13 +537,22 @@ class ForwardCapture:
 
 
 def forward_capture(resolver: Resolver, holder: ClassRef) -> ForwardCapture:
-    """The ``forward`` the holder runs (on its MRO) and its capture facts."""
-    hit = resolver.lookup(holder, "forward")
-    if hit is None or not isinstance(hit[1], MethodFact):
-        return ForwardCapture(None, None, None, [], False)
-    owner, mf = hit
-    loc = resolver.location(owner)
-    fw = class_facts(resolver, owner).get("forward")
-    loops = fw["loops"] if fw else []
-    return ForwardCapture(owner, loc[0] if loc else None, mf.line, loops, bool(fw and fw["returns_aux"]),
-                          layer_loops=[lp.line for lp in mf.loops])
+    """The ``forward`` the holder runs (on its MRO) and its capture facts; a ``forward`` without
+    a layer loop that calls ``super().forward(...)`` (``TeleFLMModel(LlamaModel)``) is followed to
+    the next ``forward`` of the MRO."""
+    entries = [e for e in resolver.mro(holder).entries if isinstance(e, ClassRef)]
+    first = None
+    for i, e in enumerate(entries):
+        c = resolver.cls(e)
+        mf = c.methods.get("forward") if c is not None else None
+        if not isinstance(mf, MethodFact):
+            continue
+        loc = resolver.location(e)
+        fw = class_facts(resolver, e).get("forward")
+        loops = fw["loops"] if fw else []
+        out = ForwardCapture(e, loc[0] if loc else None, mf.line, loops, bool(fw and fw["returns_aux"]),
+                             layer_loops=[lp.line for lp in mf.loops])
+        first = first or out
+        if loops or mf.loops or not (fw and fw.get("super_forward")):
+            return out
+    return first or ForwardCapture(None, None, None, [], False)

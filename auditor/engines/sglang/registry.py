@@ -139,7 +139,7 @@ class Registry:
 
     def role(self, arch: str) -> str:
         """``drafter`` (the class name marks a draft model, :data:`DRAFTER_WORDS`), ``pooling``
-        (an ``__init__`` on the class's MRO builds ``self.pooler`` and none builds
+        (the ``__init__`` the class runs, the first on its MRO, builds ``self.pooler`` and not
         ``self.logits_processor``: an embedding, reward or classification model), else
         ``target``. Raises KeyError for an unknown architecture."""
         if arch in self._roles:
@@ -151,13 +151,13 @@ class Registry:
         else:
             t = self.class_ref(arch)
             if isinstance(t, ClassRef):
-                assigns: set[str] = set()
                 for c in self.resolver.mro(t).entries:
                     cf = self.resolver.cls(c) if isinstance(c, ClassRef) else None
                     if cf is not None and "__init__" in cf.methods:
-                        assigns |= set(cf.methods["__init__"].self_assigns)
-                if "pooler" in assigns and "logits_processor" not in assigns:
-                    role = "pooling"
+                        assigns = cf.methods["__init__"].self_assigns  # the __init__ that runs
+                        if "pooler" in assigns and "logits_processor" not in assigns:
+                            role = "pooling"
+                        break
         self._roles[arch] = role
         return role
 

@@ -7,6 +7,7 @@ error (a bug: one line with a hint to report it; ``eagle-audit --debug ...`` sho
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from enum import Enum
@@ -14,8 +15,6 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from auditor.model.errors import AuditError
 
@@ -49,10 +48,32 @@ def _global_options(
     _state["debug"] = debug
 
 
-out = Console(soft_wrap=False)
-if not out.is_terminal:  # piped or captured: do not squeeze tables into 80 columns
-    out = Console(soft_wrap=False, width=160)
-err = Console(stderr=True)
+# rich is imported on first use only: ``scan --format json`` (the warm path of CI) never needs it.
+
+
+@functools.cache
+def _out():
+    """The rich console on stdout (160 columns when piped or captured, so that tables are not
+    squeezed into 80)."""
+    from rich.console import Console
+
+    console = Console(soft_wrap=False)
+    return console if console.is_terminal else Console(soft_wrap=False, width=160)
+
+
+@functools.cache
+def _err():
+    """The rich console on stderr."""
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def escape(text: str) -> str:
+    """``text`` with rich markup escaped."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 
 class Format(str, Enum):
@@ -132,7 +153,7 @@ def _platform_opt(all_ok: bool = False):
 
 
 def _fail(message: str) -> None:
-    err.print(f"[bold red]eagle-audit: error:[/bold red] {escape(message)}", highlight=False, soft_wrap=True)
+    _err().print(f"[bold red]eagle-audit: error:[/bold red] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
 
@@ -145,7 +166,15 @@ def _check_model_type(value: Optional[str]) -> None:
 
 
 def _progress_enabled(no_progress: bool) -> bool:
-    return not no_progress and err.is_terminal
+    """Progress bars only on a terminal (as rich sees it; stderr that is no tty, without an
+    environment variable forcing a terminal, answers without importing rich)."""
+    import os
+
+    if no_progress:
+        return False
+    if not sys.stderr.isatty() and not any(os.environ.get(v) for v in ("FORCE_COLOR", "TTY_INTERACTIVE")):
+        return False
+    return _err().is_terminal
 
 
 def _open(path: Optional[str], version: Optional[str], no_progress: bool, no_cache: bool,
@@ -233,7 +262,7 @@ def scan(
                              lambda idx, aud: auditor.scan(specs, methods, cfg, progress=aud, prefetch=full,
                                                            prefetch_progress=idx))
     if fmt is Format.table and output is None:
-        rep.scan_table(result, out, verbose=verbose or not full)
+        rep.scan_table(result, _out(), verbose=verbose or not full)
     else:
         _write(_render(result, fmt), output)
     if exit_zero:
@@ -271,8 +300,8 @@ def _scan_all_platforms(path, vllm_version, model, model_type, hf_config, method
                            "differences": diffs}, indent=2), output)
     else:
         for plat, r in reports.items():
-            out.print(f"[bold]{plat}[/bold]: {rep.summary_line(r)}", highlight=False)
-        rep.platform_differences_table(diffs, out)
+            _out().print(f"[bold]{plat}[/bold]: {rep.summary_line(r)}", highlight=False)
+        rep.platform_differences_table(diffs, _out())
     if exit_zero:
         raise typer.Exit(0)
     ok = all(r.targets and all(t.verdict.value == "supported" for t in r.targets) for r in reports.values())
@@ -307,7 +336,7 @@ def _with_progress(show: bool, label: str, fn):
     )
 
     with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True) as prog:
+                  console=_err(), transient=True) as prog:
         task = prog.add_task(label, total=None)
 
         def cb(done: int, total: int) -> None:
@@ -329,7 +358,7 @@ def _with_progress2(show: bool, labels: tuple[str, str], fn):
     )
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True) as prog:
+                  console=_err(), transient=True) as prog:
         tasks = [prog.add_task(label, total=None) for label in labels]
 
         def make(task):
@@ -377,7 +406,7 @@ def explain(
     if fmt is Format.json or output is not None:
         _write(json.dumps(info, indent=2), output)
     else:
-        rep.explain_tree(info, out)
+        rep.explain_tree(info, _out())
 
 
 @app.command("rules")
@@ -410,7 +439,7 @@ def list_rules(
     for code, r in RULES.items():
         t.add_row(code, r.GATE, "yes" if r.BLOCKING else "warning", "yes" if r.FIX_AVAILABLE else "no",
                   f"{r.WHY}\n[bold]Fix:[/bold] {r.HOW_TO_FIX}")
-    out.print(t)
+    _out().print(t)
 
 
 @app.command("fix")
@@ -456,7 +485,7 @@ def fix_cmd(
             bdir, paths = fx.revert_folder(root)
         except fx.FixRefused as exc:
             _fail(str(exc))
-        err.print(f"restored {len(paths)} file(s) from {bdir}", markup=False, highlight=False)
+        _err().print(f"restored {len(paths)} file(s) from {bdir}", markup=False, highlight=False)
         raise typer.Exit(0)
     if method not in METHODS:
         _fail(f"--method must be one of {', '.join(METHODS)}")
@@ -484,15 +513,15 @@ def fix_cmd(
         fx.check_apply_target(root)  # refused before the work
     result = fx.plan_fix(auditor, specs, method, only)
     if result.already_supported:
-        err.print(result.report(), markup=False, highlight=False, soft_wrap=True)
-        err.print("every target is already supported: nothing to change (empty diff)", highlight=False)
+        _err().print(result.report(), markup=False, highlight=False, soft_wrap=True)
+        _err().print("every target is already supported: nothing to change (empty diff)", highlight=False)
         raise typer.Exit(0)
     if not result.ok:
-        err.print(result.report(), markup=False, highlight=False, soft_wrap=True)
-        err.print("[bold red]not fixed:[/bold red] nothing was written", highlight=False)
+        _err().print(result.report(), markup=False, highlight=False, soft_wrap=True)
+        _err().print("[bold red]not fixed:[/bold red] nothing was written", highlight=False)
         raise typer.Exit(1)
-    err.print(result.report(), markup=False, highlight=False, soft_wrap=True)
-    err.print(f"{result.diffstat()} (validated: re-scan gives supported; {result.seconds:.1f}s)",
+    _err().print(result.report(), markup=False, highlight=False, soft_wrap=True)
+    _err().print(f"{result.diffstat()} (validated: re-scan gives supported; {result.seconds:.1f}s)",
               markup=False, highlight=False)
     if out_dir is None and not apply:
         sys.stdout.write(result.diff())
@@ -500,7 +529,7 @@ def fix_cmd(
     if out_dir is not None:
         _write(result.diff(), out_dir / f"{name}.patch")
         _write(json.dumps(result.codemods_document(), indent=2), out_dir / f"{name}.codemods.json")
-        err.print(f"wrote {out_dir / (name + '.patch')} (apply from the folder that contains vllm/ with "
+        _err().print(f"wrote {out_dir / (name + '.patch')} (apply from the folder that contains vllm/ with "
                   f"patch -p1 or git apply) and {out_dir / (name + '.codemods.json')}", markup=False, highlight=False)
     if apply:
         _sigterm_interrupts()
@@ -508,7 +537,7 @@ def fix_cmd(
             bdir = fx.apply_to_folder(root, result)
         except fx.FixRefused as exc:
             _fail(str(exc))
-        err.print(f"applied to {root}; originals kept in {bdir} (undo: eagle-audit fix --revert {root})",
+        _err().print(f"applied to {root}; originals kept in {bdir} (undo: eagle-audit fix --revert {root})",
                   markup=False, highlight=False)
     raise typer.Exit(0)
 
@@ -654,7 +683,7 @@ def gate_cmd(
     if fmt is GateFormat.table and output is None:
         from rich.markdown import Markdown
 
-        out.print(Markdown(markdown))
+        _out().print(Markdown(markdown))
     else:
         text = {
             GateFormat.json: lambda: json.dumps(report.as_dict(), indent=2),
@@ -666,7 +695,7 @@ def gate_cmd(
         _write(text, output)
     _append(markdown, summary)
     if output is not None or fmt is not GateFormat.table:
-        err.print(f"eagle-audit gate: {report.outcome.value}: {report.message()}", markup=False, highlight=False,
+        _err().print(f"eagle-audit gate: {report.outcome.value}: {report.message()}", markup=False, highlight=False,
                   soft_wrap=True)
     raise typer.Exit(0 if exit_zero else report.exit_code)
 
@@ -714,15 +743,15 @@ def matrix_cmd(
     if fmt is MatrixFormat.table and output is None:
         from rich.markdown import Markdown
 
-        out.print(Markdown(markdown))
+        _out().print(Markdown(markdown))
     else:
         _write(json.dumps(report.as_dict(), indent=2) if fmt is MatrixFormat.json else markdown, output)
     _append(markdown, summary)
     n = len(report.releases)
-    err.print(f"eagle-audit matrix: {n} release(s), {len(report.rows)} row(s) in {report.seconds:.1f}s "
+    _err().print(f"eagle-audit matrix: {n} release(s), {len(report.rows)} row(s) in {report.seconds:.1f}s "
               f"({report.jobs} worker(s))", markup=False, highlight=False)
     for v, e in sorted(report.errors.items()):
-        err.print(f"[bold red]eagle-audit: error:[/bold red] vLLM {v}: {e}", highlight=False, soft_wrap=True)
+        _err().print(f"[bold red]eagle-audit: error:[/bold red] vLLM {v}: {e}", highlight=False, soft_wrap=True)
     raise typer.Exit(2 if report.errors else 0)
 
 
@@ -772,7 +801,7 @@ def compare_cmd(
             _fail(f"--{engine}-version {value}: {exc}")
     report = run_compare(model, sides, method=method.value, model_type=model_type)
     if fmt is CompareFormat.table and output is None:
-        rep.compare_table(report, out)
+        rep.compare_table(report, _out())
     elif fmt is CompareFormat.json:
         _write(json.dumps(report.as_dict(), indent=2), output)
     else:
@@ -794,7 +823,7 @@ def _matrix_progress(show: bool, fn):
 
     labels = {"fetch": "fetching archives", "audit": "auditing releases"}
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True) as prog:
+                  console=_err(), transient=True) as prog:
         tasks = {k: prog.add_task(v, total=None) for k, v in labels.items()}
 
         def cb(stage: str, done: int, total: int) -> None:
@@ -809,10 +838,10 @@ def main(argv: Optional[list[str]] = None) -> None:
     try:
         rv = app(args=argv, standalone_mode=False)
     except AuditError as exc:
-        err.print(f"[bold red]eagle-audit: error:[/bold red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        _err().print(f"[bold red]eagle-audit: error:[/bold red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except (KeyboardInterrupt, typer.Abort):
-        err.print("eagle-audit: interrupted")
+        _err().print("eagle-audit: interrupted")
         sys.exit(130)
     except Exception as exc:  # click's exceptions (typer may vendor its own copy of click), or a bug
         if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
@@ -822,7 +851,7 @@ def main(argv: Optional[list[str]] = None) -> None:
             sys.stdout.write(ctx.get_help() + "\n")
             sys.exit(0)
         hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
-        err.print(f"[bold red]eagle-audit: error:[/bold red] {escape(exc.format_message())}{escape(hint)}",
+        _err().print(f"[bold red]eagle-audit: error:[/bold red] {escape(exc.format_message())}{escape(hint)}",
                   highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     sys.exit(rv if isinstance(rv, int) else 0)
@@ -840,7 +869,7 @@ def _internal_error(exc: BaseException) -> None:
     if len(text) > 200:
         text = text[:197] + "..."
     what = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    err.print(f"[bold red]eagle-audit: internal error:[/bold red] {escape(what)} — this is a bug in eagle-audit; "
+    _err().print(f"[bold red]eagle-audit: internal error:[/bold red] {escape(what)} — this is a bug in eagle-audit; "
               "please report it with the command line (rerun with --debug for the traceback)",
               highlight=False, soft_wrap=True)
     sys.exit(EXIT_INTERNAL)

@@ -42,6 +42,16 @@ def isolated_cache_root(tmp_path_factory):
             os.environ["EAGLE_AUDIT_CACHE_DIR"] = old
 
 
+@pytest.fixture(scope="session")
+def releases():
+    """The real vLLM releases, shared by the whole test session: a
+    :class:`tests.real.SessionReleases` (index listing read once, cached archives, one
+    Auditor per release)."""
+    from tests.real import SessionReleases
+
+    return SessionReleases()
+
+
 def make_tree(tmp_path: Path, overrides: dict[str, str | None] | None = None) -> Path:
     """Copy ``fixtures/minivllm`` to ``tmp_path/minivllm`` and apply ``overrides``.
 

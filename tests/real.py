@@ -42,3 +42,29 @@ def release_auditor(version: str, engine: str = "vllm") -> Auditor:
     sha256-checked; never skipped: a fetch failure fails the test."""
     archive = fetch_release(version, progress=False, project=engine)
     return Auditor(make_tree(ArchiveSource(archive, package=engine), SummaryCache()))
+
+
+class SessionReleases:
+    """The release listing and fetcher the tests inject into ``gate`` and ``matrix`` (an
+    :class:`auditor.orchestration.releases.Releases`): pip's index listing, read once per test
+    session; archives from :func:`fetch_release` (cached, sha256-checked, never skipped); and
+    :meth:`auditor`, one :class:`Auditor` per release shared by every test of the session."""
+
+    def __init__(self) -> None:
+        self._listing = None
+
+    def listing(self):
+        """The index's listing for vllm (read on first use)."""
+        if self._listing is None:
+            from auditor.source.fetch import list_releases
+
+            self._listing = list_releases()
+        return self._listing
+
+    def fetch(self, version: str) -> Path:
+        """The cached archive of ``version`` (fetched on a miss)."""
+        return fetch_release(version, progress=False)
+
+    def auditor(self, version: str) -> Auditor:
+        """The session's shared :class:`Auditor` over ``version`` (see :func:`release_auditor`)."""
+        return release_auditor(version)

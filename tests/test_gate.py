@@ -1,16 +1,22 @@
 """``eagle-audit gate`` and ``eagle-audit matrix`` on the real release archives (fetched through
-pip's index, sha256-checked, cached) and on the Kimi drift tree (``fixtures/kimi_drift_overlay`` over minivllm) (a synthetic tree in which the
-0.16.0 codemods can no longer apply).
+pip's index, sha256-checked, cached) and on the Kimi drift tree (``fixtures/kimi_drift_overlay``
+over minivllm: a synthetic tree in which the 0.16.0 codemods can no longer apply).
 
-As in ``test_cli.py``, every command runs as a subprocess, prepared once in a module fixture and
-run concurrently; each test asserts on its own result. Version-spec parsing, the configuration
-file and the matrix's error handling are tested in-process.
+Outcomes are tested in-process on the orchestration objects (:func:`run_gate`,
+:func:`run_matrix` and the renderers of :mod:`auditor.render.ci_formats`), with the release
+listing and fetcher injected: the session's ``releases`` fixture, whose Auditors (one per
+release) every test shares. JSON documents go through ``json.dumps``/``json.loads`` so that the
+values asserted are those the CLI prints. A handful of CLI smoke tests run the commands as
+subprocesses (prepared once in a module fixture, run concurrently) for exit codes, stderr,
+output files and the configuration file found from the working folder.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -24,17 +30,18 @@ import jsonschema
 import pytest
 from conftest import drift_tree
 from junitparser import JUnitXml
+from packaging.version import Version
 
+from auditor.engines.vllm.targets import resolve_targets
 from auditor.model.errors import AuditError, SourceError
-from auditor.model.outcomes import ReleaseVerdict
+from auditor.model.findings import Verdict
+from auditor.model.outcomes import ReleaseVerdict, UpgradeOutcome
 from auditor.orchestration.config import Config, find_pyproject, load_config
+from auditor.orchestration.fix import plan_fix
 from auditor.orchestration.matrix import parse_versions, run_matrix
-from auditor.source.fetch import (
-    IndexListing,
-    fetch_release,
-    list_releases,
-    list_sdist_versions,
-)
+from auditor.orchestration.upgrade import UpgradeReport, open_side, run_gate
+from auditor.render import ci_formats
+from auditor.source.fetch import IndexListing, list_releases, list_sdist_versions
 from rules.registry import BLOCKING_GATES
 
 REPO = Path(__file__).resolve().parents[1]
@@ -77,22 +84,35 @@ def sdist_of(folder: Path, dest: Path, version: str) -> Path:
     return dest
 
 
-# -- all commands, once ------------------------------------------------------------------------
+def as_json(report) -> dict:
+    """A report as the CLI prints it with ``--format json``."""
+    return json.loads(json.dumps(report.as_dict(), indent=2))
+
+
+def targets(doc: dict) -> dict:
+    return {t["architecture"]: t for t in doc["targets"]}
+
+
+# -- the inputs, once --------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
-def cli(tmp_path_factory) -> SimpleNamespace:
+def files(tmp_path_factory, releases) -> SimpleNamespace:
+    """The codemods the user carries (what ``fix --out`` writes on 0.16.0 for kimi_k2), variants
+    of that file, the drift tree as a release archive, and two projects configured in
+    ``pyproject.toml``."""
     tmp = tmp_path_factory.mktemp("gate")
     i = SimpleNamespace(tmp=tmp)
-    # the codemods the user carries: `fix --out` on the release in use
-    i.fix = run("fix", "--vllm-version", "0.16.0", "--model", "kimi_k2", "--out", tmp / "cm", "--no-progress")
-    assert i.fix.returncode == 0, i.fix.stderr
+    a = releases.auditor("0.16.0")
+    fix = plan_fix(a, resolve_targets(a.registry, ["kimi_k2"]))
+    assert fix.ok, fix.report()
     i.cm = tmp / "cm" / "kimi_k2.codemods.json"
+    i.cm.parent.mkdir()
+    i.cm.write_text(json.dumps(fix.codemods_document(), indent=2))
     i.cm_partial = drop_codemod(i.cm, tmp / "partial.codemods.json", "image-token")
     i.not_codemods = tmp / "other.json"
     i.not_codemods.write_text('{"format": "something-else/1"}')
     i.drift_tgz = sdist_of(DRIFT, tmp / "vllm-0.99.0.tar.gz", "0.99.0")
-    # a project configured in pyproject.toml
     i.proj = tmp / "proj"
     (i.proj / "sub").mkdir(parents=True)
     (i.proj / "eagle-audit").mkdir()
@@ -113,80 +133,59 @@ def cli(tmp_path_factory) -> SimpleNamespace:
     i.bad_proj = tmp / "bad_proj"
     i.bad_proj.mkdir()
     (i.bad_proj / "pyproject.toml").write_text('[tool.eagle-audit]\ntargts = ["kimi_k2"]\ncandidate = "0.18.0"\n')
-
-    gate = ("gate", "--no-progress")
-    base = (*gate, "--model", "kimi_k2")
-    jobs = {
-        "native_json": (*base, "--current", "0.16.0", "--candidate", "0.18.0", "--format", "json"),
-        "native_table": (*base, "--current", "0.16.0", "--candidate", "0.18.0"),
-        "native_with_codemods": (*base, "--candidate", "0.18.0", "--codemods", i.cm, "--format", "json"),
-        "patched_json": (*base, "--current", "0.16.0", "--candidate", "0.17.1", "--codemods", i.cm, "--format", "json"),
-        "patched_sarif": (*base, "--current", "0.16.0", "--candidate", "0.17.1", "--codemods", i.cm,
-                          "--format", "sarif", "-o", tmp / "patched.sarif"),
-        "patched_junit": (*base, "--current", "0.16.0", "--candidate", "0.17.1", "--codemods", i.cm,
-                          "--format", "junit", "-o", tmp / "patched.xml"),
-        "broken_json": (*base, "--current", "0.16.0", "--candidate", DRIFT, "--codemods", i.cm, "--format", "json"),
-        "broken_sarif": (*base, "--current", "0.16.0", "--candidate", DRIFT, "--codemods", i.cm,
-                         "--format", "sarif", "-o", tmp / "broken.sarif", "--summary", tmp / "summary.md"),
-        "broken_junit": (*base, "--current", "0.16.0", "--candidate", DRIFT, "--codemods", i.cm,
-                         "--format", "junit", "-o", tmp / "broken.xml"),
-        "broken_markdown": (*base, "--current", "0.16.0", "--candidate", DRIFT, "--codemods", i.cm,
-                            "--format", "markdown"),
-        "broken_archive": (*base, "--candidate", i.drift_tgz, "--codemods", i.cm, "--format", "json"),
-        "partial": (*base, "--candidate", "0.17.1", "--codemods", i.cm_partial, "--format", "json"),
-        "no_codemods": (*base, "--candidate", "0.17.1", "--format", "json"),
-        "regression": (*base, "--current", "0.18.0", "--candidate", "0.17.1", "--codemods", i.cm, "--format", "json"),
-        "targets_from_codemods": (*gate, "--candidate", "0.17.1", "--codemods", i.cm, "--format", "json"),
-        "warn_fail": (*base, "--candidate", "0.18.0", "--fail-on-warnings", "--format", "json"),
-        "warn_allowed": (*base, "--candidate", "0.18.0", "--fail-on-warnings", "--allow-warning", "EA306",
-                         "--format", "json"),
-        "broken_exit_zero": (*base, "--candidate", DRIFT, "--codemods", i.cm, "--exit-zero", "--format", "json"),
-        # usage and input errors
-        "no_candidate": (*base,),
-        "bad_candidate": (*base, "--candidate", "no/such/tree"),
-        "unknown_model": (*gate, "--model", "NoSuchForCausalLM", "--candidate", DRIFT),
-        "missing_codemods": (*base, "--candidate", DRIFT, "--codemods", tmp / "nope.json"),
-        "not_codemods": (*base, "--candidate", DRIFT, "--codemods", i.not_codemods),
-        "bad_warning": (*base, "--candidate", DRIFT, "--allow-warning", "no-such-warning"),
-        # matrix
-        "matrix_list": ("matrix", "--no-progress", "--model", "kimi_k2", "--versions", "0.16.0,0.17.1,0.18.0",
-                        "--format", "json"),
-        "matrix_range": ("matrix", "--no-progress", "--model", "kimi_k2", "--versions", "0.17.1..0.18.0",
-                         "--format", "markdown", "--summary", tmp / "matrix-summary.md"),
-        "matrix_skipped": ("matrix", "--no-progress", "--model", "kimi_k2", "--versions", "0.14.1..0.16.0",
-                           "--format", "json", "-j", "1"),
-        "matrix_bad_spec": ("matrix", "--no-progress", "--model", "kimi_k2", "--versions", "0.18.0..0.16.0"),
-        "matrix_unknown_version": ("matrix", "--no-progress", "--model", "kimi_k2", "--versions", "0.99.99"),
-        "matrix_unknown_model": ("matrix", "--no-progress", "--model", "NoSuchForCausalLM", "--versions", "0.18.0"),
-    }
-    in_proj = {
-        "config": ((*gate, "--format", "json"), i.proj / "sub"),
-        "config_override": ((*gate, "--candidate", "0.18.0", "--format", "json"), i.proj),
-        "config_matrix": (("matrix", "--no-progress", "--format", "json"), i.proj),
-        "config_bad": ((*gate,), i.bad_proj),
-    }
-    with ThreadPoolExecutor(3) as pool:
-        futs = {k: pool.submit(run, *a) for k, a in jobs.items()}
-        futs.update({k: pool.submit(run, *a, cwd=c) for k, (a, c) in in_proj.items()})
-        for k, f in futs.items():
-            setattr(i, k, f.result())
     return i
 
 
-def ok_json(p: subprocess.CompletedProcess, rc: int) -> dict:
-    assert p.returncode == rc, (p.returncode, p.stdout[-2000:], p.stderr[-2000:])
-    return json.loads(p.stdout)
+class Gates:
+    """``run_gate`` on the session's shared trees: a release version, or the drift tree
+    (``DRIFT``) or any other PATH (opened once). Each report is computed once per module."""
+
+    def __init__(self, releases, files):
+        self.releases = releases
+        self.files = files
+
+    @functools.cache
+    def side(self, value: str):
+        if Path(value).exists():
+            return open_side(value)
+        return self.releases.auditor(value)
+
+    def run(self, candidate, *, current=None, codemods=None, model=("kimi_k2",), allowed=(),
+            fail_on_warnings=False) -> UpgradeReport:
+        return self._run(str(candidate), None if current is None else str(current), codemods, tuple(model),
+                         tuple(allowed), fail_on_warnings)
+
+    @functools.cache
+    def _run(self, candidate, current, codemods, model, allowed, fail_on_warnings) -> UpgradeReport:
+        return run_gate(self.side(candidate), list(model), candidate_spec=candidate,
+                        current=self.side(current) if current else None, current_spec=current or "",
+                        codemods=codemods, allowed_warnings=allowed, fail_on_warnings=fail_on_warnings)
+
+    @property
+    def native(self) -> UpgradeReport:
+        return self.run("0.18.0", current="0.16.0")
+
+    @property
+    def patched(self) -> UpgradeReport:
+        return self.run("0.17.1", current="0.16.0", codemods=self.files.cm)
+
+    @property
+    def broken(self) -> UpgradeReport:
+        return self.run(DRIFT, current="0.16.0", codemods=self.files.cm)
 
 
-def targets(doc: dict) -> dict:
-    return {t["architecture"]: t for t in doc["targets"]}
+@pytest.fixture(scope="module")
+def gates(releases, files) -> Gates:
+    return Gates(releases, files)
 
 
 # -- outcomes ----------------------------------------------------------------------------------
 
 
-def test_native_candidate(cli):
-    doc = ok_json(cli.native_json, 0)
+def test_native_candidate(gates):
+    report = gates.native
+    assert report.outcome is UpgradeOutcome.NATIVE and report.exit_code == 0
+    doc = as_json(report)
     assert doc["outcome"] == "native"
     t = targets(doc)
     assert set(t) == {DSV3, KIMI}
@@ -199,18 +198,20 @@ def test_native_candidate(cli):
     # 0.18.0 keeps a dead override under the old member name (stale-member): reported, not fatal
     assert "stale-member" in {w["gate"] for w in t[KIMI]["warnings"]}
     assert doc["candidate"]["vllm_version"] == "0.18.0" and doc["current"]["vllm_version"] == "0.16.0"
-    assert cli.native_table.returncode == 0
-    assert "native" in cli.native_table.stdout and KIMI in cli.native_table.stdout
+    assert doc["summary"] == {"native": 2, "patched": 0, "broken": 0}
+    md = ci_formats.gate_markdown(report)
+    assert "native" in md and KIMI in md
 
 
-def test_native_says_drop_the_codemods(cli):
-    doc = ok_json(cli.native_with_codemods, 0)
+def test_native_says_drop_the_codemods(gates, files):
+    doc = as_json(gates.run("0.18.0", codemods=files.cm))
     assert doc["outcome"] == "native"
     assert "drop your codemods" in doc["message"]
 
 
-def test_patched_candidate(cli):
-    doc = ok_json(cli.patched_json, 0)
+def test_patched_candidate(gates):
+    assert gates.patched.exit_code == 0
+    doc = as_json(gates.patched)
     assert doc["outcome"] == "patched"
     t = targets(doc)
     assert t[DSV3]["candidate_verdict"] == "blocked" and t[DSV3]["patched_verdict"] == "supported"
@@ -224,8 +225,10 @@ def test_patched_candidate(cli):
     assert kimi_findings["image-token"]["fixed_by_codemod"] == "image-token"
 
 
-def test_broken_when_the_codemods_no_longer_apply(cli):
-    doc = ok_json(cli.broken_json, 1)
+def test_broken_when_the_codemods_no_longer_apply(gates, files):
+    report = gates.broken
+    assert report.outcome is UpgradeOutcome.BROKEN and report.exit_code == 1
+    doc = as_json(report)
     assert doc["outcome"] == "broken"
     for arch in (DSV3, KIMI):
         t = targets(doc)[arch]
@@ -238,15 +241,15 @@ def test_broken_when_the_codemods_no_longer_apply(cli):
     # the other codemods still applied
     assert targets(doc)[KIMI]["fixed_by_codemods"] == ["allowlist", "interface", "image-token"]
     assert "aux-capture (codemod aux-capture)" in doc["message"]
-    assert "broken" in cli.broken_json.stderr and "aux-capture" in cli.broken_json.stderr
     # the same tree as a release archive (PATH to a .tar.gz)
-    assert ok_json(cli.broken_archive, 1)["outcome"] == "broken"
-    assert ok_json(cli.broken_exit_zero, 0)["outcome"] == "broken"
+    archive = gates.run(files.drift_tgz, codemods=files.cm)
+    assert as_json(archive)["outcome"] == "broken" and archive.exit_code == 1
 
 
-def test_broken_when_the_codemods_do_not_suffice(cli):
-    doc = ok_json(cli.partial, 1)
-    t = targets(doc)
+def test_broken_when_the_codemods_do_not_suffice(gates, files):
+    report = gates.run("0.17.1", codemods=files.cm_partial)
+    assert report.exit_code == 1
+    t = targets(as_json(report))
     assert t[DSV3]["outcome"] == "patched"
     assert t[KIMI]["outcome"] == "broken"
     (p,) = t[KIMI]["problems"]
@@ -254,70 +257,104 @@ def test_broken_when_the_codemods_do_not_suffice(cli):
     assert "does not include the image-token codemod" in p["reason"]
 
 
-def test_broken_without_codemods_names_every_gate(cli):
-    doc = ok_json(cli.no_codemods, 1)
-    t = targets(doc)
+def test_broken_without_codemods_names_every_gate(gates):
+    report = gates.run("0.17.1")
+    assert report.exit_code == 1
+    t = targets(as_json(report))
     assert [p["gate"] for p in t[KIMI]["problems"]] == ["allowlist", "interface", "aux-capture", "image-token"]
     assert all(p["codemod"] is None and "--codemods" in p["hint"] for p in t[KIMI]["problems"])
     assert t[KIMI]["current_verdict"] is None
 
 
-def test_regressions_are_reported(cli):
-    doc = ok_json(cli.regression, 0)
+def test_regressions_are_reported(gates, files):
+    report = gates.run("0.17.1", current="0.18.0", codemods=files.cm)
+    assert report.exit_code == 0
+    doc = as_json(report)
     assert doc["outcome"] == "patched"
     assert {r["architecture"] for r in doc["regressions"]} == {DSV3, KIMI}
     assert all(t["regression"] and t["current_verdict"] == "supported" for t in doc["targets"])
 
 
-def test_targets_default_to_the_codemods_file(cli):
-    doc = ok_json(cli.targets_from_codemods, 0)
+def test_targets_default_to_the_codemods_file(gates, files):
+    report = gates.run("0.17.1", codemods=files.cm, model=())
+    assert report.exit_code == 0
+    doc = as_json(report)
     assert {t["architecture"] for t in doc["targets"]} == {DSV3, KIMI}
     assert doc["outcome"] == "patched"
 
 
-def test_warnings_fail_only_when_asked_and_not_allowed(cli):
-    doc = ok_json(cli.warn_fail, 1)
-    t = targets(doc)[KIMI]
+def test_warnings_fail_only_when_asked_and_not_allowed(gates):
+    report = gates.run("0.18.0", fail_on_warnings=True)
+    assert report.exit_code == 1
+    t = targets(as_json(report))[KIMI]
     assert t["outcome"] == "broken" and {p["gate"] for p in t["problems"]} == {"stale-member"}
-    doc = ok_json(cli.warn_allowed, 0)
+    allowed = Config().merged(allowed_warnings=["EA306"]).allowed_warnings  # as --allow-warning EA306
+    report = gates.run("0.18.0", fail_on_warnings=True, allowed=allowed)
+    assert report.exit_code == 0
+    doc = as_json(report)
     assert doc["outcome"] == "native" and doc["allowed_warnings"] == ["stale-member"]
     assert all(not t["warnings"] for t in doc["targets"])
     allowed = [f for t in doc["targets"] for f in t["findings"] if f["severity"] == "warning"]
     assert allowed and all(f["allowed"] for f in allowed)
 
 
-@pytest.mark.parametrize("case, needle", [
-    ("no_candidate", "--candidate"),
-    ("bad_candidate", "neither an existing path nor a vLLM release version"),
-    ("unknown_model", "NoSuchForCausalLM"),
-    ("missing_codemods", "no such file"),
-    ("not_codemods", "not an eagle-audit codemods file"),
-    ("bad_warning", "not a warning rule"),
-    ("config_bad", "unknown key 'targts'; did you mean 'targets'?"),
-    ("matrix_bad_spec", "is empty"),
-    ("matrix_unknown_version", "0.99.99 is not on the package index"),
-    ("matrix_unknown_model", "NoSuchForCausalLM"),
-])
-def test_usage_errors_exit_2_with_one_line(cli, case, needle):
-    p = getattr(cli, case)
-    assert p.returncode == 2, (p.stdout, p.stderr)
-    assert "Traceback" not in p.stderr
-    assert needle in " ".join(p.stderr.split()), p.stderr
+def test_run_gate_opens_sides_given_as_specs(releases):
+    """``run_gate`` also takes a version or a PATH for each side, opened through the injected
+    releases."""
+    fetched = []
+
+    class Recording:
+        def listing(self):
+            return releases.listing()
+
+        def fetch(self, version):
+            fetched.append(version)
+            return releases.fetch(version)
+
+    report = run_gate("0.18.0", ["kimi_k2"], current=str(DRIFT), releases=Recording())
+    assert fetched == ["0.18.0"]
+    assert report.candidate.spec == "0.18.0" and report.candidate.vllm_version == "0.18.0"
+    assert report.current.spec == str(DRIFT)
+    assert report.outcome is UpgradeOutcome.NATIVE
+
+
+# -- usage and input errors (in-process; the CLI turns each into one line and exit 2) ----------
+
+
+def test_input_errors_are_audit_errors(gates, files, releases):
+    drift = gates.side(str(DRIFT))
+    cases = [
+        (lambda: open_side("no/such/tree"), "neither an existing path nor a vLLM release version"),
+        (lambda: run_gate(drift, ["NoSuchForCausalLM"]), "NoSuchForCausalLM"),
+        (lambda: run_gate(drift, ["kimi_k2"], codemods=files.tmp / "nope.json"), "no such file"),
+        (lambda: run_gate(drift, ["kimi_k2"], codemods=files.not_codemods), "not an eagle-audit codemods file"),
+        (lambda: Config().merged(allowed_warnings=["no-such-warning"]), "not a warning rule"),
+        (lambda: load_config(start=files.bad_proj), "unknown key 'targts'; did you mean 'targets'?"),
+        (lambda: run_matrix(["kimi_k2"], "0.18.0..0.16.0", releases=releases), "is empty"),
+        (lambda: run_matrix(["kimi_k2"], "0.99.99", releases=releases), "0.99.99 is not on the package index"),
+        (lambda: run_matrix(["NoSuchForCausalLM"], "0.18.0", releases=releases, jobs=1), "NoSuchForCausalLM"),
+    ]
+    for call, needle in cases:
+        with pytest.raises(AuditError) as exc:
+            call()
+        assert needle in " ".join(str(exc.value).split()), (needle, str(exc.value))
 
 
 # -- configuration -----------------------------------------------------------------------------
 
 
-def test_gate_reads_pyproject_from_a_subfolder(cli):
-    doc = ok_json(cli.config, 0)
-    assert doc["outcome"] == "patched"
-    assert doc["config"] == str((cli.proj / "pyproject.toml").resolve())
-    assert doc["candidate"]["spec"] == "0.17.1" and doc["current"]["spec"] == "0.16.0"
-    assert doc["codemods"]["path"] == str((cli.proj / "eagle-audit" / "kimi_k2.codemods.json").resolve())
-    doc = ok_json(cli.config_override, 0)
+def test_flags_override_the_configuration(gates, files, releases):
+    """What ``gate --candidate 0.18.0`` and ``matrix`` do in the configured project."""
+    cfg = load_config(start=files.proj).merged(candidate="0.18.0")
+    assert cfg.path == (files.proj / "pyproject.toml").resolve()
+    assert cfg.candidate == "0.18.0" and cfg.current == "0.16.0"
+    report = run_gate(gates.side(cfg.candidate), cfg.targets, candidate_spec=cfg.candidate,
+                      current=gates.side(cfg.current), current_spec=cfg.current, codemods=cfg.codemods,
+                      methods=cfg.methods, allowed_warnings=cfg.allowed_warnings)
+    doc = as_json(report)
     assert doc["outcome"] == "native" and doc["candidate"]["spec"] == "0.18.0"
     assert "drop your codemods" in doc["message"]
-    rows = ok_json(cli.config_matrix, 0)["rows"]
+    rows = as_json(run_matrix(cfg.targets, cfg.versions, method=cfg.methods[0], releases=releases, jobs=1))["rows"]
     assert {r["vllm_version"] for r in rows} == {"0.17.1", "0.18.0"}
 
 
@@ -376,10 +413,10 @@ def test_config_errors(tmp_path, body, needle):
 # -- CI formats --------------------------------------------------------------------------------
 
 
-def test_gate_sarif_validates_against_the_sarif_2_1_0_schema(cli):
-    for name, p, rc in (("patched", cli.patched_sarif, 0), ("broken", cli.broken_sarif, 1)):
-        assert p.returncode == rc, p.stderr
-        doc = json.loads((cli.tmp / f"{name}.sarif").read_text())
+def test_gate_sarif_validates_against_the_sarif_2_1_0_schema(gates):
+    logs = {}
+    for name, report in (("patched", gates.patched), ("broken", gates.broken)):
+        doc = json.loads(ci_formats.gate_sarif(report))
         validate_sarif(doc)
         run_ = doc["runs"][0]
         rules = run_["tool"]["driver"]["rules"]
@@ -388,26 +425,21 @@ def test_gate_sarif_validates_against_the_sarif_2_1_0_schema(cli):
         for r in run_["results"]:
             assert rules[r["ruleIndex"]]["id"] == r["ruleId"]
         assert run_["properties"]["outcome"] == name
-    broken = json.loads((cli.tmp / "broken.sarif").read_text())["runs"][0]["results"]
+        logs[name] = run_["results"]
+    broken = logs["broken"]
     errors = [r for r in broken if r.get("level", "warning") == "error"]
     assert {r["ruleId"] for r in errors} == {"EA303"}
     assert all("Codemod aux-capture" in r["message"]["text"] for r in errors)
     notes = [r for r in broken if r.get("level") == "note"]
     assert {r["properties"]["fixedByCodemod"] for r in notes} == {"allowlist", "interface", "image-token"}
-    patched = json.loads((cli.tmp / "patched.sarif").read_text())["runs"][0]["results"]
-    assert {r.get("level", "warning") for r in patched} == {"note"}
+    assert {r.get("level", "warning") for r in logs["patched"]} == {"note"}
 
 
-def test_scan_sarif_validates_too(tmp_path):
-    p = run("scan", "--vllm-version", "0.16.0", "--model", "kimi_k2", "--format", "sarif", "-o", tmp_path / "s.sarif",
-            "--no-progress")
-    assert p.returncode == 1, p.stderr
-    validate_sarif(json.loads((tmp_path / "s.sarif").read_text()))
-
-
-def test_junit_one_case_per_target_and_gate(cli):
-    for name, failing in (("patched", 0), ("broken", 2)):
-        xml = JUnitXml.fromfile(str(cli.tmp / f"{name}.xml"))
+def test_junit_one_case_per_target_and_gate(gates, tmp_path):
+    for name, report, failing in (("patched", gates.patched, 0), ("broken", gates.broken, 2)):
+        path = tmp_path / f"{name}.xml"
+        path.write_text(ci_formats.gate_junit(report))
+        xml = JUnitXml.fromfile(str(path))
         cases = [(c.classname, c.name, c) for suite in xml for c in suite]
         assert sorted((a, g) for a, g, _ in cases) == sorted((a, g) for a in (DSV3, KIMI) for g in BLOCKING_GATES)
         failed = [(a, g) for a, g, c in cases if not c.is_passed]
@@ -420,21 +452,25 @@ def test_junit_one_case_per_target_and_gate(cli):
             assert "fixed in the patched candidate by codemod image-token" in fixed.system_out
 
 
-def test_markdown_report_and_job_summary(cli):
-    md = cli.broken_markdown.stdout
-    assert cli.broken_markdown.returncode == 1
+def test_scan_sarif_validates_too(releases):
+    a = releases.auditor("0.16.0")
+    report = a.scan(resolve_targets(a.registry, ["kimi_k2"]))
+    assert {r.verdict for r in report.results} == {Verdict.BLOCKED}  # scan exits 1
+    validate_sarif(json.loads(ci_formats.scan_sarif(report)))
+
+
+def test_markdown_report(gates):
+    md = ci_formats.gate_markdown(gates.broken)
     assert md.startswith("## eagle-audit gate: BROKEN")
     assert "| target | method | current | candidate | with codemods | outcome |" in md
     assert "`aux-capture` (codemod `aux-capture`)" in md
-    summary = (cli.tmp / "summary.md").read_text()
-    assert summary == md
 
 
 # -- matrix ------------------------------------------------------------------------------------
 
 
-def test_matrix_on_a_list(cli):
-    doc = ok_json(cli.matrix_list, 0)
+def test_matrix_on_a_list(releases):
+    doc = as_json(run_matrix(["kimi_k2"], "0.16.0,0.17.1,0.18.0", releases=releases, jobs=1))
     rows = {(r["vllm_version"], r["architecture"]): r for r in doc["rows"]}
     assert len(rows) == 6
     for v in ("0.16.0", "0.17.1"):
@@ -445,23 +481,20 @@ def test_matrix_on_a_list(cli):
     assert rows[("0.18.0", KIMI)]["first_native"] is True
     assert doc["first_supported"] == {DSV3: "0.18.0", KIMI: "0.18.0"}
     assert doc["first_all_supported"] == "0.18.0"
-    assert "row(s) in" in cli.matrix_list.stderr
 
 
-def test_matrix_on_a_range_in_markdown(cli):
-    p = cli.matrix_range
-    assert p.returncode == 0, p.stderr
-    lines = p.stdout.splitlines()
+def test_matrix_on_a_range_in_markdown(releases):
+    lines = ci_formats.matrix_markdown(run_matrix(["kimi_k2"], "0.17.1..0.18.0", releases=releases,
+                                                  jobs=1)).splitlines()
     assert f"| vLLM | {DSV3} | {KIMI} |" in lines
     assert "| 0.17.1 | blocked: allowlist, interface, aux-capture | blocked: allowlist, interface, aux-capture, " \
            "image-token |" in lines
     first = [line for line in lines if line.startswith("| **0.18.0** |")]
     assert first and "first native" in first[0]
-    assert (cli.tmp / "matrix-summary.md").read_text() == p.stdout
 
 
-def test_matrix_lists_releases_without_sdist_as_skipped(cli):
-    doc = ok_json(cli.matrix_skipped, 0)
+def test_matrix_lists_releases_without_sdist_as_skipped(releases):
+    doc = as_json(run_matrix(["kimi_k2"], "0.14.1..0.16.0", releases=releases, jobs=1))
     rows = {(r["vllm_version"], r["architecture"]): r for r in doc["rows"]}
     assert sorted({r["vllm_version"] for r in doc["rows"]}, key=lambda v: tuple(map(int, v.split(".")))) == [
         "0.14.1", "0.15.0", "0.15.1", "0.16.0"]
@@ -482,8 +515,6 @@ def test_version_specs_against_the_real_index():
     plan = parse_versions("0.12.0..0.33.0", listing)
     read = [p.version for p in plan if p.skip is None]
     skipped = {p.version: p.skip for p in plan if p.skip}
-    from packaging.version import Version
-
     assert read == [v for v in sdists if Version("0.12.0") <= Version(v) <= Version("0.33.0")]
     assert {"0.15.0", "0.15.1"} <= set(skipped)
     assert all("no source archive" in s for s in skipped.values())
@@ -510,20 +541,23 @@ def test_version_spec_grammar():
             parse_versions(bad, listing)
 
 
-def test_matrix_keeps_a_release_that_cannot_be_fetched_as_skipped(tmp_path):
+def test_matrix_keeps_a_release_that_cannot_be_fetched_as_skipped(releases):
     """A fetch failure (here: injected) does not stop the matrix: the release is skipped with
     the error, and listed in ``errors``; the others are read."""
-    listing = IndexListing(sdists=("0.17.1", "0.18.0"), known=("0.17.1", "0.18.0"))
     calls = []
 
-    def fetch(version, progress=False):
-        calls.append(version)
-        if version == "0.17.1":
-            raise SourceError("cannot reach the package index (test): refused")
-        return fetch_release(version, progress=False)
+    class Flaky:
+        def listing(self):
+            return IndexListing(sdists=("0.17.1", "0.18.0"), known=("0.17.1", "0.18.0"))
+
+        def fetch(self, version):
+            calls.append(version)
+            if version == "0.17.1":
+                raise SourceError("cannot reach the package index (test): refused")
+            return releases.fetch(version)
 
     events = []
-    report = run_matrix(["kimi_k2"], "0.17.1,0.18.0", listing=listing, fetch=fetch, jobs=1,
+    report = run_matrix(["kimi_k2"], "0.17.1,0.18.0", releases=Flaky(), jobs=1,
                         progress=lambda *e: events.append(e))
     assert sorted(calls) == ["0.17.1", "0.18.0"]
     rows = {(r.vllm_version, r.architecture): r for r in report.rows}
@@ -532,5 +566,107 @@ def test_matrix_keeps_a_release_that_cannot_be_fetched_as_skipped(tmp_path):
     assert set(report.errors) == {"0.17.1"}
     assert ("fetch", 2, 2) in events and ("audit", 2, 2) in events
     # a second run is answered from the per-archive cache, with the same rows
-    again = run_matrix(["kimi_k2"], "0.18.0", listing=listing, fetch=fetch, jobs=1)
+    again = run_matrix(["kimi_k2"], "0.18.0", releases=Flaky(), jobs=1)
     assert [r.as_dict() for r in again.rows] == [r.as_dict() for r in report.rows if r.vllm_version == "0.18.0"]
+
+
+def test_matrix_audits_in_worker_processes(files, tmp_path):
+    """With ``jobs`` > 1 and no cached audit, releases are audited by a pool of worker
+    processes (here: two synthetic releases, the drift tree as an sdist)."""
+
+    class Synthetic:
+        def listing(self):
+            return IndexListing(sdists=("0.99.0", "0.99.1"), known=("0.99.0", "0.99.1"))
+
+        def fetch(self, version):
+            dest = tmp_path / f"vllm-{version}.tar.gz"
+            if not dest.exists():
+                shutil.copyfile(files.drift_tgz, dest)
+            return dest
+
+    report = run_matrix(["kimi_k2"], "0.99.0..", releases=Synthetic(), jobs=2)
+    assert report.jobs == 2
+    assert [(r.vllm_version, r.architecture, r.verdict) for r in report.rows] == [
+        (v, a, ReleaseVerdict.BLOCKED) for v in ("0.99.0", "0.99.1") for a in (DSV3, KIMI)]
+    for r in report.rows:
+        assert r.blocking == ["allowlist", "interface", "aux-capture"] + (["image-token"] if r.architecture == KIMI else [])
+
+
+# -- CLI smoke tests (subprocesses) -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cli(files) -> SimpleNamespace:
+    i = SimpleNamespace(tmp=files.tmp, cm=files.cm)
+    tmp = files.tmp
+    gate = ("gate", "--no-progress")
+    base = (*gate, "--model", "kimi_k2")
+    jobs = {
+        "native_table": ((*base, "--candidate", "0.18.0"), REPO),
+        "broken_sarif": ((*base, "--candidate", DRIFT, "--codemods", files.cm,
+                          "--format", "sarif", "-o", tmp / "broken.sarif", "--summary", tmp / "summary.md"), REPO),
+        "broken_exit_zero": ((*base, "--candidate", DRIFT, "--codemods", files.cm, "--exit-zero", "--format", "json"),
+                             REPO),
+        "matrix_range": (("matrix", "--no-progress", "--model", "kimi_k2", "--versions", "0.17.1..0.18.0",
+                          "--format", "markdown", "--summary", tmp / "matrix-summary.md"), REPO),
+        "config": ((*gate, "--format", "json"), files.proj / "sub"),
+        # usage and input errors
+        "no_candidate": ((*base,), REPO),
+        "missing_codemods": ((*base, "--candidate", DRIFT, "--codemods", tmp / "nope.json"), REPO),
+        "config_bad": ((*gate,), files.bad_proj),
+    }
+    with ThreadPoolExecutor(3) as pool:
+        futs = {k: pool.submit(run, *a, cwd=c) for k, (a, c) in jobs.items()}
+        for k, f in futs.items():
+            setattr(i, k, f.result())
+    return i
+
+
+def ok_json(p: subprocess.CompletedProcess, rc: int) -> dict:
+    assert p.returncode == rc, (p.returncode, p.stdout[-2000:], p.stderr[-2000:])
+    return json.loads(p.stdout)
+
+
+def test_cli_gate_table_and_exit_codes(cli):
+    assert cli.native_table.returncode == 0, cli.native_table.stderr
+    assert "native" in cli.native_table.stdout and KIMI in cli.native_table.stdout
+    assert ok_json(cli.broken_exit_zero, 0)["outcome"] == "broken"
+
+
+def test_cli_gate_writes_sarif_and_the_job_summary(cli, gates):
+    p = cli.broken_sarif
+    assert p.returncode == 1, p.stderr
+    assert "broken" in p.stderr and "aux-capture" in p.stderr
+    doc = json.loads((cli.tmp / "broken.sarif").read_text())
+    validate_sarif(doc)
+    assert doc["runs"][0]["properties"]["outcome"] == "broken"
+    # the summary is the Markdown report of the same gate
+    assert (cli.tmp / "summary.md").read_text() == ci_formats.gate_markdown(gates.run(DRIFT, codemods=cli.cm))
+
+
+def test_cli_matrix_markdown_and_summary(cli):
+    p = cli.matrix_range
+    assert p.returncode == 0, p.stderr
+    assert (cli.tmp / "matrix-summary.md").read_text() == p.stdout
+    assert "| **0.18.0** |" in p.stdout
+    assert "row(s) in" in p.stderr
+
+
+def test_cli_gate_reads_pyproject_from_a_subfolder(cli, files):
+    doc = ok_json(cli.config, 0)
+    assert doc["outcome"] == "patched"
+    assert doc["config"] == str((files.proj / "pyproject.toml").resolve())
+    assert doc["candidate"]["spec"] == "0.17.1" and doc["current"]["spec"] == "0.16.0"
+    assert doc["codemods"]["path"] == str((files.proj / "eagle-audit" / "kimi_k2.codemods.json").resolve())
+
+
+@pytest.mark.parametrize("case, needle", [
+    ("no_candidate", "--candidate"),
+    ("missing_codemods", "no such file"),
+    ("config_bad", "unknown key 'targts'; did you mean 'targets'?"),
+])
+def test_cli_usage_errors_exit_2_with_one_line(cli, case, needle):
+    p = getattr(cli, case)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr
+    assert needle in " ".join(p.stderr.split()), p.stderr

@@ -34,7 +34,7 @@ MINIVLLM = REPO / "fixtures" / "minivllm"
 runner = CliRunner()
 
 
-def cli(*args) -> "subprocess.CompletedProcess":
+def cli(*args):
     """``python -m auditor ARGS`` (for exit codes and one-line errors on stderr)."""
     import os
     import subprocess

@@ -72,7 +72,8 @@ class LoopFact:
     ``enumerate(..., start=X)`` if given; ``over_slice`` True when the iterable slices the layers
     (``islice(self.layers, start, end)`` or ``self.layers[start:end]``); ``captures`` True when the
     body tests the index against ``aux_hidden_state_layers`` and appends, or calls
-    ``_maybe_add_hidden_state``; ``capture_line``; ``uses_mixin_helper`` for the latter form.
+    ``_maybe_add_hidden_state``; ``uses_mixin_helper`` for the latter form;
+    ``capture_list`` the name of the list the states go to (``"?"`` when it is no plain name).
     """
 
     line: int
@@ -81,10 +82,9 @@ class LoopFact:
     enumerate_start: str | None
     over_slice: bool
     captures: bool
-    capture_line: int | None
     uses_mixin_helper: bool
-    end_line: int = 0
     over_layers: bool = False
+    capture_list: str | None = None
 
 
 @cacheable
@@ -104,7 +104,6 @@ class MethodFact:
 
     name: str
     line: int
-    end_line: int
     is_stub: bool
     decorators: list[str] = field(default_factory=list)
     names: frozenset[str] = frozenset()
@@ -114,9 +113,7 @@ class MethodFact:
     returns_call: list[str] = field(default_factory=list)
     loops: list[LoopFact] = field(default_factory=list)
     returns_aux: bool = False
-    aux_list_var: str | None = None
     delegates: list[tuple[str, str]] = field(default_factory=list)
-    strings: frozenset[str] = frozenset()
 
 
 @cacheable
@@ -147,7 +144,6 @@ class ClassFact:
     name: str
     qualname: str
     line: int
-    end_line: int
     bases: list[str]
     keywords: dict[str, str]
     decorators: list[str]
@@ -325,14 +321,16 @@ def _loop_fact(loop: ast.For) -> LoopFact | None:
     elif index_kind == "range":
         over_slice = True
     captures = False
-    capture_line = None
+    capture_list = None
     mixin = False
     for node in ast.walk(loop):
         if isinstance(node, ast.Call):
             fname = dotted(node.func) or ""
             if fname.endswith("_maybe_add_hidden_state"):
+                if not captures:
+                    first = node.args[0] if node.args else None
+                    capture_list = first.id if isinstance(first, ast.Name) else "?"
                 captures, mixin = True, True
-                capture_line = capture_line or node.lineno
         if isinstance(node, ast.If):
             t = node.test
             if (
@@ -340,15 +338,12 @@ def _loop_fact(loop: ast.For) -> LoopFact | None:
                 and any(isinstance(op, ast.In) for op in t.ops)
                 and any(_mentions(c, "aux_hidden_state_layers") for c in t.comparators)
             ):
-                if any(
-                    isinstance(n, ast.Call)
-                    and isinstance(n.func, ast.Attribute)
-                    and n.func.attr == "append"
-                    for b in node.body
-                    for n in ast.walk(b)
-                ):
+                appends = [n for b in node.body for n in ast.walk(b)
+                           if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "append"]
+                if appends:
+                    if not captures:
+                        capture_list = dotted(appends[0].func.value) or "?"
                     captures = True
-                    capture_line = capture_line or node.lineno
     return LoopFact(
         line=loop.lineno,
         index_var=index_var,
@@ -356,10 +351,9 @@ def _loop_fact(loop: ast.For) -> LoopFact | None:
         enumerate_start=enum_start,
         over_slice=over_slice,
         captures=captures,
-        capture_line=capture_line,
         uses_mixin_helper=mixin,
-        end_line=getattr(loop, "end_lineno", loop.lineno) or loop.lineno,
         over_layers=_mentions(it, "layers"),
+        capture_list=capture_list,
     )
 
 
@@ -411,7 +405,6 @@ def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
     mf = MethodFact(
         name=fn.name,
         line=fn.lineno,
-        end_line=fn.end_lineno or fn.lineno,
         is_stub=_is_stub_body(fn.body),
         decorators=[_short(d) for d in fn.decorator_list],
     )
@@ -474,7 +467,6 @@ def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
                 hit = [e.id for e in elts[1:] if isinstance(e, ast.Name) and (e.id in aux_vars or "aux" in e.id)]
                 if len(elts) >= 2 and hit:
                     mf.returns_aux = True
-                    mf.aux_list_var = hit[0]
     return mf
 
 
@@ -660,7 +652,6 @@ class _Summarizer:
             name=node.name,
             qualname=qualname,
             line=node.lineno,
-            end_line=node.end_lineno or node.lineno,
             bases=[_text(b) for b in node.bases],
             keywords={k.arg or "**": _text(k.value) for k in node.keywords},
             decorators=[_short(d) for d in node.decorator_list],

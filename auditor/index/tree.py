@@ -256,10 +256,6 @@ class Tree:
             if ex is not None:
                 ex.shutdown(wait=True, cancel_futures=True)
 
-    def loaded(self) -> dict[str, ModuleSummary]:
-        """The summaries built or loaded so far, by path."""
-        return dict(self._by_path)
-
     def overlaid(self, source, changed: Iterable[str]) -> "Tree":
         """A tree over ``source``, which is this tree with the files ``changed`` replaced or
         added (e.g. patched in memory): its file list is this tree's plus ``changed``, it shares

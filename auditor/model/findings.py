@@ -7,8 +7,8 @@ JSON, SARIF, JUnit, Markdown) is a serialiser of the same records.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
 from enum import Enum
+from typing import Any
 
 from auditor.cache import cacheable
 

@@ -45,7 +45,7 @@ def explain(auditor: Auditor, arch: str) -> dict:
             loc = r.location(e)
             c = r.cls(e)
             d.update(path=loc[0] if loc else None, line=loc[1] if loc else None, empty=bool(c and c.empty),
-                     protocol=auditor.facts.is_protocol_class(e))
+                     protocol=auditor.facts.is_typing_protocol(e))
         detail.append(d)
     problems = []
     if facts.mro_error:

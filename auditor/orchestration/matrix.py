@@ -25,13 +25,9 @@ from auditor.model.errors import AuditError
 from auditor.model.findings import Severity
 from auditor.model.outcomes import ReleaseVerdict
 from auditor.model.results import TargetResult, TargetSpec
+from auditor.orchestration.releases import IndexReleases, Releases
 from auditor.orchestration.scan import Auditor, make_tree
-from auditor.source.fetch import (
-    IndexListing,
-    list_releases,
-    nearest_versions,
-    recorded_sha256,
-)
+from auditor.source.fetch import IndexListing, nearest_versions, recorded_sha256
 
 #: ``progress(stage, done, total)``: stage is ``"fetch"`` or ``"audit"``.
 Progress = Callable[[str, int, int], None]
@@ -271,12 +267,12 @@ def run_matrix(
     jobs: int | None = None,
     fetch_workers: int = 4,
     use_cache: bool = True,
-    listing: IndexListing | None = None,
+    releases: Releases | None = None,
     progress: Progress | None = None,
-    fetch: Callable[..., Path] | None = None,
     platform: str = DEFAULT_PLATFORM,
 ) -> MatrixReport:
-    """Audit ``names`` in every release of ``versions`` (see :func:`parse_versions`).
+    """Audit ``names`` in every release of ``versions`` (see :func:`parse_versions`), as
+    ``releases`` lists and fetches them (default: :class:`IndexReleases`, pip's index).
 
     Archives are fetched by ``fetch_workers`` threads; each is audited as soon as it is there:
     from the per-archive result cache when it holds it (``use_cache``), else by a pool of
@@ -289,13 +285,12 @@ def run_matrix(
     """
     from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 
-    if fetch is None:
-        from auditor.source.fetch import fetch_release as fetch
+    releases = releases if releases is not None else IndexReleases()
     t0 = time.perf_counter()
     names = list(names)
     if not names:
         raise AuditError("no target: give --model NAME (or targets in pyproject.toml, tool.eagle-audit)")
-    plan = parse_versions(versions, listing if listing is not None else list_releases())
+    plan = parse_versions(versions, releases.listing())
     to_read = [p.version for p in plan if p.skip is None]
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(to_read) or 1))
     audits: dict[str, ReleaseAudit] = {}
@@ -313,7 +308,7 @@ def run_matrix(
     pool = None
     try:
         with ThreadPoolExecutor(max(1, min(fetch_workers, len(to_read) or 1))) as threads:
-            fetching = {threads.submit(fetch, v, progress=False): v for v in to_read}
+            fetching = {threads.submit(releases.fetch, v): v for v in to_read}
             auditing = {}
             for fut in as_completed(fetching):
                 v = fetching[fut]

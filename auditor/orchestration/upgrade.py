@@ -28,7 +28,8 @@ from auditor.model.errors import AuditError
 from auditor.model.findings import Finding, Severity, Verdict
 from auditor.model.outcomes import ReleaseVerdict, UpgradeOutcome
 from auditor.model.results import TargetResult, TargetSpec
-from auditor.orchestration.scan import Auditor
+from auditor.orchestration.releases import Releases
+from auditor.orchestration.scan import Auditor, make_tree
 from rules.registry import BLOCKING_GATES
 
 
@@ -81,14 +82,30 @@ def side_kind(value: str) -> str:
     return "version"
 
 
-def open_side(value: str, *, progress: bool = False, use_cache: bool = True, platform: str = "cuda") -> Auditor:
-    """An :class:`Auditor` over ``value``: a release version (fetched and cached) or a PATH
-    (folder, source checkout, ``.tar.gz`` / ``.whl``), following ``platform``'s import-time branches."""
+def open_side(value: str, *, releases: Releases | None = None, progress: bool = False,
+              use_cache: bool = True, platform: str = "cuda") -> Auditor:
+    """An :class:`Auditor` over ``value``: a release version (its archive as ``releases``
+    fetches it; default :class:`~auditor.orchestration.releases.IndexReleases`, pip's index) or
+    a PATH (folder, source checkout, ``.tar.gz`` / ``.whl``), following ``platform``'s
+    import-time branches. ``use_cache``: use the on-disk summary and result caches.
+
+    Raises:
+        AuditError: neither a path nor a version, a release that cannot be fetched, a tree
+            that cannot be read, an unknown platform.
+    """
+    from auditor.index.tree import SummaryCache
     from auditor.orchestration.scan import open_tree
+    from auditor.source.sources import ArchiveSource
 
     if side_kind(value) == "path":
         return Auditor(open_tree(value, None, progress=progress, use_cache=use_cache), platform=platform)
-    return Auditor(open_tree(None, value, progress=progress, use_cache=use_cache), platform=platform)
+    if releases is None:
+        from auditor.orchestration.releases import IndexReleases
+
+        releases = IndexReleases(progress=progress)
+    archive = releases.fetch(value)
+    return Auditor(make_tree(ArchiveSource(archive, progress=progress), SummaryCache(enabled=use_cache)),
+                   platform=platform)
 
 
 @dataclass
@@ -324,11 +341,11 @@ def _try_resolve(auditor: Auditor, names: Sequence[str], model_type: str | None,
 
 
 def run_gate(
-    candidate: Auditor,
+    candidate: Auditor | str,
     names: Sequence[str],
     *,
     candidate_spec: str = "",
-    current: Auditor | None = None,
+    current: Auditor | str | None = None,
     current_spec: str = "",
     codemods: Path | None = None,
     methods: Iterable[str] = ("eagle3",),
@@ -336,10 +353,18 @@ def run_gate(
     hf_config: dict | None = None,
     allowed_warnings: Iterable[str] = (),
     fail_on_warnings: bool = False,
+    releases: Releases | None = None,
+    use_cache: bool = True,
+    platform: str = "cuda",
 ) -> UpgradeReport:
     """Check the upgrade to ``candidate`` for the targets ``names`` (architectures or
     model_types; none: the targets recorded in the ``codemods`` file), per method; ``current``
     (the release in use), when given, is scanned too to report regressions.
+
+    ``candidate`` and ``current`` are trees already opened, or specs (a version or a PATH)
+    opened here with :func:`open_side` (through ``releases``, with ``use_cache``, following
+    ``platform``'s import-time branches);
+    ``candidate_spec``/``current_spec`` say how they were given (default: the spec itself).
 
     Raises:
         AuditError: no target given, a target known to neither tree, an unreadable codemods
@@ -348,6 +373,12 @@ def run_gate(
     from auditor.orchestration.fix import load_codemods
 
     t0 = time.perf_counter()
+    if isinstance(candidate, str):
+        candidate_spec = candidate_spec or candidate
+        candidate = open_side(candidate, releases=releases, use_cache=use_cache, platform=platform)
+    if isinstance(current, str):
+        current_spec = current_spec or current
+        current = open_side(current, releases=releases, use_cache=use_cache, platform=platform)
     methods = list(dict.fromkeys(methods))
     allowed = tuple(allowed_warnings)
     file_specs: list[TargetSpec] = []

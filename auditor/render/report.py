@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
-from rich.tree import Tree as RichTree
+from typing import TYPE_CHECKING
 
 from auditor.model.results import ScanReport
+
+if TYPE_CHECKING:  # rich is imported by the functions that print, so that JSON never loads it
+    from rich.console import Console
 
 _STYLE = {"supported": "green", "blocked": "red", "unknown": "yellow", "not-a-target": "dim"}
 
@@ -45,6 +43,9 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
     scan (more than 30 results) without ``verbose``, supported targets without findings and
     warnings are left out of the table."""
     title = f"{report.title} — {report.source}"
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(title=title)
     table.add_column("architecture", no_wrap=True)
     table.add_column("method", no_wrap=True)
@@ -121,6 +122,9 @@ def platform_differences_table(diffs: list[dict], console: Console) -> None:
     """Print where verdicts differ between platforms (see
     :func:`auditor.orchestration.scan.platform_differences`): one row per target and method, one
     column per platform (verdict, blocking gates, and the class when it differs)."""
+    from rich.table import Table
+    from rich.text import Text
+
     if not diffs:
         console.print("the verdicts are the same on every platform")
         return
@@ -150,6 +154,10 @@ def platform_differences_table(diffs: list[dict], console: Console) -> None:
 
 def explain_tree(info: dict, console: Console) -> None:
     """Print an explanation (see :func:`auditor.orchestration.explain.explain`) as a rich tree."""
+    from rich.markup import escape
+    from rich.text import Text
+    from rich.tree import Tree as RichTree
+
     head = f"[bold]{info['architecture']}[/bold] → {info['class']}  [cyan]{info['path']}:{info['line']}[/cyan]"
     if info.get("empty_subclass"):
         head += "  [yellow](empty subclass)[/yellow]"
@@ -208,6 +216,8 @@ def explain_tree(info: dict, console: Console) -> None:
 
 def _explain_sglang(info: dict, root) -> None:
     """The SGLang parts of an explanation: the runner's call, the setter, its trace, the forward."""
+    from rich.markup import escape
+
     reg = info["registered_in"]
     root.add(f"registered by EntryClass  [cyan]{reg['path']}:{reg['line']}[/cyan]")
     for c in info.get("runner", [])[:1]:
@@ -260,6 +270,9 @@ def compare_markdown(report) -> str:
 def compare_table(report, console: Console) -> None:
     """Print a comparison as a rich table (verdict and blocking gates per engine), the reasons
     under it, and the conclusion."""
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(title="eagle-audit compare")
     table.add_column("target", no_wrap=True)
     table.add_column("method", no_wrap=True)

@@ -28,7 +28,7 @@ class AllowlistFact:
     ``substring``: True for vLLM's ``any(s in model_type ...)`` / ``"x" in model_type`` semantics,
     False for ``model_type in LIST`` (exact); ``subject``: the source text of the model_type
     expression (``self.target_model_config.hf_text_config.model_type``); ``function``: the
-    enclosing function; ``list_end_line``: last line of the list literal.
+    enclosing function.
 
     Where a fix edits, found here once (the codemod maps these places to its own syntax tree and
     never looks for the allowlist itself): ``kind`` is ``named`` (a list variable), ``literal``
@@ -41,7 +41,6 @@ class AllowlistFact:
     line: int
     list_name: str | None
     list_line: int | None
-    list_end_line: int | None
     entries: list[str]
     methods: list[str]
     substring: bool
@@ -151,7 +150,7 @@ def extract_allowlist(tree: ast.Module, source: str | None = None) -> list[Allow
                     subject, substring = ast.unparse(left), False
                     kind, literal_at = "literal", _at(comp, lines)
                     break
-        list_line = list_end = None
+        list_line = None
         if list_name and fn is not None:
             for a in ast.walk(fn):
                 if isinstance(a, (ast.Assign, ast.AnnAssign)) and a.lineno < node.lineno:
@@ -162,7 +161,7 @@ def extract_allowlist(tree: ast.Module, source: str | None = None) -> list[Allow
                             entries = [str(v) for v in val]
                         except Exception:
                             entries = _strings(a.value)
-                        list_line, list_end = a.lineno, a.end_lineno
+                        list_line = a.lineno
                         if isinstance(a.value, (ast.List, ast.Tuple, ast.Set)):
                             literal_at = _at(a.value, lines)
         out.append(
@@ -170,7 +169,6 @@ def extract_allowlist(tree: ast.Module, source: str | None = None) -> list[Allow
                 line=node.lineno,
                 list_name=list_name,
                 list_line=list_line,
-                list_end_line=list_end,
                 entries=entries,
                 methods=methods,
                 substring=substring,

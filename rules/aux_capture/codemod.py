@@ -10,6 +10,7 @@ from typing import Iterator
 
 import libcst as cst
 
+from auditor.index.summary import summarize
 from rules.cst import (
     LINE_LENGTH,
     CodemodExample,
@@ -22,20 +23,15 @@ from rules.cst import (
     find_class,
     has_base,
     identifier,
+    nodes_at,
     replace,
 )
-
-_LAYER_ATTRS = ("layers", "start_layer", "end_layer")
 
 
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     yield node
     for c in node.children:
         yield from walk(c)
-
-
-def _mentions_attr(node: cst.CSTNode, names: tuple[str, ...]) -> bool:
-    return any(isinstance(n, cst.Attribute) and n.attr.value in names for n in walk(node))
 
 
 def _names_used(node: cst.CSTNode) -> set[str]:
@@ -65,21 +61,35 @@ class _Located:
         return len(self.path)
 
 
-def _find_loop(body: list[cst.BaseStatement], path=None) -> _Located | None:
-    """The first ``for`` over the decoder layers (its iterable mentions ``layers``,
-    ``start_layer`` or ``end_layer``), not looking into nested functions or classes."""
+def _path_to(body: list[cst.BaseStatement], target: cst.CSTNode, path=None) -> _Located | None:
+    """Where ``target`` (a statement of the function body, by identity) stands: the chain of
+    blocks leading to it."""
     path = path or []
     for i, st in enumerate(body):
         here = path + [(body, i)]
-        if isinstance(st, cst.For) and _mentions_attr(st.iter, _LAYER_ATTRS):
+        if st is target:
             return _Located(st, here)
-        if isinstance(st, (cst.FunctionDef, cst.ClassDef)) or isinstance(st, cst.SimpleStatementLine):
+        if isinstance(st, (cst.FunctionDef, cst.ClassDef, cst.SimpleStatementLine)):
             continue
         for blk in _sub_blocks(st):
-            got = _find_loop(list(blk.body), here)
+            got = _path_to(list(blk.body), target, here)
             if got is not None:
                 return got
     return None
+
+
+def _layer_loop(tree: cst.Module, qualname: str, fwd: cst.FunctionDef):
+    """The first loop over the decoder layers in ``qualname.forward`` as the index finds it
+    (:class:`auditor.index.summary.LoopFact`), with the libcst ``For`` at its place: the loop
+    and its capture are detected once, by the index."""
+    summary = summarize(tree.code.encode("utf-8"), "vllm/_codemod_.py")
+    cls = summary.classes.get(qualname)
+    mf = cls.methods.get("forward") if cls is not None else None
+    if mf is None or not mf.loops:
+        return None, None
+    lf = min(mf.loops, key=lambda x: x.line)
+    fors = [n for (pos, kind), n in nodes_at(tree).items() if kind == "for" and pos[0] == lf.line]
+    return lf, (fors[0] if fors else None)
 
 
 def _return_lines(stmts: list[cst.BaseStatement]) -> Iterator[cst.SimpleStatementLine]:
@@ -120,24 +130,6 @@ def _layer_call_names(loop: cst.For) -> tuple[str, str | None] | None:
                 continue
             residual = next((n for n in names if "residual" in n), None)
             return hidden, residual
-    return None
-
-
-def _captures(loop: cst.For) -> str | None:
-    """If the loop already captures aux states: the list it appends to (or ``"?"``)."""
-    for n in walk(loop.body):
-        if isinstance(n, cst.Call) and (dotted_name(n.func) or "").endswith("_maybe_add_hidden_state"):
-            a = n.args[0].value if n.args else None
-            return a.value if isinstance(a, cst.Name) else "?"
-        if isinstance(n, cst.If) and isinstance(n.test, cst.Comparison):
-            if any(
-                isinstance(c.operator, cst.In) and _mentions_attr(c.comparator, ("aux_hidden_state_layers",))
-                for c in n.test.comparisons
-            ):
-                for m in walk(n.body):
-                    if (isinstance(m, cst.Call) and isinstance(m.func, cst.Attribute)
-                            and m.func.attr.value == "append"):
-                        return dotted_name(m.func.value) or "?"
     return None
 
 
@@ -294,7 +286,8 @@ class AuxCaptureCodemod(EagleCodemod):
     def _rewrite_forward(self, tree, qualname, fwd: cst.FunctionDef, fn_depth: int, mode: str) -> cst.FunctionDef:
         if not isinstance(fwd.body, cst.IndentedBlock):
             raise NotAutoFixable(f"{qualname}.forward has no block body")
-        located = _find_loop(list(fwd.body.body))
+        lf, loop_node = _layer_loop(tree, qualname, fwd)
+        located = _path_to(list(fwd.body.body), loop_node) if loop_node is not None else None
         if located is None:
             raise NotAutoFixable(
                 f"{qualname}.forward has no loop over its decoder layers",
@@ -302,7 +295,7 @@ class AuxCaptureCodemod(EagleCodemod):
             )
         loop: cst.For = located.node
         used = _names_used(fwd)
-        existing = _captures(loop)
+        existing = lf.capture_list if lf.captures else None
         aux = existing if existing and existing != "?" else _fresh("aux_hidden_states", used)
         new_stmts: list[cst.BaseStatement] = [loop]
         if existing is None:

@@ -42,7 +42,6 @@ class ImageTokenFact:
     line: int
     function: str
     branches: list[ImageTokenBranch] = field(default_factory=list)
-    end_line: int = 0
     at: tuple[int, int] | None = None
     target_var: str = "target_model"
     branch_at: list[tuple[int, int]] = field(default_factory=list)
@@ -110,7 +109,7 @@ def extract_image_token(tree: ast.Module, source: str | None = None) -> list[Ima
             continue
         pm = pm or ParentMap(tree)
         fn = pm.enclosing_function(node)
-        fact = ImageTokenFact(line=node.lineno, function=getattr(fn, "name", "<module>"), end_line=node.end_lineno or 0,
+        fact = ImageTokenFact(line=node.lineno, function=getattr(fn, "name", "<module>"),
                               at=_at(node, lines),
                               target_var=(dotted(call.args[0]) if call.args else None) or "target_model")
         # find the first if-chain in the body that assigns image_token_index

@@ -104,7 +104,7 @@ class SGLangInterfaceRule(Rule):
         holder = facts.code_holder or facts.ref
         loc = ctx.resolver.location(holder) or (facts.path, facts.line)
         if not calls:
-            yield self.finding(Severity.UNKNOWN, f"this tree's runner never calls a set_eagle3* method on the model "
+            yield self.finding(Severity.UNKNOWN, "this tree's runner never calls a set_eagle3* method on the model "
                                "(no call in sglang/srt/model_executor, speculative or managers): cannot tell what "
                                "EAGLE-3 requires of the target", loc[0], loc[1])
             return

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from auditor.engines.vllm.registry import Registry
-from auditor.index.resolve import ClassRef, External, Resolver, Target, Unresolved
+from auditor.index.resolve import ClassRef, External, Resolver, Unresolved
 from auditor.index.summary import AttrFact, Extractor, LoopFact, MethodFact
 
 INTERFACES_MODULE = "vllm.model_executor.models.interfaces"
@@ -140,7 +140,7 @@ class TreeFacts:
         self._protocols[name] = proto
         return proto
 
-    def is_protocol_class(self, ref: ClassRef) -> bool:
+    def is_typing_protocol(self, ref: ClassRef) -> bool:
         """True when ``ref`` derives directly from ``typing.Protocol`` (or
         ``typing_extensions.Protocol``), as vLLM's ``SupportsEagle3`` does in
         ``vllm/model_executor/models/interfaces.py``."""
@@ -435,8 +435,3 @@ def method_requires_mixin(fact: MethodFact) -> bool:
     """True when a protocol default (``set_aux_hidden_state_layers`` in vLLM ≥ 0.18) demands
     that the holder inherit ``EagleModelMixin``."""
     return "EagleModelMixin" in fact.names
-
-
-def target_text(t: Target) -> str:
-    """Display text of a resolution target."""
-    return getattr(t, "dotted", str(t))

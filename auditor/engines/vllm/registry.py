@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from auditor.index.resolve import ClassRef, External, Resolver, Target, Unresolved
+from auditor.index.resolve import ClassRef, Resolver, Target, Unresolved
 from auditor.index.summary import Extractor
 from auditor.index.tables import extract_all_tables
 from auditor.model.errors import AuditError
@@ -88,11 +88,6 @@ class ArchEntry:
                 return r
         return None
 
-    @property
-    def is_multimodal_table(self) -> bool:
-        """True for rows of the multimodal table."""
-        return any("MULTIMODAL" in t for t in self.tables)
-
 
 class Registry:
     """The model registry and HF config registry of one tree.
@@ -128,7 +123,6 @@ class Registry:
             in_tables = [t for t, v in tables.items() if t != merged_name and _is_arch_table(v) and arch in v]
             self.entries[arch] = ArchEntry(arch, val[0], val[1], in_tables, key_lines.get(arch))
         self._configs: dict[str, object] | None = None
-        self._config_path: str | None = None
 
     def architectures(self) -> list[str]:
         """Every registered architecture name, sorted."""
@@ -181,17 +175,12 @@ class Registry:
         m = self.resolver.tree.module(CONFIG_REGISTRY_MODULE)
         if m is None or m.error:
             return self._configs
-        self._config_path = m.path
         table = m.extras.get("tables", {}).get("tables", {}).get("_CONFIG_REGISTRY")
         if table is None:
             cands = [v for k, v in m.extras.get("tables", {}).get("tables", {}).items() if "CONFIG" in k and "REGISTRY" in k]
             table = cands[0] if cands else {}
         self._configs = dict(table)
         return self._configs
-
-    def config_model_types(self) -> list[str]:
-        """model_types the tree registers its own HF config class for."""
-        return sorted(self._load_configs())
 
     def config_class(self, model_type: str) -> Target | None:
         """The HF config class vLLM registers for ``model_type`` (None when vLLM registers none,
@@ -213,10 +202,3 @@ def _is_arch_table(v: object) -> bool:
         return False
     sample = list(v.values())[:5]
     return all(isinstance(x, tuple) and len(x) == 2 and all(isinstance(y, str) for y in x) for x in sample)
-
-
-def external_or_ref(t: Target) -> str:
-    """Dotted display name of a target."""
-    if isinstance(t, (ClassRef, External, Unresolved)):
-        return t.dotted
-    return str(t)

@@ -602,11 +602,13 @@ def _append(text: str, path: Optional[Path]) -> None:
         _fail(f"--summary: cannot write {path}: {exc}")
 
 
-def _open_side(label: str, value: str, no_progress: bool, no_cache: bool, platform: str = "cuda"):
+def _open_side(label: str, value: str, no_progress: bool, no_cache: bool, platform: str = "cuda",
+               engine: Optional[str] = None):
     from auditor.orchestration.upgrade import open_side
 
     try:
-        return open_side(value, progress=_progress_enabled(no_progress), use_cache=not no_cache, platform=platform)
+        return open_side(value, progress=_progress_enabled(no_progress), use_cache=not no_cache, platform=platform,
+                         engine=engine)
     except AuditError as exc:
         _fail(f"{label} {value}: {exc}")
 
@@ -642,6 +644,9 @@ def gate_cmd(
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when the gate is broken."),
     platform: OnePlatform = _platform_opt(),
+    engine: Optional[EngineOpt] = typer.Option(
+        None, "--engine", help="sglang: read --candidate/--current versions as SGLang releases (PATHs: their "
+        "engine is detected).", show_default=False),
 ) -> None:
     """Pre-upgrade gate: does the CANDIDATE release still work for your targets?
 
@@ -671,8 +676,9 @@ def gate_cmd(
 
         load_codemods(cfg.codemods)  # validated before any work
     hf = load_hf_config(cfg.hf_config) if cfg.hf_config else None
-    cand = _open_side("--candidate", cfg.candidate, no_progress, no_cache, platform.value)
-    cur = _open_side("--current", cfg.current, no_progress, no_cache, platform.value) if cfg.current else None
+    name = engine.value if engine is not None else None
+    cand = _open_side("--candidate", cfg.candidate, no_progress, no_cache, platform.value, name)
+    cur = _open_side("--current", cfg.current, no_progress, no_cache, platform.value, name) if cfg.current else None
     report = _with_progress(
         _progress_enabled(no_progress), "gating",
         lambda cb: run_gate(cand, cfg.targets, candidate_spec=cfg.candidate, current=cur, current_spec=cfg.current or "",
@@ -722,6 +728,8 @@ def matrix_cmd(
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
     platform: OnePlatform = _platform_opt(),
+    engine: EngineOpt = typer.Option(EngineOpt.vllm, "--engine", help="Whose releases: vllm (source "
+                                     "archives) or sglang (source archives, else the wheel for this Python)."),
 ) -> None:
     """Support matrix: one row per release with the verdict and blocking gates of each target, the first release with native support in bold.
 
@@ -738,7 +746,7 @@ def matrix_cmd(
         _fail("give --versions SPEC (or versions in pyproject.toml, tool.eagle-audit)")
     report = _matrix_progress(_progress_enabled(no_progress), lambda cb: run_matrix(
         cfg.targets, cfg.versions, method=cfg.methods[0], model_type=cfg.model_type, jobs=jobs,
-        use_cache=not no_cache, progress=cb, platform=platform.value))
+        use_cache=not no_cache, progress=cb, platform=platform.value, engine=engine.value))
     markdown = ci_formats.matrix_markdown(report)
     if fmt is MatrixFormat.table and output is None:
         from rich.markdown import Markdown
@@ -751,7 +759,8 @@ def matrix_cmd(
     _err().print(f"eagle-audit matrix: {n} release(s), {len(report.rows)} row(s) in {report.seconds:.1f}s "
               f"({report.jobs} worker(s))", markup=False, highlight=False)
     for v, e in sorted(report.errors.items()):
-        _err().print(f"[bold red]eagle-audit: error:[/bold red] vLLM {v}: {e}", highlight=False, soft_wrap=True)
+        name = "vLLM" if engine is EngineOpt.vllm else "SGLang"
+        _err().print(f"[bold red]eagle-audit: error:[/bold red] {name} {v}: {e}", highlight=False, soft_wrap=True)
     raise typer.Exit(2 if report.errors else 0)
 
 

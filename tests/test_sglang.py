@@ -389,3 +389,29 @@ def test_compare_kimi_k2_vllm_0_16_0_against_sglang_0_5_10_post1():
     assert sglang_kimi.verdict == "supported" and sglang_kimi.reasons == []
     assert rows["DeepseekV3ForCausalLM"][0].blocking == ["allowlist", "interface", "aux-capture"]
     assert report.supports_all == [False, True] and report.ok
+
+
+# -- gate and matrix on SGLang releases ----------------------------------------------------------
+
+def test_matrix_over_sglang_releases_sdists_and_wheels():
+    """0.5.9 and 0.5.10.post1 are sdists, 0.5.23 a wheel: all three are read (none skipped)."""
+    from auditor.orchestration.matrix import run_matrix
+    from auditor.orchestration.releases import IndexReleases
+
+    report = run_matrix(["kimi_k2", "Gemma3ForConditionalGeneration"], "0.5.9,0.5.10.post1,0.5.23", jobs=1,
+                        releases=IndexReleases(project="sglang"), engine="sglang")
+    assert report.engine == "sglang" and report.errors == {}
+    assert report.releases == ["0.5.9", "0.5.10.post1", "0.5.23"]
+    assert report.first_supported == {"DeepseekV3ForCausalLM": "0.5.9",
+                                      "KimiK25ForConditionalGeneration": "0.5.10.post1",  # 0.5.9 has no setter
+                                      "Gemma3ForConditionalGeneration": "0.5.23"}
+    from auditor.render.ci_formats import matrix_markdown
+
+    assert "| SGLang | DeepseekV3ForCausalLM |" in matrix_markdown(report)
+
+
+def test_gate_on_sglang_paths(tmp_path):
+    res = cli("gate", "--model", "LlamaForCausalLM", "--candidate", MINI, "--no-cache", "--no-progress", "-f", "json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["candidate"]["engine"] == "sglang" and doc["outcome"] == "native"

@@ -211,6 +211,9 @@ class MatrixReport:
     errors: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
     jobs: int = 1
+    #: the engine whose releases the rows are (``vllm``, ``sglang``; the rows' ``vllm_version``
+    #: holds that engine's release)
+    engine: str = "vllm"
 
     @property
     def releases(self) -> list[str]:
@@ -246,6 +249,7 @@ class MatrixReport:
             "errors": [{"vllm_version": v, "error": e} for v, e in sorted(self.errors.items(), key=lambda x: Version(x[0]))],
             "seconds": round(self.seconds, 3),
             "jobs": self.jobs,
+            "engine": self.engine,
         }
 
 
@@ -270,9 +274,11 @@ def run_matrix(
     releases: Releases | None = None,
     progress: Progress | None = None,
     platform: str = DEFAULT_PLATFORM,
+    engine: str = "vllm",
 ) -> MatrixReport:
     """Audit ``names`` in every release of ``versions`` (see :func:`parse_versions`), as
-    ``releases`` lists and fetches them (default: :class:`IndexReleases`, pip's index).
+    ``releases`` lists and fetches them (default: :class:`IndexReleases`, pip's index, for the
+    distribution of ``engine``: ``vllm``'s sdists, or ``sglang``'s sdists and wheels).
 
     Archives are fetched by ``fetch_workers`` threads; each is audited as soon as it is there:
     from the per-archive result cache when it holds it (``use_cache``), else by a pool of
@@ -285,7 +291,7 @@ def run_matrix(
     """
     from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 
-    releases = releases if releases is not None else IndexReleases()
+    releases = releases if releases is not None else IndexReleases(project=engine)
     t0 = time.perf_counter()
     names = list(names)
     if not names:
@@ -343,7 +349,7 @@ def run_matrix(
         if pool is not None:
             pool.shutdown(cancel_futures=True)
     return _matrix(names, versions, method, plan, audits, errors, time.perf_counter() - t0,
-                   jobs if pool is not None else 1)
+                   jobs if pool is not None else 1, engine=engine)
 
 
 def _collect(version: str, get: Callable[[], ReleaseAudit], audits: dict, errors: dict) -> None:
@@ -353,7 +359,7 @@ def _collect(version: str, get: Callable[[], ReleaseAudit], audits: dict, errors
         errors[version] = str(exc)
 
 
-def _matrix(names, versions, method, plan, audits, errors, seconds, jobs) -> MatrixReport:
+def _matrix(names, versions, method, plan, audits, errors, seconds, jobs, engine="vllm") -> MatrixReport:
     archs: list[str] = []
     for n in names:
         archs += [a for a in _expected_architectures(n) if a not in archs]
@@ -388,4 +394,4 @@ def _matrix(names, versions, method, plan, audits, errors, seconds, jobs) -> Mat
                 seen_native.add(arch)
                 row.first_native = True
             rows.append(row)
-    return MatrixReport(names, versions, method, archs, rows, errors, seconds, jobs)
+    return MatrixReport(names, versions, method, archs, rows, errors, seconds, jobs, engine)

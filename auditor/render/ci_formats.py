@@ -311,8 +311,9 @@ def matrix_markdown(report) -> str:
     one column per architecture (verdict and blocking gates); the first release with native
     support is in bold; skipped releases are listed with the reason below the table."""
     archs = report.architectures
-    lines = [f"## eagle-audit matrix: {', '.join(report.model)} ({report.method}), vLLM {report.versions}", ""]
-    lines.append("| vLLM | " + " | ".join(archs) + " |")
+    engine = {"vllm": "vLLM", "sglang": "SGLang"}.get(getattr(report, "engine", "vllm"), "vLLM")
+    lines = [f"## eagle-audit matrix: {', '.join(report.model)} ({report.method}), {engine} {report.versions}", ""]
+    lines.append(f"| {engine} | " + " | ".join(archs) + " |")
     lines.append("|---" * (len(archs) + 1) + "|")
     by = {(r.vllm_version, r.architecture): r for r in report.rows}
     for v in report.releases:

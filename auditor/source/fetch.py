@@ -614,12 +614,21 @@ def list_releases(project: str = _PROJECT) -> IndexListing:
     resolves) once.
 
     Returns:
-        The :class:`IndexListing`.
+        The :class:`IndexListing`; for a project fetched as a wheel when it has no sdist
+        (:data:`WHEEL_FALLBACK`), ``sdists`` also lists the releases with a wheel for this
+        Python (the releases :func:`fetch_release` can read).
 
     Raises:
         SourceError: when the index cannot be reached or does not list the project.
     """
-    sdists, known = _release_sdists(_Client(index_url()), project)
+    client = _Client(index_url())
+    files, versions = _project_files(client, project)
+    sdists, known = _sdists(files, project), _all_versions(files, versions, project)
+    if project in WHEEL_FALLBACK:
+        # releases without an sdist can still be read from the wheel for this Python
+        have = {s.version for s in sdists}
+        for v in sorted(known - have):
+            sdists += _wheels(files, project, v)[:1]
     ok = {s.version for s in sdists if not s.yanked}
     yanked = {s.version for s in sdists if s.yanked} - ok
     return IndexListing(

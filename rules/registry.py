@@ -85,6 +85,12 @@ def rules_for(engine: str) -> dict[str, type[Rule]]:
     return {c: r for c, r in RULES.items() if r.judges(engine)}
 
 
+def planners_for(engine: str) -> dict[str, Callable]:
+    """Gate id → fix planner of the rules that judge trees of ``engine`` (:data:`PLANNERS` for
+    vLLM; empty for SGLang, which has no codemod yet)."""
+    return {e.rule.GATE: e.planner for e in TABLE if e.planner is not None and e.rule.judges(engine)}
+
+
 def codemod_class(name: str):
     """The codemod class registered as ``name`` (a :class:`rules.cst.EagleCodemod` subclass).
     Raises KeyError for an unknown name."""

@@ -415,3 +415,13 @@ def test_gate_on_sglang_paths(tmp_path):
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     assert doc["candidate"]["engine"] == "sglang" and doc["outcome"] == "native"
+
+
+def test_fix_on_sglang_says_no_codemod_and_writes_nothing(tmp_path):
+    tree = tmp_path / "t"
+    shutil.copytree(MINI, tree)
+    before = (tree / "sglang/srt/models/gemma3_mm.py").read_text()
+    res = cli("fix", tree, "--model", "Gemma3ForConditionalGeneration", "--apply", "--no-cache", "--no-progress")
+    assert res.returncode == 1, res.stderr
+    assert "SGLang 0.0.1" in res.stderr and "no codemod exists for gate interface" in res.stderr
+    assert (tree / "sglang/srt/models/gemma3_mm.py").read_text() == before

@@ -17,6 +17,7 @@ from typing import List, Optional
 import typer
 
 from auditor.model.errors import AuditError
+from auditor.render.report import clean
 
 app = typer.Typer(
     name="eagle-audit",
@@ -44,8 +45,17 @@ _state = {"debug": False}
 def _global_options(
     debug: bool = typer.Option(False, "--debug", help="On an internal error, show the Python traceback "
                                "(also EAGLE_AUDIT_DEBUG=1)."),
+    allow_unverified: bool = typer.Option(
+        False, "--allow-unverified", help="Use a release archive whose package-index entry publishes no sha256 "
+        "(reports then mark its source 'unverified'; also EAGLE_AUDIT_ALLOW_UNVERIFIED=1)."),
 ) -> None:
     _state["debug"] = debug
+    if allow_unverified:
+        import os
+
+        from auditor.source.fetch import ALLOW_UNVERIFIED_ENV
+
+        os.environ[ALLOW_UNVERIFIED_ENV] = "1"  # an environment variable: worker processes see it too
 
 
 # rich is imported on first use only: ``scan --format json`` (the warm path of CI) never needs it.
@@ -153,7 +163,7 @@ def _platform_opt(all_ok: bool = False):
 
 
 def _fail(message: str) -> None:
-    _err().print(f"[bold red]eagle-audit: error:[/bold red] {escape(message)}", highlight=False, soft_wrap=True)
+    _err().print(f"[bold red]eagle-audit: error:[/bold red] {escape(clean(message))}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
 
@@ -189,25 +199,119 @@ def _open(path: Optional[str], version: Optional[str], no_progress: bool, no_cac
     name = engine.value if engine is not None else None
     tree = open_tree(path, version, progress=_progress_enabled(no_progress), use_cache=not no_cache,
                      sglang_version=sglang_version, engine=name)
+    _warn_unverified(tree.source)
     return Auditor(tree, transformers=transformers, platform=platform, engine=name)
 
 
+def _warn_unverified(source) -> None:
+    from auditor.source.fetch import UNVERIFIED
+
+    if UNVERIFIED in getattr(source, "label", ""):
+        _err().print(f"eagle-audit: warning: {clean(source.label)}", markup=False, highlight=False, soft_wrap=True)
+
+
 def _write(text: str, output: Optional[Path]) -> None:
+    """Write ``text`` to stdout, or to ``output`` (checked by :func:`_check_output` before the
+    work): a regular file is replaced atomically (temporary file + rename; permissions: the
+    existing file's, else what the umask gives), a FIFO or device (``/dev/stdout``) is written
+    directly."""
     if output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return
     import os
+    import secrets
+    import stat
+
+    data = (text if text.endswith("\n") else text + "\n").encode("utf-8")
+    try:
+        st = os.stat(output)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        _fail(f"cannot write {output}: {exc.strerror or exc}")
+    try:
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            with open(output, "wb") as fh:
+                fh.write(data)
+            return
+        output.parent.mkdir(parents=True, exist_ok=True)
+        tmp = output.parent / f".{output.name}.{secrets.token_hex(6)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except OSError as exc:
+        _fail(f"cannot write {output}: {exc.strerror or exc}")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            if st is not None:
+                os.fchmod(fh.fileno(), stat.S_IMODE(st.st_mode))
+            fh.write(data)
+        os.replace(tmp, output)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            _fail(f"cannot write {output}: {exc.strerror or exc}")
+        raise
+
+
+def _check_output(path: Optional[Path], label: str, force: bool, append: bool = False) -> None:
+    """Refuse, before any work, an output path that cannot be written (exit 2, one line): a
+    folder, an existing file without ``--force`` (unless ``append``), a folder on the way that is
+    a file, or a folder where no file can be created (tested by creating and removing one)."""
+    if path is None:
+        return
+    import os
+    import stat
     import tempfile
 
-    output.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, output)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        st = None
+    except OSError as exc:
+        _fail(f"{label} {path}: {exc.strerror or exc}")
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        _fail(f"{label} {path} is a folder; name a file")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        return  # a FIFO or a device such as /dev/stdout: written directly
+    if st is not None and not append and not force:
+        _fail(f"{label} {path} exists; pass --force to overwrite it")
+    if st is not None and append:
+        try:
+            with open(path, "ab"):
+                pass
+        except OSError as exc:
+            _fail(f"{label} {path}: cannot write: {exc.strerror or exc}")
+        return
+    folder = path.parent
+    while True:  # the nearest folder that exists: the missing ones will be created in it
+        try:
+            fst = os.stat(folder)
+        except (FileNotFoundError, NotADirectoryError):
+            if folder == folder.parent:
+                _fail(f"{label} {path}: cannot be created")
+            folder = folder.parent
+            continue
+        except OSError as exc:
+            _fail(f"{label} {path}: {exc.strerror or exc}")
+        break
+    if not stat.S_ISDIR(fst.st_mode):
+        _fail(f"{label} {path}: cannot be created ({folder} is not a folder)")
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".eagle-audit-probe.")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        _fail(f"{label} {path}: cannot write in {folder}: {exc.strerror or exc}")
+
+
+ForceOpt = typer.Option(False, "--force", help="Overwrite an existing output file.")
+
+
+def _safe_name(text: str) -> str:
+    """A file name made of ``text`` (characters other than letters, digits, ``_.+-`` become ``_``)."""
+    import re
+
+    name = re.sub(r"[^A-Za-z0-9_.+-]", "_", text)[:120].lstrip(".")
+    return name or "fix"
 
 
 @app.command()
@@ -226,6 +330,7 @@ def scan(
     method: MethodOpt = typer.Option(MethodOpt.eagle3, "--method", help="Speculative method(s) to audit."),
     fmt: Format = typer.Option(Format.table, "--format", "-f", help="Output format."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
+    force: bool = ForceOpt,
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every target and warning in the table."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
@@ -245,6 +350,7 @@ def scan(
     from auditor.render import report as rep
 
     _check_model_type(model_type)
+    _check_output(output, "--output", force)
     if platform is PlatformOpt.all:
         if sglang_version or engine is EngineOpt.sglang:
             _fail("--platform all audits vLLM trees (SGLang trees are not audited per platform)")
@@ -377,6 +483,7 @@ def explain(
     all_archs: bool = typer.Option(False, "--all", help="Every registry architecture (JSON list)."),
     fmt: Format = typer.Option(Format.table, "--format", "-f", help="table or json."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write JSON to this file."),
+    force: bool = ForceOpt,
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
     platform: OnePlatform = _platform_opt(),
@@ -395,6 +502,7 @@ def explain(
         _fail("give an architecture, or --all")
     if arch and all_archs:
         _fail("give an architecture or --all, not both")
+    _check_output(output, "--output", force)
     auditor = _open(path, vllm_version, no_progress, no_cache, platform=platform.value,
                     sglang_version=sglang_version, engine=engine)
     if all_archs:
@@ -457,6 +565,7 @@ def fix_cmd(
         None, "--codemods", help="Replay a codemods file written by --out on this tree (re-planned from its scan)."),
     apply: bool = typer.Option(False, "--apply", help="Edit the folder tree in place (atomic writes, backup kept)."),
     revert: bool = typer.Option(False, "--revert", help="Restore the files changed by the last --apply on this tree."),
+    force: bool = typer.Option(False, "--force", help="With --out: overwrite existing patch and codemods files."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
     platform: OnePlatform = _platform_opt(),
@@ -485,7 +594,7 @@ def fix_cmd(
             bdir, paths = fx.revert_folder(root)
         except fx.FixRefused as exc:
             _fail(str(exc))
-        _err().print(f"restored {len(paths)} file(s) from {bdir}", markup=False, highlight=False)
+        _err().print(f"restored {len(paths)} file(s) from {clean(bdir)}", markup=False, highlight=False)
         raise typer.Exit(0)
     if method not in METHODS:
         _fail(f"--method must be one of {', '.join(METHODS)}")
@@ -493,6 +602,18 @@ def fix_cmd(
         _fail("give either --model or --codemods, not both")
     _check_model_type(model_type)
     loaded = fx.load_codemods(codemods) if codemods else None  # validated before any work
+    if codemods:
+        name = _safe_name(codemods.name.removesuffix(".json").removesuffix(".codemods"))
+    else:
+        name = _safe_name("+".join(model))
+    if out_dir is not None:
+        try:
+            if out_dir.exists() and not out_dir.is_dir():
+                _fail(f"--out {out_dir} is not a folder")
+        except OSError as exc:
+            _fail(f"--out {out_dir}: {exc.strerror or exc}")
+        _check_output(out_dir / f"{name}.patch", "--out", force)
+        _check_output(out_dir / f"{name}.codemods.json", "--out", force)
     auditor = _open(path, vllm_version, no_progress, no_cache, platform=platform.value)
     only = None
     if loaded is not None:
@@ -500,10 +621,8 @@ def fix_cmd(
         missing = [s.architecture for s in specs if s.architecture not in auditor.registry.entries]
         if missing:
             _fail(f"--codemods: {', '.join(missing)} not in this tree's registry")
-        name = codemods.name.removesuffix(".json").removesuffix(".codemods")
     elif model:
         specs = resolve_targets(auditor.registry, model, model_type)
-        name = "+".join(m.replace("/", "_") for m in model)
     else:
         _fail("give --model NAME (or --codemods FILE, or --revert)")
     root = auditor.tree.source.root()
@@ -513,31 +632,33 @@ def fix_cmd(
         fx.check_apply_target(root)  # refused before the work
     result = fx.plan_fix(auditor, specs, method, only)
     if result.already_supported:
-        _err().print(result.report(), markup=False, highlight=False, soft_wrap=True)
+        _err().print(clean(result.report(), multiline=True), markup=False, highlight=False, soft_wrap=True)
         _err().print("every target is already supported: nothing to change (empty diff)", highlight=False)
         raise typer.Exit(0)
     if not result.ok:
-        _err().print(result.report(), markup=False, highlight=False, soft_wrap=True)
+        _err().print(clean(result.report(), multiline=True), markup=False, highlight=False, soft_wrap=True)
         _err().print("[bold red]not fixed:[/bold red] nothing was written", highlight=False)
         raise typer.Exit(1)
-    _err().print(result.report(), markup=False, highlight=False, soft_wrap=True)
+    _err().print(clean(result.report(), multiline=True), markup=False, highlight=False, soft_wrap=True)
     _err().print(f"{result.diffstat()} (validated: re-scan gives supported; {result.seconds:.1f}s)",
               markup=False, highlight=False)
     if out_dir is None and not apply:
-        sys.stdout.write(result.diff())
+        diff = result.diff()
+        sys.stdout.write(clean(diff, multiline=True) if sys.stdout.isatty() else diff)  # a pipe gets the exact patch
         raise typer.Exit(0)
     if out_dir is not None:
         _write(result.diff(), out_dir / f"{name}.patch")
         _write(json.dumps(result.codemods_document(), indent=2), out_dir / f"{name}.codemods.json")
-        _err().print(f"wrote {out_dir / (name + '.patch')} (apply from the folder that contains vllm/ with "
-                  f"patch -p1 or git apply) and {out_dir / (name + '.codemods.json')}", markup=False, highlight=False)
+        _err().print(clean(f"wrote {out_dir / (name + '.patch')} (apply from the folder that contains vllm/ with "
+                        f"patch -p1 or git apply) and {out_dir / (name + '.codemods.json')}"), markup=False,
+                  highlight=False)
     if apply:
         _sigterm_interrupts()
         try:
             bdir = fx.apply_to_folder(root, result)
         except fx.FixRefused as exc:
             _fail(str(exc))
-        _err().print(f"applied to {root}; originals kept in {bdir} (undo: eagle-audit fix --revert {root})",
+        _err().print(clean(f"applied to {root}; originals kept in {bdir} (undo: eagle-audit fix --revert {root})"),
                   markup=False, highlight=False)
     raise typer.Exit(0)
 
@@ -607,10 +728,12 @@ def _open_side(label: str, value: str, no_progress: bool, no_cache: bool, platfo
     from auditor.orchestration.upgrade import open_side
 
     try:
-        return open_side(value, progress=_progress_enabled(no_progress), use_cache=not no_cache, platform=platform,
+        side = open_side(value, progress=_progress_enabled(no_progress), use_cache=not no_cache, platform=platform,
                          engine=engine)
     except AuditError as exc:
         _fail(f"{label} {value}: {exc}")
+    _warn_unverified(side.tree.source)
+    return side
 
 
 @app.command("gate")
@@ -639,6 +762,7 @@ def gate_cmd(
     config: Optional[Path] = ConfigOpt,
     fmt: GateFormat = typer.Option(GateFormat.table, "--format", "-f", help="Output format."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
+    force: bool = ForceOpt,
     summary: Optional[Path] = SummaryOpt,
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
@@ -669,6 +793,8 @@ def gate_cmd(
                   allowed_warnings=allow_warning, fail_on_warnings=fail_on_warnings)
     if not cfg.candidate:
         _fail("give --candidate X|PATH (or candidate in pyproject.toml, tool.eagle-audit)")
+    _check_output(output, "--output", force)
+    _check_output(summary, "--summary", force, append=True)
     if cfg.codemods is not None and not Path(cfg.codemods).is_file():
         _fail(f"--codemods: no such file: {cfg.codemods}")
     if cfg.codemods is not None:
@@ -689,7 +815,7 @@ def gate_cmd(
     if fmt is GateFormat.table and output is None:
         from rich.markdown import Markdown
 
-        _out().print(Markdown(markdown))
+        _out().print(Markdown(clean(markdown, multiline=True)))
     else:
         text = {
             GateFormat.json: lambda: json.dumps(report.as_dict(), indent=2),
@@ -701,7 +827,7 @@ def gate_cmd(
         _write(text, output)
     _append(markdown, summary)
     if output is not None or fmt is not GateFormat.table:
-        _err().print(f"eagle-audit gate: {report.outcome.value}: {report.message()}", markup=False, highlight=False,
+        _err().print(clean(f"eagle-audit gate: {report.outcome.value}: {report.message()}"), markup=False, highlight=False,
                   soft_wrap=True)
     raise typer.Exit(0 if exit_zero else report.exit_code)
 
@@ -724,6 +850,7 @@ def matrix_cmd(
     config: Optional[Path] = ConfigOpt,
     fmt: MatrixFormat = typer.Option(MatrixFormat.table, "--format", "-f", help="Output format."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
+    force: bool = ForceOpt,
     summary: Optional[Path] = SummaryOpt,
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
@@ -744,6 +871,8 @@ def matrix_cmd(
                   model_type=model_type)
     if not cfg.versions:
         _fail("give --versions SPEC (or versions in pyproject.toml, tool.eagle-audit)")
+    _check_output(output, "--output", force)
+    _check_output(summary, "--summary", force, append=True)
     report = _matrix_progress(_progress_enabled(no_progress), lambda cb: run_matrix(
         cfg.targets, cfg.versions, method=cfg.methods[0], model_type=cfg.model_type, jobs=jobs,
         use_cache=not no_cache, progress=cb, platform=platform.value, engine=engine.value))
@@ -751,7 +880,7 @@ def matrix_cmd(
     if fmt is MatrixFormat.table and output is None:
         from rich.markdown import Markdown
 
-        _out().print(Markdown(markdown))
+        _out().print(Markdown(clean(markdown, multiline=True)))
     else:
         _write(json.dumps(report.as_dict(), indent=2) if fmt is MatrixFormat.json else markdown, output)
     _append(markdown, summary)
@@ -760,7 +889,8 @@ def matrix_cmd(
               f"({report.jobs} worker(s))", markup=False, highlight=False)
     for v, e in sorted(report.errors.items()):
         name = "vLLM" if engine is EngineOpt.vllm else "SGLang"
-        _err().print(f"[bold red]eagle-audit: error:[/bold red] {name} {v}: {e}", highlight=False, soft_wrap=True)
+        _err().print(f"[bold red]eagle-audit: error:[/bold red] {name} {escape(clean(v))}: {escape(clean(e))}",
+                  highlight=False, soft_wrap=True)
     raise typer.Exit(2 if report.errors else 0)
 
 
@@ -785,6 +915,7 @@ def compare_cmd(
     model_type: Optional[str] = typer.Option(None, "--model-type", help="The targets' text model_type."),
     fmt: CompareFormat = typer.Option(CompareFormat.table, "--format", "-f", help="Output format."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
+    force: bool = ForceOpt,
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
 ) -> None:
@@ -801,6 +932,7 @@ def compare_cmd(
         _fail("give --model NAME")
     if not vllm_version or not sglang_version:
         _fail("give both --vllm-version X|PATH and --sglang-version Y|PATH")
+    _check_output(output, "--output", force)
     sides = []
     for engine, value in (("vllm", vllm_version), ("sglang", sglang_version)):
         try:
@@ -847,7 +979,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     try:
         rv = app(args=argv, standalone_mode=False)
     except AuditError as exc:
-        _err().print(f"[bold red]eagle-audit: error:[/bold red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        _err().print(f"[bold red]eagle-audit: error:[/bold red] {escape(clean(exc))}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except (KeyboardInterrupt, typer.Abort):
         _err().print("eagle-audit: interrupted")
@@ -860,7 +992,7 @@ def main(argv: Optional[list[str]] = None) -> None:
             sys.stdout.write(ctx.get_help() + "\n")
             sys.exit(0)
         hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
-        _err().print(f"[bold red]eagle-audit: error:[/bold red] {escape(exc.format_message())}{escape(hint)}",
+        _err().print(f"[bold red]eagle-audit: error:[/bold red] {escape(clean(exc.format_message()))}{escape(clean(hint))}",
                   highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     sys.exit(rv if isinstance(rv, int) else 0)
@@ -878,7 +1010,7 @@ def _internal_error(exc: BaseException) -> None:
     if len(text) > 200:
         text = text[:197] + "..."
     what = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    _err().print(f"[bold red]eagle-audit: internal error:[/bold red] {escape(what)} — this is a bug in eagle-audit; "
+    _err().print(f"[bold red]eagle-audit: internal error:[/bold red] {escape(clean(what))} — this is a bug in eagle-audit; "
               "please report it with the command line (rerun with --debug for the traceback)",
               highlight=False, soft_wrap=True)
     sys.exit(EXIT_INTERNAL)

@@ -9,10 +9,14 @@ ever runs (checked by the absence of its marker file).
 from __future__ import annotations
 
 import contextlib
+import gzip
 import hashlib
 import io
 import json
 import os
+import stat
+import tarfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -478,3 +482,476 @@ def test_an_internal_error_has_its_own_exit_code_and_one_line(monkeypatch):
     assert r.exit_code == 3
     assert "Traceback (most recent call last)" in r.stderr and "in boom" in r.stderr
     assert r.stderr.strip().splitlines()[-1].startswith("eagle-audit: internal error:")
+
+
+# -- 6, 7, 13. per-file trouble stays per file; archives -------------------------------------
+
+
+@pytest.fixture
+def alarm():
+    """Fail (instead of hanging the suite) when a test blocks for more than 120 s."""
+    import signal
+
+    def timeout(signum, frame):
+        raise TimeoutError("the tool blocked")
+
+    old = signal.signal(signal.SIGALRM, timeout)
+    signal.alarm(120)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+def add_rows(root: Path, rows: dict[str, str]) -> None:
+    """Register ``arch → module`` rows (class name = arch) in the tree's registry."""
+    reg = root / "vllm/model_executor/models/registry.py"
+    head = "_TEXT_GENERATION_MODELS = {\n"
+    extra = "".join(f"    {a!r}: ({m!r}, {a!r}),\n" for a, m in rows.items())
+    reg.write_text(reg.read_text().replace(head, head + extra, 1))
+
+
+def pathological_tree(tmp_path: Path, monkeypatch) -> tuple[Path, dict[str, str]]:
+    """minivllm plus one module per kind of per-file trouble, each registered as a target.
+    Returns the root and path → the words its parse error must contain."""
+    models = "vllm/model_executor/models/"
+    root = make_tree(tmp_path, {
+        models + "deep.py": "x = " + " + ".join(["a"] * 50000) + "\n",
+        models + "calls.py": "x = a" + "()" * 2500 + "\n",
+        models + "parens.py": "x = " + "f(" * 2500 + ")" * 2500 + "\n",
+        models + "big.py": "# padding\n" * ((9 << 20) // 10) + "class BigForCausalLM: pass\n",
+        models + "secret.py": "class SecretForCausalLM: pass\n",
+        "vllm/_version.py": None,  # the version then comes from PKG-INFO, a FIFO below
+    })
+    os.mkfifo(root / models / "fifo.py")
+    os.mkfifo(root / "PKG-INFO")
+    (root / models / "dangling.py").symlink_to(root / "nowhere.py")
+    add_rows(root, {"DeepForCausalLM": "deep", "CallsForCausalLM": "calls", "ParensForCausalLM": "parens",
+                    "BigForCausalLM": "big", "SecretForCausalLM": "secret", "FifoForCausalLM": "fifo",
+                    "DanglingForCausalLM": "dangling"})
+    # the suite may run as root, for whom no permission bit stops a read: deny it at the OS call
+    import auditor.source.sources as sources
+
+    real_open = os.open
+    secret = str(root / models / "secret.py")
+
+    def deny(path, flags, *a, **k):
+        if str(path) == secret:
+            raise PermissionError(13, "Permission denied", path)
+        return real_open(path, flags, *a, **k)
+
+    monkeypatch.setattr(sources.os, "open", deny)
+    return root, {
+        models + "deep.py": "nested too deeply", models + "calls.py": "nested too deeply",
+        models + "parens.py": "too many nested parentheses", models + "big.py": "larger than the 8 MiB limit",
+        models + "secret.py": "Permission denied", models + "fifo.py": "not a regular file",
+        models + "dangling.py": "symbolic link to nothing",
+    }
+
+
+def test_per_file_trouble_stays_per_file(tmp_path, monkeypatch, alarm):
+    root, expected = pathological_tree(tmp_path, monkeypatch)
+    r = cli("scan", root, "-f", "json", "--no-progress", "--no-cache")
+    assert r.exit_code == 1, r.stderr  # the toys are blocked: a verdict, not a crash
+    doc = json.loads(r.stdout)
+    errors = {e["path"]: e["error"] for e in doc["parse_errors"]}
+    for path, words in expected.items():
+        assert words in errors.get(path, ""), (path, errors)
+    verdicts = {x["architecture"]: x["verdict"] for x in doc["results"]}
+    assert verdicts["LlamaForCausalLM"] == "supported" and verdicts["ToyV3ForCausalLM"] == "blocked"
+    for arch in ("DeepForCausalLM", "BigForCausalLM", "SecretForCausalLM", "FifoForCausalLM"):
+        assert verdicts[arch] == "unknown", (arch, verdicts[arch])
+    assert doc["vllm_version"] is None  # PKG-INFO is a FIFO: not read, and the scan did not hang
+
+
+def test_an_unreadable_models_folder_is_named_as_such(tmp_path, monkeypatch):
+    root = make_tree(tmp_path)
+    models = str(root / "vllm" / "model_executor" / "models")
+    real_scandir = os.scandir
+
+    def deny(path="."):
+        if str(path) == models:
+            raise PermissionError(13, "Permission denied", path)
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", deny)
+    line = one_line_error(cli("scan", root, "--no-cache"))
+    assert "cannot read the model registry" in line and "Permission denied" in line
+    assert "vllm/model_executor/models/" in line
+
+
+def _tar(path: Path, members: list[tuple[tarfile.TarInfo, bytes | None]], base: Path | None = None,
+         prefix: str = "vllm-0.0.1") -> Path:
+    """A .tar.gz with minivllm (or ``base``) under ``prefix/`` followed by ``members``."""
+    from tests.conftest import MINIVLLM
+
+    with tarfile.open(path, "w:gz") as tf:
+        tf.add(base or MINIVLLM / "vllm", arcname=f"{prefix}/vllm",
+               filter=lambda ti: None if "__pycache__" in ti.name else ti)
+        for ti, data in members:
+            tf.addfile(ti, io.BytesIO(data) if data is not None else None)
+    return path
+
+
+def _member(name: str, data: bytes = b"x = 1\n", kind: bytes = tarfile.REGTYPE, link: str = "") -> tuple:
+    ti = tarfile.TarInfo(name)
+    ti.type = kind
+    ti.linkname = link
+    ti.size = len(data) if kind == tarfile.REGTYPE else 0
+    return ti, (data if kind == tarfile.REGTYPE else None)
+
+
+SPEC = "vllm-0.0.1/vllm/config/speculative.py"
+
+
+@pytest.mark.parametrize("member,words", [
+    (_member("vllm-0.0.1/../evil.py"), "'..'"),
+    (_member("/vllm-0.0.1/vllm/evil.py"), "absolute name"),
+    (_member("vllm-0.0.1\\vllm\\config\\speculative.py"), "backslash"),
+    (_member(SPEC, b"eagle3_target_supported = []\n"), "appears twice"),
+    (_member("./" + SPEC), "appears twice"),
+    (_member("vllm-0.0.1/vllm/evil.py", kind=tarfile.SYMTYPE, link="/etc/passwd"), "symbolic link"),
+    (_member("vllm-0.0.1/vllm/evil.py", kind=tarfile.LNKTYPE, link=SPEC), "hard link"),
+    (_member("vllm-0.0.1/vllm/evil.py", kind=tarfile.FIFOTYPE), "special file"),
+    (_member("vllm-0.0.1/docs/x", kind=tarfile.CHRTYPE), "special file"),
+])
+def test_a_tar_that_extraction_would_lay_out_differently_is_refused(tmp_path, member, words):
+    archive = _tar(tmp_path / "vllm-0.0.1.tar.gz", [member])
+    line = one_line_error(cli("scan", archive, "--no-cache"))
+    assert line.startswith("eagle-audit: error: refusing archive") and words in line, line
+
+
+def _zip(path: Path, extra: list[tuple[zipfile.ZipInfo, bytes]], base: Path | None = None) -> Path:
+    """A wheel-like zip of minivllm (or the tree ``base``) with ``extra`` members appended."""
+    from tests.conftest import MINIVLLM
+
+    base = base or MINIVLLM
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for p in sorted((base / "vllm").rglob("*.py")):
+            zf.write(p, "vllm/" + p.relative_to(base / "vllm").as_posix())
+        for info, data in extra:
+            zf.writestr(info, data)
+    return path
+
+
+def _zinfo(name: str, attr: int = 0) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(name)
+    info.external_attr = attr << 16
+    return info
+
+
+def _patch_header(archive: Path, name: str, local: int, central: int, value: int) -> None:
+    """Set a 16-bit field of member ``name`` in its local header (offset ``local``) and its central
+    directory entry (offset ``central``): zipfile itself refuses to write such members."""
+    import struct
+
+    data = bytearray(archive.read_bytes())
+    raw = name.encode()
+    for sig, field in ((b"PK\x03\x04", local), (b"PK\x01\x02", central)):
+        i = data.find(sig)
+        while i != -1:
+            name_at = i + (30 if sig == b"PK\x03\x04" else 46)
+            if data[name_at:name_at + len(raw)] == raw:
+                struct.pack_into("<H", data, i + field, value)
+            i = data.find(sig, i + 4)
+    archive.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("case,words", [
+    ("link", "symbolic link"), ("encrypted", "encrypted"), ("method", "compression method 99"),
+    ("duplicate", "appears twice"), ("dotdot", "'..'"), ("backslash", "backslash"),
+])
+def test_a_wheel_with_links_encryption_or_odd_members_is_refused(tmp_path, case, words):
+    import warnings
+
+    whl = tmp_path / "vllm-0.0.1-py3-none-any.whl"
+    extra = {
+        "link": [(_zinfo("vllm/evil.py", stat.S_IFLNK | 0o777), b"/etc/passwd")],
+        "encrypted": [(_zinfo("vllm/evil.py"), b"x = 1\n")],
+        "method": [(_zinfo("vllm/evil.py"), b"x = 1\n")],
+        "duplicate": [(_zinfo("vllm/config/speculative.py"), b"x = 1\n")],
+        "dotdot": [(_zinfo("vllm/../../evil.py"), b"x = 1\n")],
+        "backslash": [(_zinfo("vllm\\config\\speculative.py"), b"x = 1\n")],
+    }[case]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile warns about the duplicate name it is asked to write
+        _zip(whl, extra)
+    if case == "method":
+        _patch_header(whl, "vllm/evil.py", 8, 10, 99)  # compression method
+    if case == "encrypted":
+        _patch_header(whl, "vllm/evil.py", 6, 8, 0x1)  # general purpose flags: encrypted
+    line = one_line_error(cli("scan", whl, "--no-cache"))
+    assert line.startswith("eagle-audit: error: refusing archive") and words in line, line
+
+
+def test_decompression_bombs_and_member_counts_are_bounded(tmp_path, monkeypatch):
+    import auditor.source.sources as sources
+
+    # a header that declares 20 GB for a package file, followed by almost nothing (4.7 KB today)
+    ti = tarfile.TarInfo("vllm-0.0.1/vllm/model_executor/models/huge.py")
+    ti.size = 20 << 30
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        tf.add(Path(__file__).parents[1] / "fixtures/minivllm/vllm", arcname="vllm-0.0.1/vllm",
+               filter=lambda t: None if "__pycache__" in t.name else t)
+        end = tf.offset  # before the end-of-archive blocks
+    body = buf.getvalue()[:end] + ti.tobuf() + b"x = 1\n"
+    bomb = tmp_path / "bomb.tar.gz"
+    bomb.write_bytes(gzip.compress(body))
+    line = one_line_error(cli("scan", bomb, "--no-cache"))
+    assert "huge.py' declares 21474836480 bytes: it decompresses to more than 2 GiB" in line, line
+    # limits on total decompressed size, member count and package size (lowered to test them)
+    big = _tar(tmp_path / "big.tar.gz", [_member("vllm-0.0.1/docs/zeros.bin", b"\0" * (3 << 20))])
+    monkeypatch.setattr(sources, "MAX_ARCHIVE_BYTES", 2 << 20)
+    assert "decompresses to more than" in one_line_error(cli("scan", big, "--no-cache"))
+    monkeypatch.undo()
+    many = _tar(tmp_path / "many.tar.gz", [_member(f"vllm-0.0.1/docs/{i}.txt") for i in range(60)])
+    monkeypatch.setattr(sources, "MAX_MEMBERS", 50)
+    assert "more than 50 members" in one_line_error(cli("scan", many, "--no-cache"))
+    monkeypatch.setattr(sources, "MAX_PACKAGE_BYTES", 1000)
+    monkeypatch.setattr(sources, "MAX_MEMBERS", 10 ** 6)
+    assert "package is larger than" in one_line_error(cli("scan", many, "--no-cache"))
+
+
+def test_an_oversized_archive_member_is_a_parse_error(tmp_path):
+    toy = "vllm/model_executor/models/toy.py"
+    root = make_tree(tmp_path, {toy: "# padding\n" * ((9 << 20) // 10)})
+    for archive in (_tar(tmp_path / "vllm-0.0.1.tar.gz", [], base=root / "vllm"),
+                    _zip(tmp_path / "vllm-0.0.1-py3-none-any.whl", [], base=root)):
+        r = cli("scan", archive, "-f", "json", "--model", "ToyV3ForCausalLM", "--no-cache")
+        doc = json.loads(r.stdout)
+        errors = {e["path"]: e["error"] for e in doc["parse_errors"]}
+        assert "larger than the 8 MiB limit" in errors[toy], errors
+        assert r.exit_code == 1 and doc["results"][0]["verdict"] != "supported"
+
+
+# -- 8. output paths are checked before the work ----------------------------------------------
+
+
+def _read_only_folder(tmp_path: Path) -> Path:
+    """A folder where no file can be created, whoever runs the suite (root ignores mode bits, but
+    not a read-only sysfs)."""
+    if os.geteuid() == 0:
+        return Path("/sys")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    return ro
+
+
+def test_bad_output_paths_fail_before_the_work(tmp_path, monkeypatch):
+    from tests.conftest import MINIVLLM
+
+    def no_work(*a, **k):
+        raise AssertionError("the work started before the output path was checked")
+
+    monkeypatch.setattr("auditor.orchestration.scan.open_tree", no_work)
+    monkeypatch.setattr("auditor.orchestration.upgrade.open_side", no_work)
+    monkeypatch.setattr("auditor.orchestration.matrix.run_matrix", no_work)
+    existing = tmp_path / "report.json"
+    existing.write_text("keep me\n")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    ro = _read_only_folder(tmp_path)
+    cases = [
+        (["-o", tmp_path], "is a folder"),
+        (["-o", ro / "report.json"], "cannot write in"),
+        (["-o", existing], "exists; pass --force"),
+        (["-o", blocker / "sub" / "report.json"], "cannot be created"),
+    ]
+    for extra, words in cases:
+        for cmd in (["scan", MINIVLLM, "-f", "json"], ["explain", "LlamaForCausalLM", MINIVLLM],
+                    ["gate", "--candidate", MINIVLLM, "--model", "LlamaForCausalLM", "-f", "json"],
+                    ["matrix", "--model", "LlamaForCausalLM", "--versions", "0.16.0", "-f", "json"]):
+            line = one_line_error(cli(*cmd, *extra))
+            assert words in line, (cmd, extra, line)
+    assert existing.read_text() == "keep me\n"
+    for summary in (tmp_path, ro / "summary.md"):
+        line = one_line_error(cli("gate", "--candidate", MINIVLLM, "--model", "LlamaForCausalLM",
+                                  "--summary", summary))
+        assert "--summary" in line
+    # fix --out: a file instead of a folder, an existing patch
+    assert "is not a folder" in one_line_error(cli("fix", MINIVLLM, "--model", "ToyV3ForCausalLM", "--out", blocker))
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "ToyV3ForCausalLM.patch").write_text("old patch\n")
+    line = one_line_error(cli("fix", MINIVLLM, "--model", "ToyV3ForCausalLM", "--out", tmp_path / "out"))
+    assert "ToyV3ForCausalLM.patch exists; pass --force" in line
+    assert (tmp_path / "out" / "ToyV3ForCausalLM.patch").read_text() == "old patch\n"
+
+
+def test_outputs_follow_the_umask_and_force_overwrites(tmp_path):
+    from tests.conftest import MINIVLLM
+
+    report = tmp_path / "new" / "report.json"
+    old = os.umask(0o027)
+    try:
+        r = cli("scan", MINIVLLM, "--model", "LlamaForCausalLM", "-f", "json", "-o", report)
+        assert r.exit_code == 0, r.stderr
+        assert (report.stat().st_mode & 0o777) == 0o640
+        out = tmp_path / "patches"
+        r = cli("fix", MINIVLLM, "--model", "ToyV3ForCausalLM", "--model-type", "toy", "--out", out)
+        assert r.exit_code == 0, r.stderr
+        for f in out.iterdir():
+            assert (f.stat().st_mode & 0o777) == 0o640, f
+        r = cli("fix", MINIVLLM, "--model", "ToyV3ForCausalLM", "--model-type", "toy", "--out", out, "--force")
+        assert r.exit_code == 0, r.stderr
+    finally:
+        os.umask(old)
+    report.chmod(0o604)
+    r = cli("scan", MINIVLLM, "--model", "LlamaForCausalLM", "-f", "json", "-o", report, "--force")
+    assert r.exit_code == 0 and json.loads(report.read_text())["results"][0]["verdict"] == "supported"
+    assert (report.stat().st_mode & 0o777) == 0o604  # an overwritten file keeps its permissions
+    assert [p.name for p in report.parent.iterdir()] == ["report.json"]  # no temporary file left
+
+
+# -- 9. every JSON input is validated against its schema --------------------------------------
+
+
+def _json_cases(tmp_path: Path) -> dict[str, tuple[object, str]]:
+    return {
+        "architectures-string": ({"architectures": "ToyV2ForCausalLM"}, "architectures: 'ToyV2ForCausalLM' is not of type"),
+        "architectures-numbers": ({"architectures": ["ToyV2ForCausalLM", 2]}, "architectures[1]: 2 is not of type 'string'"),
+        "model_type-list": ({"architectures": ["ToyV2ForCausalLM"], "model_type": ["toy"]}, "model_type: ['toy'] is not"),
+        "text_config-string": ({"architectures": ["ToyV2ForCausalLM"], "text_config": "toy"}, "text_config: 'toy' is not"),
+        "not-an-object": (["ToyV2ForCausalLM"], "is not of type 'object'"),
+        "deep": ({"architectures": ["ToyV2ForCausalLM"], "x": json.loads("[" * 40 + "]" * 40)}, "nests deeper than 32"),
+    }
+
+
+def test_hf_config_is_validated(tmp_path, alarm):
+    from tests.conftest import MINIVLLM
+
+    for name, (doc, words) in _json_cases(tmp_path).items():
+        f = tmp_path / f"{name}.json"
+        f.write_text(json.dumps(doc))
+        line = one_line_error(cli("scan", MINIVLLM, "--hf-config", f))
+        assert line.startswith(f"eagle-audit: error: --hf-config {f}") and words in line, (name, line)
+    raw = {"recursion": ("[" * 100000, "nests deeper than 32"), "not-json": ("{architectures", "cannot read"),
+           "huge": (" " * (5 << 20) + "{}", "larger than the 4 MiB limit")}
+    for name, (text, words) in raw.items():
+        f = tmp_path / f"{name}.json"
+        f.write_text(text)
+        assert words in one_line_error(cli("scan", MINIVLLM, "--hf-config", f)), name
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    assert "not a regular file" in one_line_error(cli("scan", MINIVLLM, "--hf-config", fifo))
+    # no architectures and no --model: refused, never "0 results" and exit 0
+    for doc in ({"model_type": "toy"}, {"architectures": [], "model_type": "toy"}, {"architectures": None}):
+        f = tmp_path / "noarch.json"
+        f.write_text(json.dumps(doc))
+        r = cli("scan", MINIVLLM, "--hf-config", f, "-f", "json")
+        assert "names no architectures" in one_line_error(r) and r.stdout == ""
+        r = cli("scan", MINIVLLM, "--hf-config", f, "--model", "ToyV3ForCausalLM", "-f", "json")
+        assert r.exit_code == 1 and len(json.loads(r.stdout)["results"]) == 1
+
+
+def test_codemods_files_are_validated(tmp_path):
+    from tests.conftest import MINIVLLM
+
+    good = {"format": "eagle-audit-codemods/1", "method": "eagle3",
+            "targets": [{"architecture": "ToyV3ForCausalLM", "model_type": "toy_v3", "text_model_type": "toy"}],
+            "invocations": [{"codemod": "allowlist"}]}
+    cases = {
+        "format": ({**good, "format": "eagle-audit-codemods/9"}, "not an eagle-audit codemods file"),
+        "method": ({**good, "method": "medusa"}, "method: 'medusa' is not one of"),
+        "targets-object": ({**good, "targets": {"architecture": "X"}}, "targets:"),
+        "no-invocations": ({k: v for k, v in good.items() if k != "invocations"}, "'invocations' is a required property"),
+        "architecture-number": ({**good, "targets": [{"architecture": 3}]}, "targets[0].architecture: 3 is not of type"),
+        "unknown-codemod": ({**good, "invocations": [{"codemod": "rm-rf"}]}, "unknown codemod 'rm-rf'"),
+        "codemod-shape": ({**good, "invocations": [{"codemod": "../x"}]}, "has the wrong form"),
+        "deep": ({**good, "source": json.loads("[" * 40 + "]" * 40)}, "nests deeper than 32"),
+    }
+    for name, (doc, words) in cases.items():
+        f = tmp_path / f"{name}.codemods.json"
+        f.write_text(json.dumps(doc))
+        for cmd in (["fix", MINIVLLM, "--codemods", f], ["gate", "--candidate", MINIVLLM, "--codemods", f]):
+            line = one_line_error(cli(*cmd))
+            assert words in line, (name, cmd, line)
+    f = tmp_path / "good.codemods.json"
+    f.write_text(json.dumps(good))
+    r = cli("fix", MINIVLLM, "--codemods", f)
+    assert r.exit_code == 1 and "does not include the interface codemod" in r.stderr  # read, then re-planned
+
+
+# -- 10. release fetching ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def file_index(tmp_path, monkeypatch):
+    """A PEP 503 index in a folder (file:// URL) listing minivllm as vllm 9.9.7 without a sha256
+    and as 9.9.9 with one; pip's PIP_INDEX_URL points at it and the cache is isolated."""
+    from tests.conftest import MINIVLLM
+
+    files = tmp_path / "files"
+    files.mkdir()
+    links = []
+    for version, with_hash in (("9.9.7", False), ("9.9.9", True)):
+        archive = _tar(files / f"vllm-{version}.tar.gz", [], base=MINIVLLM / "vllm", prefix=f"vllm-{version}")
+        frag = f"#sha256={hashlib.sha256(archive.read_bytes()).hexdigest()}" if with_hash else ""
+        links.append(f'<a href="../../files/{archive.name}{frag}">{archive.name}</a>')
+    page = tmp_path / "index" / "vllm"
+    page.mkdir(parents=True)
+    (page / "index.html").write_text("<html><body>" + "\n".join(links) + "</body></html>\n")
+    monkeypatch.setenv("PIP_INDEX_URL", (tmp_path / "index").as_uri())
+    monkeypatch.setenv("EAGLE_AUDIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("EAGLE_AUDIT_ALLOW_UNVERIFIED", raising=False)
+    return tmp_path
+
+
+def test_an_archive_without_a_published_sha256_is_refused_unless_allowed(file_index):
+    line = one_line_error(cli("scan", "--vllm-version", "9.9.7", "--model", "LlamaForCausalLM", "--no-progress"))
+    assert "publishes no sha256 for vllm-9.9.7.tar.gz" in line and "--allow-unverified" in line
+    r = cli("--allow-unverified", "scan", "--vllm-version", "9.9.7", "--model", "LlamaForCausalLM", "-f", "json",
+            "--no-progress")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["source"] == "vllm-9.9.7.tar.gz (unverified: the package index publishes no sha256 " \
+                                             "for it)"
+    assert r.stderr.startswith("eagle-audit: warning: vllm-9.9.7.tar.gz (unverified")
+    archives = file_index / "cache" / "archives"
+    assert not (archives / "vllm-9.9.7.tar.gz.sha256").exists()  # never trusted offline later
+    r = cli("scan", "--vllm-version", "9.9.9", "--model", "LlamaForCausalLM", "-f", "json", "--no-progress")
+    assert r.exit_code == 0 and json.loads(r.stdout)["source"] == "vllm-9.9.9.tar.gz" and r.stderr == ""
+    assert (archives / "vllm-9.9.9.tar.gz.sha256").is_file()
+
+
+def test_a_read_only_cache_folder_means_no_caching(file_index, monkeypatch):
+    ro = _read_only_folder(file_index)
+    monkeypatch.setenv("EAGLE_AUDIT_CACHE_DIR", str(ro / "eagle-audit-cache"))
+    r = cli("scan", "--vllm-version", "9.9.9", "--model", "ToyV3ForCausalLM", "--model-type", "toy", "-f", "json",
+            "--no-progress")
+    assert r.exit_code == 1 and r.stderr == "", r.stderr
+    assert json.loads(r.stdout)["results"][0]["verdict"] == "blocked"
+
+
+@pytest.mark.parametrize("version", ["0.16.0\x1b[2J\x1b[31m", "9" * 10000, "0.16.0; touch x", "../../etc/passwd",
+                                     "", "0.16.0\n0.17.0"])
+def test_odd_vllm_versions_get_one_line(version, file_index):
+    line = one_line_error(cli("scan", "--vllm-version", version))
+    assert "is not a valid vLLM version" in line and len(line) < 160 and "\x1b" not in line
+
+
+# -- 11. strings from the tree cannot drive the terminal --------------------------------------
+
+
+def test_control_characters_from_the_tree_are_neutralised(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    root = make_tree(tmp_path)
+    evil = "Toy\x1b[2J\x1b[31m[red]V2\u202eForCausalLM\r"
+    reg = root / "vllm/model_executor/models/registry.py"
+    head = "_TEXT_GENERATION_MODELS = {\n"
+    reg.write_text(reg.read_text().replace(head, head + f"    {evil!r}: ('toy', 'ToyV2ForCausalLM'),\n"))
+    runs = {fmt: cli("scan", root, "-f", fmt, "--no-progress", "--no-cache")
+            for fmt in ("table", "markdown", "junit", "json", "sarif")}
+    runs["explain"] = cli("explain", evil, root)
+    runs["fix"] = cli("fix", root, "--model", evil, "--model-type", "toy")
+    runs["gate"] = cli("gate", "--candidate", root, "--model", evil, "--model-type", "toy")
+    runs["error"] = cli("scan", root, "--model", "Nope\x1b[2J\u202e")
+    for name, r in runs.items():
+        for stream in (r.stdout, r.stderr):
+            assert not any(c in stream for c in "\x1b\u202e\r"), (name, stream[:500])
+    table = runs["table"].stdout
+    assert "Toy\\x1b[2J\\x1b[31m[red]V2\\u202eForCausalLM\\x0d" in table  # shown, escaped, not markup
+    assert runs["explain"].exit_code == 0 and "[red]V2" in runs["explain"].stdout
+    ET.fromstring(runs["junit"].stdout)  # well-formed XML (control characters are not allowed in XML 1.0)
+    assert evil in {x["architecture"] for x in json.loads(runs["json"].stdout)["results"]}  # JSON escapes by itself
+    assert "Nope\\x1b[2J\\u202e" in runs["error"].stderr

@@ -752,6 +752,28 @@ class Extractor:
         if not all(n in source for n in self.needles):
             return False
         return self.prefilter is None or self.prefilter(source)
+#: Files the newer-grammar parser is tried on: at most this size, and brackets nested at most
+#: this deep (Python itself refuses more than 200 nested parentheses).
+_NEWER_SYNTAX_MAX_BYTES = 4 << 20
+_NEWER_SYNTAX_MAX_DEPTH = 200
+
+
+def _bracket_depth(source: bytes) -> int:
+    """The deepest nesting of ``( [ {`` in ``source``, ignoring that brackets may sit in strings
+    or comments (an upper bound, only used to refuse pathological input cheaply)."""
+    depth = deepest = 0
+    for ch in source.translate(None, _NOT_BRACKETS):
+        if ch in b"([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif depth:
+            depth -= 1
+    return deepest
+
+
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"()[]{}")
+
+
 def parse_newer_syntax(source: bytes, path: str) -> tuple[ast.Module, list[int]] | None:
     """Parse a module that this interpreter's ``ast`` rejects but that is valid Python of a newer
     grammar (``type X = int``, ``def f[T](x: T)`` on Python 3.11): libcst's parser, which accepts
@@ -760,8 +782,11 @@ def parse_newer_syntax(source: bytes, path: str) -> tuple[ast.Module, list[int]]
 
     Returns:
         ``(syntax tree, first lines of the replaced statements)``, or None when libcst rejects the
-        module too (a real syntax error) or the statements cannot be isolated.
+        module too (a real syntax error), the statements cannot be isolated, or the file is too
+        large or too deeply nested to try (see :data:`_NEWER_SYNTAX_MAX_DEPTH`).
     """
+    if len(source) > _NEWER_SYNTAX_MAX_BYTES or _bracket_depth(source) > _NEWER_SYNTAX_MAX_DEPTH:
+        return None  # pathological nesting: libcst's native parser would overflow its stack
     import libcst as cst
     from libcst.metadata import MetadataWrapper, PositionProvider
 
@@ -796,6 +821,12 @@ def parse_error_line(exc: SyntaxError) -> str:
     return f"line {exc.lineno}: {exc.msg}"
 
 
+def _too_big(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply to analyse (RecursionError); not analysed"
+    return "too large to analyse (MemoryError); not analysed"
+
+
 def summarize(source: bytes, path: str, extractors: tuple[Extractor, ...] = ()) -> ModuleSummary:
     """Build the :class:`ModuleSummary` of one module.
 
@@ -820,20 +851,28 @@ def summarize(source: bytes, path: str, extractors: tuple[Extractor, ...] = ()) 
         try:
             tree = ast.parse(source, filename=path)
         except (SyntaxError, ValueError) as exc:
-            newer = parse_newer_syntax(source, path)
+            try:
+                newer = parse_newer_syntax(source, path)
+            except (RecursionError, MemoryError) as deep:
+                return ModuleSummary(module=module, path=path, is_package=is_package, error=_too_big(deep))
             if newer is None:
                 msg = parse_error_line(exc) if isinstance(exc, SyntaxError) else str(exc)
                 return ModuleSummary(module=module, path=path, is_package=is_package, error=msg)
             tree, replaced = newer
-        summary = _Summarizer(module, path, is_package, track_bases=b"__bases__" in source).run(tree)
-        if replaced:
-            # statements of a grammar newer than this interpreter's, left out of the index
-            summary.extras["newer_syntax_lines"] = replaced
-        for ex in extractors:
-            if ex.wants(path, source):
-                found = ex.run(tree)
-                if found:
-                    summary.extras[ex.name] = found
+        except (RecursionError, MemoryError) as exc:
+            return ModuleSummary(module=module, path=path, is_package=is_package, error=_too_big(exc))
+        try:  # the walks below recurse too: a tree that parsed may still be too deep for them
+            summary = _Summarizer(module, path, is_package, track_bases=b"__bases__" in source).run(tree)
+            if replaced:
+                # statements of a grammar newer than this interpreter's, left out of the index
+                summary.extras["newer_syntax_lines"] = replaced
+            for ex in extractors:
+                if ex.wants(path, source):
+                    found = ex.run(tree)
+                    if found:
+                        summary.extras[ex.name] = found
+        except (RecursionError, MemoryError) as exc:
+            return ModuleSummary(module=module, path=path, is_package=is_package, error=_too_big(exc))
         return summary
     finally:
         if was_enabled:

@@ -19,6 +19,7 @@ from typing import Callable, Iterable
 
 from auditor.cache import Store, key
 from auditor.index.summary import Extractor, ModuleSummary, module_name_for, summarize
+from auditor.source.sources import UnreadableFile, read_regular_file
 
 
 class SummaryCache:
@@ -46,9 +47,23 @@ class SummaryCache:
 def _summarize_job(args: tuple[str | None, str, bytes | None, tuple[Extractor, ...]]) -> tuple[str, ModuleSummary]:
     root, rel, data, extractors = args
     if data is None:
-        with open(os.path.join(root, rel), "rb") as fh:  # type: ignore[arg-type]
-            data = fh.read()
+        try:
+            data = read_regular_file(os.path.join(root, rel), rel)  # type: ignore[arg-type]
+        except (OSError, UnreadableFile) as exc:
+            return rel, unreadable_summary(rel, exc)
     return rel, summarize(data, rel, extractors)
+
+
+def unreadable_summary(rel: str, exc: Exception) -> ModuleSummary:
+    """The summary of a file that cannot be read: no facts, ``error`` says why (never cached)."""
+    module, is_package = module_name_for(rel)
+    if isinstance(exc, UnreadableFile):
+        why = exc.reason.removeprefix("cannot read: ")
+    elif isinstance(exc, OSError):
+        why = exc.strerror or str(exc)
+    else:
+        why = type(exc).__name__
+    return ModuleSummary(module=module, path=rel, is_package=is_package, error=f"cannot be read ({why})")
 
 
 def path_candidates(module: str) -> tuple[str, str]:
@@ -85,6 +100,7 @@ class Tree:
         """Every ``.py`` path of the tree (relative to the folder that contains ``vllm/``)."""
         if self._files is None:
             self._files = set(self.source.files())
+            self.parse_errors.update(getattr(self.source, "problems", {}))  # e.g. folders that cannot be listed
         return self._files
 
     def version(self) -> str | None:
@@ -109,8 +125,15 @@ class Tree:
         return self.path_of(module) is not None
 
     def read(self, rel: str) -> bytes:
-        """The bytes of a file, recording their digest in :attr:`reads`."""
-        data = self.source.read(rel)
+        """The bytes of a file, recording their digest in :attr:`reads`. A listed file that cannot
+        be read (:class:`~auditor.source.sources.UnreadableFile`) reads as empty and is recorded in
+        :attr:`parse_errors`."""
+        try:
+            data = self.source.read(rel)
+        except UnreadableFile as exc:
+            self.parse_errors[rel] = exc.reason
+            self.reads[rel] = "unreadable"  # never matches a digest: a result cache entry is never reused
+            return b""
         self.reads[rel] = _digest(data)
         return data
 
@@ -137,10 +160,9 @@ class Tree:
             return s
         try:
             data = self.source.read(rel)
-        except (KeyError, OSError) as exc:
-            module, is_package = module_name_for(rel)
-            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
-            return self._record(rel, ModuleSummary(module, rel, is_package, error=f"cannot be read ({why})"))
+        except (KeyError, OSError) as exc:  # UnreadableFile (a KeyError) included
+            self.reads[rel] = "unreadable"
+            return self._record(rel, unreadable_summary(rel, exc))
         digest = _digest(data)
         self.reads[rel] = digest
         s = self.cache.get(self.summary_key(digest))
@@ -216,8 +238,9 @@ class Tree:
                         continue
                     try:
                         data = self.source.read(rel)
-                    except (KeyError, OSError):
-                        finish(rel, self.summary(rel))  # recorded as a module that cannot be read
+                    except (KeyError, OSError) as exc:  # UnreadableFile included
+                        self.reads[rel] = "unreadable"
+                        finish(rel, unreadable_summary(rel, exc))
                         continue
                     digest = _digest(data)
                     self.reads[rel] = digest

@@ -40,7 +40,7 @@ from auditor.model.results import TargetResult, TargetSpec
 from auditor.orchestration.scan import Auditor
 from auditor.source.sources import TreeSource
 from rules.planning import Invocation, Planner, Unfixable
-from rules.registry import planners_for
+from rules.registry import CODEMODS, planners_for
 
 #: Format id of the codemods file written by ``fix --out``.
 CODEMODS_FORMAT = "eagle-audit-codemods/1"
@@ -339,31 +339,33 @@ def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", 
 def load_codemods(path: Path) -> tuple[list[TargetSpec], str, set[str]]:
     """Read a codemods file written by ``fix --out``: ``(targets, method, codemod names)``.
 
+    The file is validated against ``auditor/model/schemas/codemods.json``; every model_type in
+    it must be shaped like one, and every codemod must exist.
+
     Raises:
-        AuditError: unreadable file, not JSON, or not a codemods file.
+        AuditError: unreadable file, not JSON, not a codemods file, or a value that does not fit
+            (one line naming the file and the field).
     """
-    try:
-        doc = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise AuditError(f"--codemods: no such file: {path}") from None
-    except (OSError, ValueError) as exc:
-        raise AuditError(f"--codemods: cannot read {path} as JSON: {exc}") from None
+    from auditor.model.inputs import check_json, read_json
+
+    doc = read_json(Path(path), "--codemods")
     if not isinstance(doc, dict) or doc.get("format") != CODEMODS_FORMAT:
         raise AuditError(f"--codemods: {path} is not an eagle-audit codemods file (format {CODEMODS_FORMAT})")
-    try:
-        specs = [
-            TargetSpec(t["architecture"], t.get("model_type"), t.get("text_model_type"),
-                       t.get("model_type_source") or "codemods file")
-            for t in doc["targets"]
-        ]
-        names = {i["codemod"] for i in doc["invocations"]}
-        method = doc.get("method", "eagle3")
-    except (KeyError, TypeError) as exc:
-        raise AuditError(f"--codemods: {path} is malformed: missing {exc}") from None
+    check_json(doc, f"--codemods {path}", "codemods")
+    specs = [
+        TargetSpec(t["architecture"], t.get("model_type"), t.get("text_model_type"),
+                   t.get("model_type_source") or "codemods file")
+        for t in doc["targets"]
+    ]
+    names = {i["codemod"] for i in doc["invocations"]}
+    method = doc.get("method", "eagle3")
     for s in specs:
         for label, value in (("model_type", s.model_type), ("text_model_type", s.text_model_type)):
             if value is not None:
                 check_model_type(value, f"--codemods {path}: {label}")
+    for name in sorted(names):
+        if name not in CODEMODS:
+            raise AuditError(f"--codemods {path}: unknown codemod {name!r}")
     return specs, method, names
 
 

@@ -11,6 +11,7 @@ from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
 
 from auditor.model.outcomes import ReleaseVerdict, UpgradeOutcome
 from auditor.model.results import ScanReport
+from auditor.render.report import clean
 from rules.registry import RULES
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -127,7 +128,8 @@ def scan_junit(report: ScanReport) -> str:
             elif res.class_name is None:
                 case.result = [Skipped("class not resolved")]
             suite.add_testcase(case)
-    return xml.tostring().decode() if isinstance(xml.tostring(), bytes) else str(xml.tostring())
+    out = xml.tostring()
+    return clean(out.decode() if isinstance(out, bytes) else str(out), multiline=True)  # XML 1.0 forbids controls
 
 
 # -- gate and matrix ---------------------------------------------------------------------------
@@ -237,7 +239,7 @@ def gate_junit(report) -> str:
                 case.system_out = f"blocks {report.candidate.name}; fixed in the patched candidate by codemod {gate}"
             suite.add_testcase(case)
     out = xml.tostring()
-    return out.decode() if isinstance(out, bytes) else str(out)
+    return clean(out.decode() if isinstance(out, bytes) else str(out), multiline=True)  # XML 1.0 forbids controls
 
 
 def _value(v) -> str | None:
@@ -293,7 +295,7 @@ def gate_markdown(report) -> str:
         lines += ["", "### Warnings", ""]
         for t, f in warned:
             lines.append(f"- **{t.architecture}** `{f.gate}` ({f.rule}) `{f.where}`: {f.message}")
-    return "\n".join(lines) + "\n"
+    return clean("\n".join(lines), multiline=True) + "\n"
 
 
 def _cell(row) -> str:
@@ -331,4 +333,4 @@ def matrix_markdown(report) -> str:
             skipped.setdefault(r.vllm_version, r.reason)
     for v, why in skipped.items():
         lines.append(f"- skipped {v}: {why}")
-    return "\n".join(lines) + "\n"
+    return clean("\n".join(lines), multiline=True) + "\n"

@@ -1,8 +1,15 @@
-"""Rendering of scan reports and class explanations (table, JSON, Markdown). No analysis here."""
+"""Rendering of scan reports and class explanations (table, JSON, Markdown). No analysis here.
+
+Every string that comes from the scanned tree (registry keys, class names, paths, messages that
+quote them) goes through :func:`clean` before it reaches a terminal or a Markdown document, and
+through :func:`rich.markup.escape` where rich would read markup: a tree cannot repaint the screen
+or restyle the report.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING
 
 from auditor.model.results import ScanReport
@@ -36,16 +43,51 @@ def rules_json() -> str:
                         "engines": list(r.ENGINES),
                         "why": r.WHY, "how_to_fix": r.HOW_TO_FIX} for code, r in RULES.items()], indent=2)
 
+# C0 and C1 controls, DEL, and the Unicode format characters that reorder or hide text
+# (bidirectional overrides and isolates, line and paragraph separators).
+_BIDI = r"\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_CONTROL_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f" + _BIDI + "]")
+_CONTROL_TEXT = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f" + _BIDI + "]")
+
+
+def clean(text: object, multiline: bool = False) -> str:
+    """``text`` with every control character shown as an escape (``ESC`` becomes ``\\x1b``,
+    a right-to-left override ``\\u202e``), so that printing it cannot move the cursor, clear the
+    screen, change colours or reorder what the reader sees.
+
+    Args:
+        text: any value (``str()`` of it is cleaned).
+        multiline: keep newlines and tabs (for reports and diffs); otherwise they are escaped too.
+
+    Returns:
+        The neutralised text.
+    """
+    pattern = _CONTROL_TEXT if multiline else _CONTROL_LINE
+    return pattern.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                       else f"\\u{ord(m.group()):04x}", str(text))
+
+
+def _clean_all(value):
+    """A copy of a JSON-like value with every string cleaned (for explanations)."""
+    if isinstance(value, str):
+        return clean(value)
+    if isinstance(value, dict):
+        return {k: _clean_all(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean_all(v) for v in value]
+    return value
+
 
 def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> None:
     """Print a scan: a rich table (architecture, method, verdict, blocking gates, ``file:line`` of
     each finding), then each finding's message under its target, then a summary line. In a full
     scan (more than 30 results) without ``verbose``, supported targets without findings and
     warnings are left out of the table."""
-    title = f"{report.title} — {report.source}"
+    from rich.markup import escape
     from rich.table import Table
     from rich.text import Text
 
+    title = Text(clean(f"{report.title} — {report.source}"))
     table = Table(title=title)
     table.add_column("architecture", no_wrap=True)
     table.add_column("method", no_wrap=True)
@@ -66,29 +108,33 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
                 where.append("\n")
             tag = "" if f.severity.value == "error" else f" ({f.severity.value})"
             where.append(f"{f.gate}{tag} ", style=style)
-            where.append(f.where or "-", style="cyan")
-        table.add_row(r.architecture, r.method, Text(r.verdict.value, style=_STYLE[r.verdict.value]),
+            where.append(clean(f.where or "-"), style="cyan")
+        table.add_row(Text(clean(r.architecture)), r.method, Text(r.verdict.value, style=_STYLE[r.verdict.value]),
                       ", ".join(r.blocking) or "—", where if where.plain else "—")
     console.print(table)
     for r, findings in shown:
         if r.note:
-            console.print(f"[bold]{r.architecture}[/bold] ({r.role}): {r.note}", highlight=False)
+            console.print(f"[bold]{escape(clean(r.architecture))}[/bold] ({r.role}): {escape(clean(r.note))}",
+                          highlight=False)
         if not findings:
             continue
-        console.print(f"[bold]{r.architecture}[/bold] ({r.method}, text model_type {r.text_model_type!r}: {r.model_type_source})")
+        console.print(f"[bold]{escape(clean(r.architecture))}[/bold] ({r.method}, text model_type "
+                      f"{escape(clean(repr(r.text_model_type)))}: {escape(clean(r.model_type_source))})")
         for f in findings:
             style = {"error": "red", "warning": "yellow", "unknown": "magenta"}[f.severity.value]
             fix = " [dim](fix available)[/dim]" if f.fix_available else ""
-            console.print(f"  [{style}]{f.rule} {f.gate} {f.severity.value}[/{style}] [cyan]{f.where}[/cyan]{fix}", highlight=False)
-            console.print(f"    {f.message}", highlight=False, markup=False)
+            console.print(f"  [{style}]{f.rule} {f.gate} {f.severity.value}[/{style}] [cyan]{escape(clean(f.where))}"
+                          f"[/cyan]{fix}", highlight=False)
+            console.print(f"    {clean(f.message)}", highlight=False, markup=False)
     if many:
         supported = sorted({r.architecture for r in report.results if r.verdict.value == "supported"})
-        console.print(f"supported ({len(supported)}): {', '.join(supported) or '-'}", highlight=False)
+        console.print(f"supported ({len(supported)}): {clean(', '.join(supported) or '-')}", highlight=False,
+                      markup=False)
         console.print("(supported targets, drafters, pooling models and warnings are left out of the table in a "
                       "full scan; --verbose shows all)", style="dim")
     console.print(summary_line(report))
     for p, e in sorted(report.parse_errors.items()):
-        console.print(f"[yellow]does not parse:[/yellow] {p} {e}")
+        console.print(f"[yellow]does not parse:[/yellow] {escape(clean(p))} {escape(clean(e))}", highlight=False)
 
 
 def summary_line(report: ScanReport) -> str:
@@ -109,11 +155,12 @@ def scan_json(report: ScanReport) -> str:
 
 def scan_markdown(report: ScanReport) -> str:
     """A Markdown table of the scan, for CI job summaries."""
-    out = [f"### eagle-audit: vLLM {report.vllm_version or '?'}", "",
+    out = [f"### eagle-audit: vLLM {clean(report.vllm_version or '?')}", "",
            "| architecture | method | verdict | blocking gates | findings |", "|---|---|---|---|---|"]
     for r in report.results:
-        fs = "<br>".join(f"`{f.rule}` {f.gate} `{f.where}`: {f.message}".replace("|", "\\|") for f in r.findings)
-        out.append(f"| {r.architecture} | {r.method} | **{r.verdict.value}** | {', '.join(r.blocking) or '—'} | {fs or '—'} |")
+        fs = "<br>".join(clean(f"`{f.rule}` {f.gate} `{f.where}`: {f.message}").replace("|", "\\|") for f in r.findings)
+        arch = clean(r.architecture).replace("|", "\\|")
+        out.append(f"| {arch} | {r.method} | **{r.verdict.value}** | {', '.join(r.blocking) or '—'} | {fs or '—'} |")
     out += ["", summary_line(report)]
     return "\n".join(out) + "\n"
 
@@ -152,12 +199,26 @@ def platform_differences_table(diffs: list[dict], console: Console) -> None:
     console.print(table)
 
 
-def explain_tree(info: dict, console: Console) -> None:
-    """Print an explanation (see :func:`auditor.orchestration.explain.explain`) as a rich tree."""
+def _escape_all(value):
+    """A copy of a JSON-like value with every string markup-escaped (for rich)."""
     from rich.markup import escape
+
+    if isinstance(value, str):
+        return escape(value)
+    if isinstance(value, dict):
+        return {k: _escape_all(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_escape_all(v) for v in value]
+    return value
+
+
+def explain_tree(info: dict, console: Console) -> None:
+    """Print an explanation (see :func:`auditor.orchestration.explain.explain`) as a rich tree.
+    Every string of ``info`` is cleaned and markup-escaped first."""
     from rich.text import Text
     from rich.tree import Tree as RichTree
 
+    info = _escape_all(_clean_all(info))
     head = f"[bold]{info['architecture']}[/bold] → {info['class']}  [cyan]{info['path']}:{info['line']}[/cyan]"
     if info.get("empty_subclass"):
         head += "  [yellow](empty subclass)[/yellow]"
@@ -209,15 +270,13 @@ def explain_tree(info: dict, console: Console) -> None:
         node = root.add(f"import-time branches followed (platform {info.get('platform')})")
         for b in info["branches"]:
             where = f"  [cyan]{b['path']}:{b['line']}[/cyan]" if b.get("line") else ""
-            node.add(Text.from_markup(f"{escape(b['name'])} in {escape(b['module'])}: ") + Text(b["branch"]) +
-                     Text.from_markup(where))
+            node.add(Text.from_markup(f"{b['name']} in {b['module']}: {b['branch']}{where}"))  # escaped above
     console.print(root)
 
 
 def _explain_sglang(info: dict, root) -> None:
-    """The SGLang parts of an explanation: the runner's call, the setter, its trace, the forward."""
-    from rich.markup import escape
-
+    """The SGLang parts of an explanation: the runner's call, the setter, its trace, the forward
+    (``info`` is already cleaned and markup-escaped by :func:`explain_tree`)."""
     reg = info["registered_in"]
     root.add(f"registered by EntryClass  [cyan]{reg['path']}:{reg['line']}[/cyan]")
     for c in info.get("runner", [])[:1]:
@@ -231,9 +290,9 @@ def _explain_sglang(info: dict, root) -> None:
     cap = info["capture"]
     node = root.add(f"capturing model: {cap.get('holder') or '[yellow]unknown[/yellow]'}")
     if cap.get("via"):
-        node.add(f"found via {escape(cap['via'])}")
+        node.add(f"found via {cap['via']}")
     for p in cap.get("problems", []):
-        node.add(f"[red]{escape(p['message'])}[/red]")
+        node.add(f"[red]{p['message']}[/red]")
     fw = cap.get("forward")
     if fw:
         fnode = node.add(f"forward: {fw['defined_in']}  [cyan]{fw['path']}:{fw['line']}[/cyan]")
@@ -252,16 +311,16 @@ def compare_markdown(report) -> str:
              "|---|---|" + "---|" * len(names)]
     for r in report.rows:
         cells = [c.verdict + (f" ({', '.join(c.blocking)})" if c.blocking else "") for c in r.cells]
-        lines.append(f"| {r.architecture} | {r.method} | " + " | ".join(cells) + " |")
+        lines.append(f"| {clean(r.architecture)} | {r.method} | " + " | ".join(cells) + " |")
     for i, side in enumerate(report.sides):
         why = [(r.architecture, c) for r in report.rows for c in [r.cells[i]] if c.reasons]
         if why:
-            lines += ["", f"## {side.name}: why ({side.source})", ""]
+            lines += ["", f"## {clean(side.name)}: why ({clean(side.source)})", ""]
             for arch, c in why:
-                lines += [f"- **{arch}** ({c.verdict}):"] + [f"  - {x}" for x in c.reasons]
+                lines += [f"- **{clean(arch)}** ({c.verdict}):"] + [f"  - {clean(x)}" for x in c.reasons]
     for name, per in report.unresolved.items():
         for engine, msg in per.items():
-            lines.append(f"- `{name}` in {engine}: {msg}")
+            lines.append(f"- `{clean(name)}` in {engine}: {clean(msg)}")
     ok = [s.name for s, good in zip(report.sides, report.supports_all) if good]
     lines += ["", f"**Supports every target:** {', '.join(ok)}" if ok else "**No engine supports every target.**"]
     return "\n".join(lines) + "\n"
@@ -277,7 +336,7 @@ def compare_table(report, console: Console) -> None:
     table.add_column("target", no_wrap=True)
     table.add_column("method", no_wrap=True)
     for s in report.sides:
-        table.add_column(f"{s.name}")
+        table.add_column(Text(clean(s.name)))
     for r in report.rows:
         cells = []
         for c in r.cells:
@@ -285,15 +344,15 @@ def compare_table(report, console: Console) -> None:
             if c.blocking:
                 t.append(f" ({', '.join(c.blocking)})")
             cells.append(t)
-        table.add_row(r.architecture, r.method, *cells)
+        table.add_row(Text(clean(r.architecture)), r.method, *cells)
     console.print(table)
     for i, side in enumerate(report.sides):
         for r in report.rows:
             c = r.cells[i]
             if c.reasons:
-                console.print(f"{r.architecture} in {side.name} ({c.verdict}):", markup=False, highlight=False)
+                console.print(clean(f"{r.architecture} in {side.name} ({c.verdict}):"), markup=False, highlight=False)
                 for x in c.reasons:
-                    console.print(f"  {x}", markup=False, highlight=False)
+                    console.print(f"  {clean(x)}", markup=False, highlight=False)
     ok = [s.name for s, good in zip(report.sides, report.supports_all) if good]
-    console.print(f"supports every target: {', '.join(ok)}" if ok else "no engine supports every target",
+    console.print(clean(f"supports every target: {', '.join(ok)}") if ok else "no engine supports every target",
                   markup=False, highlight=False)

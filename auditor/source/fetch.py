@@ -46,8 +46,16 @@ __all__ = [
     "index_url",
     "archive_cache_dir",
     "IndexListing",
+    "allow_unverified",
     "SdistFile",
 ]
+
+#: Environment variable that lets an archive whose index entry has no sha256 be used (set by
+#: ``eagle-audit --allow-unverified``; read here so that worker processes see it too).
+ALLOW_UNVERIFIED_ENV = "EAGLE_AUDIT_ALLOW_UNVERIFIED"
+
+#: Suffix added to the label of a source read from an archive that could not be verified.
+UNVERIFIED = "unverified: the package index publishes no sha256 for it"
 
 _PROJECT = "vllm"
 #: The projects that can be fetched, and how messages name them.
@@ -588,7 +596,7 @@ def _cached_wheel(folder: pathlib.Path, project: str, wanted: Version) -> pathli
             cands.append((best, path))
     for _, path in sorted(cands):
         recorded = _read_sidecar(path)
-        if recorded is not None and path.is_file() and _sha256_file(path) == recorded:
+        if recorded is not None and _is_file(path) and _sha256_file(path) == recorded:
             return path
     return None
 
@@ -678,7 +686,7 @@ def recorded_sha256(archive: pathlib.Path) -> str | None:
 
     Returns:
         The hex digest, or None when no valid digest is recorded (an archive that was not
-        fetched, or a damaged sidecar).
+        fetched, was fetched unverified, or a damaged sidecar).
     """
     return _read_sidecar(pathlib.Path(archive))
 
@@ -693,25 +701,48 @@ def _read_sidecar(path: pathlib.Path) -> str | None:
     return token if re.fullmatch(r"[0-9a-f]{64}", token) else None
 
 
+def allow_unverified() -> bool:
+    """True when the user opted in to archives the index publishes no sha256 for
+    (``--allow-unverified``, i.e. ``EAGLE_AUDIT_ALLOW_UNVERIFIED=1``)."""
+    return os.environ.get(ALLOW_UNVERIFIED_ENV, "") not in ("", "0")
+
+
 def _write_sidecar(path: pathlib.Path, digest: str) -> None:
-    """Atomically write ``<digest>  <filename>`` next to ``path``."""
+    """Atomically write ``<digest>  <filename>`` next to ``path``; a cache folder that cannot be
+    written only costs the offline re-check (nothing is raised, no temporary file is left)."""
     target = _sidecar(path)
-    fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=path.parent)
+    except OSError:
+        return
     try:
         with os.fdopen(fd, "w", encoding="ascii") as handle:
             handle.write(f"{digest}  {path.name}\n")
         os.replace(tmp, target)
+    except OSError:
+        _unlink(pathlib.Path(tmp))
     except BaseException:
         _unlink(pathlib.Path(tmp))
         raise
 
 
 def _unlink(path: pathlib.Path) -> None:
-    """Delete a file, ignoring its absence."""
+    """Delete a file, ignoring its absence (and a cache folder that cannot be written)."""
     try:
         path.unlink()
-    except FileNotFoundError:
+    except OSError:
         pass
+
+
+def _private_folder() -> pathlib.Path:
+    """A temporary folder for this process (removed at exit): where a download goes when the
+    cache folder cannot be written."""
+    import atexit
+    import shutil
+
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="eagle-audit-archive-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 def _drop_cached(path: pathlib.Path) -> None:
@@ -737,7 +768,7 @@ def _write(out, chunk: bytes, folder: pathlib.Path) -> None:
         raise SourceError(f"cannot write to the cache folder {folder}: {exc}") from None
 
 
-def _download(client: _Client, sdist: SdistFile, target: pathlib.Path, progress: bool) -> str:
+def _download(client: _Client, sdist: SdistFile, target: pathlib.Path, progress: bool) -> tuple[pathlib.Path, str]:
     """Stream an sdist into ``target`` via a temp file and an atomic rename.
 
     Args:
@@ -747,7 +778,8 @@ def _download(client: _Client, sdist: SdistFile, target: pathlib.Path, progress:
         progress: draw a transient progress bar on stderr.
 
     Returns:
-        The sha256 hex digest of the downloaded bytes.
+        ``(path, sha256)``: where the file is (``target``, or a private temporary folder when
+        the cache folder cannot be written) and the digest of the downloaded bytes.
 
     Raises:
         SourceError: on network errors or when the published sha256 does not match.
@@ -757,8 +789,9 @@ def _download(client: _Client, sdist: SdistFile, target: pathlib.Path, progress:
         fd, tmp_name = tempfile.mkstemp(
             prefix=f".{target.name}.", suffix=".part", dir=target.parent
         )
-    except OSError as exc:
-        raise SourceError(f"cannot write to the cache folder {target.parent}: {exc}") from None
+    except OSError:  # a read-only cache folder: no caching, the download goes to a private folder
+        target = _private_folder() / target.name
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
     tmp = pathlib.Path(tmp_name)
     digest = hashlib.sha256()
     bar = None
@@ -800,22 +833,26 @@ def _download(client: _Client, sdist: SdistFile, target: pathlib.Path, progress:
     except BaseException:
         _unlink(tmp)
         raise
-    return actual
+    return target, actual
 
 
 def _check_version(version: str, project: str = _PROJECT) -> Version:
     """Parse a user-supplied version.
 
     Raises:
-        SourceError: when it is not a valid PEP 440 version.
+        SourceError: when it is not a valid PEP 440 version of at most 64 characters (the
+            message shows at most 40 of them, escaped).
     """
+    text = str(version).strip()
+    shown = repr(text) if len(text) <= 40 else repr(text[:37] + "...")
+    problem = SourceError(f"{shown} is not a valid {PROJECTS.get(project, project)} version (expected e.g. "
+                          f"{'0.5.10' if project == 'sglang' else '0.16.0'})")
+    if not text or len(text) > 64 or not re.fullmatch(r"[0-9A-Za-z.+!_-]+", text):
+        raise problem
     try:
-        return Version(str(version).strip())
+        return Version(text)
     except InvalidVersion:
-        raise SourceError(
-            f"{version!r} is not a valid {PROJECTS.get(project, project)} version (expected e.g. "
-            f"{'0.5.10' if project == 'sglang' else '0.16.0'})"
-        ) from None
+        raise problem from None
 
 
 def fetch_release(
@@ -823,6 +860,7 @@ def fetch_release(
     *,
     progress: bool = True,
     cache_dir: pathlib.Path | None = None,
+    unverified: bool | None = None,
     project: str = _PROJECT,
 ) -> pathlib.Path:
     """Return the local path of the vLLM sdist ``vllm-<version>.tar.gz``, fetching it
@@ -848,7 +886,11 @@ def fetch_release(
         version: the vLLM release, e.g. ``"0.16.0"``.
         progress: draw a transient download progress bar on stderr.
         cache_dir: the folder holding cached archives; defaults to
-            :func:`archive_cache_dir`.
+            :func:`archive_cache_dir`. When it cannot be written, the archive is downloaded
+            to a private temporary folder removed at exit (no caching).
+        unverified: accept a release whose index entry publishes no sha256 (default:
+            :func:`allow_unverified`). Such an archive gets no sidecar, so it is never
+            trusted offline, and :func:`recorded_sha256` is None for it.
         project: the distribution, ``vllm`` (default) or ``sglang`` (:data:`PROJECTS`).
 
     Returns:
@@ -858,7 +900,8 @@ def fetch_release(
         SourceError: for an invalid version; a release that does not exist or has no
             sdist (the message lists the nearest releases that have one); an unreachable
             index ("cannot reach the package index (<url>): <reason>"); a sha256
-            mismatch of a download (the file is deleted).
+            mismatch of a download (the file is deleted); an index entry without a sha256
+            when unverified archives are not allowed.
     """
     if project not in PROJECTS:
         raise SourceError(f"unknown project {project!r} (one of {', '.join(PROJECTS)})")
@@ -866,7 +909,7 @@ def fetch_release(
     wanted = _check_version(version, project)
     folder = pathlib.Path(cache_dir).expanduser() if cache_dir is not None else archive_cache_dir()
     guess = folder / f"{project}-{wanted}.tar.gz"
-    recorded = _read_sidecar(guess) if guess.is_file() else None
+    recorded = _read_sidecar(guess) if _is_file(guess) else None
     if recorded is not None:
         if _sha256_file(guess) == recorded:
             return guess
@@ -901,16 +944,32 @@ def fetch_release(
         raise SourceError(problem + hint)
     sdist = next((s for s in matches if not s.yanked), matches[0])
     target = folder / sdist.filename
+    if sdist.sha256 is None and not (allow_unverified() if unverified is None else unverified):
+        raise SourceError(
+            f"the package index ({client.shown_index}) publishes no sha256 for {sdist.filename}, so it "
+            "cannot be verified; refused (eagle-audit --allow-unverified ... uses it anyway, marked unverified)"
+        )
 
-    if target.is_file():
+    if _is_file(target):
         recorded = _read_sidecar(target)
         actual = _sha256_file(target)
         expected = recorded or sdist.sha256
-        if expected is None or actual == expected:
+        if expected is None:
+            return target  # unverified, as allowed above: no sidecar, so never trusted offline
+        if actual == expected:
             _write_sidecar(target, actual)
             return target
         _drop_cached(target)  # stale or corrupt cache entry: download afresh
 
-    digest = _download(client, sdist, target, progress)
-    _write_sidecar(target, digest)
+    target, digest = _download(client, sdist, target, progress)
+    if sdist.sha256 is not None:
+        _write_sidecar(target, digest)
     return target
+
+
+def _is_file(path: pathlib.Path) -> bool:
+    """``path.is_file()``, False when the cache folder cannot even be looked into."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False

@@ -33,6 +33,7 @@ import lzma
 import os
 import pathlib
 import re
+import stat
 import tarfile
 import zipfile
 import zlib
@@ -48,7 +49,13 @@ __all__ = [
     "FolderSource",
     "ArchiveSource",
     "InstalledSource",
+    "UnreadableFile",
     "open_source",
+    "read_regular_file",
+    "MAX_FILE_BYTES",
+    "MAX_ARCHIVE_BYTES",
+    "MAX_PACKAGE_BYTES",
+    "MAX_MEMBERS",
 ]
 
 _PACKAGE = "vllm"
@@ -60,6 +67,87 @@ PACKAGES: dict[str, str] = {"vllm": "model_executor", "sglang": "srt"}
 _ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 _VERSION_NAMES = ("__version__", "version")
 _DRAIN_CHUNK = 1 << 20
+
+#: Largest source file read (vLLM's largest module is about 0.3 MB). A bigger ``.py`` is not
+#: read: it becomes a ``parse_errors`` entry and the scan goes on.
+MAX_FILE_BYTES = 8 << 20
+
+#: Most bytes an archive may decompress to, all members together (vLLM 0.33.0's sdist: 130 MB).
+MAX_ARCHIVE_BYTES = 2 << 30
+
+#: Most bytes of ``vllm/**/*.py`` kept in memory from an archive (vLLM 0.33.0: 41 MB).
+MAX_PACKAGE_BYTES = 512 << 20
+
+#: Most members an archive may hold (vLLM 0.33.0's sdist: 9 629).
+MAX_MEMBERS = 100_000
+
+
+def _human(n: int) -> str:
+    """``2 GiB``, ``8 MiB``, ``1000 bytes``."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n} bytes"
+
+
+class UnreadableFile(SourceError, KeyError):
+    """One file of the tree cannot be read: not a regular file (a FIFO, a device), larger than
+    :data:`MAX_FILE_BYTES`, or refused by the operating system (permissions). Per-file trouble:
+    the analysis records it as that file's ``parse_errors`` entry and goes on. It is a
+    ``KeyError`` too, so code that treats a missing file as absent treats this one the same way.
+
+    Attributes:
+        path: the tree path (``vllm/x/y.py``).
+        reason: what went wrong, one line.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        """Record ``path`` and ``reason``; the message is ``"<path>: <reason>"``."""
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+def read_regular_file(path: str | os.PathLike[str], relpath: str, limit: int = MAX_FILE_BYTES) -> bytes:
+    """Read a file from disk only if it is a regular file of at most ``limit`` bytes.
+
+    The file is opened non-blocking and checked with ``fstat`` before any read, so a FIFO or a
+    device never blocks the tool.
+
+    Args:
+        path: the file on disk (symbolic links are followed).
+        relpath: its tree path, for messages.
+        limit: the largest size read.
+
+    Returns:
+        The file's bytes.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        UnreadableFile: not a regular file, too large, or any other OS error (permissions).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise UnreadableFile(relpath, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnreadableFile(relpath, "not a regular file (a FIFO, a device or a folder); not read")
+        if st.st_size > limit:
+            raise UnreadableFile(relpath, f"{st.st_size} bytes, larger than the {limit >> 20} MiB limit for a "
+                                          "source file; not read")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(limit + 1)
+    except OSError as exc:
+        raise UnreadableFile(relpath, f"cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise UnreadableFile(relpath, f"larger than the {limit >> 20} MiB limit for a source file; not read")
+    return data
 
 
 # --------------------------------------------------------------------------- helpers
@@ -116,7 +204,7 @@ def _version_from_python(source: bytes) -> str | None:
     """
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     found: dict[str, str] = {}
     for node in ast.walk(tree):
@@ -216,6 +304,38 @@ class _CountingReader(io.RawIOBase):
         return n
 
 
+class _LimitedReader(io.RawIOBase):
+    """A read-only stream that raises ``error`` once more than ``limit`` bytes were read from
+    ``raw`` (the decompressed data of an archive: a decompression bomb stops there)."""
+
+    def __init__(self, raw: IO[bytes], limit: int, error: Exception) -> None:
+        """Wrap ``raw``; see the class docstring."""
+        super().__init__()
+        self._raw = raw
+        self._left = limit
+        self._error = error
+        self.consumed = 0
+
+    def readable(self) -> bool:
+        """Return True: this stream can be read."""
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        """Read up to ``size`` bytes (everything left when negative), counting them."""
+        data = self._raw.read(size if size is not None and size >= 0 else self._left + 1)
+        self._left -= len(data)
+        self.consumed += len(data)
+        if self._left < 0:
+            raise self._error
+        return data
+
+    def readinto(self, buffer) -> int:
+        """Fill ``buffer`` (see :meth:`read`)."""
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
 def progress_bar(description: str, total: int | None):
     """Build a transient rich progress bar drawn on stderr.
 
@@ -278,6 +398,10 @@ class TreeSource(abc.ABC):
         self.label = label
         self._fingerprints: dict[str, str] = {}
         self._version_cache: tuple[str | None] | None = None
+        #: Per-file (or per-folder) trouble found while listing the tree: tree path → one-line
+        #: reason (a folder that cannot be listed, a ``.py`` that is not a regular file or is too
+        #: large). The analysis reports these as ``parse_errors``.
+        self.problems: dict[str, str] = {}
 
     # -- abstract -----------------------------------------------------------------
 
@@ -358,7 +482,10 @@ class TreeSource(abc.ABC):
             found = None
             version_file = f"{self.package}/_version.py"
             if self.exists(version_file):
-                found = _version_from_python(self.read(version_file))
+                try:
+                    found = _version_from_python(self.read(version_file))
+                except KeyError:  # UnreadableFile: the version then comes from the metadata
+                    found = None
             if not found:
                 found = self._metadata_version()
             self._version_cache = (found,)
@@ -432,22 +559,25 @@ class FolderSource(TreeSource):
         given = pathlib.Path(path).expanduser()
         super().__init__(label if label is not None else str(given))
         check_package(package)
-        if not given.exists():
-            raise SourceError(f"{given} does not exist")
-        if not given.is_dir():
-            raise SourceError(f"{given} is not a folder")
-        resolved = given.resolve()
-        for pkg in ([package] if package else list(PACKAGES)):
-            if self._is_package(resolved / pkg, pkg):
-                self._root, self.package = resolved, pkg
-                break
-            if resolved.name == pkg and self._is_package(resolved, pkg):
-                self._root, self.package = resolved.parent, pkg
-                break
-        else:
-            if package:
-                raise SourceError(f"{given} is not a {_ENGINE_NAMES[package]} tree: no {package}/ package found")
-            raise SourceError(f"{given} is not a vLLM tree: no vllm/ package found")
+        try:
+            if not given.exists():
+                raise SourceError(f"{given} does not exist")
+            if not given.is_dir():
+                raise SourceError(f"{given} is not a folder")
+            resolved = given.resolve()
+            for pkg in ([package] if package else list(PACKAGES)):
+                if self._is_package(resolved / pkg, pkg):
+                    self._root, self.package = resolved, pkg
+                    break
+                if resolved.name == pkg and self._is_package(resolved, pkg):
+                    self._root, self.package = resolved.parent, pkg
+                    break
+            else:
+                if package:
+                    raise SourceError(f"{given} is not a {_ENGINE_NAMES[package]} tree: no {package}/ package found")
+                raise SourceError(f"{given} is not a vLLM tree: no vllm/ package found")
+        except OSError as exc:
+            raise SourceError(f"cannot read {exc.filename or given}: {exc.strerror or exc}") from None
         self._files: list[str] | None = None
 
     @staticmethod
@@ -468,29 +598,49 @@ class FolderSource(TreeSource):
         """List the tree's Python files (see :meth:`TreeSource.files`).
 
         Returns:
-            Sorted ``vllm/**/*.py`` POSIX paths; symlinked folders are not followed.
+            Sorted ``vllm/**/*.py`` POSIX paths; symlinked folders are not followed. A folder
+            that cannot be listed is recorded in :attr:`problems`.
         """
         if self._files is None:
             found: list[str] = []
             top = self._root / self.package
-            for dirpath, dirnames, filenames in os.walk(top):
+
+            def unreadable(exc: OSError) -> None:
+                where = pathlib.Path(exc.filename or top)
+                try:
+                    rel = where.relative_to(self._root).as_posix()
+                except ValueError:
+                    rel = str(where)
+                self.problems[rel + "/"] = f"cannot list the folder: {exc.strerror or exc}"
+
+            for dirpath, dirnames, filenames in os.walk(top, onerror=unreadable):
                 dirnames[:] = [d for d in dirnames if d != "__pycache__"]
                 rel_dir = pathlib.Path(dirpath).relative_to(self._root).as_posix()
-                for name in filenames:
-                    if name.endswith(".py") and os.path.isfile(os.path.join(dirpath, name)):
-                        found.append(f"{rel_dir}/{name}")
+                # every *.py that is not a folder is listed; one that cannot be read (a FIFO, a
+                # device, too large, no permission) says so when it is read: per-file trouble
+                found.extend(f"{rel_dir}/{name}" for name in filenames if name.endswith(".py"))
             self._files = sorted(found)
         return list(self._files)
 
     def _exists(self, relpath: str) -> bool:
-        """Check the file on disk (no full listing needed)."""
-        return (self._root / relpath).is_file()
+        """Check the file on disk (no full listing needed). A file the OS will not let us look
+        at counts as existing: reading it then says why it cannot be read."""
+        try:
+            return not stat.S_ISDIR(os.stat(self._root / relpath).st_mode)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        except OSError:
+            return True
 
     def _read(self, relpath: str) -> bytes:
-        """Read the file from disk; KeyError when it is missing."""
+        """Read the file from disk; KeyError when it is missing, :class:`UnreadableFile` when it
+        is not a regular file, is too large or cannot be read."""
         try:
-            return (self._root / relpath).read_bytes()
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return read_regular_file(self._root / relpath, relpath)
+        except (FileNotFoundError, NotADirectoryError):
+            if self._files is not None and relpath in self._files:
+                what = "a symbolic link to nothing" if os.path.islink(self._root / relpath) else "gone"
+                raise UnreadableFile(relpath, f"listed, but {what} when read") from None
             raise KeyError(relpath) from None
 
     def _metadata_version(self) -> str | None:
@@ -507,8 +657,8 @@ class FolderSource(TreeSource):
             candidates.append(self._root / info / leaf)
         for candidate in candidates:
             try:
-                data = candidate.read_bytes()
-            except OSError:
+                data = read_regular_file(candidate, candidate.name, 1 << 20)
+            except (OSError, UnreadableFile):
                 continue
             version = _version_from_metadata(data, self.package)
             if version:
@@ -623,6 +773,7 @@ class ArchiveSource(TreeSource):
         self._members: dict[str, bytes] | None = None  # tar: relpath -> bytes
         self._zip_names: dict[str, str] = {}  # zip: relpath -> member name
         self._meta_bytes: bytes | None = None
+        self._unreadable: dict[str, str] = {}  # relpath -> why it is listed but not read
         if not self.path.exists():
             raise SourceError(f"{self.path} does not exist")
         if not self.path.is_file():
@@ -635,7 +786,8 @@ class ArchiveSource(TreeSource):
             self._open_zip()
         else:
             self._load_tar(progress)
-        self._files = sorted(self._members if self._members is not None else self._zip_names)
+        listed = set(self._members if self._members is not None else self._zip_names) | set(self._unreadable)
+        self._files = sorted(listed)
 
     # -- construction ---------------------------------------------------------------
 
@@ -694,13 +846,29 @@ class ArchiveSource(TreeSource):
             return SourceError(f"{self.path} is not a {_ENGINE_NAMES[pkg]} archive: no {pkg}/ package found")
         return SourceError(f"{self.path} is not a vLLM archive: no vllm/ package found")
 
-    @staticmethod
-    def _normalise(name: str) -> str:
-        """Normalise an archive member name to a POSIX path without ``./``."""
-        name = name.replace("\\", "/")
-        while name.startswith("./"):
-            name = name[2:]
-        return name.lstrip("/")
+    def _refuse(self, why: str) -> SourceError:
+        """Build the one-line refusal of an archive the tool will not read."""
+        return SourceError(f"refusing archive {self.path}: {why}")
+
+    def _member_path(self, name: str) -> str:
+        """The path a standard extraction gives member ``name`` (``./`` and empty components
+        dropped, as ``tar`` and ``unzip`` do).
+
+        Raises:
+            SourceError: names that extraction tools treat differently or that would land
+                outside the destination: absolute, with ``..``, a backslash or a NUL.
+        """
+        shown = repr(name) if len(name) <= 120 else repr(name[:117] + "...")
+        if "\\" in name:
+            raise self._refuse(f"member {shown} has a backslash in its name (tools disagree on where it goes)")
+        if "\0" in name:
+            raise self._refuse(f"member {shown} has a NUL in its name")
+        if name.startswith("/"):
+            raise self._refuse(f"member {shown} has an absolute name")
+        parts = [p for p in name.split("/") if p not in ("", ".")]
+        if ".." in parts:
+            raise self._refuse(f"member {shown} has '..' in its name")
+        return "/".join(parts)
 
     @staticmethod
     def _decompressor(fileobj: IO[bytes]) -> IO[bytes]:
@@ -732,11 +900,22 @@ class ArchiveSource(TreeSource):
     def _load_tar(self, progress: bool) -> None:
         """Read a tarball sequentially, keeping candidate files in memory.
 
+        The archive is read as a standard extraction would lay it out, or refused: absolute
+        names, ``..``, backslashes, duplicate names, links and special files (devices, FIFOs)
+        are refused, as are more than :data:`MAX_MEMBERS` members or more than
+        :data:`MAX_ARCHIVE_BYTES` of decompressed data. A ``.py`` member larger than
+        :data:`MAX_FILE_BYTES` is listed but not loaded (reading it raises
+        :class:`UnreadableFile`).
+
         Raises:
-            SourceError: for unreadable, truncated or vllm-less archives.
+            SourceError: for unreadable, truncated, refused or vllm-less archives.
         """
         py_members: dict[str, bytes] = {}
+        oversized: dict[str, str] = {}
         metadata: dict[str, bytes] = {}
+        seen: set[str] = set()
+        kept = 0
+        ends: tuple[int, str, int] = (0, "", 0)  # where the last member's data must end, its name and size
         total = self.path.stat().st_size
         bar = progress_bar(f"reading {self.path.name}", total) if progress else None
         try:
@@ -750,12 +929,27 @@ class ArchiveSource(TreeSource):
                     )
                 else:
                     fileobj = raw
-                stream = self._decompressor(fileobj)
+                stream = _LimitedReader(self._decompressor(fileobj), MAX_ARCHIVE_BYTES, self._refuse(
+                    f"it decompresses to more than {_human(MAX_ARCHIVE_BYTES)}"))
                 with tarfile.open(fileobj=stream, mode="r|") as tar:
-                    for member in tar:
-                        if not member.isfile():
+                    for count, member in enumerate(tar, 1):
+                        if count > MAX_MEMBERS:
+                            raise self._refuse(f"more than {MAX_MEMBERS} members")
+                        name = self._member_path(member.name)
+                        if name in seen:
+                            raise self._refuse(f"member {name!r} appears twice (extraction keeps only one)")
+                        seen.add(name)
+                        ends = max(ends, (member.offset_data + member.size, name, member.size))
+                        if ends[0] > MAX_ARCHIVE_BYTES:  # refused before tarfile skips (reads) that much
+                            raise self._refuse(f"member {name!r} declares {member.size} bytes: it decompresses to "
+                                               f"more than {_human(MAX_ARCHIVE_BYTES)}")
+                        if member.isdir() or not name:
                             continue
-                        name = self._normalise(member.name)
+                        if not member.isfile():
+                            kind = ("a symbolic link" if member.issym() else "a hard link" if member.islnk()
+                                    else "a special file")
+                            raise self._refuse(f"member {name!r} is {kind}; archives with links or special files "
+                                               "are not read")
                         parts = name.split("/")
                         wanted_py = name.endswith(".py") and (
                             parts[0] in self._wanted or (len(parts) > 2 and parts[1] in self._wanted)
@@ -763,6 +957,13 @@ class ArchiveSource(TreeSource):
                         wanted_meta = parts[-1] == "PKG-INFO" and len(parts) <= 2
                         if not (wanted_py or wanted_meta):
                             continue
+                        if member.size > MAX_FILE_BYTES:
+                            oversized[name] = (f"{member.size} bytes, larger than the {MAX_FILE_BYTES >> 20} MiB "
+                                               "limit for a source file; not read")
+                            continue
+                        kept += member.size
+                        if kept > MAX_PACKAGE_BYTES:
+                            raise self._refuse(f"its vllm/ package is larger than {_human(MAX_PACKAGE_BYTES)}")
                         extracted = tar.extractfile(member)
                         data = extracted.read() if extracted is not None else b""
                         (py_members if wanted_py else metadata)[name] = data
@@ -770,12 +971,19 @@ class ArchiveSource(TreeSource):
                 # stream is detected (tarfile alone stops quietly at a cut).
                 while stream.read(_DRAIN_CHUNK):
                     pass
+                if stream.consumed < ends[0]:  # tarfile skips a member it was not asked to read
+                    raise self._refuse(f"member {ends[1]!r} declares {ends[2]} bytes, past the end of the archive "
+                                       "(truncated or forged)")
+        except SourceError:
+            raise
         except (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError, OSError, ValueError) as exc:
             raise self._error(exc) from None
+        except MemoryError:
+            raise self._refuse("it does not fit in memory") from None
         finally:
             if bar is not None:
                 bar[0].stop()
-        prefix = self._pick(list(py_members))
+        prefix = self._pick(list(py_members) + list(oversized))
         if prefix is None:
             raise self._missing()
         self._members = {
@@ -783,20 +991,37 @@ class ArchiveSource(TreeSource):
             for name, data in py_members.items()
             if name.startswith(prefix + self.package + "/")
         }
+        self._unreadable = {
+            name[len(prefix) :]: why
+            for name, why in oversized.items()
+            if name.startswith(prefix + self.package + "/")
+        }
         self._meta_bytes = metadata.get(prefix + "PKG-INFO")
 
     def _open_zip(self) -> None:
         """Open a wheel / zip and index its Python files (contents are read on demand).
 
+        Refused like a tarball (absolute names, ``..``, backslashes, duplicates, links, too many
+        members, a package larger than :data:`MAX_PACKAGE_BYTES`), and also for encrypted
+        members or compression methods Python cannot read. A ``.py`` member declaring more than
+        :data:`MAX_FILE_BYTES` is listed but not read (reading it raises :class:`UnreadableFile`;
+        a member that decompresses beyond its declared size fails its CRC check).
+
         Raises:
-            SourceError: for unreadable or vllm-less archives.
+            SourceError: for unreadable, refused or vllm-less archives.
         """
         try:
             self._zip = zipfile.ZipFile(self.path)
             infos = self._zip.infolist()
         except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
             raise self._error(exc) from None
-        names = {self._normalise(i.filename): i.filename for i in infos if not i.is_dir()}
+        except MemoryError:
+            raise self._refuse("it does not fit in memory") from None
+        try:
+            names = self._index_zip(infos)
+        except BaseException:
+            self.close()
+            raise
         prefix = self._pick([n for n in names if n.endswith(".py")])
         if prefix is None:
             self.close()
@@ -806,6 +1031,15 @@ class ArchiveSource(TreeSource):
             for norm, original in names.items()
             if norm.startswith(prefix + self.package + "/") and norm.endswith(".py")
         }
+        sizes = {i.filename: i.file_size for i in infos}
+        self._unreadable = {
+            rel: (f"{sizes[original]} bytes, larger than the {MAX_FILE_BYTES >> 20} MiB limit for a source file; "
+                  "not read")
+            for rel, original in self._zip_names.items() if sizes[original] > MAX_FILE_BYTES
+        }
+        if sum(sizes[o] for r, o in self._zip_names.items() if r not in self._unreadable) > MAX_PACKAGE_BYTES:
+            self.close()
+            raise self._refuse(f"its {self.package}/ package is larger than {_human(MAX_PACKAGE_BYTES)}")
         meta_name = names.get(prefix + "PKG-INFO")
         if meta_name is None:
             tops = {
@@ -816,8 +1050,35 @@ class ArchiveSource(TreeSource):
             info = _best_dist_info(sorted(tops), self.package)
             if info and info.endswith(".dist-info"):
                 meta_name = names.get(f"{prefix}{info}/METADATA")
-        if meta_name is not None:
+        if meta_name is not None and sizes[meta_name] <= MAX_FILE_BYTES:
             self._meta_bytes = self._zip_read(meta_name)
+
+    def _index_zip(self, infos: list[zipfile.ZipInfo]) -> dict[str, str]:
+        """Check every member (see :meth:`_open_zip`); return extracted path → member name for
+        the files."""
+        if len(infos) > MAX_MEMBERS:
+            raise self._refuse(f"more than {MAX_MEMBERS} members")
+        names: dict[str, str] = {}
+        seen: set[str] = set()
+        readable = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
+        for info in infos:
+            norm = self._member_path(info.filename)
+            if norm in seen:
+                raise self._refuse(f"member {norm!r} appears twice (extraction keeps only one)")
+            seen.add(norm)
+            kind = stat.S_IFMT(info.external_attr >> 16)
+            if info.is_dir() or not norm:
+                continue
+            if kind not in (0, stat.S_IFREG):
+                what = "a symbolic link" if kind == stat.S_IFLNK else "a special file"
+                raise self._refuse(f"member {norm!r} is {what}; archives with links or special files are not read")
+            if info.flag_bits & 0x1:
+                raise self._refuse(f"member {norm!r} is encrypted")
+            if info.compress_type not in readable:
+                raise self._refuse(f"member {norm!r} uses compression method {info.compress_type}, which "
+                                   "Python's zipfile cannot read")
+            names[norm] = info.filename
+        return names
 
     def _zip_read(self, member: str) -> bytes:
         """Read one zip member, turning corruption into SourceError."""
@@ -825,7 +1086,8 @@ class ArchiveSource(TreeSource):
             raise SourceError(f"cannot read archive {self.path}: it was closed")
         try:
             return self._zip.read(member)
-        except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError) as exc:
+        except (zipfile.BadZipFile, zlib.error, lzma.LZMAError, OSError, EOFError, ValueError, RuntimeError,
+                NotImplementedError) as exc:
             raise self._error(exc) from None
 
     # -- interface ------------------------------------------------------------------
@@ -836,12 +1098,16 @@ class ArchiveSource(TreeSource):
 
     def _exists(self, relpath: str) -> bool:
         """Membership test against the archive index."""
+        if relpath in self._unreadable:
+            return True
         if self._members is not None:
             return relpath in self._members
         return relpath in self._zip_names
 
     def _read(self, relpath: str) -> bytes:
-        """Return the member's bytes; KeyError when absent."""
+        """Return the member's bytes; KeyError when absent, :class:`UnreadableFile` when too large."""
+        if relpath in self._unreadable:
+            raise UnreadableFile(relpath, self._unreadable[relpath])
         if self._members is not None:
             return self._members[relpath]
         return self._zip_read(self._zip_names[relpath])
@@ -910,15 +1176,22 @@ def open_source(
             continue
         if package not in (None, pkg):
             raise SourceError(f"--{pkg}-version fetches a {_ENGINE_NAMES[pkg]} release, not a {package} tree")
-        from auditor.source.fetch import fetch_release
+        from auditor.source.fetch import UNVERIFIED, fetch_release, recorded_sha256
 
         archive = fetch_release(version, progress=progress, project=pkg)
-        return ArchiveSource(archive, progress=progress, package=pkg)
+        source = ArchiveSource(archive, progress=progress, package=pkg)
+        if recorded_sha256(archive) is None:
+            source.label = f"{source.label} ({UNVERIFIED})"
+        return source
     if path is None:
         return InstalledSource(package or _PACKAGE)
     target = pathlib.Path(path).expanduser()
-    if not target.exists():
-        raise SourceError(f"{target} does not exist")
-    if target.is_dir():
+    try:
+        if not target.exists():
+            raise SourceError(f"{target} does not exist")
+        is_dir = target.is_dir()
+    except OSError as exc:
+        raise SourceError(f"cannot read {target}: {exc.strerror or exc}") from None
+    if is_dir:
         return FolderSource(target, package=package)
     return ArchiveSource(target, progress=progress, package=package)

@@ -112,9 +112,10 @@ class TransformersConfigs:
         for rel in AUTO_MODULES:
             try:
                 src = self.tree.read(rel)
-            except KeyError:
+                body = ast.parse(src).body
+            except (KeyError, SyntaxError, ValueError, RecursionError, MemoryError):
                 continue
-            for stmt in ast.parse(src).body:
+            for stmt in body:
                 if not isinstance(stmt, (ast.Assign, ast.AnnAssign)) or stmt.value is None:
                     continue
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]

@@ -102,9 +102,13 @@ class Registry:
         tree = resolver.tree
         m = tree.module(REGISTRY_MODULE)
         if m is None:
+            want = REGISTRY_MODULE.replace(".", "/") + ".py"
+            for where, why in sorted(tree.parse_errors.items()):  # a folder on its way that cannot be listed
+                if where.endswith("/") and want.startswith(where):
+                    raise AuditError(f"cannot read the model registry ({want}): {where} {why}")
             raise AuditError("no model registry (vllm/model_executor/models/registry.py) in this tree")
         if m.error:
-            raise AuditError(f"the model registry does not parse: {m.path} {m.error}")
+            raise AuditError(f"the model registry cannot be read: {m.path}: {m.error}")
         self.path = m.path
         found = m.extras.get("tables", {})
         tables: dict[str, dict] = found.get("tables", {})

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import difflib
-import json
 import re
 import tomllib
 from importlib import resources
@@ -14,7 +13,7 @@ from typing import Iterable
 
 from auditor.engines.vllm.registry import Registry
 from auditor.model.errors import AuditError
-from auditor.model.inputs import check_model_type
+from auditor.model.inputs import check_model_type, read_json
 from auditor.model.results import TargetSpec
 
 METHODS = ("eagle3", "eagle")
@@ -44,16 +43,15 @@ def load_alias_table() -> dict:
 
 
 def load_hf_config(path: str | Path) -> dict:
-    """Parse a checkpoint's ``config.json``. Raises AuditError with one line on bad input."""
+    """Parse and validate a checkpoint's ``config.json`` (schema
+    ``auditor/model/schemas/hf-config.json``: ``architectures`` a list of strings, ``model_type``
+    a string shaped like a model_type, ``text_config`` an object; bounded size and nesting).
+
+    Raises:
+        AuditError: one line naming the file and the offending field.
+    """
     p = Path(path)
-    try:
-        data = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise AuditError(f"--hf-config: no such file: {p}") from None
-    except (OSError, ValueError) as exc:
-        raise AuditError(f"--hf-config: cannot read {p} as JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise AuditError(f"--hf-config: {p} is not a JSON object")
+    data = read_json(p, "--hf-config", "hf-config")
     if data.get("model_type") is not None:
         check_model_type(data["model_type"], f"--hf-config {p}: model_type")
     tc = data.get("text_config")
@@ -83,6 +81,9 @@ def resolve_targets(
     specs: list[TargetSpec] = []
     if hf_config is not None:
         archs = [a for a in hf_config.get("architectures") or [] if isinstance(a, str)]
+        if not archs and not names:
+            raise AuditError("--hf-config names no architectures (its 'architectures' list is missing or empty): "
+                             "pass --model NAME for the target")
         mt = hf_config.get("model_type")
         tc = hf_config.get("text_config") if isinstance(hf_config.get("text_config"), dict) else None
         tmt = (tc or {}).get("model_type") or mt

@@ -23,6 +23,7 @@ from rules.image_token import facts as image_token_facts
 from rules.image_token import planner as image_token_planner
 from rules.interface import planner as interface_planner
 from rules.interface import sglang as interface_sglang
+from rules.nextn_draft import SGLangMTPDraftRule
 
 
 @dataclass(frozen=True)
@@ -53,13 +54,19 @@ TABLE: tuple[Entry, ...] = (
     Entry(interface_sglang.SGLangInterfaceRule),
     Entry(aux_capture_sglang.SGLangAuxCaptureRule),
     Entry(aux_capture_sglang.SilentDelegationRule),
+    Entry(SGLangMTPDraftRule),
 )
 
 #: Code → rule class, in report order.
 RULES: dict[str, type[Rule]] = {e.rule.CODE: e.rule for e in TABLE}
 
-#: Gate ids that block a target (each once, in report order, whatever the engine).
-BLOCKING_GATES = list(dict.fromkeys(r.GATE for r in RULES.values() if r.BLOCKING))
+#: Gate ids that block a vLLM target, in report order (another engine's: :func:`blocking_gates`).
+BLOCKING_GATES = list(dict.fromkeys(r.GATE for r in RULES.values() if r.BLOCKING and r.judges("vllm")))
+
+
+def blocking_gates(engine: str) -> list[str]:
+    """Gate ids that block a target of ``engine``, each once, in report order."""
+    return list(dict.fromkeys(r.GATE for r in RULES.values() if r.BLOCKING and r.judges(engine)))
 
 #: Gate id → fix planner.
 PLANNERS: dict[str, Callable] = {e.rule.GATE: e.planner for e in TABLE if e.planner is not None}

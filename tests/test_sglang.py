@@ -425,3 +425,73 @@ def test_fix_on_sglang_says_no_codemod_and_writes_nothing(tmp_path):
     assert res.returncode == 1, res.stderr
     assert "SGLang 0.0.1" in res.stderr and "no codemod exists for gate interface" in res.stderr
     assert (tree / "sglang/srt/models/gemma3_mm.py").read_text() == before
+
+
+# -- hostile SGLang trees ---------------------------------------------------------------------------
+
+_LOOP = '''
+import torch.nn as nn
+
+
+class LoopA(nn.Module):
+    def __init__(self, config=None):
+        super().__init__()
+        self.model = LoopB(config)
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.model.set_eagle3_layers_to_capture(layer_ids)
+
+
+class LoopB(nn.Module):
+    def __init__(self, config=None):
+        super().__init__()
+        self.model = LoopA(config)
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.model.set_eagle3_layers_to_capture(layer_ids)
+
+
+EntryClass = [LoopA, Missing, 42]
+'''
+
+
+def test_hostile_entryclass_and_delegation_cycle(tmp_path):
+    """A setter chain that loops, an EntryClass naming an unbound name and a constant: verdicts say
+    unknown with the reason; nothing crashes, nothing is imported."""
+    tree = tmp_path / "t"
+    shutil.copytree(MINI, tree)
+    (tree / "sglang/srt/models/loop.py").write_text(_LOOP)
+    (tree / "sglang/srt/models/broken.py").write_text("EntryClass = [\n")  # does not parse
+    a = _auditor(tree)
+    assert ("sglang/srt/models/loop.py", "EntryClass (line 23) is not a class or a list of classes") in a.registry.problems
+    assert any(p == "sglang/srt/models/broken.py" for p, _ in a.registry.problems)
+    loop = _audit(a, "LoopA")
+    assert loop.verdict.value == "unknown" and any("too deep" in f.message for f in loop.findings)
+    missing = _audit(a, "Missing")
+    assert missing.verdict.value == "unknown" and "Missing is not bound" in missing.findings[0].message
+    res = cli("scan", tree, "--no-cache", "--no-progress", "-f", "json")
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert json.loads(res.stdout)["summary"]["unknown"] == 2
+
+
+# -- NextN/MTP draft mapping --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("version", ["0.5.10.post1", "0.5.23"])
+def test_mtp_draft_mapping_on_real_releases(version):
+    a = release_auditor(version, "sglang")
+    ds = _audit_method(a, "DeepseekV3ForCausalLM", "mtp")
+    assert ds.verdict.value == "supported", [f.message for f in ds.findings]
+    llama = _audit_method(a, "LlamaForCausalLM", "mtp")
+    assert llama.verdict.value == "blocked" and llama.blocking == ["mtp-draft"]
+    (f,) = llama.findings
+    assert f.path == "sglang/srt/models/llama.py" and "no branch for LlamaForCausalLM" in f.message
+
+
+def test_mtp_without_a_rewrite_is_unknown():
+    r = _audit_method(_auditor(), "DeepseekV3ForCausalLM", "mtp")
+    assert r.verdict.value == "unknown" and "no draft-architecture rewrite" in r.findings[0].message
+
+
+def _audit_method(a: Auditor, arch: str, method: str):
+    (spec,) = resolve_targets(a.registry, [arch])
+    return a.audit(spec, method)

@@ -108,9 +108,9 @@ def _suite(xml: JUnitXml, suites: dict[str, TestSuite], name: str) -> TestSuite:
 def scan_junit(report: ScanReport) -> str:
     """The scan as JUnit XML: one suite per method, one test case per target and blocking gate
     (a failure when the gate blocks, an error when it is unknown, passed otherwise)."""
-    from rules.registry import rules_for
+    from rules.registry import blocking_gates
 
-    gates = list(dict.fromkeys(r.GATE for r in rules_for(report.engine).values() if r.BLOCKING))
+    gates = blocking_gates(report.engine)
     name = f"vLLM {report.vllm_version}" if report.engine == "vllm" else report.title
     xml = JUnitXml(name=f"eagle-audit {name}")
     suites: dict[str, TestSuite] = {}
@@ -217,8 +217,9 @@ def gate_junit(report) -> str:
     (the message names the codemod and why), an error when it is unknown, passed when the gate
     passes natively or once patched (the system-out says which codemod fixed it). A problem on
     another gate (a disallowed warning, an absent target, an invalid patch) adds a failing case."""
-    from rules.registry import BLOCKING_GATES
+    from rules.registry import blocking_gates
 
+    BLOCKING_GATES = blocking_gates(getattr(report.candidate, "engine", "vllm"))  # the candidate engine's
     xml = JUnitXml(name=f"eagle-audit gate: {report.candidate.name} ({report.outcome.value})")
     suites: dict[str, TestSuite] = {}
     for t in report.targets:

@@ -4,11 +4,12 @@ inner model (see :mod:`auditor.engines.sglang.facts`). The gates' rules live in 
 beside the vLLM ones, under the same gate ids."""
 
 from auditor.engines.base import Engine
+from auditor.engines.sglang.drafts import DRAFT_MAP_EXTRACTOR
 from auditor.engines.sglang.facts import CAPTURE_EXTRACTOR, TreeFacts, trace_capture
 from auditor.engines.sglang.registry import ENTRY_EXTRACTOR, MODELS_DIR, Registry
 
 #: The extractors the engine needs in the summary pass.
-EXTRACTORS = (ENTRY_EXTRACTOR, CAPTURE_EXTRACTOR)
+EXTRACTORS = (ENTRY_EXTRACTOR, CAPTURE_EXTRACTOR, DRAFT_MAP_EXTRACTOR)
 
 
 def _holder(ctx, ref) -> tuple[str | None, str | None]:
@@ -29,7 +30,7 @@ ENGINE = Engine(
     make_registry=Registry,
     make_facts=TreeFacts,
     conditions=lambda platform: None,
-    methods=("eagle3",),
+    methods=("eagle3", "mtp"),
     model_scopes=(MODELS_DIR,),
     prefetch=lambda tree: set(),
     holder=_holder,

@@ -290,6 +290,10 @@ class Resolver:
             mod, attr = b.target
             if self._in_tree_module(mod):
                 return self.resolve_name(mod, attr, seen)
+            if self._in_tree_module(f"{mod}.{attr}"):
+                # ``from pkg import submodule`` of a namespace package (no ``__init__.py``, as
+                # SGLang's ``sglang/srt/models``)
+                return ModuleRef(f"{mod}.{attr}")
             if mod.split(".")[0] == self.tree.package:
                 return Unresolved(f"{mod}.{attr}", f"module {mod} is not in the tree")
             return External(f"{mod}.{attr}")

@@ -200,7 +200,9 @@ def _open(path: Optional[str], version: Optional[str], no_progress: bool, no_cac
     tree = open_tree(path, version, progress=_progress_enabled(no_progress), use_cache=not no_cache,
                      sglang_version=sglang_version, engine=name)
     _warn_unverified(tree.source)
-    return Auditor(tree, transformers=transformers, platform=platform, engine=name)
+    a = Auditor(tree, transformers=transformers, platform=platform, engine=name)
+    a.progress = _progress_enabled(no_progress)
+    return a
 
 
 def _warn_unverified(source) -> None:
@@ -336,8 +338,10 @@ def scan(
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when a target is blocked."),
     transformers: Optional[str] = typer.Option(
-        None, "--transformers", help="A transformers source folder whose HF config classes to read "
-        "(default: the transformers installed here, located without importing it)."),
+        None, "--transformers", help="The transformers whose HF config classes to read: a source folder, or a "
+        "release version (fetched through pip's index). Default: for an archive or release, the newest release "
+        "that satisfies the tree's own transformers requirement (fetched, sha256-checked, cached); for a folder "
+        "or the installed vllm, the transformers installed here.", metavar="PATH|VERSION"),
     platform: PlatformOpt = _platform_opt(all_ok=True),
     sglang_version: Optional[str] = SglangVersionOpt,
     engine: Optional[EngineOpt] = EngineOption,
@@ -995,6 +999,8 @@ def main(argv: Optional[list[str]] = None) -> None:
         _err().print(f"[bold red]eagle-audit: error:[/bold red] {escape(clean(exc.format_message()))}{escape(clean(hint))}",
                   highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
+    if rv == 130:  # click turned a KeyboardInterrupt (Ctrl-C, or SIGTERM during fix) into this code
+        _err().print("eagle-audit: interrupted")
     sys.exit(rv if isinstance(rv, int) else 0)
 
 

@@ -24,7 +24,7 @@ class AuditTarget:
     ``model_type``: the target's own model_type (``kimi_k25``); ``text_model_type``: the text
     config's model_type that vLLM's allowlist checks (``kimi_k2`` for Kimi-K2.5);
     ``model_type_source``: how the tool knows it (``--model-type``, ``--hf-config``,
-    ``alias table``, ``derived from the architecture name``); ``hf_config``: the checkpoint's
+    ``alias table``, the config class it was read from, ``guessed from the class name``); ``hf_config``: the checkpoint's
     parsed config.json when given.
     """
 
@@ -33,7 +33,7 @@ class AuditTarget:
     facts: TargetFacts
     model_type: str | None = None
     text_model_type: str | None = None
-    model_type_source: str = "derived from the architecture name"
+    model_type_source: str = "guessed from the class name"
     hf_config: dict | None = None
 
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import make_tree
 
@@ -457,6 +459,7 @@ def test_revert_restores_symlinks_and_written_files_follow_the_umask(tmp_path):
     for f in [backup / "manifest.json", *[p for p in (backup / "files").rglob("*") if p.is_file()]]:
         assert (f.stat().st_mode & 0o777) == 0o640, f  # 0o666 under umask 027
     assert cli("fix", root, "--revert").exit_code == 0
+    assert (root / ".eagle-audit.lock").stat().st_size == 0  # the lock file stays, empty
     assert toy.is_symlink() and os.readlink(toy) == "../../../shared/toy.py"
     assert tree_hash(root) == pristine
 
@@ -613,6 +616,9 @@ SPEC = "vllm-0.0.1/vllm/config/speculative.py"
     (_member("vllm-0.0.1/vllm/evil.py", kind=tarfile.LNKTYPE, link=SPEC), "hard link"),
     (_member("vllm-0.0.1/vllm/evil.py", kind=tarfile.FIFOTYPE), "special file"),
     (_member("vllm-0.0.1/docs/x", kind=tarfile.CHRTYPE), "special file"),
+    (_member("vllm-0.0.1//vllm/x.py"), "empty or '.' component"),
+    (_member("vllm-0.0.1/vllm/./x.py"), "empty or '.' component"),
+    (_member(SPEC + "/x.py"), "needs it to be a folder"),
 ])
 def test_a_tar_that_extraction_would_lay_out_differently_is_refused(tmp_path, member, words):
     archive = _tar(tmp_path / "vllm-0.0.1.tar.gz", [member])
@@ -906,6 +912,14 @@ def test_an_archive_without_a_published_sha256_is_refused_unless_allowed(file_in
     assert json.loads(r.stdout)["source"] == "vllm-9.9.7.tar.gz (unverified: the package index publishes no sha256 " \
                                              "for it)"
     assert r.stderr.startswith("eagle-audit: warning: vllm-9.9.7.tar.gz (unverified")
+    for args in (("explain", "LlamaForCausalLM", "--vllm-version", "9.9.7"),
+                 ("fix", "--vllm-version", "9.9.7", "--model", "ToyV3ForCausalLM", "--model-type", "toy"),
+                 ("gate", "--candidate", "9.9.7", "--model", "LlamaForCausalLM")):
+        r = cli("--allow-unverified", *args, "--no-progress")
+        assert r.exit_code == 0, (args, r.stderr)
+        assert r.stderr.startswith("eagle-audit: warning: vllm-9.9.7.tar.gz (unverified"), (args, r.stderr)
+        if args[0] == "fix":
+            assert "eagle-audit fix: vllm-9.9.7.tar.gz (unverified" in r.stderr
     archives = file_index / "cache" / "archives"
     assert not (archives / "vllm-9.9.7.tar.gz.sha256").exists()  # never trusted offline later
     r = cli("scan", "--vllm-version", "9.9.9", "--model", "LlamaForCausalLM", "-f", "json", "--no-progress")
@@ -955,3 +969,244 @@ def test_control_characters_from_the_tree_are_neutralised(tmp_path):
     ET.fromstring(runs["junit"].stdout)  # well-formed XML (control characters are not allowed in XML 1.0)
     assert evil in {x["architecture"] for x in json.loads(runs["json"].stdout)["results"]}  # JSON escapes by itself
     assert "Nope\\x1b[2J\\u202e" in runs["error"].stderr
+
+
+# -- property tests: generated modules and archive member lists --------------------------------
+
+
+_BASES = st.sampled_from(["nn.Module", "LlamaForCausalLM", "ToyV2ForCausalLM", "SupportsEagle3", "SupportsPP",
+                          "GenModel", "GenForCausalLM", "Missing", "object", "interfaces.SupportsEagle3"])
+_MEMBERS = st.sampled_from([
+    "pass",
+    "model_cls = GenModel",
+    "def __init__(self, vllm_config=None, prefix=''):\n        super().__init__()\n        self.model = GenModel()",
+    "def __init__(self, vllm_config=None, prefix=''):\n        self.model = self.model_cls()",
+    "def __init__(self):\n        self.language_model = init_vllm_registered_model(architectures=['LlamaForCausalLM'])",
+    "def forward(self, x):\n        for i, layer in enumerate(islice(self.layers, self.start_layer, self.end_layer)):\n"
+    "            x = layer(x)\n        return x",
+    "def forward(self, x):\n        aux = []\n        for idx, layer in enumerate(self.layers[self.start_layer:self.end_layer]):\n"
+    "            if idx in self.aux_hidden_state_layers:\n                aux.append(x)\n            x = layer(x)\n"
+    "        return x, aux",
+    "def get_eagle3_aux_hidden_state_layers(self):\n        ...",
+    "def set_aux_hidden_state_layers(self, layers):\n        self.model.aux_hidden_state_layers = layers",
+    "supports_eagle3 = True",
+    "image_token_index = 3",
+])
+_MODULE_LINES = st.sampled_from([
+    "from torch import nn", "from itertools import islice", "from .llama import LlamaForCausalLM",
+    "from .toy import ToyV2ForCausalLM", "from .interfaces import SupportsEagle3, SupportsPP",
+    "from . import interfaces", "from .gen import GenForCausalLM", "from .missing import Missing", "from . import *",
+    "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .toy import ToyV2ForCausalLM",
+    "def __getattr__(name):\n    return globals()[name]", "GenForCausalLM = as_seq_cls_model(LlamaForCausalLM)",
+    "class GenModel(GenModel):\n    pass", "try:\n    from .llama import LlamaModel as GenModel\nexcept ImportError:\n    pass",
+    "Gen = {'a': (1, 2), **{}}",
+])
+
+
+@st.composite
+def _modules(draw) -> bytes:
+    """A module source aimed at what the analysis reads (classes, bases, layer loops, protocol
+    members, imports), with some pathological shapes and some plain garbage."""
+    lines = draw(st.lists(_MODULE_LINES, max_size=5))
+    for name in draw(st.lists(st.sampled_from(["GenForCausalLM", "GenModel", "GenVLForConditionalGeneration"]),
+                              min_size=1, max_size=3)):
+        bases = draw(st.lists(_BASES, max_size=3))
+        body = draw(st.lists(_MEMBERS, min_size=1, max_size=4))
+        deco = draw(st.sampled_from(["", "@support_torch_compile\n", "@dataclass\n"]))
+        lines.append(f"{deco}class {name}({', '.join(bases)}):\n    " + "\n    ".join(body))
+    kind = draw(st.sampled_from(["plain"] * 6 + ["deep-sum", "deep-parens", "deep-calls", "garbage", "bytes"]))
+    if kind == "deep-sum":
+        lines.append("x = " + " + ".join(["a"] * draw(st.integers(1000, 60000))))
+    elif kind == "deep-parens":
+        n = draw(st.integers(50, 300))
+        lines.append("x = " + "(" * n + "1" + ")" * n)
+    elif kind == "deep-calls":
+        lines.append("x = f" + "()" * draw(st.integers(100, 3000)))
+    elif kind == "garbage":
+        lines.insert(draw(st.integers(0, len(lines))), draw(st.text(max_size=40)))
+    source = "\n\n".join(lines) + "\n"
+    data = source.encode("utf-8", "surrogatepass")
+    if kind == "bytes":
+        data = draw(st.binary(max_size=20)) + data
+    return data
+
+
+def _scan_dict(source) -> dict:
+    """The full scan of a source as plain data (the label aside), or the error it ends with."""
+    from auditor.engines.vllm.targets import resolve_targets
+    from auditor.index.tree import SummaryCache
+    from auditor.model.errors import AuditError
+    from auditor.orchestration.scan import Auditor, make_tree
+
+    try:
+        a = Auditor(make_tree(source, SummaryCache(enabled=False)))  # the tree with the engine's extractors
+        doc = a.scan(resolve_targets(a.registry, []), ["eagle3", "eagle"]).as_dict()
+    except AuditError as exc:  # e.g. a registry that no longer parses: the same on both sides
+        return {"error": str(exc)}
+    doc.pop("source")
+    return doc
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+@given(modules=st.lists(_modules(), min_size=1, max_size=2))
+def test_property_scan_never_crashes_and_a_folder_scans_like_its_archive(modules):
+    import tempfile
+
+    from auditor.source.sources import ArchiveSource, FolderSource
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = make_tree(Path(tmp))
+        names = ["gen", "gen_vl"][: len(modules)]
+        for name, data in zip(names, modules):
+            (root / "vllm/model_executor/models" / f"{name}.py").write_bytes(data)
+        add_rows(root, {"GenForCausalLM": "gen", "GenModelForCausalLM": names[-1],
+                        "GenVLForConditionalGeneration": names[-1]})
+        archive = _tar(Path(tmp) / "vllm-0.0.1.tar.gz", [], base=root / "vllm")
+        folder = _scan_dict(FolderSource(root))
+        assert folder == _scan_dict(ArchiveSource(archive))
+        if "error" not in folder:
+            verdicts = {r["architecture"]: r["verdict"] for r in folder["results"]}
+            assert verdicts["LlamaForCausalLM"] == "supported"  # trouble in one module stays there
+
+
+_BENIGN = ["vllm", "model_executor", "models", "sub", "x.py", "a.py", "b.py", "__init__.py", "__pycache__",
+           "PKG-INFO", "é.py", "n\nl.py", "_version.py"]
+_HOSTILE = [".", "", "..", "d\\e.py"]
+_PIECES = st.sampled_from(_BENIGN * 6 + _HOSTILE)
+
+
+@st.composite
+def _member_lists(draw) -> list[tuple[str, bytes, bytes | None]]:
+    """Members laid over minivllm's archive: names from a small alphabet that includes the hostile
+    pieces ('..', '', '.', backslashes, absolute paths) now and then, all kinds of members, repeats."""
+    out = []
+    for _ in range(draw(st.integers(1, 6))):
+        parts = draw(st.lists(_PIECES, min_size=1, max_size=4))
+        lead = draw(st.sampled_from(["vllm-0.0.1/vllm/"] * 6 + ["vllm-0.0.1/", "vllm-0.0.1/vllm/model_executor/models/",
+                                     "/", "./vllm-0.0.1/vllm/", "vllm-0.0.1//vllm/"]))
+        kind = draw(st.sampled_from([tarfile.REGTYPE] * 12 + [tarfile.DIRTYPE] * 3 + [
+            tarfile.SYMTYPE, tarfile.LNKTYPE, tarfile.FIFOTYPE]))
+        body = draw(st.sampled_from([b"x = 1\n", b"class A(B): pass\n", b"def (\n", b"\xff\xfe", b"",
+                                     b"__version__ = '1.2.3'\n"]))
+        out.append((lead + "/".join(parts), kind, body))
+    return out
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(members=_member_lists(), as_zip=st.booleans())
+def test_property_an_archive_reads_as_its_extraction_or_is_refused(members, as_zip):
+    """Random member lists, in a .tar.gz or a wheel (zip): the archive is refused with one line,
+    or the tool sees exactly the files a standard extraction (tarfile's 'data' filter, zipfile's
+    extractall) lays out."""
+    import tempfile
+    import warnings
+
+    from auditor.model.errors import SourceError
+    from auditor.source.sources import ArchiveSource, FolderSource
+
+    with tempfile.TemporaryDirectory() as tmp:
+        if as_zip:
+            extra = []
+            for name, kind, body in members:
+                name = name.removeprefix("vllm-0.0.1/").removeprefix("./vllm-0.0.1/")
+                mode = {tarfile.SYMTYPE: stat.S_IFLNK, tarfile.FIFOTYPE: stat.S_IFIFO,
+                        tarfile.DIRTYPE: stat.S_IFDIR}.get(kind, stat.S_IFREG)
+                extra.append((_zinfo(name + ("/" if kind == tarfile.DIRTYPE else ""), mode | 0o644), body))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # duplicate names
+                archive = _zip(Path(tmp) / "vllm-0.0.1-py3-none-any.whl", extra)
+        else:
+            extra = []
+            for name, kind, body in members:
+                ti = tarfile.TarInfo(name)
+                ti.type = kind
+                if kind == tarfile.REGTYPE:
+                    ti.size = len(body)
+                else:
+                    ti.linkname = "vllm-0.0.1/vllm/__init__.py" if kind == tarfile.LNKTYPE else "x.py"
+                extra.append((ti, body if kind == tarfile.REGTYPE else None))
+            archive = _tar(Path(tmp) / "vllm-0.0.1.tar.gz", extra)
+        try:
+            src = ArchiveSource(archive)
+        except SourceError as exc:
+            assert "\n" not in str(exc) and str(exc).startswith(("refusing archive", "cannot read archive"))
+            return
+        dest = Path(tmp) / "x"
+        if as_zip:
+            with zipfile.ZipFile(archive) as zf:
+                zf.extractall(dest)
+            folder = FolderSource(dest)
+        else:
+            with tarfile.open(archive) as tf:
+                tf.extractall(dest, filter="data")
+            folder = FolderSource(dest / "vllm-0.0.1")
+        assert src.files() == folder.files()
+        for rel in src.files():
+            assert src.read(rel) == folder.read(rel), rel
+        assert src.version() == folder.version()
+        src.close()
+
+
+# -- promises of the README not covered above ----------------------------------------------------
+
+
+def test_no_code_from_the_tree_runs_and_archives_are_never_extracted(tmp_path, monkeypatch):
+    """Planted module code (module level, class bodies, __init__ files, the version file) never
+    runs under scan, explain, fix or gate, from a folder, a .tar.gz or a wheel; and no archive is
+    ever extracted to disk."""
+    marker = tmp_path / "PWNED"
+    plant = f"open({str(marker)!r}, 'w').write('ran')\nimport os\nos.system('touch {marker}')\n"
+    models = "vllm/model_executor/models/"
+    from tests.conftest import MINIVLLM
+
+    root = make_tree(tmp_path, {
+        models + "evil.py": plant + "class EvilForCausalLM:\n    " + plant.replace("\n", "\n    ") + "\n",
+        models + "__init__.py": (MINIVLLM / models / "__init__.py").read_text() + plant,
+        "vllm/__init__.py": (MINIVLLM / "vllm/__init__.py").read_text() + plant,
+        "vllm/_version.py": "__version__ = '0.0.1'\n" + plant,
+    })
+    add_rows(root, {"EvilForCausalLM": "evil"})
+    archives = [_tar(tmp_path / "vllm-0.0.1.tar.gz", [], base=root / "vllm"),
+                _zip(tmp_path / "vllm-0.0.1-py3-none-any.whl", [], base=root)]
+
+    def never(*a, **k):
+        raise AssertionError("an archive was extracted")
+
+    for cls in (tarfile.TarFile, zipfile.ZipFile):
+        monkeypatch.setattr(cls, "extract", never)
+        monkeypatch.setattr(cls, "extractall", never)
+    for tree in (root, *archives):
+        for args in (("scan", tree, "-f", "json"), ("explain", "EvilForCausalLM", tree),
+                     ("fix", tree, "--model", "ToyV3ForCausalLM", "--model-type", "toy"),
+                     ("gate", "--candidate", tree, "--model", "EvilForCausalLM")):
+            r = cli(*args, "--no-cache") if args[0] != "gate" else cli(*args)
+            assert r.exit_code in (0, 1), (args, r.stderr)
+    assert not marker.exists()
+
+
+def test_sigterm_during_an_apply_restores_what_it_wrote(tmp_path, monkeypatch):
+    import signal
+
+    from auditor.orchestration import fix
+
+    root = make_tree(tmp_path)
+    pristine = tree_hash(root)
+    real_put = fix._Dir.put
+    seen = []
+
+    def put(self, name, data=None, **kw):
+        if kw.get("shown"):
+            seen.append(name)
+            if len(seen) == 2:
+                os.kill(os.getpid(), signal.SIGTERM)
+        return real_put(self, name, data, **kw)
+
+    monkeypatch.setattr(fix._Dir, "put", put)
+    old = signal.getsignal(signal.SIGTERM)
+    try:
+        r = cli("fix", root, "--model", VL, "--model-type", "toy", "--apply")
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    assert r.exit_code == 130 and "interrupted" in r.stderr
+    assert seen[2:] == seen[:1]  # the second write was stopped, the first one restored
+    assert tree_hash(root) == pristine and not temps(root)

@@ -114,6 +114,15 @@ class MethodFact:
     loops: list[LoopFact] = field(default_factory=list)
     returns_aux: bool = False
     delegates: list[tuple[str, str]] = field(default_factory=list)
+    #: the annotation of a local bound from the model's HF config (``config: Qwen3VLMoeConfig =
+    #: vllm_config.model_config.hf_config``), as written
+    config_annotation: str | None = None
+    #: ``module.name`` of each absolute ``from module import name`` in the body (small
+    #: protocol methods only): what the method needs at run time
+    imports: list[str] = field(default_factory=list)
+    #: ``forward`` returns what ``super().forward(...)`` returned, unchanged (directly or through
+    #: one local name): the class before it on the MRO decides what it returns
+    returns_super: bool = False
 
 
 @cacheable
@@ -401,6 +410,12 @@ _REFERENCE_METHODS = frozenset(
 )
 
 
+def _is_super_call(node: ast.AST, method: str) -> bool:
+    """``super().<method>(...)``."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == method
+            and isinstance(node.func.value, ast.Call) and dotted(node.func.value.func) == "super")
+
+
 def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
     mf = MethodFact(
         name=fn.name,
@@ -431,16 +446,29 @@ def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
                     mf.delegates.append((owner.attr, node.func.attr))
                 elif isinstance(owner, ast.Call) and _is_self_attr(owner.func):
                     mf.delegates.append((owner.func.attr + "()", node.func.attr))
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                mf.imports += [f"{node.module}.{a.name}" for a in node.names]
         mf.names = frozenset(names)
         mf.attrs = frozenset(attrs)
     aux_vars: set[str] = set()
     returns: list[ast.Return] = []
+    super_vars: set[str] = set()
     for st in _iter_stmts(fn.body):
+        if fn.name == "forward":
+            if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) \
+                    and _is_super_call(st.value, fn.name):
+                super_vars.add(st.targets[0].id)
+            elif isinstance(st, ast.Return) and st.value is not None and (
+                    _is_super_call(st.value, fn.name) or (isinstance(st.value, ast.Name) and st.value.id in super_vars)):
+                mf.returns_super = True
         if isinstance(st, (ast.Assign, ast.AnnAssign)):
             targets = st.targets if isinstance(st, ast.Assign) else [st.target]
             value = st.value
             if value is None:
                 continue
+            if isinstance(st, ast.AnnAssign) and mf.config_annotation is None and isinstance(value, ast.Attribute) \
+                    and value.attr == "hf_config":
+                mf.config_annotation = _text(st.annotation)
             # ``self.start_layer, self.end_layer, self.layers = make_layers(...)``
             targets = [e for t in targets for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t])]
             for t in targets:

@@ -81,6 +81,9 @@ class ScanReport:
     results: list[TargetResult]
     #: the platform whose import-time branches were followed (``cuda``, ``rocm``, ``xpu``, ``cpu``)
     platform: str = "cuda"
+    #: the transformers source whose HF config classes the verdicts read: ``{"version", "how"}``,
+    #: or None when no verdict needed one
+    transformers: dict | None = None
     parse_errors: dict[str, str] = field(default_factory=dict)
     drafters: list[str] = field(default_factory=list)
     pooling: list[str] = field(default_factory=list)
@@ -121,6 +124,7 @@ class ScanReport:
             "vllm_version": self.vllm_version,
             "source": self.source,
             "platform": self.platform,
+            "transformers": self.transformers,
             "results": [r.as_dict() for r in self.results],
             "parse_errors": [{"path": p, "error": e} for p, e in sorted(self.parse_errors.items())],
             "drafters": self.drafters,

@@ -7,6 +7,7 @@ which the reporters in :mod:`auditor.render.report` render.
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 from typing import Callable, Iterable
 
 from auditor.cache import Store
@@ -71,12 +72,52 @@ class Auditor:
         self.facts = self.engine.make_facts(self.resolver, self.registry)
         self.rules = rules_for(self.engine.name)
         self.ctx = Context(self.resolver, self.registry, self.facts, engine=self.engine.name)
-        if transformers:
+        self.transformers_arg = transformers
+        self.progress = False
+        if transformers and Path(transformers).exists():
             from auditor.engines.vllm.hfconfigs import locate_transformers
 
             if locate_transformers(transformers) is None:
                 raise AuditError(f"--transformers: no transformers package at {transformers}")
-            self.ctx.cache["transformers_path"] = transformers
+        elif transformers:
+            from packaging.version import InvalidVersion, Version
+
+            try:
+                Version(transformers)
+            except InvalidVersion:
+                raise AuditError(f"--transformers: {transformers} is neither a transformers folder nor a "
+                                 "release version") from None
+        self.ctx.cache["transformers_loader"] = self._load_transformers
+
+    def _load_transformers(self):
+        """The transformers source for this tree, chosen once, on first need (see
+        :func:`auditor.engines.vllm.hfconfigs.transformers_for_tree`): a fetch happens only when
+        a verdict needs a class from transformers."""
+        from auditor.engines.vllm.hfconfigs import transformers_for_tree
+        from auditor.source.sources import FolderSource
+
+        if "transformers_chosen" not in self.shared:
+            src = self.tree.source
+            tf, note = transformers_for_tree(src, self.transformers_arg, progress=self.progress,
+                                             prefer_installed=isinstance(src, FolderSource))
+            self.shared["transformers_chosen"] = (tf, note)
+        tf, note = self.shared["transformers_chosen"]
+        self.ctx.cache["transformers_note"] = note
+        return tf
+
+    @property
+    def shared(self) -> dict:
+        """State shared by every auditor of one tree (one per platform): the transformers chosen."""
+        return self.tree.__dict__.setdefault("_auditor_shared", {})
+
+    def transformers_used(self) -> dict | None:
+        """``{"version", "how"}`` of the transformers source the verdicts read, or None when no
+        verdict needed one (nothing was chosen)."""
+        chosen = self.shared.get("transformers_chosen")
+        if chosen is None:
+            return None
+        tf, note = chosen
+        return {"version": tf.version if tf else None, "how": note}
 
     def prefetch_all(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Summarise, in parallel, the modules a full scan reads: every registry module, the
@@ -142,6 +183,7 @@ class Auditor:
         role = self.registry.role(spec.architecture)
         if role != "target":
             return self._not_a_target(spec, method, role)
+        spec = self.with_model_type(spec)
         facts = target_facts(self.resolver, self.registry, spec.architecture)
         target = AuditTarget(spec.architecture, method, facts, spec.model_type, spec.text_model_type, spec.source, hf_config)
         findings: list[Finding] = []
@@ -175,6 +217,27 @@ class Auditor:
             holder=holder,
             language_model=lm,
         )
+
+    def with_model_type(self, spec: TargetSpec) -> TargetSpec:
+        """``spec`` with its model_types filled in from the tree when the user gave none (see
+        :func:`auditor.engines.vllm.modeltypes.infer_model_type`: the model's config class, vLLM's
+        config registry read backwards, the alias table, and only then a labelled name guess)."""
+        if spec.model_type is not None:
+            return spec
+        from auditor.engines.vllm.modeltypes import infer_model_type
+        from auditor.engines.vllm.targets import load_alias_table
+        from rules.image_token.rule import transformers_configs
+
+        key = ("model_type", spec.architecture)
+        if key not in self.ctx.cache:
+            self.ctx.cache[key] = infer_model_type(self.resolver, self.registry, spec.architecture,
+                                                   load_alias_table(), lambda: transformers_configs(self.ctx))
+        mt, tmt, how = self.ctx.cache[key]
+        if "transformers'" in how:
+            self.ctx.cache["consulted_transformers"] = True
+        if spec.text_model_type is not None:
+            return TargetSpec(spec.architecture, mt, spec.text_model_type, spec.source)
+        return TargetSpec(spec.architecture, mt, tmt, how)
 
     def _not_a_target(self, spec: TargetSpec, method: str, role: str) -> TargetResult:
         from auditor.model.findings import Verdict
@@ -223,9 +286,11 @@ class Auditor:
         return report
 
     def request_inputs(self) -> dict:
-        """The inputs besides the tree and the targets that a verdict depends on (the platform
-        whose branches are followed, the transformers source given), for keying cached results."""
-        return {"platform": self.platform, "transformers": self.ctx.cache.get("transformers_path"),
+        """The inputs besides the tree and the targets that a verdict depends on, for keying
+        cached results: the platform whose branches are followed, the ``--transformers`` given,
+        the tree's own transformers requirement (which picks the release fetched), and the engine."""
+        req = self.tree.source.requirement("transformers") if hasattr(self.tree.source, "requirement") else None
+        return {"platform": self.platform, "transformers": self.transformers_arg, "transformers_requirement": req,
                 "engine": self.engine.name}
 
     def _scan(self, specs, methods, hf_config, progress) -> ScanReport:
@@ -243,6 +308,7 @@ class Auditor:
             engine_version=version,
             source=getattr(self.tree.source, "label", ""),
             platform=self.platform,
+            transformers=self.transformers_used(),
             results=results,
             parse_errors=dict(self.tree.parse_errors),
             drafters=sorted(e.architecture for e in self.registry.drafters()),

@@ -107,8 +107,12 @@ def open_side(value: str, *, releases: Releases | None = None, progress: bool = 
 
         releases = IndexReleases(progress=progress, project=engine or "vllm")
     archive = releases.fetch(value)
-    return Auditor(make_tree(ArchiveSource(archive, progress=progress), SummaryCache(enabled=use_cache)),
-                   platform=platform)
+    source = ArchiveSource(archive, progress=progress)
+    from auditor.source.fetch import UNVERIFIED, recorded_sha256
+
+    if recorded_sha256(archive) is None:  # no sidecar: the index published no sha256 (allowed by the caller)
+        source.label = f"{source.label} ({UNVERIFIED})"
+    return Auditor(make_tree(source, SummaryCache(enabled=use_cache)), platform=platform)
 
 
 @dataclass

@@ -133,6 +133,9 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
         console.print("(supported targets, drafters, pooling models and warnings are left out of the table in a "
                       "full scan; --verbose shows all)", style="dim")
     console.print(summary_line(report))
+    if report.transformers:
+        console.print(f"HF config classes from transformers: {report.transformers['how']}", highlight=False,
+                      markup=False)
     for p, e in sorted(report.parse_errors.items()):
         console.print(f"[yellow]does not parse:[/yellow] {escape(clean(p))} {escape(clean(e))}", highlight=False)
 

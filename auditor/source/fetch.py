@@ -48,6 +48,7 @@ __all__ = [
     "IndexListing",
     "allow_unverified",
     "SdistFile",
+    "fetch_newest_wheel",
 ]
 
 #: Environment variable that lets an archive whose index entry has no sha256 be used (set by
@@ -370,11 +371,11 @@ def _files_from_html(text: str, base: str) -> list[dict]:
 
 
 def _project_files(client: _Client, project: str = _PROJECT) -> tuple[list[dict], list[str]]:
-    """Fetch the index's page for ``project`` (vllm by default).
+    """Fetch the index's page for a project (vllm by default).
 
     Args:
         client: the HTTP client bound to the configured index.
-        project: the distribution name.
+        project: the project whose page to read.
 
     Returns:
         ``(files, versions)``: PEP 691 file dicts with absolute URLs, and the version
@@ -973,3 +974,108 @@ def _is_file(path: pathlib.Path) -> bool:
         return path.is_file()
     except OSError:
         return False
+
+
+# ------------------------------------------------------------- other projects' wheels
+
+
+def _pure_wheels(files: list[dict], project: str) -> list[SdistFile]:
+    """The pure-Python wheels (``<project>-X-py3-none-any.whl``) of an index page, by version."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    found: list[SdistFile] = []
+    for entry in files:
+        filename = str(entry.get("filename", ""))
+        if not filename.endswith(".whl") or "/" in filename or "\\" in filename:
+            continue
+        try:
+            name, version, _, tags = parse_wheel_filename(filename)
+        except (InvalidWheelFilename, InvalidVersion):
+            continue
+        if canonicalize_name(name) != canonicalize_name(project):
+            continue
+        if not any(t.abi == "none" and t.platform == "any" and t.interpreter.startswith("py3") for t in tags):
+            continue
+        hashes = entry.get("hashes") or {}
+        sha = hashes.get("sha256") if isinstance(hashes, dict) else None
+        size = entry.get("size")
+        found.append(SdistFile(filename, version, str(entry["url"]), str(sha).lower() if sha else None,
+                               int(size) if isinstance(size, int) else None, bool(entry.get("yanked"))))
+    found.sort(key=lambda f: f.version)
+    return found
+
+
+def fetch_newest_wheel(
+    project: str,
+    specifier: str,
+    *,
+    progress: bool = True,
+    cache_dir: pathlib.Path | None = None,
+) -> tuple[pathlib.Path, str]:
+    """The newest release of ``project`` that satisfies ``specifier`` (a PEP 440 specifier set
+    such as ``"<5,>=4.56.0"``; pre-releases only when it names one), as its pure-Python wheel
+    fetched through pip's configured index like :func:`fetch_release`: sha256-checked against
+    the index, cached in the archive cache with a ``.sha256`` sidecar, never executed.
+
+    When the index cannot be reached, the newest matching wheel already in the cache (verified
+    against its sidecar) is used instead.
+
+    Returns:
+        ``(path of the wheel, version)``.
+
+    Raises:
+        SourceError: a malformed specifier, no release of ``project`` satisfies it, or the
+            index cannot be reached and no cached wheel matches.
+    """
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        spec = SpecifierSet(specifier)
+    except InvalidSpecifier:
+        raise SourceError(f"{project} requirement {specifier!r} is not a version specifier") from None
+    folder = pathlib.Path(cache_dir).expanduser() if cache_dir is not None else archive_cache_dir()
+    try:
+        client = _Client(index_url())
+        files, _ = _project_files(client, project)
+    except SourceError as exc:
+        cached = _cached_wheels(folder, project, spec)
+        if cached:
+            return cached[-1]
+        raise exc
+    wheels = [w for w in _pure_wheels(files, project) if not w.yanked and spec.contains(w.version)]
+    if not wheels:
+        raise SourceError(f"no {project} release on the package index ({client.shown_index}) satisfies "
+                          f"{specifier} with a pure-Python wheel")
+    wheel = wheels[-1]
+    target = folder / wheel.filename
+    if target.is_file():
+        actual = _sha256_file(target)
+        expected = _read_sidecar(target) or wheel.sha256
+        if expected is None or actual == expected:
+            _write_sidecar(target, actual)
+            return target, str(wheel.version)
+        _drop_cached(target)
+    digest = _download(client, wheel, target, progress)
+    _write_sidecar(target, digest)
+    return target, str(wheel.version)
+
+
+def _cached_wheels(folder: pathlib.Path, project: str, spec) -> list[tuple[pathlib.Path, str]]:
+    """Verified cached wheels of ``project`` that satisfy ``spec``, oldest first."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    out = []
+    try:
+        paths = list(folder.glob("*.whl"))
+    except OSError:
+        return []
+    for path in paths:
+        try:
+            name, version, _, _ = parse_wheel_filename(path.name)
+        except (InvalidWheelFilename, InvalidVersion):
+            continue
+        recorded = _read_sidecar(path)
+        if canonicalize_name(name) == canonicalize_name(project) and spec.contains(version) and recorded \
+                and _sha256_file(path) == recorded:
+            out.append((version, path))
+    return [(p, str(v)) for v, p in sorted(out)]

@@ -425,7 +425,35 @@ class TreeSource(abc.ABC):
     def _metadata_version(self) -> str | None:
         """Return the version from PKG-INFO / dist-info METADATA, or None."""
 
+    def _metadata_bytes(self) -> list[bytes]:
+        """The tree's packaging metadata files (``PKG-INFO`` / ``METADATA``) and requirement
+        files, for :meth:`requirement`; none by default."""
+        return []
+
     # -- concrete -----------------------------------------------------------------
+
+    def requirement(self, project: str) -> str | None:
+        """The version specifier the tree itself requires of ``project`` (``"<5,>=4.56.0"`` for
+        ``transformers`` in vLLM 0.16.0), from its ``Requires-Dist`` metadata or, in a source
+        checkout, ``requirements/common.txt``; None when the tree does not say. Never raises."""
+        from packaging.requirements import InvalidRequirement, Requirement
+
+        want = canonicalize_name(project)
+        for data in self._metadata_bytes():
+            text = data.decode("utf-8", errors="replace")
+            for line in text.splitlines():
+                line = line.split("#", 1)[0].strip()
+                if line.lower().startswith("requires-dist:"):
+                    line = line.split(":", 1)[1].strip()
+                if not line or line.startswith("-"):
+                    continue
+                try:
+                    req = Requirement(line)
+                except InvalidRequirement:
+                    continue
+                if canonicalize_name(req.name) == want and (req.marker is None or "extra" not in str(req.marker)):
+                    return str(req.specifier)
+        return None
 
     def read(self, relpath: str) -> bytes:
         """Return the bytes of one file of the tree.
@@ -643,6 +671,25 @@ class FolderSource(TreeSource):
                 raise UnreadableFile(relpath, f"listed, but {what} when read") from None
             raise KeyError(relpath) from None
 
+    def _metadata_bytes(self) -> list[bytes]:
+        """``PKG-INFO`` at the root, a vllm ``*.dist-info/METADATA`` next to the package, and a
+        checkout's ``requirements/common.txt``, those that exist."""
+        out = []
+        try:
+            names = [p.name for p in self._root.iterdir() if p.is_dir()]
+        except OSError:
+            names = []
+        info = _best_dist_info(names)
+        cands = [self._root / "PKG-INFO", self._root / "requirements" / "common.txt"]
+        if info:
+            cands.insert(1, self._root / info / ("METADATA" if info.endswith(".dist-info") else "PKG-INFO"))
+        for c in cands:
+            try:  # a FIFO or a device named PKG-INFO must never block the tool
+                out.append(read_regular_file(c, str(c.relative_to(self._root)), limit=1 << 20))
+            except (OSError, UnreadableFile):
+                continue
+        return out
+
     def _metadata_version(self) -> str | None:
         """Read ``PKG-INFO`` at the root, else a vllm ``*.dist-info/METADATA`` or
         ``*.egg-info/PKG-INFO`` next to the package."""
@@ -850,13 +897,24 @@ class ArchiveSource(TreeSource):
         """Build the one-line refusal of an archive the tool will not read."""
         return SourceError(f"refusing archive {self.path}: {why}")
 
+    def _check_layout(self, files: set[str], names: set[str]) -> None:
+        """Refuse an archive where a file member sits where another member (of ``names``) needs
+        a folder (``a.py`` and ``a.py/b.py``): no extraction can lay both out."""
+        for name in names:
+            parts = name.split("/")
+            for i in range(1, len(parts)):
+                if "/".join(parts[:i]) in files:
+                    raise self._refuse(f"member {'/'.join(parts[:i])!r} is a file, but {name!r} needs it to be a "
+                                       "folder")
+
     def _member_path(self, name: str) -> str:
-        """The path a standard extraction gives member ``name`` (``./`` and empty components
-        dropped, as ``tar`` and ``unzip`` do).
+        """The path a standard extraction gives member ``name``: the name itself, without the
+        leading ``./`` some tools write and a folder's trailing ``/`` (``""`` for the top folder).
 
         Raises:
             SourceError: names that extraction tools treat differently or that would land
-                outside the destination: absolute, with ``..``, a backslash or a NUL.
+                outside the destination: absolute, with ``..``, ``.`` or empty components
+                (``a//b``), a backslash or a NUL.
         """
         shown = repr(name) if len(name) <= 120 else repr(name[:117] + "...")
         if "\\" in name:
@@ -865,10 +923,18 @@ class ArchiveSource(TreeSource):
             raise self._refuse(f"member {shown} has a NUL in its name")
         if name.startswith("/"):
             raise self._refuse(f"member {shown} has an absolute name")
-        parts = [p for p in name.split("/") if p not in ("", ".")]
+        rest = name
+        while rest.startswith("./"):
+            rest = rest[2:]
+        rest = rest.removesuffix("/")
+        if rest in ("", "."):
+            return ""
+        parts = rest.split("/")
         if ".." in parts:
             raise self._refuse(f"member {shown} has '..' in its name")
-        return "/".join(parts)
+        if "" in parts or "." in parts:
+            raise self._refuse(f"member {shown} has an empty or '.' component in its name")
+        return rest
 
     @staticmethod
     def _decompressor(fileobj: IO[bytes]) -> IO[bytes]:
@@ -914,6 +980,7 @@ class ArchiveSource(TreeSource):
         oversized: dict[str, str] = {}
         metadata: dict[str, bytes] = {}
         seen: set[str] = set()
+        folders: set[str] = set()
         kept = 0
         ends: tuple[int, str, int] = (0, "", 0)  # where the last member's data must end, its name and size
         total = self.path.stat().st_size
@@ -936,7 +1003,7 @@ class ArchiveSource(TreeSource):
                         if count > MAX_MEMBERS:
                             raise self._refuse(f"more than {MAX_MEMBERS} members")
                         name = self._member_path(member.name)
-                        if name in seen:
+                        if name in seen and not (member.isdir() and name in folders):  # a folder may repeat
                             raise self._refuse(f"member {name!r} appears twice (extraction keeps only one)")
                         seen.add(name)
                         ends = max(ends, (member.offset_data + member.size, name, member.size))
@@ -944,14 +1011,17 @@ class ArchiveSource(TreeSource):
                             raise self._refuse(f"member {name!r} declares {member.size} bytes: it decompresses to "
                                                f"more than {_human(MAX_ARCHIVE_BYTES)}")
                         if member.isdir() or not name:
+                            folders.add(name)
                             continue
+                        if member.name.endswith("/"):
+                            raise self._refuse(f"member {name!r} is a file whose name ends with '/'")
                         if not member.isfile():
                             kind = ("a symbolic link" if member.issym() else "a hard link" if member.islnk()
                                     else "a special file")
                             raise self._refuse(f"member {name!r} is {kind}; archives with links or special files "
                                                "are not read")
                         parts = name.split("/")
-                        wanted_py = name.endswith(".py") and (
+                        wanted_py = name.endswith(".py") and "__pycache__" not in parts and (
                             parts[0] in self._wanted or (len(parts) > 2 and parts[1] in self._wanted)
                         )
                         wanted_meta = parts[-1] == "PKG-INFO" and len(parts) <= 2
@@ -983,6 +1053,7 @@ class ArchiveSource(TreeSource):
         finally:
             if bar is not None:
                 bar[0].stop()
+        self._check_layout(seen - folders, seen)
         prefix = self._pick(list(py_members) + list(oversized))
         if prefix is None:
             raise self._missing()
@@ -1030,6 +1101,7 @@ class ArchiveSource(TreeSource):
             norm[len(prefix) :]: original
             for norm, original in names.items()
             if norm.startswith(prefix + self.package + "/") and norm.endswith(".py")
+            and "__pycache__" not in norm.split("/")
         }
         sizes = {i.filename: i.file_size for i in infos}
         self._unreadable = {
@@ -1061,13 +1133,15 @@ class ArchiveSource(TreeSource):
         names: dict[str, str] = {}
         seen: set[str] = set()
         readable = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
+        folders: set[str] = set()
         for info in infos:
             norm = self._member_path(info.filename)
-            if norm in seen:
+            if norm in seen and not (info.is_dir() and norm in folders):  # a folder may repeat
                 raise self._refuse(f"member {norm!r} appears twice (extraction keeps only one)")
             seen.add(norm)
             kind = stat.S_IFMT(info.external_attr >> 16)
             if info.is_dir() or not norm:
+                folders.add(norm)
                 continue
             if kind not in (0, stat.S_IFREG):
                 what = "a symbolic link" if kind == stat.S_IFLNK else "a special file"
@@ -1078,6 +1152,7 @@ class ArchiveSource(TreeSource):
                 raise self._refuse(f"member {norm!r} uses compression method {info.compress_type}, which "
                                    "Python's zipfile cannot read")
             names[norm] = info.filename
+        self._check_layout(set(names), seen)
         return names
 
     def _zip_read(self, member: str) -> bytes:
@@ -1115,6 +1190,10 @@ class ArchiveSource(TreeSource):
     def _metadata_version(self) -> str | None:
         """Version from the archive's ``PKG-INFO`` or ``*.dist-info/METADATA``."""
         return _version_from_metadata(self._meta_bytes, self.package) if self._meta_bytes else None
+
+    def _metadata_bytes(self) -> list[bytes]:
+        """The archive's ``PKG-INFO`` or ``*.dist-info/METADATA``."""
+        return [self._meta_bytes] if self._meta_bytes else []
 
     def close(self) -> None:
         """Close the wheel's zip file, if any. Idempotent."""

@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator
 
 from auditor.cache import cacheable
 from auditor.engines.vllm.facts import (
+    captures_itself,
     find_holder,
     holder_forward,
     method_requires_mixin,
@@ -99,8 +100,16 @@ def holder_and_forward(ctx: Context, target: AuditTarget):
     """``(HolderInfo, ForwardFacts | None)`` for the target, cached per target class."""
     key = ("holder", target.facts.ref)
     if key not in ctx.cache:
-        h = find_holder(ctx.resolver, ctx.registry, target.facts.ref)
+        from auditor.engines.vllm.modeltypes import default_text_architecture
+        from rules.image_token.rule import transformers_configs
+
+        def text_default(owner):
+            return default_text_architecture(ctx.resolver, ctx.registry, owner, lambda: transformers_configs(ctx))
+
+        h = find_holder(ctx.resolver, ctx.registry, target.facts.ref, text_default=text_default)
         fwd = holder_forward(ctx.resolver, h.ref) if h.ref is not None else None
+        if h.assumed:
+            ctx.cache["consulted_transformers"] = True
         ctx.cache[key] = (h, fwd)
     return ctx.cache[key]
 
@@ -108,11 +117,15 @@ def holder_and_forward(ctx: Context, target: AuditTarget):
 @cacheable
 @dataclass
 class AuxCaptureData:
-    """EA303 details: the ``holder`` model (the inner model whose forward runs the layers) and
-    whether the tree's protocol defaults make it ``needs_mixin`` (``EagleModelMixin``)."""
+    """EA303 details: the ``holder`` model (the inner model whose forward runs the layers),
+    whether the tree's protocol defaults make it ``needs_mixin`` (``EagleModelMixin``), what a
+    wrapper that captures by itself ``requires`` of transformers, and whether the holder was
+    ``assumed`` rather than found."""
 
     holder: str | None = None
     needs_mixin: bool = False
+    requires: list[str] = field(default_factory=list)
+    assumed: bool = False
 
 
 @cacheable
@@ -167,10 +180,23 @@ class AuxCaptureRule(Rule):
         facts = target.facts
         if facts.ref is None:
             return
+        own = captures_itself(ctx.resolver, facts.ref)
+        if own is not None:
+            # the Transformers modeling backend: no vLLM holder model exists, none is needed
+            if own.requires:
+                yield self.finding(
+                    Severity.WARNING,
+                    f"{own.defined_in.name} captures aux hidden states itself (its forward returns them, "
+                    f"set_aux_hidden_state_layers configures the capture); this needs a transformers that "
+                    f"provides {', '.join(own.requires)}", own.path, own.line, requires=own.requires,
+                )
+            return
         h, fwd = holder_and_forward(ctx, target)
         if h.unknown:
             yield self.finding(Severity.UNKNOWN, f"cannot find the holder model: {h.unknown}", h.path, h.line)
             return
+        if h.assumed:
+            yield self.finding(Severity.WARNING, h.assumed, h.path, h.line, assumed=True)
         holder = h.ref
         if fwd is None or fwd.defined_in is None:
             loc = ctx.resolver.location(holder)

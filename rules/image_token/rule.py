@@ -17,13 +17,17 @@ def transformers_configs(ctx: Context):
     """The :class:`auditor.engines.vllm.hfconfigs.TransformersConfigs` of the transformers source given with
     ``--transformers`` or installed here (None when there is none), built once per context."""
     if "transformers" not in ctx.cache:
-        from auditor.engines.vllm.hfconfigs import (
-            TransformersConfigs,
-            locate_transformers,
-        )
+        loader = ctx.cache.get("transformers_loader")  # the auditor's choice (fetched per the tree's requirement)
+        if loader is not None:
+            ctx.cache["transformers"] = loader()
+        else:
+            from auditor.engines.vllm.hfconfigs import (
+                TransformersConfigs,
+                locate_transformers,
+            )
 
-        parent = locate_transformers(ctx.cache.get("transformers_path"))
-        ctx.cache["transformers"] = TransformersConfigs(parent) if parent else None
+            parent = locate_transformers(ctx.cache.get("transformers_path"))
+            ctx.cache["transformers"] = TransformersConfigs(parent) if parent else None
     return ctx.cache["transformers"]
 
 
@@ -125,9 +129,11 @@ class ImageTokenRule(Rule):
                 ctx.cache["consulted_transformers"] = True
                 where = f"transformers at {tf.parent}"
         if not isinstance(cfg, ClassRef):
-            what = f"model_type {mt!r}" if mt else "an unknown model_type"
-            tf_note = ("no transformers is installed here (or pass --transformers PATH)"
-                       if transformers_configs(ctx) is None else "the installed transformers does not register it")
+            what = f"model_type {mt!r} ({target.model_type_source})" if mt else "an unknown model_type"
+            tf = transformers_configs(ctx)
+            tf_note = (f"no transformers source is at hand ({ctx.cache.get('transformers_note') or 'none installed'}; "
+                       "pass --transformers PATH|VERSION)" if tf is None
+                       else f"transformers {tf.version or ''} ({tf.parent}) does not register it")
             yield self.finding(
                 Severity.UNKNOWN,
                 f"{ref.name} is multimodal and named in no proposer branch; the fallback reads "

@@ -15,6 +15,7 @@ model it builds with ``init_vllm_registered_model(..., architectures=[...])``, a
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -173,6 +174,9 @@ class HolderInfo:
     unknown: str | None = None
     language_arch: str | None = None
     language_ref: ClassRef | None = None
+    #: what the holder rests on when the checkpoint decides it (the HF config class's default
+    #: text config), one sentence; None when the tree alone decides
+    assumed: str | None = None
 
 
 @dataclass
@@ -259,7 +263,31 @@ def _string_list(text: str) -> list[str] | None:
     return None
 
 
-def find_holder(resolver: Resolver, registry: Registry, ref: ClassRef, _depth: int = 0) -> HolderInfo:
+_CAST_LM = re.compile(rb"cast\(\s*([A-Za-z_][\w.]*)\s*,\s*self\.(?:get_language_model\(\)|language_model)\s*\)")
+
+
+def stated_language_model(resolver: Resolver, owner: ClassRef) -> tuple[ClassRef, str] | None:
+    """The language model class a wrapper's module states for its own language model:
+    ``cast(NemotronHForCausalLM, self.get_language_model())`` (0.33.0
+    ``vllm/model_executor/models/nano_nemotron_vl.py``), found by a text scan of the module and
+    resolved in it; one class, or None (absent, or several different ones)."""
+    path = resolver.tree.path_of(owner.module)
+    if path is None:
+        return None
+    try:
+        data = resolver.tree.read(path)
+    except (KeyError, OSError):
+        return None
+    names = {m.decode() for m in _CAST_LM.findall(data)}
+    refs = {t for t in (resolver.resolve_dotted(owner.module, n) for n in names) if isinstance(t, ClassRef)}
+    if len(refs) != 1:
+        return None
+    (ref,) = refs
+    return ref, f"which {path} casts to {ref.name}"
+
+
+def find_holder(resolver: Resolver, registry: Registry, ref: ClassRef, _depth: int = 0,
+                text_default=None) -> HolderInfo:
     """Find the inner model whose ``forward`` loops over the decoder layers.
 
     Tries, in order: a language model built by ``init_vllm_registered_model(...,
@@ -268,6 +296,12 @@ def find_holder(resolver: Resolver, registry: Registry, ref: ClassRef, _depth: i
     directly, ``self.<method>(...)`` (the method is looked up on ``ref``'s MRO, so overrides
     count, and its ``return X(...)`` gives the class), or ``self.<attr>(...)`` where ``<attr>`` is a
     class attribute (``model_cls = DeepseekV2Model``; subclasses may rebind it).
+
+    A wrapper that builds its language model from the checkpoint's text config
+    (``init_vllm_registered_model(hf_config=config.text_config)``) is followed through the class
+    its module states for it (:func:`stated_language_model`), else through
+    ``text_default(wrapper class)`` → ``(architecture, how)`` when given (the HF config class's
+    default text config; the result then carries :attr:`HolderInfo.assumed`), else unknown.
     """
     if _depth > 3:
         return HolderInfo(None, "wrapper recursion", unknown="wrapper nesting too deep")
@@ -280,6 +314,23 @@ def find_holder(resolver: Resolver, registry: Registry, ref: ClassRef, _depth: i
         archs = _string_list(kwargs.get("architectures", "")) if "architectures" in kwargs else None
         path = loc[0] if loc else None
         if not archs:
+            stated = stated_language_model(resolver, owner)
+            if stated is not None:
+                inner = find_holder(resolver, registry, stated[0], _depth + 1, text_default)
+                inner.via = f"self.{attr} = {callee.rsplit('.', 1)[-1]}(hf_config=...), {stated[1]} → {inner.via}"
+                inner.language_ref = inner.language_ref or stated[0]
+                return inner
+            default = text_default(owner) if text_default is not None else None
+            if default is not None and default[0] in registry.entries and \
+                    isinstance(registry.class_ref(default[0]), ClassRef):
+                arch, how = default
+                inner = find_holder(resolver, registry, registry.class_ref(arch), _depth + 1, text_default)
+                inner.via = f"self.{attr} = {callee.rsplit('.', 1)[-1]}(hf_config=...) with {how} → {inner.via}"
+                inner.language_arch = arch
+                inner.language_ref = registry.class_ref(arch)
+                inner.assumed = (f"the language model's architecture comes from the checkpoint; this verdict "
+                                 f"assumes {how} (pass --hf-config with the checkpoint's config.json to check yours)")
+                return inner
             why = (
                 f"{owner.name}.__init__ builds self.{attr} with init_vllm_registered_model(hf_config=...) "
                 "and no literal architectures: the language model's architecture comes from the "
@@ -292,12 +343,19 @@ def find_holder(resolver: Resolver, registry: Registry, ref: ClassRef, _depth: i
         lref = registry.class_ref(arch)
         if not isinstance(lref, ClassRef):
             return HolderInfo(None, f"language model {arch}", path, line, unknown=f"cannot resolve {arch}")
-        inner = find_holder(resolver, registry, lref, _depth + 1)
+        inner = find_holder(resolver, registry, lref, _depth + 1, text_default)
         inner.via = f"self.{attr} = {callee.rsplit('.', 1)[-1]}(architectures=[{arch!r}]) → {inner.via}"
         inner.language_arch = arch
         inner.language_ref = lref
         return inner
     found = init_assign(resolver, ref, HOLDER_ATTRS)
+    if found is None:
+        # the attribute the class's own setter hands the layers to (``self.decoder._set_aux_...``)
+        setter = resolver.lookup(ref, "set_aux_hidden_state_layers")
+        if setter is not None and isinstance(setter[1], MethodFact):
+            attrs = tuple(a for a, m in setter[1].delegates
+                          if m in ("set_aux_hidden_state_layers", "_set_aux_hidden_state_layers") and a.isidentifier())
+            found = init_assign(resolver, ref, attrs) if attrs else None
     if found is None:
         return HolderInfo(None, "no self.model", unknown=(
             f"no __init__ on {ref.name}'s MRO assigns the inner model (self.{', self.'.join(HOLDER_ATTRS)})"))
@@ -351,7 +409,7 @@ def find_holder(resolver: Resolver, registry: Registry, ref: ClassRef, _depth: i
     if _depth < 3 and t != ref and init_assign(resolver, t, HOLDER_ATTRS + LANGUAGE_MODEL_ATTRS) is not None \
             and not _has_layer_loop(resolver, t):
         # the attribute holds another wrapper (a ForCausalLM): its own holder runs the layers
-        inner = find_holder(resolver, registry, t, _depth + 1)
+        inner = find_holder(resolver, registry, t, _depth + 1, text_default)
         inner.via = f"{via} → {inner.via}"
         return inner
     return HolderInfo(t, via, path, line)
@@ -397,6 +455,52 @@ def holder_forward(resolver: Resolver, holder: ClassRef) -> ForwardFacts:
     defined_in, mf = hit
     loc = resolver.location(defined_in)
     return ForwardFacts(defined_in, loc[0] if loc else None, mf.line, mf.loops, mf.returns_aux)
+
+
+@dataclass
+class SelfCapture:
+    """A model class that captures aux hidden states itself, with no vLLM holder model: the
+    class that defines both its ``forward`` (which returns ``(hidden_states, aux_states)``) and
+    its ``set_aux_hidden_state_layers`` (which configures the capture, not delegating it), where
+    it is, and the modules outside vLLM the setter imports (``requires``: what it needs of
+    ``transformers``)."""
+
+    defined_in: ClassRef
+    path: str | None
+    line: int | None
+    requires: list[str]
+
+
+def captures_itself(resolver: Resolver, ref: ClassRef) -> SelfCapture | None:
+    """:class:`SelfCapture` when the class's own MRO captures aux hidden states (0.33.0
+    ``vllm/model_executor/models/transformers/base.py``: ``set_aux_hidden_state_layers``
+    installs output recorders on the model ``transformers`` built, ``forward`` returns
+    ``(hidden_states, aux_hidden_states)``), else None.
+
+    The forward (past overrides that return ``super().forward(...)`` unchanged, as the
+    multimodal wrapper's does) and the setter must come from one class, the forward must return the aux
+    states, and the setter must neither be a stub nor hand the layers to an inner model
+    (``self.model.set_aux_hidden_state_layers(...)``, ``self.model.aux_hidden_state_layers =``)."""
+    fwd = None
+    for e in resolver.mro(ref).entries:  # past forwards that only return super().forward(...)
+        c = resolver.cls(e) if isinstance(e, ClassRef) else None
+        if c is not None and "forward" in c.methods:
+            fwd = (e, c.methods["forward"])
+            if not fwd[1].returns_super:
+                break
+    setter = resolver.lookup(ref, "set_aux_hidden_state_layers")
+    if fwd is None or setter is None or fwd[0] != setter[0]:
+        return None
+    f, s = fwd[1], setter[1]
+    if not (isinstance(f, MethodFact) and isinstance(s, MethodFact)) or not f.returns_aux or s.is_stub:
+        return None
+    if any(m in ("set_aux_hidden_state_layers", "_set_aux_hidden_state_layers") for _, m in s.delegates):
+        return None
+    if "aux_hidden_state_layers" in s.attrs or not any("aux" in a or "record" in a for a in s.attrs):
+        return None
+    loc = resolver.location(fwd[0])
+    requires = sorted({i for i in s.imports if not i.startswith("vllm")})
+    return SelfCapture(fwd[0], loc[0] if loc else None, s.line, requires)
 
 
 def config_attributes(resolver: Resolver, ref: ClassRef) -> dict[str, int]:

@@ -20,7 +20,8 @@ from pathlib import Path
 from auditor.index.resolve import ClassRef, Resolver
 from auditor.index.tree import SummaryCache, Tree
 
-AUTO_MODULES = ("transformers/models/auto/auto_mappings.py", "transformers/models/auto/configuration_auto.py")
+AUTO_MODULES = ("transformers/models/auto/auto_mappings.py", "transformers/models/auto/configuration_auto.py",
+                "transformers/models/auto/modeling_auto.py")
 
 
 class PackageFolderSource:
@@ -74,6 +75,75 @@ def locate_transformers(explicit: str | os.PathLike | None = None) -> Path | Non
     return Path(spec.origin).parent.parent
 
 
+def _folder_version(parent: Path | None) -> str | None:
+    """The version of a ``transformers`` folder: its ``__version__`` literal, read statically."""
+    if parent is None:
+        return None
+    try:
+        tree = ast.parse((Path(parent) / "transformers" / "__init__.py").read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__version__" for t in stmt.targets):
+            if isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str):
+                return stmt.value.value
+    return None
+
+
+def transformers_for_tree(tree_source, explicit: str | None = None, *, progress: bool = False,
+                          prefer_installed: bool = False) -> tuple["TransformersConfigs | None", str]:
+    """The transformers source whose HF config classes a verdict on ``tree_source`` reads, and
+    a phrase saying which one was used or why there is none.
+
+    In order: ``explicit`` (``--transformers``: a folder, or a version that is fetched);
+    ``EAGLE_AUDIT_TRANSFORMERS``; with ``prefer_installed`` (the tree is the installed vllm, or a
+    folder), the transformers installed here; else the newest release that satisfies the tree's
+    own transformers requirement (its ``Requires-Dist``), fetched through pip's configured index
+    as a wheel (sha256-checked, cached, read in place: :func:`auditor.source.fetch.fetch_newest_wheel`).
+    A verdict on an archive therefore never depends on what happens to be installed.
+    """
+    from auditor.model.errors import AuditError
+    from auditor.source.fetch import fetch_newest_wheel
+    from auditor.source.package import WheelPackageSource
+
+    def fetched(spec: str, why: str):
+        path, version = fetch_newest_wheel("transformers", spec, progress=progress)
+        return TransformersConfigs(source=WheelPackageSource(path, "transformers"), version=version,
+                                   how=f"{why}: transformers {version} ({path.name})")
+
+    if explicit:
+        folder = locate_transformers(explicit)
+        if folder is not None:
+            tf = TransformersConfigs(folder, how=f"--transformers {explicit}")
+            return tf, tf.how
+        if Path(explicit).exists():
+            raise AuditError(f"--transformers: no transformers package at {explicit}")
+        try:
+            tf = fetched(f"=={explicit}", f"--transformers {explicit}")
+        except AuditError as exc:
+            raise AuditError(f"--transformers {explicit}: neither a transformers folder nor a release: {exc}") from None
+        return tf, tf.how
+    env = os.environ.get("EAGLE_AUDIT_TRANSFORMERS")
+    if env:
+        folder = locate_transformers(env)
+        if folder is not None:
+            tf = TransformersConfigs(folder, how=f"EAGLE_AUDIT_TRANSFORMERS={env}")
+            return tf, tf.how
+    if prefer_installed:
+        folder = locate_transformers(None)
+        if folder is not None:
+            tf = TransformersConfigs(folder, how=f"installed at {folder}")
+            return tf, tf.how
+    spec = tree_source.requirement("transformers") if hasattr(tree_source, "requirement") else None
+    if spec is None:
+        return None, "the tree states no transformers requirement and none is installed or given"
+    try:
+        tf = fetched(spec, f"newest release satisfying the tree's requirement transformers{spec}")
+    except AuditError as exc:
+        return None, f"transformers{spec} (the tree's requirement) could not be fetched: {exc}"
+    return tf, tf.how
+
+
 def _literal_pairs(node: ast.AST) -> dict[str, str] | None:
     """``{"a": "B"}``, ``dict(a="B")``, ``OrderedDict([("a", "B"), ...])`` → dict of strings."""
     if isinstance(node, ast.Call):
@@ -100,15 +170,28 @@ class TransformersConfigs:
     """Config classes of one ``transformers`` source, by model_type.
 
     Args:
-        parent: the folder that contains ``transformers/``.
+        parent: the folder that contains ``transformers/`` (or None with ``source``).
+        source: a source that lists ``transformers/**/*.py`` (a wheel read in place,
+            :class:`auditor.source.package.WheelPackageSource`) instead of a folder.
+        version: the transformers version, when known.
+        how: how this transformers was chosen (one phrase, for reports).
     """
 
-    def __init__(self, parent: Path):
-        self.parent = parent
-        self.tree = Tree(PackageFolderSource(parent), SummaryCache())
+    def __init__(self, parent: Path | None = None, *, source=None, version: str | None = None, how: str = ""):
+        src = source if source is not None else PackageFolderSource(parent)
+        #: where the classes are read from (a folder or an archive), for messages
+        self.parent = parent if parent is not None else getattr(src, "label", "?")
+        self.version = version or _folder_version(parent)
+        self.how = how
+        self.tree = Tree(src, SummaryCache())
         self.resolver = Resolver(self.tree)
         self.names: dict[str, str] = {}
         self.special: dict[str, str] = {}
+        #: architecture → the model_types whose ``MODEL_*_MAPPING_NAMES`` rows name it (the
+        #: tables read backwards; several model_types may share an architecture)
+        self.architectures: dict[str, list[str]] = {}
+        #: model_type → its causal-LM architecture (``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``)
+        self.causal_lm: dict[str, str] = {}
         for rel in AUTO_MODULES:
             try:
                 src = self.tree.read(rel)
@@ -124,6 +207,12 @@ class TransformersConfigs:
                         pairs = _literal_pairs(stmt.value)
                         if pairs:
                             (self.names if t.id == "CONFIG_MAPPING_NAMES" else self.special).update(pairs)
+                    elif isinstance(t, ast.Name) and t.id.startswith("MODEL_") and t.id.endswith("_MAPPING_NAMES"):
+                        for mt, arch in (_literal_pairs(stmt.value) or {}).items():
+                            if mt not in self.architectures.setdefault(arch, []):
+                                self.architectures[arch].append(mt)
+                            if t.id == "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES":
+                                self.causal_lm.setdefault(mt, arch)
 
     def config_class(self, model_type: str) -> ClassRef | None:
         """The config class ``transformers`` registers for ``model_type``, or None."""

@@ -186,6 +186,15 @@ class Registry:
         self._configs = dict(table)
         return self._configs
 
+    def config_registry(self) -> dict[str, object]:
+        """``_CONFIG_REGISTRY`` as read: model_type → a class name in
+        ``vllm.transformers_utils.configs`` or ``("name", imported name)``."""
+        return dict(self._load_configs())
+
+    def config_model_types(self) -> list[str]:
+        """model_types the tree registers its own HF config class for."""
+        return sorted(self._load_configs())
+
     def config_class(self, model_type: str) -> Target | None:
         """The HF config class vLLM registers for ``model_type`` (None when vLLM registers none,
         i.e. the class comes from ``transformers``)."""

@@ -128,14 +128,12 @@ def resolve_targets(
 
 
 def _arch_spec(arch: str, aliases: dict, model_type: str | None) -> TargetSpec:
-    a = aliases.get("architecture", {}).get(arch)
+    """A spec for a registry architecture: with ``--model-type``, that text model_type; the
+    model_types left None are inferred when the target is audited, from the tree
+    (:func:`auditor.engines.vllm.modeltypes.infer_model_type`)."""
     if model_type:
-        mt = a.get("model_type") if a else derive_model_type(arch)
-        return TargetSpec(arch, mt, model_type, "--model-type")
-    if a:
-        return TargetSpec(arch, a.get("model_type"), a.get("text_model_type"), "alias table")
-    mt = derive_model_type(arch)
-    return TargetSpec(arch, mt, mt, "derived from the architecture name")
+        return TargetSpec(arch, None, model_type, "--model-type")
+    return TargetSpec(arch, None, None, "")
 
 
 def _close(name: str, registry: Registry) -> str:

@@ -160,6 +160,21 @@ VersionOpt = typer.Option(
     None, "--vllm-version", help="Fetch this vLLM release's source archive through pip's configured index "
     "(sha256-checked, cached) and audit it.", metavar="X.Y.Z",
 )
+SglangVersionOpt = typer.Option(
+    None, "--sglang-version", help="Fetch this SGLang release through pip's configured index (its source "
+    "archive, else the wheel for this Python; sha256-checked, cached) and audit it.", metavar="X.Y.Z",
+)
+
+
+class EngineOpt(str, Enum):
+    """Serving engines."""
+    vllm = "vllm"
+    sglang = "sglang"
+
+
+EngineOption = typer.Option(
+    None, "--engine", help="The engine whose tree to read (default: detected from the tree, a vllm/ or an "
+    "sglang/ package; vllm when it holds both).", show_default=False)
 
 
 class PlatformOpt(str, Enum):
@@ -214,14 +229,19 @@ def _progress_enabled(no_progress: bool) -> bool:
 
 
 def _open(path: Optional[str], version: Optional[str], no_progress: bool, no_cache: bool,
-          transformers: Optional[str] = None, platform: str = "cuda"):
+          transformers: Optional[str] = None, platform: str = "cuda", sglang_version: Optional[str] = None,
+          engine: Optional[EngineOpt] = None):
     from auditor.orchestration.scan import Auditor, open_tree
 
     if path and version:
         _fail("give either a PATH or --vllm-version, not both")
-    tree = open_tree(path, version, progress=_progress_enabled(no_progress), use_cache=not no_cache)
+    if sglang_version and (path or version):
+        _fail(f"give either {'a PATH' if path else '--vllm-version'} or --sglang-version, not both")
+    name = engine.value if engine is not None else None
+    tree = open_tree(path, version, progress=_progress_enabled(no_progress), use_cache=not no_cache,
+                     sglang_version=sglang_version, engine=name)
     _warn_unverified(tree.source)
-    a = Auditor(tree, transformers=transformers, platform=platform)
+    a = Auditor(tree, transformers=transformers, platform=platform, engine=name)
     a.progress = _progress_enabled(no_progress)
     return a
 
@@ -368,6 +388,8 @@ def scan(
         "that satisfies the tree's own transformers requirement (fetched, sha256-checked, cached); for a folder "
         "or the installed vllm, the transformers installed here.", metavar="PATH|VERSION"),
     platform: PlatformOpt = _platform_opt(all_ok=True),
+    sglang_version: Optional[str] = SglangVersionOpt,
+    engine: Optional[EngineOpt] = EngineOption,
 ) -> None:
     """Verdict per architecture and method: supported, blocked (which gates, file:line) or unknown (why).
 
@@ -382,11 +404,15 @@ def scan(
     run = _run_options(methods[0], pipeline_parallel_size, draft_config, parallel_drafting, num_speculative_tokens,
                        "cuda" if platform is PlatformOpt.all else platform.value)
     if platform is PlatformOpt.all:
+        if sglang_version or engine is EngineOpt.sglang:
+            _fail("--platform all audits vLLM trees (SGLang trees are not audited per platform)")
         return _scan_all_platforms(path, vllm_version, model, model_type, hf_config, methods, fmt, output,
                                    no_cache, no_progress, exit_zero, transformers, run)
     cfg = load_hf_config(hf_config) if hf_config else None
-    auditor = _open(path, vllm_version, no_progress, no_cache, transformers, platform.value)
+    auditor = _open(path, vllm_version, no_progress, no_cache, transformers, platform.value, sglang_version, engine)
     specs = resolve_targets(auditor.registry, model, model_type, cfg)
+    methods = [m for m in methods if m in auditor.engine.methods] or _fail(
+        f"--method {method}: {auditor.engine.display} trees are audited for {', '.join(auditor.engine.methods)}")
     show = _progress_enabled(no_progress)
     full = not model and cfg is None
     result = _with_progress2(show and full, ("indexing modules", "auditing architectures"),
@@ -511,6 +537,8 @@ def explain(
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
     platform: OnePlatform = _platform_opt(),
+    sglang_version: Optional[str] = SglangVersionOpt,
+    engine: Optional[EngineOpt] = EngineOption,
 ) -> None:
     """The resolved class hierarchy of an architecture: MRO with file:line, empty subclasses,
     protocol members and where each comes from, the holder model and its forward loop, and the
@@ -525,7 +553,8 @@ def explain(
     if arch and all_archs:
         _fail("give an architecture or --all, not both")
     _check_output(output, "--output", force)
-    auditor = _open(path, vllm_version, no_progress, no_cache, platform=platform.value)
+    auditor = _open(path, vllm_version, no_progress, no_cache, platform=platform.value,
+                    sglang_version=sglang_version, engine=engine)
     if all_archs:
         _with_progress(_progress_enabled(no_progress), "indexing modules", auditor.prefetch_all)
         infos = [do_explain(auditor, a) for a in auditor.registry.architectures()]
@@ -743,11 +772,13 @@ def _append(text: str, path: Optional[Path]) -> None:
         _fail(f"--summary: cannot write {path}: {exc}")
 
 
-def _open_side(label: str, value: str, no_progress: bool, no_cache: bool, platform: str = "cuda"):
+def _open_side(label: str, value: str, no_progress: bool, no_cache: bool, platform: str = "cuda",
+               engine: Optional[str] = None):
     from auditor.orchestration.upgrade import open_side
 
     try:
-        side = open_side(value, progress=_progress_enabled(no_progress), use_cache=not no_cache, platform=platform)
+        side = open_side(value, progress=_progress_enabled(no_progress), use_cache=not no_cache, platform=platform,
+                         engine=engine)
     except AuditError as exc:
         _fail(f"{label} {value}: {exc}")
     _warn_unverified(side.tree.source)
@@ -790,6 +821,9 @@ def gate_cmd(
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when the gate is broken."),
     platform: OnePlatform = _platform_opt(),
+    engine: Optional[EngineOpt] = typer.Option(
+        None, "--engine", help="sglang: read --candidate/--current versions as SGLang releases (PATHs: their "
+        "engine is detected).", show_default=False),
 ) -> None:
     """Pre-upgrade gate: does the CANDIDATE release still work for your targets?
 
@@ -824,8 +858,9 @@ def gate_cmd(
 
         load_codemods(cfg.codemods)  # validated before any work
     hf = load_hf_config(cfg.hf_config) if cfg.hf_config else None
-    cand = _open_side("--candidate", cfg.candidate, no_progress, no_cache, platform.value)
-    cur = _open_side("--current", cfg.current, no_progress, no_cache, platform.value) if cfg.current else None
+    name = engine.value if engine is not None else None
+    cand = _open_side("--candidate", cfg.candidate, no_progress, no_cache, platform.value, name)
+    cur = _open_side("--current", cfg.current, no_progress, no_cache, platform.value, name) if cfg.current else None
     report = _with_progress(
         _progress_enabled(no_progress), "gating",
         lambda cb: run_gate(cand, cfg.targets, candidate_spec=cfg.candidate, current=cur, current_spec=cfg.current or "",
@@ -881,6 +916,8 @@ def matrix_cmd(
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
     platform: OnePlatform = _platform_opt(),
+    engine: EngineOpt = typer.Option(EngineOpt.vllm, "--engine", help="Whose releases: vllm (source "
+                                     "archives) or sglang (source archives, else the wheel for this Python)."),
 ) -> None:
     """Support matrix: one row per release with the verdict and blocking gates of each target, the first release with native support in bold.
 
@@ -903,7 +940,7 @@ def matrix_cmd(
     run = cfg.run_options(platform=platform.value)
     report = _matrix_progress(_progress_enabled(no_progress), lambda cb: run_matrix(
         cfg.targets, cfg.versions, method=cfg.methods[0], model_type=cfg.model_type, jobs=jobs,
-        use_cache=not no_cache, progress=cb, platform=platform.value, options=run))
+        use_cache=not no_cache, progress=cb, platform=platform.value, options=run, engine=engine.value))
     markdown = ci_formats.matrix_markdown(report)
     if fmt is MatrixFormat.table and output is None:
         from rich.markdown import Markdown
@@ -916,9 +953,66 @@ def matrix_cmd(
     _err().print(f"eagle-audit matrix: {n} release(s), {len(report.rows)} row(s) in {report.seconds:.1f}s "
               f"({report.jobs} worker(s))", markup=False, highlight=False)
     for v, e in sorted(report.errors.items()):
-        _err().print(f"[bold red]eagle-audit: error:[/bold red] vLLM {escape(clean(v))}: {escape(clean(e))}",
+        name = "vLLM" if engine is EngineOpt.vllm else "SGLang"
+        _err().print(f"[bold red]eagle-audit: error:[/bold red] {name} {escape(clean(v))}: {escape(clean(e))}",
                   highlight=False, soft_wrap=True)
     raise typer.Exit(2 if report.errors else 0)
+
+
+class CompareFormat(str, Enum):
+    """Output formats of ``compare``."""
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+
+
+@app.command("compare")
+def compare_cmd(
+    model: List[str] = typer.Option(
+        [], "--model", "-m", help="Target: an architecture or a model_type (kimi_k2). Repeatable."),
+    vllm_version: Optional[str] = typer.Option(
+        None, "--vllm-version", help="The vLLM side: a release (fetched, cached) or a PATH (folder, .tar.gz, .whl).",
+        metavar="X|PATH", show_default=False),
+    sglang_version: Optional[str] = typer.Option(
+        None, "--sglang-version", help="The SGLang side: a release (sdist, else the wheel for this Python; "
+        "fetched, cached) or a PATH.", metavar="X|PATH", show_default=False),
+    method: str = typer.Option("eagle3", "--method", help=_METHOD_HELP + "."),
+    model_type: Optional[str] = typer.Option(None, "--model-type", help="The targets' text model_type."),
+    fmt: CompareFormat = typer.Option(CompareFormat.table, "--format", "-f", help="Output format."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
+    force: bool = ForceOpt,
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
+) -> None:
+    """Where to serve: the same targets audited in vLLM and in SGLang, side by side (verdict and
+    blocking gates per engine, with the reasons).
+
+    Exit codes: 0 some engine supports every target, 1 none does, 2 usage or input error.
+    """
+    from auditor.orchestration.compare import open_engine_side, run_compare
+    from auditor.render import report as rep
+
+    _check_model_type(model_type)
+    if not model:
+        _fail("give --model NAME")
+    if not vllm_version or not sglang_version:
+        _fail("give both --vllm-version X|PATH and --sglang-version Y|PATH")
+    _check_output(output, "--output", force)
+    sides = []
+    for engine, value in (("vllm", vllm_version), ("sglang", sglang_version)):
+        try:
+            sides.append((value, open_engine_side(engine, value, progress=_progress_enabled(no_progress),
+                                                  use_cache=not no_cache)))
+        except AuditError as exc:
+            _fail(f"--{engine}-version {value}: {exc}")
+    report = run_compare(model, sides, method=_methods(method, all_ok=False)[0], model_type=model_type)
+    if fmt is CompareFormat.table and output is None:
+        rep.compare_table(report, _out())
+    elif fmt is CompareFormat.json:
+        _write(json.dumps(report.as_dict(), indent=2), output)
+    else:
+        _write(rep.compare_markdown(report), output)
+    raise typer.Exit(0 if report.ok else 1)
 
 
 def _matrix_progress(show: bool, fn):

@@ -43,13 +43,16 @@ class AuditTarget:
 
 @dataclass
 class Context:
-    """What every rule may read: the tree's resolver, registry and tree-wide facts (``facts``),
-    and a per-tree ``cache`` for facts rules compute once."""
+    """What every rule may read: the tree's resolver, registry and tree-wide facts (``facts``;
+    for an SGLang tree the objects of :mod:`auditor.engines.sglang`), a per-tree ``cache`` for
+    facts rules compute once, and the tree's ``engine``."""
 
     resolver: Resolver
     registry: Registry
     facts: TreeFacts
     cache: dict = field(default_factory=dict)
+    #: the engine of the tree (``vllm``, ``sglang``): only rules whose ``ENGINES`` name it run
+    engine: str = "vllm"
 
     def function_node(self, path: str, name: str, line: int):
         """The ``ast`` syntax tree of the function ``name`` defined at ``line`` of the module at
@@ -117,6 +120,9 @@ class Rule:
     FIX_AVAILABLE: ClassVar[bool] = False
     BLOCKING: ClassVar[bool] = True
     METHODS: ClassVar[tuple[str, ...]] = ("eagle3",)
+    #: the engines whose trees the rule judges (a gate id names the same concept in each engine;
+    #: an engine whose mechanism differs has its own rule class under the same gate id)
+    ENGINES: ClassVar[tuple[str, ...]] = ("vllm",)
     #: The dataclass of this rule's machine-readable finding details (None: findings carry none).
     DATA: ClassVar[type | None] = None
     VALID: ClassVar[list[Example]] = []
@@ -125,6 +131,11 @@ class Rule:
     def applies(self, target: AuditTarget) -> bool:
         """True when the rule checks the target's speculative method."""
         return target.method in self.METHODS
+
+    @classmethod
+    def judges(cls, engine: str) -> bool:
+        """True when the rule applies to trees of ``engine``."""
+        return engine in cls.ENGINES
 
     def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:  # pragma: no cover
         """Findings of this rule for one target (a generator; empty when the gate passes)."""

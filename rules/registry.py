@@ -28,6 +28,7 @@ from rules import (
 from rules.allowlist import facts as allowlist_facts
 from rules.allowlist import planner as allowlist_planner
 from rules.aux_capture import planner as aux_capture_planner
+from rules.aux_capture import sglang as aux_capture_sglang
 from rules.aux_layers import facts as aux_layers_facts
 from rules.base import Rule
 from rules.draft_pp import facts as draft_pp_facts
@@ -35,7 +36,9 @@ from rules.draft_registry import facts as draft_registry_facts
 from rules.image_token import facts as image_token_facts
 from rules.image_token import planner as image_token_planner
 from rules.interface import planner as interface_planner
+from rules.interface import sglang as interface_sglang
 from rules.mtp_draft import facts as mtp_draft_facts
+from rules.nextn_draft import SGLangMTPDraftRule
 from rules.parallel_drafting_mm import facts as parallel_drafting_mm_facts
 from rules.pp_aux_transport import facts as pp_aux_transport_facts
 from rules.pp_aux_transport import planner as pp_aux_transport_planner
@@ -72,13 +75,23 @@ TABLE: tuple[Entry, ...] = (
     Entry(draft_registry.DraftRegistryRule, None, None, (draft_registry_facts.EXTRACTOR,)),
     Entry(aux_layers.AuxLayersRule, None, None, (aux_layers_facts.EXTRACTOR,)),
     Entry(parallel_drafting_mm.ParallelDraftingMMRule, None, None, (parallel_drafting_mm_facts.EXTRACTOR,)),
+    # SGLang (rules whose ENGINES name sglang): the same gate ids, SGLang's mechanism
+    Entry(interface_sglang.SGLangInterfaceRule),
+    Entry(aux_capture_sglang.SGLangAuxCaptureRule),
+    Entry(aux_capture_sglang.SilentDelegationRule),
+    Entry(SGLangMTPDraftRule),
 )
 
 #: Code → rule class, in report order.
 RULES: dict[str, type[Rule]] = {e.rule.CODE: e.rule for e in TABLE}
 
-#: Gate ids that block a target.
-BLOCKING_GATES = [r.GATE for r in RULES.values() if r.BLOCKING]
+#: Gate ids that block a vLLM target, in report order (another engine's: :func:`blocking_gates`).
+BLOCKING_GATES = list(dict.fromkeys(r.GATE for r in RULES.values() if r.BLOCKING and r.judges("vllm")))
+
+
+def blocking_gates(engine: str) -> list[str]:
+    """Gate ids that block a target of ``engine``, each once, in report order."""
+    return list(dict.fromkeys(r.GATE for r in RULES.values() if r.BLOCKING and r.judges(engine)))
 
 #: Gate id → fix planner.
 PLANNERS: dict[str, Callable] = {e.rule.GATE: e.planner for e in TABLE if e.planner is not None}
@@ -88,6 +101,26 @@ CODEMODS: dict[str, str] = {e.rule.GATE: e.codemod for e in TABLE if e.codemod i
 
 #: Every extractor the rules need in the summary pass.
 EXTRACTORS: tuple[Extractor, ...] = tuple(x for e in TABLE for x in e.extractors)
+
+
+def rule_by_gate(gate: str, engine: str = "vllm") -> type[Rule]:
+    """The rule class for a gate id on trees of ``engine`` (vLLM by default). Raises KeyError
+    for an unknown gate."""
+    for r in RULES.values():
+        if r.GATE == gate and r.judges(engine):
+            return r
+    raise KeyError(gate)
+
+
+def rules_for(engine: str) -> dict[str, type[Rule]]:
+    """Code → rule class of the rules that judge trees of ``engine``, in report order."""
+    return {c: r for c, r in RULES.items() if r.judges(engine)}
+
+
+def planners_for(engine: str) -> dict[str, Callable]:
+    """Gate id → fix planner of the rules that judge trees of ``engine`` (:data:`PLANNERS` for
+    vLLM; empty for SGLang, which has no codemod yet)."""
+    return {e.rule.GATE: e.planner for e in TABLE if e.planner is not None and e.rule.judges(engine)}
 
 
 def codemod_class(name: str):

@@ -36,11 +36,12 @@ def next_cases() -> list[dict]:
 
 
 @functools.lru_cache(maxsize=None)
-def release_auditor(version: str) -> Auditor:
-    """An :class:`Auditor` over the real source archive of ``version`` (downloaded once, cached,
-    sha256-checked; never skipped: a fetch failure fails the test)."""
-    archive = fetch_release(version, progress=False)
-    return Auditor(make_tree(ArchiveSource(archive), SummaryCache()))
+def release_auditor(version: str, engine: str = "vllm") -> Auditor:
+    """An :class:`Auditor` over the real release archive of ``version`` of ``engine`` (``vllm``:
+    the sdist; ``sglang``: the sdist, else the wheel for this Python), downloaded once, cached,
+    sha256-checked; never skipped: a fetch failure fails the test."""
+    archive = fetch_release(version, progress=False, project=engine)
+    return Auditor(make_tree(ArchiveSource(archive, package=engine), SummaryCache()))
 
 
 class SessionReleases:

@@ -654,3 +654,20 @@ def test_subclass_of_the_first_of_two_definitions(tmp_path):
     # Python: B.a == 1 and B has no attribute b
     assert r.lookup(b, "a") is not None
     assert r.lookup(b, "b") is None
+
+
+def test_from_a_namespace_package_import_a_submodule(tmp_path):
+    """``from pkg import mod`` where ``pkg`` has no ``__init__.py`` (a namespace package, as
+    SGLang's ``sglang/srt/models``) binds the submodule."""
+    from auditor.index.resolve import ClassRef, ModuleRef, Resolver
+    from auditor.index.tree import SummaryCache, Tree
+    from auditor.source.sources import FolderSource
+
+    root = tmp_path / "t"
+    (root / "vllm" / "ns").mkdir(parents=True)
+    (root / "vllm" / "__init__.py").write_text("")
+    (root / "vllm" / "ns" / "a.py").write_text("class A:\n    pass\n")
+    (root / "vllm" / "b.py").write_text("from vllm.ns import a\n\nX = a.A\n")
+    r = Resolver(Tree(FolderSource(root), SummaryCache(enabled=False)))
+    assert r.resolve_name("vllm.b", "a") == ModuleRef("vllm.ns.a")
+    assert r.resolve_name("vllm.b", "X") == ClassRef("vllm.ns.a", "A")

@@ -238,7 +238,7 @@ class Resolver:
         _seen = _seen | {key}
         m = self.tree.module(module)
         if m is None:
-            if module.split(".")[0] != "vllm" or not module:
+            if module.split(".")[0] != self.tree.package or not module:
                 return External(f"{module}.{name}" if module else name)
             return Unresolved(f"{module}.{name}", f"module {module} is not in the tree")
         b = m.bindings.get(name)
@@ -257,7 +257,7 @@ class Resolver:
             return ModuleRef(f"{module}.{name}")
         if name in m.lazy_map:
             target_mod = m.lazy_map[name]
-            if target_mod == module or target_mod.split(".")[0] != "vllm":
+            if target_mod == module or target_mod.split(".")[0] != self.tree.package:
                 return External(f"{target_mod}.{name}")
             return self.resolve_name(target_mod, name, _seen)
         for star in m.extras.get("star_imports", []):
@@ -290,7 +290,11 @@ class Resolver:
             mod, attr = b.target
             if self._in_tree_module(mod):
                 return self.resolve_name(mod, attr, seen)
-            if mod.split(".")[0] == "vllm":
+            if self._in_tree_module(f"{mod}.{attr}"):
+                # ``from pkg import submodule`` of a namespace package (no ``__init__.py``, as
+                # SGLang's ``sglang/srt/models``)
+                return ModuleRef(f"{mod}.{attr}")
+            if mod.split(".")[0] == self.tree.package:
                 return Unresolved(f"{mod}.{attr}", f"module {mod} is not in the tree")
             return External(f"{mod}.{attr}")
         if b.kind == "alias":

@@ -104,8 +104,14 @@ class Tree:
         return self._files
 
     def version(self) -> str | None:
-        """The tree's vLLM version as the tree states it, or None."""
+        """The tree's engine version (vLLM's, or SGLang's) as the tree states it, or None."""
         return self.source.version()
+
+    @property
+    def package(self) -> str:
+        """The top-level package the tree holds (``vllm`` or ``sglang``): names under it are
+        the tree's own, any other name is external."""
+        return getattr(self.source, "package", "vllm")
 
     def path_of(self, module: str) -> str | None:
         """Path of a dotted module in this tree, or None when the tree has no such module."""

@@ -97,6 +97,21 @@ class ScanReport:
     parse_errors: dict[str, str] = field(default_factory=dict)
     drafters: list[str] = field(default_factory=list)
     pooling: list[str] = field(default_factory=list)
+    #: the engine of the tree (``vllm``, ``sglang``) and its version as the tree states it
+    #: (``vllm_version`` is set for vLLM trees only)
+    engine: str = "vllm"
+    engine_version: str | None = None
+
+    @property
+    def version(self) -> str | None:
+        """The tree's engine version (vLLM's or SGLang's)."""
+        return self.engine_version if self.engine_version is not None else self.vllm_version
+
+    @property
+    def title(self) -> str:
+        """``vLLM 0.16.0`` / ``SGLang 0.5.10.post1`` (``?`` for an unknown version)."""
+        name = {"vllm": "vLLM", "sglang": "SGLang"}.get(self.engine, self.engine)
+        return f"{name} {self.version or '?'}"
 
     @property
     def targets(self) -> list[TargetResult]:
@@ -114,6 +129,8 @@ class ScanReport:
 
     def as_dict(self) -> dict:
         return {
+            "engine": self.engine,
+            "engine_version": self.version,
             "vllm_version": self.vllm_version,
             "source": self.source,
             "platform": self.platform,

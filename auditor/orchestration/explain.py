@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 
+from auditor.engines.sglang.facts import find_setter, forward_capture, trace_capture
 from auditor.engines.vllm.facts import find_holder, holder_forward, target_facts
 from auditor.index.resolve import ClassRef
 from auditor.model.errors import AuditError
@@ -26,6 +27,8 @@ def explain(auditor: Auditor, arch: str) -> dict:
         close = difflib.get_close_matches(arch, reg.architectures(), n=4, cutoff=0.5)
         hint = f"; did you mean: {', '.join(close)}?" if close else ""
         raise AuditError(f"unknown architecture {arch!r}: not in this tree's model registry{hint}")
+    if auditor.engine.name == "sglang":
+        return explain_sglang(auditor, arch)
     r = auditor.resolver
     facts = target_facts(r, reg, arch)
     entry = reg.entries[arch]
@@ -103,3 +106,71 @@ def branches_followed(auditor: Auditor, modules: set[str]) -> list[dict]:
         branch = " and ".join(t if want else f"not ({t})" for t, want in conds) or "no branch binds it"
         out.append({"module": mod, "name": name, "path": auditor.tree.path_of(mod), "line": line, "branch": branch})
     return out
+
+
+def explain_sglang(auditor: Auditor, arch: str) -> dict:
+    """:func:`explain` for an SGLang tree: the class and its MRO (``mro``, ``mro_detail``), the
+    module whose ``EntryClass`` registers it (``registered_in``), the runner's call of the setter
+    (``runner``), the setter found on the MRO (``setter``: defining class, path, line, or None),
+    the setter's trace (``capture``: the classes it passes through, the model whose
+    ``layers_to_capture`` it sets, and any problem), and that model's ``forward`` loops."""
+    r, reg = auditor.resolver, auditor.registry
+    facts = target_facts(r, reg, arch)
+    entry = reg.entries[arch]
+    base = {"architecture": arch, "engine": "sglang", "registered_in": {"path": entry.path, "line": entry.line}}
+    if facts.ref is None:
+        return {**base, "class": f"{entry.module}.{entry.class_name}", "path": None, "line": None,
+                "empty_subclass": False, "mro": [], "mro_detail": [], "resolved": False,
+                "mro_problems": [f"cannot resolve the class: {facts.unresolved.reason}"]}
+    detail = []
+    for e in facts.mro:
+        d = {"name": e.dotted}
+        if isinstance(e, ClassRef):
+            loc = r.location(e)
+            c = r.cls(e)
+            d.update(path=loc[0] if loc else None, line=loc[1] if loc else None, empty=bool(c and c.empty))
+        detail.append(d)
+    name = auditor.facts.setter_name()
+    calls = auditor.facts.runner_calls()
+    hit = find_setter(r, facts.ref, name)
+    setter = None
+    if hit is not None:
+        loc = r.location(hit[0])
+        setter = {"name": name, "defined_in": hit[0].dotted, "path": loc[0] if loc else None, "line": hit[1].line}
+    trace = trace_capture(r, facts.ref, name, reg)
+    capture = {
+        "steps": [{"class": st.ref.dotted, "via": st.via,
+                   "setter": st.setter_owner.dotted if st.setter_owner else None} for st in trace.steps],
+        "holder": trace.holder.dotted if trace.holder else None,
+        "via": trace.holder_via or None,
+        "problems": [{"kind": k, "message": m, "path": p, "line": ln} for k, m, p, ln in trace.problems],
+        "language_model": trace.language_arch,
+    }
+    holder_ref = trace.holder
+    if holder_ref is None and hit is None:
+        h = find_holder(r, reg, facts.ref)
+        holder_ref = h.ref
+        capture.update(holder=h.ref.dotted if h.ref else None, via=h.via, unknown=h.unknown)
+    if holder_ref is not None:
+        fw = forward_capture(r, holder_ref)
+        if fw.defined_in is not None:
+            capture["forward"] = {"defined_in": fw.defined_in.dotted, "path": fw.path, "line": fw.line,
+                                  "returns_aux": fw.returns_aux, "loops": fw.loops}
+    problems = ([facts.mro_error] if facts.mro_error else []) + [
+        f"unresolved base {u.text}: {u.reason}" for u in facts.mro_unresolved]
+    return {
+        **base,
+        "class": facts.ref.dotted,
+        "path": facts.path,
+        "line": facts.line,
+        "empty_subclass": facts.empty,
+        "mro": [e.dotted for e in facts.mro],
+        "mro_detail": detail,
+        "mro_problems": problems,
+        "resolved": True,
+        "role": reg.role(arch),
+        "code_holder": facts.code_holder.dotted if facts.code_holder else None,
+        "runner": [{"path": c.path, "line": c.line, "name": c.name, "checks_hasattr": c.checked} for c in calls[:3]],
+        "setter": setter,
+        "capture": capture,
+    }

@@ -41,7 +41,7 @@ from auditor.model.results import TargetResult, TargetSpec
 from auditor.orchestration.scan import Auditor
 from auditor.source.sources import TreeSource
 from rules.planning import Invocation, Planner, Unfixable
-from rules.registry import CODEMODS, PLANNERS
+from rules.registry import CODEMODS, planners_for
 
 #: Format id of the codemods file written by ``fix --out``.
 CODEMODS_FORMAT = "eagle-audit-codemods/1"
@@ -120,6 +120,8 @@ class FixResult:
     patched: dict[str, str] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    #: the engine of the tree (``vllm``, ``sglang``; ``vllm_version`` then holds its release)
+    engine: str = "vllm"
 
     @property
     def already_supported(self) -> bool:
@@ -182,7 +184,8 @@ class FixResult:
     def report(self) -> str:
         """A plain-text account: verdicts before → after, each codemod's changes, what is not
         auto-fixable and why."""
-        lines = [f"eagle-audit fix: {self.source} (vLLM {self.vllm_version or '?'}), method {self.method}"]
+        name = "SGLang" if self.engine == "sglang" else "vLLM"
+        lines = [f"eagle-audit fix: {self.source} ({name} {self.vllm_version or '?'}), method {self.method}"]
         after = {r.architecture: r for r in self.after}
         for r in self.before:
             b = r.verdict.value + (f" ({', '.join(r.blocking)})" if r.blocking else "")
@@ -252,7 +255,8 @@ def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", 
 
     t0 = time.perf_counter()
     before = [auditor.audit(s, method, None, options) for s in specs]
-    res = FixResult(auditor.tree.version(), getattr(auditor.tree.source, "label", ""), method, specs, before)
+    res = FixResult(auditor.tree.version(), getattr(auditor.tree.source, "label", ""), method, specs, before,
+                    engine=auditor.engine.name)
     if res.already_supported:
         res.after = before
         res.seconds = time.perf_counter() - t0
@@ -263,7 +267,7 @@ def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", 
     modules: dict[str, cst.Module] = {}  # parsed once per file, codemods applied in order
     failures: list[Unfixable] = []  # codemods that refused, kept across rounds
     for _ in range(_MAX_ROUNDS):
-        planner = Planner(current.ctx, method, PLANNERS, only)
+        planner = Planner(current.ctx, method, planners_for(current.ctx.engine), only)
         for r in results:
             if r.verdict is not Verdict.SUPPORTED:
                 planner.plan(r)
@@ -327,7 +331,7 @@ def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", 
         res.unfixable = []
     else:
         # explain every gate still failing: the codemods that refused, and what planning says now
-        planner = Planner(current.ctx, method, PLANNERS, only)
+        planner = Planner(current.ctx, method, planners_for(current.ctx.engine), only)
         for r in res.after:
             if r.verdict is not Verdict.SUPPORTED:
                 planner.plan(r)

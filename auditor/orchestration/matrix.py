@@ -217,6 +217,9 @@ class MatrixReport:
     jobs: int = 1
     #: the run every release was audited for
     run_options: RunOptions | None = None
+    #: the engine whose releases the rows are (``vllm``, ``sglang``; the rows' ``vllm_version``
+    #: holds that engine's release)
+    engine: str = "vllm"
 
     @property
     def releases(self) -> list[str]:
@@ -253,6 +256,7 @@ class MatrixReport:
             "seconds": round(self.seconds, 3),
             "jobs": self.jobs,
             "run_options": self.run_options.as_dict() if self.run_options else None,
+            "engine": self.engine,
         }
 
 
@@ -278,9 +282,11 @@ def run_matrix(
     progress: Progress | None = None,
     platform: str = DEFAULT_PLATFORM,
     options: RunOptions | None = None,
+    engine: str = "vllm",
 ) -> MatrixReport:
     """Audit ``names`` in every release of ``versions`` (see :func:`parse_versions`), as
-    ``releases`` lists and fetches them (default: :class:`IndexReleases`, pip's index), under the
+    ``releases`` lists and fetches them (default: :class:`IndexReleases`, pip's index, for the
+    distribution of ``engine``: ``vllm``'s sdists, or ``sglang``'s sdists and wheels), under the
     run ``options`` (pipeline-parallel size, drafter config, …; default: a plain run).
 
     Archives are fetched by ``fetch_workers`` threads; each is audited as soon as it is there:
@@ -294,7 +300,7 @@ def run_matrix(
     """
     from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 
-    releases = releases if releases is not None else IndexReleases()
+    releases = releases if releases is not None else IndexReleases(project=engine)
     t0 = time.perf_counter()
     names = list(names)
     if not names:
@@ -352,7 +358,7 @@ def run_matrix(
         if pool is not None:
             pool.shutdown(cancel_futures=True)
     report = _matrix(names, versions, method, plan, audits, errors, time.perf_counter() - t0,
-                     jobs if pool is not None else 1)
+                     jobs if pool is not None else 1, engine=engine)
     report.run_options = (options or RunOptions()).with_method(method).with_platform(platform)
     return report
 
@@ -364,7 +370,7 @@ def _collect(version: str, get: Callable[[], ReleaseAudit], audits: dict, errors
         errors[version] = str(exc)
 
 
-def _matrix(names, versions, method, plan, audits, errors, seconds, jobs) -> MatrixReport:
+def _matrix(names, versions, method, plan, audits, errors, seconds, jobs, engine="vllm") -> MatrixReport:
     archs: list[str] = []
     for n in names:
         archs += [a for a in _expected_architectures(n) if a not in archs]
@@ -399,4 +405,4 @@ def _matrix(names, versions, method, plan, audits, errors, seconds, jobs) -> Mat
                 seen_native.add(arch)
                 row.first_native = True
             rows.append(row)
-    return MatrixReport(names, versions, method, archs, rows, errors, seconds, jobs)
+    return MatrixReport(names, versions, method, archs, rows, errors, seconds, jobs, engine=engine)

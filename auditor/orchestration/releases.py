@@ -40,6 +40,8 @@ class IndexReleases:
     progress bars on stderr."""
 
     progress: bool = False
+    #: the distribution whose releases to list and fetch (``vllm``, ``sglang``)
+    project: str = "vllm"
 
     def __post_init__(self) -> None:
         self._listing: IndexListing | None = None
@@ -53,7 +55,7 @@ class IndexReleases:
         if self._listing is None:
             from auditor.source.fetch import list_releases
 
-            self._listing = list_releases()
+            self._listing = list_releases(self.project)
         return self._listing
 
     def fetch(self, version: str) -> Path:
@@ -64,4 +66,4 @@ class IndexReleases:
         """
         from auditor.source.fetch import fetch_release
 
-        return fetch_release(version, progress=self.progress)
+        return fetch_release(version, progress=self.progress, project=self.project)

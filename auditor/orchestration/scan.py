@@ -12,20 +12,18 @@ from typing import Callable, Iterable
 
 from auditor.cache import Store
 from auditor.cache import key as cache_key
+from auditor.engines.base import Engine
+from auditor.engines.catalog import ENGINES, engine_for
 from auditor.engines.vllm import EXTRACTORS as VLLM_EXTRACTORS
 from auditor.engines.vllm.facts import (
     HOLDER_ATTRS,
     LANGUAGE_MODEL_ATTRS,
-    TreeFacts,
-    find_holder,
     target_facts,
 )
 from auditor.engines.vllm.platforms import (
     DEFAULT_PLATFORM,
     PLATFORMS,
-    platform_conditions,
 )
-from auditor.engines.vllm.registry import Registry
 from auditor.index.resolve import Resolver
 from auditor.index.tree import SummaryCache, Tree
 from auditor.model.errors import AuditError
@@ -35,7 +33,7 @@ from auditor.model.results import ScanReport, TargetResult, TargetSpec
 from rules.base import AuditTarget, Context
 from rules.drafts import draft_model
 from rules.registry import EXTRACTORS as RULE_EXTRACTORS
-from rules.registry import RULES
+from rules.registry import rules_for
 
 
 class Auditor:
@@ -48,24 +46,34 @@ class Auditor:
         platform: the platform whose branches to follow where a module picks its classes at
             import time (``cuda``, ``rocm``, ``xpu``, ``cpu``; see
             :mod:`auditor.engines.vllm.platforms`).
+        engine: the engine whose vocabulary reads the tree (an
+            :class:`auditor.engines.base.Engine`, or its name); default: the tree's own package
+            (``vllm/`` or ``sglang/``, :attr:`Tree.package`).
     Raises:
         AuditError: the tree has no readable model registry, ``transformers`` is not a
-            transformers source, or ``platform`` is not a known platform.
+            transformers source, ``platform`` is not a known platform, or ``engine`` is not the
+            tree's package.
         ValueError: ``tree`` was not built with :func:`make_tree` (its summaries would lack
             the gates' facts).
     """
 
-    def __init__(self, tree: Tree, transformers: str | None = None, platform: str = DEFAULT_PLATFORM):
-        if not set(EXTRACTORS) <= set(tree.extractors):
-            raise ValueError("the tree lacks the vLLM and rule extractors: build it with make_tree()")
+    def __init__(self, tree: Tree, transformers: str | None = None, platform: str = DEFAULT_PLATFORM,
+                 engine: Engine | str | None = None):
+        self.engine = engine if isinstance(engine, Engine) else engine_for(engine or tree.package)
+        if self.engine.package != tree.package:
+            raise AuditError(f"--engine {self.engine.name}: the tree holds a {tree.package}/ package, "
+                             f"not {self.engine.package}/")
+        if not set(extractors_for(self.engine)) <= set(tree.extractors):
+            raise ValueError(f"the tree lacks the {self.engine.display} and rule extractors: build it with make_tree()")
         self.tree = tree
         if platform not in PLATFORMS:
             raise AuditError(f"--platform: unknown platform {platform!r} (one of {', '.join(PLATFORMS)})")
         self.platform = platform
-        self.resolver = Resolver(tree, platform_conditions(platform))
-        self.registry = Registry(self.resolver)
-        self.facts = TreeFacts(self.resolver, self.registry)
-        self.ctx = Context(self.resolver, self.registry, self.facts)
+        self.resolver = Resolver(tree, self.engine.conditions(platform))
+        self.registry = self.engine.make_registry(self.resolver)
+        self.facts = self.engine.make_facts(self.resolver, self.registry)
+        self.rules = rules_for(self.engine.name)
+        self.ctx = Context(self.resolver, self.registry, self.facts, engine=self.engine.name)
         self.transformers_arg = transformers
         self.progress = False
         if transformers and Path(transformers).exists():
@@ -125,15 +133,11 @@ class Auditor:
             if p:
                 wave.add(p)
                 wanted.setdefault(p, set()).add(e.class_name)
-        for extractor in RULE_EXTRACTORS:
-            wave |= set(self.facts.candidate_paths(extractor))
-        # HF config classes of multimodal targets
-        wave |= {f for f in tree.files if f.startswith("vllm/transformers_utils/configs/")}
-        for mod in ("vllm.model_executor.models.interfaces", "vllm.transformers_utils.config"):
-            p = tree.path_of(mod)
-            if p:
-                wave.add(p)
-        scope = ("vllm/model_executor/models/", "vllm/models/")
+        if self.engine.name == "vllm":
+            for extractor in RULE_EXTRACTORS:
+                wave |= set(self.facts.candidate_paths(extractor))
+        wave |= self.engine.prefetch(tree)  # e.g. vLLM's HF config classes and protocols
+        scope = self.engine.model_scopes
         holder_attrs = set(HOLDER_ATTRS) | set(LANGUAGE_MODEL_ATTRS)
 
         def imports(s) -> list[str]:
@@ -198,25 +202,25 @@ class Auditor:
         target = AuditTarget(spec.architecture, method, facts, spec.model_type, spec.text_model_type, spec.source,
                              hf_config, opts)
         findings: list[Finding] = []
+        if method not in self.engine.methods:
+            raise AuditError(f"--method {method}: {self.engine.display} trees are audited for "
+                             f"{', '.join(self.engine.methods)} only")
         if facts.ref is None:
             from auditor.model.findings import Severity
 
             e = self.registry.entries[spec.architecture]
             findings.append(Finding("EA300", "resolve", Severity.UNKNOWN,
                                     f"cannot resolve the class of {spec.architecture}: {facts.unresolved.reason}",
-                                    self.registry.path, e.line))
+                                    getattr(e, "path", None) or self.registry.path, e.line))
         else:
-            for rule_cls in RULES.values():
+            for rule_cls in self.rules.values():
                 rule = rule_cls()
                 if rule.applies(target):
                     findings.extend(rule.check(self.ctx, target))
         holder = lm = None
         if facts.ref is not None and method == "eagle3":
-            key = ("holder", facts.ref)
-            h = self.ctx.cache[key][0] if key in self.ctx.cache else find_holder(self.resolver, self.registry, facts.ref)
-            holder = h.ref.dotted if h.ref else None
-            lm = h.language_arch
-        draft = draft_model(self.ctx, target) if facts.ref is not None else None
+            holder, lm = self.engine.holder(self.ctx, facts.ref)
+        draft = draft_model(self.ctx, target) if facts.ref is not None and self.engine.name == "vllm" else None
         return TargetResult(
             architecture=spec.architecture,
             class_name=facts.ref.dotted if facts.ref else None,
@@ -260,6 +264,8 @@ class Auditor:
         e = self.registry.entries[spec.architecture]
         t = self.registry.class_ref(spec.architecture)
         tables = ", ".join(e.tables) or "a registry table that does not tell"
+        if self.engine.name != "vllm":
+            tables = f"{e.path} ({', '.join(e.tables)})"
         what = {"drafter": "a drafter (a speculative-decoding head or MTP module), not a target: pass it as the "
                            "speculative model and audit the target it drafts for",
                 "pooling": "a pooling model (embedding, scoring, reward or classification): it never generates, "
@@ -304,11 +310,11 @@ class Auditor:
     def request_inputs(self, options: RunOptions | None = None) -> dict:
         """The inputs besides the tree and the targets that a verdict depends on, for keying
         cached results: the platform whose branches are followed, the ``--transformers`` given,
-        the tree's own transformers requirement (which picks the release fetched), and the run
-        options (pipeline-parallel size, drafter config, …)."""
+        the tree's own transformers requirement (which picks the release fetched), the engine, and
+        the run options (pipeline-parallel size, drafter config, …)."""
         req = self.tree.source.requirement("transformers") if hasattr(self.tree.source, "requirement") else None
         return {"platform": self.platform, "transformers": self.transformers_arg, "transformers_requirement": req,
-                "run": (options or RunOptions()).with_method("").key()}
+                "engine": self.engine.name, "run": (options or RunOptions()).with_method("").key()}
 
     def _scan(self, specs, methods, hf_config, progress, options: RunOptions) -> ScanReport:
         results = []
@@ -318,8 +324,11 @@ class Auditor:
                 results.append(self.audit(spec, method, hf_config, options))
             if progress:
                 progress((i + 1) * len(methods), total)
+        version = self.tree.version()
         return ScanReport(
-            vllm_version=self.tree.version(),
+            vllm_version=version if self.engine.name == "vllm" else None,
+            engine=self.engine.name,
+            engine_version=version,
             source=getattr(self.tree.source, "label", ""),
             platform=self.platform,
             transformers=self.transformers_used(),
@@ -376,20 +385,34 @@ class ResultCache:
 EXTRACTORS = VLLM_EXTRACTORS + RULE_EXTRACTORS
 
 
+def extractors_for(engine: Engine):
+    """The fact extractors a tree of ``engine`` is summarised with: the engine's and the rules'
+    (:data:`EXTRACTORS` for vLLM)."""
+    return EXTRACTORS if engine.name == "vllm" else engine.extractors + RULE_EXTRACTORS
+
+
 def make_tree(source, cache: SummaryCache | None = None) -> Tree:
-    """A :class:`Tree` over a vLLM tree source, summarised with :data:`EXTRACTORS`."""
-    return Tree(source, cache, EXTRACTORS)
+    """A :class:`Tree` over a tree source, summarised with the extractors of the source's
+    engine (its ``package``: :data:`EXTRACTORS` for vLLM)."""
+    engine = ENGINES.get(getattr(source, "package", "vllm"), engine_for(None))
+    return Tree(source, cache, extractors_for(engine))
 
 
-def open_tree(path: str | None, vllm_version: str | None, *, progress: bool = True, use_cache: bool = True) -> Tree:
-    """Open a tree from a PATH, a release version (fetched and cached) or the installed vllm.
+def open_tree(path: str | None, vllm_version: str | None, *, progress: bool = True, use_cache: bool = True,
+              sglang_version: str | None = None, engine: str | None = None) -> Tree:
+    """Open a tree from a PATH, a release version (fetched and cached) or the installed package.
 
+    Args:
+        path: a folder or archive; None for a version or the installed package.
+        vllm_version: a vLLM release to fetch.
+        sglang_version: an SGLang release to fetch (sdist, else the wheel for this Python).
+        engine: ``vllm`` or ``sglang`` to read that package of the tree (default: detected).
     Raises:
         AuditError: bad path, corrupt archive, unknown version, no vllm installed.
     """
     from auditor.source.sources import open_source
 
-    src = open_source(path, vllm_version, progress=progress)
+    src = open_source(path, vllm_version, progress=progress, sglang_version=sglang_version, package=engine)
     return make_tree(src, SummaryCache(enabled=use_cache))
 
 

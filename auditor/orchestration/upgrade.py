@@ -84,11 +84,13 @@ def side_kind(value: str) -> str:
 
 
 def open_side(value: str, *, releases: Releases | None = None, progress: bool = False,
-              use_cache: bool = True, platform: str = "cuda") -> Auditor:
+              use_cache: bool = True, platform: str = "cuda", engine: str | None = None) -> Auditor:
     """An :class:`Auditor` over ``value``: a release version (its archive as ``releases``
     fetches it; default :class:`~auditor.orchestration.releases.IndexReleases`, pip's index) or
     a PATH (folder, source checkout, ``.tar.gz`` / ``.whl``), following ``platform``'s
-    import-time branches. ``use_cache``: use the on-disk summary and result caches.
+    import-time branches. ``use_cache``: use the on-disk summary and result caches. ``engine``:
+    ``sglang`` reads a PATH as an SGLang tree and fetches a version as an SGLang release; None
+    detects a PATH's engine and reads a version as a vLLM release.
 
     Raises:
         AuditError: neither a path nor a version, a release that cannot be fetched, a tree
@@ -99,11 +101,12 @@ def open_side(value: str, *, releases: Releases | None = None, progress: bool = 
     from auditor.source.sources import release_source
 
     if side_kind(value) == "path":
-        return Auditor(open_tree(value, None, progress=progress, use_cache=use_cache), platform=platform)
+        return Auditor(open_tree(value, None, progress=progress, use_cache=use_cache, engine=engine),
+                       platform=platform)
     if releases is None:
         from auditor.orchestration.releases import IndexReleases
 
-        releases = IndexReleases(progress=progress)
+        releases = IndexReleases(progress=progress, project=engine or "vllm")
     archive = releases.fetch(value)
     return Auditor(make_tree(release_source(archive, progress=progress), SummaryCache(enabled=use_cache)),
                    platform=platform)
@@ -117,19 +120,23 @@ class Side:
     spec: str
     vllm_version: str | None
     source: str
+    #: the engine of the tree (``vllm``, ``sglang``; ``vllm_version`` then holds its release)
+    engine: str = "vllm"
 
     @classmethod
     def of(cls, spec: str, auditor: Auditor) -> "Side":
         """The side ``spec`` as read by ``auditor`` (its tree's version and source label)."""
-        return cls(spec, auditor.tree.version(), getattr(auditor.tree.source, "label", ""))
+        return cls(spec, auditor.tree.version(), getattr(auditor.tree.source, "label", ""),
+                   getattr(getattr(auditor, "engine", None), "name", "vllm"))
 
     @property
     def name(self) -> str:
-        """``vLLM X`` when the tree states its version, else the spec as given."""
-        return f"vLLM {self.vllm_version}" if self.vllm_version else self.spec
+        """``vLLM X`` (``SGLang X``) when the tree states its version, else the spec as given."""
+        engine = "SGLang" if self.engine == "sglang" else "vLLM"
+        return f"{engine} {self.vllm_version}" if self.vllm_version else self.spec
 
     def as_dict(self) -> dict:
-        return {"spec": self.spec, "vllm_version": self.vllm_version, "source": self.source}
+        return {"spec": self.spec, "vllm_version": self.vllm_version, "source": self.source, "engine": self.engine}
 
 
 # -- results ---------------------------------------------------------------------------------

@@ -93,7 +93,8 @@ def scan_sarif(report: ScanReport) -> str:
                 properties={"architecture": res.architecture, "method": res.method, "gate": f.gate,
                             "severity": f.severity.value, "verdict": res.verdict.value},
             ))
-    return _log(_descriptors(RULES), results, {"vllmVersion": report.vllm_version, "source": report.source})
+    return _log(_descriptors(RULES), results, {"vllmVersion": report.vllm_version, "source": report.source,
+                                               "engine": report.engine, "engineVersion": report.version})
 
 
 def _suite(xml: JUnitXml, suites: dict[str, TestSuite], name: str) -> TestSuite:
@@ -107,13 +108,15 @@ def _suite(xml: JUnitXml, suites: dict[str, TestSuite], name: str) -> TestSuite:
 def scan_junit(report: ScanReport) -> str:
     """The scan as JUnit XML: one suite per method, one test case per target and blocking gate
     (a failure when the gate blocks, an error when it is unknown, passed otherwise)."""
-    from rules.registry import BLOCKING_GATES
+    from rules.registry import blocking_gates
 
-    xml = JUnitXml(name=f"eagle-audit vLLM {report.vllm_version}")
+    gates = blocking_gates(report.engine)
+    name = f"vLLM {report.vllm_version}" if report.engine == "vllm" else report.title
+    xml = JUnitXml(name=f"eagle-audit {name}")
     suites: dict[str, TestSuite] = {}
     for res in report.targets:
         suite = _suite(xml, suites, f"eagle-audit.{res.method}")
-        for gate in BLOCKING_GATES:
+        for gate in gates:
             case = TestCase(name=gate, classname=res.architecture)
             fs = [f for f in res.findings if f.gate == gate]
             errors = [f for f in fs if f.severity.value == "error"]
@@ -214,8 +217,9 @@ def gate_junit(report) -> str:
     (the message names the codemod and why), an error when it is unknown, passed when the gate
     passes natively or once patched (the system-out says which codemod fixed it). A problem on
     another gate (a disallowed warning, an absent target, an invalid patch) adds a failing case."""
-    from rules.registry import BLOCKING_GATES
+    from rules.registry import blocking_gates
 
+    BLOCKING_GATES = blocking_gates(getattr(report.candidate, "engine", "vllm"))  # the candidate engine's
     xml = JUnitXml(name=f"eagle-audit gate: {report.candidate.name} ({report.outcome.value})")
     suites: dict[str, TestSuite] = {}
     for t in report.targets:
@@ -311,9 +315,10 @@ def matrix_markdown(report) -> str:
     support is in bold; skipped releases are listed with the reason below the table."""
     archs = report.architectures
     run = report.run_options.describe() if getattr(report, "run_options", None) else ""
+    engine = {"vllm": "vLLM", "sglang": "SGLang"}.get(getattr(report, "engine", "vllm"), "vLLM")
     lines = [f"## eagle-audit matrix: {', '.join(report.model)} ({report.method}{', ' + run if run else ''}), "
-             f"vLLM {report.versions}", ""]
-    lines.append("| vLLM | " + " | ".join(archs) + " |")
+             f"{engine} {report.versions}", ""]
+    lines.append(f"| {engine} | " + " | ".join(archs) + " |")
     lines.append("|---" * (len(archs) + 1) + "|")
     by = {(r.vllm_version, r.architecture): r for r in report.rows}
     for v in report.releases:

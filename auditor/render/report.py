@@ -34,12 +34,13 @@ def rules_markdown() -> str:
 
 
 def rules_json() -> str:
-    """Every rule as JSON: ``[{code, gate, name, summary, blocking, fix_available, methods, why,
-    how_to_fix}]``, from the registry table."""
+    """Every rule as JSON: ``[{code, gate, name, summary, blocking, fix_available, methods,
+    engines, why, how_to_fix}]``, from the registry table."""
     from rules.registry import RULES
 
     return json.dumps([{"code": code, "gate": r.GATE, "name": r.NAME, "summary": r.SUMMARY,
                         "blocking": r.BLOCKING, "fix_available": r.FIX_AVAILABLE, "methods": list(r.METHODS),
+                        "engines": list(r.ENGINES),
                         "why": r.WHY, "how_to_fix": r.HOW_TO_FIX} for code, r in RULES.items()], indent=2)
 
 # C0 and C1 controls, DEL, and the Unicode format characters that reorder or hide text
@@ -86,7 +87,7 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
     from rich.table import Table
     from rich.text import Text
 
-    title = Text(clean(f"vLLM {report.vllm_version or '?'} — {report.source}"))
+    title = Text(clean(f"{report.title} — {report.source}"))
     run = run_text(report)
     if run:
         title.append(f" ({run})")
@@ -286,9 +287,95 @@ def explain_tree(info: dict, console: Console) -> None:
             fnode.add(f"returns aux hidden states: {fw['returns_aux']}")
     if info.get("language_model"):
         root.add(f"language model architecture: {info['language_model']}")
+    if info.get("engine") == "sglang" and info.get("resolved"):
+        _explain_sglang(info, root)
     if info.get("branches"):
         node = root.add(f"import-time branches followed (platform {info.get('platform')})")
         for b in info["branches"]:
             where = f"  [cyan]{b['path']}:{b['line']}[/cyan]" if b.get("line") else ""
             node.add(Text.from_markup(f"{b['name']} in {b['module']}: {b['branch']}{where}"))  # escaped above
     console.print(root)
+
+
+def _explain_sglang(info: dict, root) -> None:
+    """The SGLang parts of an explanation: the runner's call, the setter, its trace, the forward
+    (``info`` is already cleaned and markup-escaped by :func:`explain_tree`)."""
+    reg = info["registered_in"]
+    root.add(f"registered by EntryClass  [cyan]{reg['path']}:{reg['line']}[/cyan]")
+    for c in info.get("runner", [])[:1]:
+        root.add(f"runner calls model.{c['name']}(...)  [cyan]{c['path']}:{c['line']}[/cyan]"
+                 + ("  (after hasattr)" if c["checks_hasattr"] else ""))
+    st = info.get("setter")
+    if st:
+        root.add(f"setter: [green]{st['defined_in']}.{st['name']}[/green]  [cyan]{st['path']}:{st['line']}[/cyan]")
+    else:
+        root.add("setter: [red]missing[/red]")
+    cap = info["capture"]
+    node = root.add(f"capturing model: {cap.get('holder') or '[yellow]unknown[/yellow]'}")
+    if cap.get("via"):
+        node.add(f"found via {cap['via']}")
+    for p in cap.get("problems", []):
+        node.add(f"[red]{p['message']}[/red]")
+    fw = cap.get("forward")
+    if fw:
+        fnode = node.add(f"forward: {fw['defined_in']}  [cyan]{fw['path']}:{fw['line']}[/cyan]")
+        for lp in fw["loops"]:
+            fnode.add(f"layer loop at line {lp['line']}: captures aux hidden states: {'yes' if lp['captures'] else 'no'}")
+        fnode.add(f"returns aux hidden states: {fw['returns_aux']}")
+
+
+def compare_markdown(report) -> str:
+    """A comparison (:class:`auditor.orchestration.compare.CompareReport`) as Markdown: one row per
+    target with each engine's verdict and blocking gates, then the reasons per engine, then the
+    conclusion (which engine supports every target)."""
+    names = [s.name for s in report.sides]
+    lines = ["# eagle-audit compare", "",
+             "| target | method | " + " | ".join(names) + " |",
+             "|---|---|" + "---|" * len(names)]
+    for r in report.rows:
+        cells = [c.verdict + (f" ({', '.join(c.blocking)})" if c.blocking else "") for c in r.cells]
+        lines.append(f"| {clean(r.architecture)} | {r.method} | " + " | ".join(cells) + " |")
+    for i, side in enumerate(report.sides):
+        why = [(r.architecture, c) for r in report.rows for c in [r.cells[i]] if c.reasons]
+        if why:
+            lines += ["", f"## {clean(side.name)}: why ({clean(side.source)})", ""]
+            for arch, c in why:
+                lines += [f"- **{clean(arch)}** ({c.verdict}):"] + [f"  - {clean(x)}" for x in c.reasons]
+    for name, per in report.unresolved.items():
+        for engine, msg in per.items():
+            lines.append(f"- `{clean(name)}` in {engine}: {clean(msg)}")
+    ok = [s.name for s, good in zip(report.sides, report.supports_all) if good]
+    lines += ["", f"**Supports every target:** {', '.join(ok)}" if ok else "**No engine supports every target.**"]
+    return "\n".join(lines) + "\n"
+
+
+def compare_table(report, console: Console) -> None:
+    """Print a comparison as a rich table (verdict and blocking gates per engine), the reasons
+    under it, and the conclusion."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title="eagle-audit compare")
+    table.add_column("target", no_wrap=True)
+    table.add_column("method", no_wrap=True)
+    for s in report.sides:
+        table.add_column(Text(clean(s.name)))
+    for r in report.rows:
+        cells = []
+        for c in r.cells:
+            t = Text(c.verdict, style=_STYLE.get(c.verdict, ""))
+            if c.blocking:
+                t.append(f" ({', '.join(c.blocking)})")
+            cells.append(t)
+        table.add_row(Text(clean(r.architecture)), r.method, *cells)
+    console.print(table)
+    for i, side in enumerate(report.sides):
+        for r in report.rows:
+            c = r.cells[i]
+            if c.reasons:
+                console.print(clean(f"{r.architecture} in {side.name} ({c.verdict}):"), markup=False, highlight=False)
+                for x in c.reasons:
+                    console.print(f"  {clean(x)}", markup=False, highlight=False)
+    ok = [s.name for s, good in zip(report.sides, report.supports_all) if good]
+    console.print(clean(f"supports every target: {', '.join(ok)}") if ok else "no engine supports every target",
+                  markup=False, highlight=False)

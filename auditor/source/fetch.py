@@ -1,8 +1,10 @@
-"""Fetch released vLLM source archives (sdists) from the package index pip uses.
+"""Fetch released vLLM (and SGLang) source archives from the package index pip uses.
 
 The index is never hard-coded: it is whatever pip itself is configured to use (see
-:func:`index_url`). Only the sdist ``vllm-X.tar.gz`` is fetched -- it holds the whole
-Python source in 10-50 MB, while the wheels weigh 300-500 MB. Archives are cached in
+:func:`index_url`). For vLLM only the sdist ``vllm-X.tar.gz`` is fetched -- it holds the whole
+Python source in 10-50 MB, while the wheels weigh 300-500 MB. For SGLang (``project="sglang"``)
+the sdist is fetched when the index has one, else the wheel that installs on this platform's
+Python (``py3-none-any``, or the matching ``cp311`` tag; read in place like an sdist). Archives are cached in
 ``platformdirs.user_cache_path("eagle-audit") / "archives"`` (the cache root can be
 replaced with the ``EAGLE_AUDIT_CACHE_DIR`` environment variable), verified against the
 sha256 the index publishes, and re-verified offline on later runs against a
@@ -57,6 +59,11 @@ ALLOW_UNVERIFIED_ENV = "EAGLE_AUDIT_ALLOW_UNVERIFIED"
 UNVERIFIED = "unverified: the package index publishes no sha256 for it"
 
 _PROJECT = "vllm"
+#: The projects that can be fetched, and how messages name them.
+PROJECTS = {"vllm": "vLLM", "sglang": "SGLang"}
+#: The projects whose releases may be fetched as a wheel when the index has no sdist (an
+#: SGLang wheel is ~40 MB; vLLM wheels are 300-500 MB and are never fetched).
+WHEEL_FALLBACK = frozenset({"sglang"})
 # The PEP 691 media types are "application/vnd.<index-api>.simple.v1+json|html"; the
 # vendor token is assembled so that no index-related name appears literally in the code.
 _VENDOR = "vnd." + "py" + "pi"
@@ -407,11 +414,12 @@ def _project_files(client: _Client, project: str = _PROJECT) -> tuple[list[dict]
     return _files_from_html(body.decode("utf-8", errors="replace"), final_url), []
 
 
-def _sdists(files: list[dict]) -> list[SdistFile]:
-    """Keep the ``vllm-X.tar.gz`` files of an index page.
+def _sdists(files: list[dict], project: str = _PROJECT) -> list[SdistFile]:
+    """Keep the ``<project>-X.tar.gz`` files of an index page.
 
     Args:
         files: PEP 691 file dicts.
+        project: the distribution name (vllm by default).
 
     Returns:
         The sdists, sorted by version.
@@ -425,7 +433,7 @@ def _sdists(files: list[dict]) -> list[SdistFile]:
             name, version = parse_sdist_filename(filename)
         except (InvalidSdistFilename, InvalidVersion):
             continue
-        if canonicalize_name(name) != _PROJECT:
+        if canonicalize_name(name) != project:
             continue
         hashes = entry.get("hashes") or {}
         sha = hashes.get("sha256") if isinstance(hashes, dict) else None
@@ -444,7 +452,7 @@ def _sdists(files: list[dict]) -> list[SdistFile]:
     return found
 
 
-def _all_versions(files: list[dict], versions: list[str]) -> set[Version]:
+def _all_versions(files: list[dict], versions: list[str], project: str = _PROJECT) -> set[Version]:
     """Collect every release version the index mentions (any file type).
 
     Args:
@@ -461,7 +469,7 @@ def _all_versions(files: list[dict], versions: list[str]) -> set[Version]:
         except InvalidVersion:
             pass
     for entry in files:
-        match = re.match(r"(?i)vllm-([^-]+?)(?:\.tar\.gz|\.zip|-)", str(entry.get("filename")))
+        match = re.match(rf"(?i){re.escape(project)}-([^-]+?)(?:\.tar\.gz|\.zip|-)", str(entry.get("filename")))
         if match:
             try:
                 result.add(Version(match.group(1)))
@@ -512,8 +520,8 @@ def _closeness(candidate: Version, wanted: Version) -> tuple[int, int]:
     return shared, -gap
 
 
-def _release_sdists(client: _Client) -> tuple[list[SdistFile], set[Version]]:
-    """Fetch and parse the index page for vllm.
+def _release_sdists(client: _Client, project: str = _PROJECT) -> tuple[list[SdistFile], set[Version]]:
+    """Fetch and parse the index page for ``project`` (vllm by default).
 
     Returns:
         The sdists listed, and every version the index knows.
@@ -521,8 +529,77 @@ def _release_sdists(client: _Client) -> tuple[list[SdistFile], set[Version]]:
     Raises:
         SourceError: when the index cannot be reached.
     """
-    files, versions = _project_files(client)
-    return _sdists(files), _all_versions(files, versions)
+    files, versions = _project_files(client, project)
+    return _sdists(files, project), _all_versions(files, versions, project)
+
+
+def _wheels(files: list[dict], project: str, wanted: Version) -> list[SdistFile]:
+    """The wheels of release ``wanted`` that install on this interpreter and platform, best
+    first (in the order of :func:`packaging.tags.sys_tags`: a wheel for this exact CPython ABI
+    and platform before ``py3-none-any``).
+
+    Args:
+        files: PEP 691 file dicts.
+        project: the distribution name.
+        wanted: the release.
+
+    Returns:
+        The compatible wheels (same record as an sdist), best first; empty when none fits.
+    """
+    from packaging.tags import sys_tags
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    rank = {tag: i for i, tag in enumerate(sys_tags())}
+    found: list[tuple[int, SdistFile]] = []
+    for entry in files:
+        filename = str(entry.get("filename", ""))
+        if not filename.endswith(".whl") or "/" in filename or "\\" in filename:
+            continue
+        try:
+            name, version, _, tags = parse_wheel_filename(filename)
+        except (InvalidWheelFilename, InvalidVersion):
+            continue
+        if canonicalize_name(name) != project or version != wanted:
+            continue
+        best = min((rank[t] for t in tags if t in rank), default=None)
+        if best is None:
+            continue
+        hashes = entry.get("hashes") or {}
+        sha = hashes.get("sha256") if isinstance(hashes, dict) else None
+        size = entry.get("size")
+        found.append((best, SdistFile(filename=filename, version=version, url=str(entry["url"]),
+                                      sha256=str(sha).lower() if sha else None,
+                                      size=int(size) if isinstance(size, int) else None,
+                                      yanked=bool(entry.get("yanked")))))
+    found.sort(key=lambda x: (x[1].yanked, x[0]))
+    return [w for _, w in found]
+
+
+def _cached_wheel(folder: pathlib.Path, project: str, wanted: Version) -> pathlib.Path | None:
+    """A wheel of release ``wanted`` already in the cache, verified against its sidecar and
+    installable here (best first, as :func:`_wheels` ranks them), or None."""
+    from packaging.tags import sys_tags
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    rank = {tag: i for i, tag in enumerate(sys_tags())}
+    cands = []
+    try:
+        listing = sorted(folder.glob(f"{project}-*.whl"))
+    except OSError:
+        return None
+    for path in listing:
+        try:
+            name, version, _, tags = parse_wheel_filename(path.name)
+        except (InvalidWheelFilename, InvalidVersion):
+            continue
+        best = min((rank[t] for t in tags if t in rank), default=None)
+        if canonicalize_name(name) == project and version == wanted and best is not None:
+            cands.append((best, path))
+    for _, path in sorted(cands):
+        recorded = _read_sidecar(path)
+        if recorded is not None and _is_file(path) and _sha256_file(path) == recorded:
+            return path
+    return None
 
 
 @dataclass(frozen=True)
@@ -541,16 +618,26 @@ class IndexListing:
     yanked: tuple[str, ...] = ()
 
 
-def list_releases() -> IndexListing:
-    """Read the vllm page of pip's index (the one :func:`index_url` resolves) once.
+def list_releases(project: str = _PROJECT) -> IndexListing:
+    """Read the ``project`` page (vllm by default) of pip's index (the one :func:`index_url`
+    resolves) once.
 
     Returns:
-        The :class:`IndexListing`.
+        The :class:`IndexListing`; for a project fetched as a wheel when it has no sdist
+        (:data:`WHEEL_FALLBACK`), ``sdists`` also lists the releases with a wheel for this
+        Python (the releases :func:`fetch_release` can read).
 
     Raises:
-        SourceError: when the index cannot be reached or does not list vllm.
+        SourceError: when the index cannot be reached or does not list the project.
     """
-    sdists, known = _release_sdists(_Client(index_url()))
+    client = _Client(index_url())
+    files, versions = _project_files(client, project)
+    sdists, known = _sdists(files, project), _all_versions(files, versions, project)
+    if project in WHEEL_FALLBACK:
+        # releases without an sdist can still be read from the wheel for this Python
+        have = {s.version for s in sdists}
+        for v in sorted(known - have):
+            sdists += _wheels(files, project, v)[:1]
     ok = {s.version for s in sdists if not s.yanked}
     yanked = {s.version for s in sdists if s.yanked} - ok
     return IndexListing(
@@ -750,7 +837,7 @@ def _download(client: _Client, sdist: SdistFile, target: pathlib.Path, progress:
     return target, actual
 
 
-def _check_version(version: str) -> Version:
+def _check_version(version: str, project: str = _PROJECT) -> Version:
     """Parse a user-supplied version.
 
     Raises:
@@ -759,7 +846,8 @@ def _check_version(version: str) -> Version:
     """
     text = str(version).strip()
     shown = repr(text) if len(text) <= 40 else repr(text[:37] + "...")
-    problem = SourceError(f"{shown} is not a valid vLLM version (expected e.g. 0.16.0)")
+    problem = SourceError(f"{shown} is not a valid {PROJECTS.get(project, project)} version (expected e.g. "
+                          f"{'0.5.10' if project == 'sglang' else '0.16.0'})")
     if not text or len(text) > 64 or not re.fullmatch(r"[0-9A-Za-z.+!_-]+", text):
         raise problem
     try:
@@ -774,6 +862,7 @@ def fetch_release(
     progress: bool = True,
     cache_dir: pathlib.Path | None = None,
     unverified: bool | None = None,
+    project: str = _PROJECT,
 ) -> pathlib.Path:
     """Return the local path of the vLLM sdist ``vllm-<version>.tar.gz``, fetching it
     into the cache when needed.
@@ -790,6 +879,10 @@ def fetch_release(
     download goes to a temp file in the cache folder, is checked against the published
     sha256 and is then atomically renamed into place.
 
+    For ``project="sglang"`` the same holds for ``sglang-<version>.tar.gz``; when the index
+    lists no sdist for the release, the wheel that installs on this interpreter and platform
+    (see :func:`_wheels`) is fetched instead, with the same sha256 checks and cache.
+
     Args:
         version: the vLLM release, e.g. ``"0.16.0"``.
         progress: draw a transient download progress bar on stderr.
@@ -799,6 +892,7 @@ def fetch_release(
         unverified: accept a release whose index entry publishes no sha256 (default:
             :func:`allow_unverified`). Such an archive gets no sidecar, so it is never
             trusted offline, and :func:`recorded_sha256` is None for it.
+        project: the distribution, ``vllm`` (default) or ``sglang`` (:data:`PROJECTS`).
 
     Returns:
         The path of the verified ``vllm-<version>.tar.gz`` in the cache.
@@ -810,28 +904,43 @@ def fetch_release(
             mismatch of a download (the file is deleted); an index entry without a sha256
             when unverified archives are not allowed.
     """
-    wanted = _check_version(version)
+    if project not in PROJECTS:
+        raise SourceError(f"unknown project {project!r} (one of {', '.join(PROJECTS)})")
+    display = PROJECTS[project]
+    wanted = _check_version(version, project)
     folder = pathlib.Path(cache_dir).expanduser() if cache_dir is not None else archive_cache_dir()
-    guess = folder / f"vllm-{wanted}.tar.gz"
+    guess = folder / f"{project}-{wanted}.tar.gz"
     recorded = _read_sidecar(guess) if _is_file(guess) else None
     if recorded is not None:
         if _sha256_file(guess) == recorded:
             return guess
         _drop_cached(guess)  # corrupted since it was verified: fetch it again
+    if project in WHEEL_FALLBACK:
+        cached = _cached_wheel(folder, project, wanted)
+        if cached is not None:
+            return cached
 
     client = _Client(index_url())
-    sdists, known = _release_sdists(client)
+    files, versions = _project_files(client, project)
+    sdists, known = _sdists(files, project), _all_versions(files, versions, project)
     matches = [s for s in sdists if s.version == wanted]
+    if not matches and project in WHEEL_FALLBACK:
+        matches = _wheels(files, project, wanted)
     if not matches:
         available = sorted({s.version for s in sdists if not s.yanked})
         nearest = ", ".join(str(v) for v in nearest_versions(wanted, available))
-        if wanted in known:
+        if wanted in known and project in WHEEL_FALLBACK:
             problem = (
-                f"vLLM {version} has no source archive (sdist) on the package index "
+                f"{display} {version} has neither a source archive (sdist) nor a wheel for this "
+                f"platform's Python on the package index ({client.shown_index})"
+            )
+        elif wanted in known:
+            problem = (
+                f"{display} {version} has no source archive (sdist) on the package index "
                 f"({client.shown_index}), only wheels"
             )
         else:
-            problem = f"vLLM {version} is not on the package index ({client.shown_index})"
+            problem = f"{display} {version} is not on the package index ({client.shown_index})"
         hint = f"; nearest releases with an sdist: {nearest}" if nearest else ""
         raise SourceError(problem + hint)
     sdist = next((s for s in matches if not s.yanked), matches[0])

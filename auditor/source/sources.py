@@ -59,7 +59,12 @@ __all__ = [
 ]
 
 _PACKAGE = "vllm"
-_VERSION_FILE = "vllm/_version.py"
+#: The engine packages a tree can hold, in the order they are looked for when a folder or an
+#: archive holds several (vLLM first, so that a tree that always read as vLLM still does), each
+#: with the sub-folder that marks it when its ``__init__.py`` is absent.
+PACKAGES: dict[str, str] = {"vllm": "model_executor", "sglang": "srt"}
+#: How each engine is named in messages.
+_ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 _VERSION_NAMES = ("__version__", "version")
 _DRAIN_CHUNK = 1 << 20
 
@@ -148,19 +153,37 @@ def read_regular_file(path: str | os.PathLike[str], relpath: str, limit: int = M
 # --------------------------------------------------------------------------- helpers
 
 
-def _valid_relpath(relpath: object) -> bool:
-    """Tell whether ``relpath`` is a well-formed ``vllm/**/*.py`` POSIX path.
+def check_package(package: str | None) -> str | None:
+    """Validate a requested engine package name.
+
+    Args:
+        package: ``"vllm"``, ``"sglang"`` or None (detect).
+
+    Returns:
+        ``package`` unchanged.
+
+    Raises:
+        SourceError: for any other name.
+    """
+    if package is not None and package not in PACKAGES:
+        raise SourceError(f"unknown engine {package!r} (one of {', '.join(PACKAGES)})")
+    return package
+
+
+def _valid_relpath(relpath: object, package: str = _PACKAGE) -> bool:
+    """Tell whether ``relpath`` is a well-formed ``<package>/**/*.py`` POSIX path.
 
     Args:
         relpath: the candidate path.
+        package: the tree's package (``vllm`` or ``sglang``).
 
     Returns:
-        True for a relative, normalised path under ``vllm/`` ending in ``.py``; False for
+        True for a relative, normalised path under ``<package>/`` ending in ``.py``; False for
         anything else (absolute paths, ``..`` components, backslashes, other files).
     """
     if not isinstance(relpath, str) or "\\" in relpath or "\0" in relpath:
         return False
-    if not relpath.startswith(_PACKAGE + "/") or not relpath.endswith(".py"):
+    if not relpath.startswith(package + "/") or not relpath.endswith(".py"):
         return False
     parts = relpath.split("/")
     return all(part not in ("", ".", "..") for part in parts)
@@ -203,7 +226,7 @@ def _version_from_python(source: bytes) -> str | None:
     return None
 
 
-def _version_from_metadata(data: bytes) -> str | None:
+def _version_from_metadata(data: bytes, package: str = _PACKAGE) -> str | None:
     """Read the ``Version:`` header of a ``PKG-INFO`` / ``METADATA`` file.
 
     Args:
@@ -211,29 +234,30 @@ def _version_from_metadata(data: bytes) -> str | None:
 
     Returns:
         The version, or None when absent or when the ``Name:`` header names a
-        distribution other than vllm.
+        distribution other than ``package`` (vllm by default).
     """
     text = data.decode("utf-8", errors="replace")
     headers = email.parser.HeaderParser().parsestr(text, headersonly=True)
     name = headers.get("Name")
-    if name and canonicalize_name(name.strip()) != _PACKAGE:
+    if name and canonicalize_name(name.strip()) != package:
         return None
     version = headers.get("Version")
     return version.strip() if version and version.strip() else None
 
 
-def _best_dist_info(names: list[str]) -> str | None:
-    """Pick the vllm ``*.dist-info`` / ``*.egg-info`` folder name with the highest version.
+def _best_dist_info(names: list[str], package: str = _PACKAGE) -> str | None:
+    """Pick the ``<package>-*.dist-info`` / ``*.egg-info`` folder name with the highest version.
 
     Args:
-        names: folder names found next to the ``vllm/`` package.
+        names: folder names found next to the package folder.
+        package: the distribution (``vllm`` or ``sglang``).
 
     Returns:
-        The chosen folder name, or None when none belongs to vllm.
+        The chosen folder name, or None when none belongs to ``package``.
     """
     best: tuple[Version, str] | None = None
     for name in names:
-        match = re.fullmatch(r"(?i)vllm(?:-([^-]+))?\.(?:dist|egg)-info", name)
+        match = re.fullmatch(rf"(?i){re.escape(package)}(?:-([^-]+))?\.(?:dist|egg)-info", name)
         if not match:
             continue
         try:
@@ -362,6 +386,8 @@ class TreeSource(abc.ABC):
     """
 
     label: str
+    #: the engine package the tree holds: ``"vllm"`` or ``"sglang"`` (see :data:`PACKAGES`)
+    package: str = _PACKAGE
 
     def __init__(self, label: str) -> None:
         """Initialise the shared caches.
@@ -443,7 +469,7 @@ class TreeSource(abc.ABC):
                 ``vllm/**/*.py`` path).
             SourceError: when the archive holding the file is corrupt.
         """
-        if not _valid_relpath(relpath):
+        if not _valid_relpath(relpath, self.package):
             raise KeyError(relpath)
         return self._read(relpath)
 
@@ -456,7 +482,7 @@ class TreeSource(abc.ABC):
         Returns:
             True when :meth:`read` would return it, else False.
         """
-        return _valid_relpath(relpath) and self._exists(relpath)
+        return _valid_relpath(relpath, self.package) and self._exists(relpath)
 
     def _exists(self, relpath: str) -> bool:
         """Default existence test: membership in :meth:`files`."""
@@ -482,9 +508,10 @@ class TreeSource(abc.ABC):
         """
         if self._version_cache is None:
             found = None
-            if self.exists(_VERSION_FILE):
+            version_file = f"{self.package}/_version.py"
+            if self.exists(version_file):
                 try:
-                    found = _version_from_python(self.read(_VERSION_FILE))
+                    found = _version_from_python(self.read(version_file))
                 except KeyError:  # UnreadableFile: the version then comes from the metadata
                     found = None
             if not found:
@@ -538,50 +565,62 @@ class TreeSource(abc.ABC):
 
 
 class FolderSource(TreeSource):
-    """A vLLM tree in a folder on disk, read lazily.
+    """A vLLM (or SGLang) tree in a folder on disk, read lazily.
 
     Args:
-        path: either the ``vllm`` package folder itself (e.g. ``site-packages/vllm``,
-            recognised by its ``__init__.py``), or a folder containing ``vllm/`` (a git
+        path: either the package folder itself (e.g. ``site-packages/vllm``, recognised by
+            its ``__init__.py``), or a folder containing ``vllm/`` or ``sglang/`` (a git
             checkout root, an extracted sdist).
         label: optional description for messages; defaults to ``path`` as given.
+        package: the engine package to read (``vllm`` or ``sglang``); None detects it, vLLM
+            first when the folder holds both.
 
     Raises:
-        SourceError: when ``path`` does not exist, is not a folder, or holds no vLLM
-            package (no ``vllm/__init__.py`` and no ``vllm/model_executor/``).
+        SourceError: when ``path`` does not exist, is not a folder, or holds no engine
+            package (no ``<package>/__init__.py`` and no marker sub-folder, see
+            :data:`PACKAGES`).
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, label: str | None = None) -> None:
-        """Locate the folder containing ``vllm/``; see the class docstring."""
+    def __init__(self, path: str | os.PathLike[str], *, label: str | None = None,
+                 package: str | None = None) -> None:
+        """Locate the folder containing the package; see the class docstring."""
         given = pathlib.Path(path).expanduser()
         super().__init__(label if label is not None else str(given))
+        check_package(package)
         try:
             if not given.exists():
                 raise SourceError(f"{given} does not exist")
             if not given.is_dir():
                 raise SourceError(f"{given} is not a folder")
             resolved = given.resolve()
-            if self._is_package(resolved / _PACKAGE):
-                self._root = resolved
-            elif resolved.name == _PACKAGE and self._is_package(resolved):
-                self._root = resolved.parent
+            for pkg in ([package] if package else list(PACKAGES)):
+                if self._is_package(resolved / pkg, pkg):
+                    self._root, self.package = resolved, pkg
+                    break
+                if resolved.name == pkg and self._is_package(resolved, pkg):
+                    self._root, self.package = resolved.parent, pkg
+                    break
             else:
+                if package:
+                    raise SourceError(f"{given} is not a {_ENGINE_NAMES[package]} tree: no {package}/ package found")
                 raise SourceError(f"{given} is not a vLLM tree: no vllm/ package found")
         except OSError as exc:
             raise SourceError(f"cannot read {exc.filename or given}: {exc.strerror or exc}") from None
         self._files: list[str] | None = None
 
     @staticmethod
-    def _is_package(folder: pathlib.Path) -> bool:
-        """Tell whether ``folder`` looks like the vllm package folder.
+    def _is_package(folder: pathlib.Path, package: str = _PACKAGE) -> bool:
+        """Tell whether ``folder`` looks like the ``package`` package folder.
 
         Args:
-            folder: the candidate ``.../vllm`` folder.
+            folder: the candidate ``.../vllm`` (or ``.../sglang``) folder.
+            package: the package it should be.
 
         Returns:
-            True when it holds ``__init__.py`` or a ``model_executor/`` sub-folder.
+            True when it holds ``__init__.py`` or the package's marker sub-folder
+            (``model_executor/`` for vllm, ``srt/`` for sglang).
         """
-        return (folder / "__init__.py").is_file() or (folder / "model_executor").is_dir()
+        return (folder / "__init__.py").is_file() or (folder / PACKAGES[package]).is_dir()
 
     def files(self) -> list[str]:
         """List the tree's Python files (see :meth:`TreeSource.files`).
@@ -592,7 +631,7 @@ class FolderSource(TreeSource):
         """
         if self._files is None:
             found: list[str] = []
-            top = self._root / _PACKAGE
+            top = self._root / self.package
 
             def unreadable(exc: OSError) -> None:
                 where = pathlib.Path(exc.filename or top)
@@ -659,7 +698,7 @@ class FolderSource(TreeSource):
             names = [p.name for p in self._root.iterdir() if p.is_dir()]
         except OSError:
             names = []
-        info = _best_dist_info(names)
+        info = _best_dist_info(names, self.package)
         if info:
             leaf = "METADATA" if info.endswith(".dist-info") else "PKG-INFO"
             candidates.append(self._root / info / leaf)
@@ -668,7 +707,7 @@ class FolderSource(TreeSource):
                 data = read_regular_file(candidate, candidate.name, 1 << 20)
             except (OSError, UnreadableFile):
                 continue
-            version = _version_from_metadata(data)
+            version = _version_from_metadata(data, self.package)
             if version:
                 return version
         return None
@@ -679,37 +718,41 @@ class FolderSource(TreeSource):
 
 
 class InstalledSource(FolderSource):
-    """The vLLM installed in the current environment, located without importing it.
+    """The vLLM (or SGLang) installed in the current environment, located without importing it.
 
-    Uses ``importlib.util.find_spec("vllm")`` (for a top-level name this only searches
+    Uses ``importlib.util.find_spec(package)`` (for a top-level name this only searches
     ``sys.path``; the package is not executed) to find the folder, and
-    ``importlib.metadata.version("vllm")`` for the version when the distribution
+    ``importlib.metadata.version(package)`` for the version when the distribution
     metadata is available (falling back to the tree itself).
 
+    Args:
+        package: ``vllm`` (default) or ``sglang``.
+
     Raises:
-        SourceError: when no vllm package can be found in this environment.
+        SourceError: when no such package can be found in this environment.
     """
 
-    def __init__(self) -> None:
-        """Locate the installed vllm package; see the class docstring."""
-        folder = self._locate()
-        super().__init__(folder, label=f"installed vllm ({folder})")
+    def __init__(self, package: str = _PACKAGE) -> None:
+        """Locate the installed package; see the class docstring."""
+        check_package(package)
+        folder = self._locate(package)
+        super().__init__(folder, label=f"installed {package} ({folder})", package=package)
 
     @staticmethod
-    def _locate() -> pathlib.Path:
-        """Find the folder of the installed vllm package.
+    def _locate(package: str = _PACKAGE) -> pathlib.Path:
+        """Find the folder of the installed package.
 
         Returns:
-            The ``.../vllm`` package folder.
+            The ``.../vllm`` (or ``.../sglang``) package folder.
 
         Raises:
-            SourceError: when vllm is not installed.
+            SourceError: when the package is not installed.
         """
         missing = SourceError(
-            "no vllm installed in this environment; pass a PATH or --vllm-version"
+            f"no {package} installed in this environment; pass a PATH or --{package}-version"
         )
         try:
-            spec = importlib.util.find_spec(_PACKAGE)
+            spec = importlib.util.find_spec(package)
         except (ImportError, ValueError):
             raise missing from None
         if spec is None:
@@ -719,7 +762,7 @@ class InstalledSource(FolderSource):
             locations.insert(0, os.path.dirname(spec.origin))
         for location in locations:
             folder = pathlib.Path(location)
-            if FolderSource._is_package(folder):
+            if FolderSource._is_package(folder, package):
                 return folder
         raise missing
 
@@ -732,7 +775,7 @@ class InstalledSource(FolderSource):
         """
         if self._version_cache is None:
             try:
-                found = importlib.metadata.version(_PACKAGE)
+                found = importlib.metadata.version(self.package)
             except importlib.metadata.PackageNotFoundError:
                 found = None
             if found:
@@ -753,21 +796,26 @@ class ArchiveSource(TreeSource):
       version comes from ``vllm-X.dist-info/METADATA`` when ``_version.py`` is absent.
 
     Other tar/zip archives whose ``vllm/`` package sits at the top or one folder down
-    (e.g. a source snapshot) are accepted the same way.
+    (e.g. a source snapshot) are accepted the same way, and so are SGLang archives
+    (``sglang-X.tar.gz``, ``sglang-X-*.whl``) holding an ``sglang/`` package.
 
     Args:
         path: the archive file.
         progress: draw a transient progress bar on stderr while reading a tarball.
+        package: the engine package to read (``vllm`` or ``sglang``); None detects it
+            (vLLM first when the archive holds both).
 
     Raises:
         SourceError: when the file is missing, is not a readable tar/zip archive
-            (corrupt, truncated), or holds no ``vllm/`` package.
+            (corrupt, truncated), or holds no engine package.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, progress: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, progress: bool = False,
+                 package: str | None = None) -> None:
         """Open and index the archive; see the class docstring."""
         self.path = pathlib.Path(path).expanduser()
         super().__init__(self.path.name)
+        self._wanted = (check_package(package),) if package else tuple(PACKAGES)
         self._zip: zipfile.ZipFile | None = None
         self._members: dict[str, bytes] | None = None  # tar: relpath -> bytes
         self._zip_names: dict[str, str] = {}  # zip: relpath -> member name
@@ -803,30 +851,47 @@ class ArchiveSource(TreeSource):
         return SourceError(f"cannot read archive {self.path}: {text}")
 
     @staticmethod
-    def _pick_prefix(paths: list[str]) -> str | None:
-        """Choose where the vllm package starts inside an archive.
+    def _pick_prefix(paths: list[str], package: str = _PACKAGE) -> str | None:
+        """Choose where the ``package`` package starts inside an archive.
 
         Args:
             paths: normalised member paths.
+            package: ``vllm`` or ``sglang``.
 
         Returns:
-            ``""`` when ``vllm/`` is at the top, ``"<folder>/"`` when one level down,
-            or None when no vllm package is found.
+            ``""`` when ``<package>/`` is at the top, ``"<folder>/"`` when one level down,
+            or None when no such package is found.
         """
         counts: dict[str, int] = {}
         marked: set[str] = set()
         for path in paths:
             parts = path.split("/")
             for depth in (0, 1):
-                if len(parts) > depth + 1 and parts[depth] == _PACKAGE:
+                if len(parts) > depth + 1 and parts[depth] == package:
                     prefix = "/".join(parts[:depth]) + ("/" if depth else "")
                     counts[prefix] = counts.get(prefix, 0) + 1
                     rest = parts[depth + 1 :]
-                    if rest == ["__init__.py"] or rest[:1] == ["model_executor"]:
+                    if rest == ["__init__.py"] or rest[:1] == [PACKAGES[package]]:
                         marked.add(prefix)
         if not marked:
             return None
         return max(sorted(marked), key=lambda p: (counts[p], -len(p)))
+
+    def _pick(self, paths: list[str]) -> str | None:
+        """Pick the package (stored in :attr:`package`) and its prefix among the wanted ones."""
+        for pkg in self._wanted:
+            prefix = self._pick_prefix(paths, pkg)
+            if prefix is not None:
+                self.package = pkg
+                return prefix
+        return None
+
+    def _missing(self) -> SourceError:
+        """The 'no package found' error for this archive."""
+        if len(self._wanted) == 1:
+            pkg = self._wanted[0]
+            return SourceError(f"{self.path} is not a {_ENGINE_NAMES[pkg]} archive: no {pkg}/ package found")
+        return SourceError(f"{self.path} is not a vLLM archive: no vllm/ package found")
 
     def _refuse(self, why: str) -> SourceError:
         """Build the one-line refusal of an archive the tool will not read."""
@@ -957,7 +1022,7 @@ class ArchiveSource(TreeSource):
                                                "are not read")
                         parts = name.split("/")
                         wanted_py = name.endswith(".py") and "__pycache__" not in parts and (
-                            parts[0] == _PACKAGE or (len(parts) > 2 and parts[1] == _PACKAGE)
+                            parts[0] in self._wanted or (len(parts) > 2 and parts[1] in self._wanted)
                         )
                         wanted_meta = parts[-1] == "PKG-INFO" and len(parts) <= 2
                         if not (wanted_py or wanted_meta):
@@ -989,18 +1054,18 @@ class ArchiveSource(TreeSource):
             if bar is not None:
                 bar[0].stop()
         self._check_layout(seen - folders, seen)
-        prefix = self._pick_prefix(list(py_members) + list(oversized))
+        prefix = self._pick(list(py_members) + list(oversized))
         if prefix is None:
-            raise SourceError(f"{self.path} is not a vLLM archive: no vllm/ package found")
+            raise self._missing()
         self._members = {
             name[len(prefix) :]: data
             for name, data in py_members.items()
-            if name.startswith(prefix + _PACKAGE + "/")
+            if name.startswith(prefix + self.package + "/")
         }
         self._unreadable = {
             name[len(prefix) :]: why
             for name, why in oversized.items()
-            if name.startswith(prefix + _PACKAGE + "/")
+            if name.startswith(prefix + self.package + "/")
         }
         self._meta_bytes = metadata.get(prefix + "PKG-INFO")
 
@@ -1028,14 +1093,14 @@ class ArchiveSource(TreeSource):
         except BaseException:
             self.close()
             raise
-        prefix = self._pick_prefix([n for n in names if n.endswith(".py")])
+        prefix = self._pick([n for n in names if n.endswith(".py")])
         if prefix is None:
             self.close()
-            raise SourceError(f"{self.path} is not a vLLM archive: no vllm/ package found")
+            raise self._missing()
         self._zip_names = {
             norm[len(prefix) :]: original
             for norm, original in names.items()
-            if norm.startswith(prefix + _PACKAGE + "/") and norm.endswith(".py")
+            if norm.startswith(prefix + self.package + "/") and norm.endswith(".py")
             and "__pycache__" not in norm.split("/")
         }
         sizes = {i.filename: i.file_size for i in infos}
@@ -1046,7 +1111,7 @@ class ArchiveSource(TreeSource):
         }
         if sum(sizes[o] for r, o in self._zip_names.items() if r not in self._unreadable) > MAX_PACKAGE_BYTES:
             self.close()
-            raise self._refuse(f"its vllm/ package is larger than {_human(MAX_PACKAGE_BYTES)}")
+            raise self._refuse(f"its {self.package}/ package is larger than {_human(MAX_PACKAGE_BYTES)}")
         meta_name = names.get(prefix + "PKG-INFO")
         if meta_name is None:
             tops = {
@@ -1054,7 +1119,7 @@ class ArchiveSource(TreeSource):
                 for n in names
                 if n.startswith(prefix) and "/" in n[len(prefix) :]
             }
-            info = _best_dist_info(sorted(tops))
+            info = _best_dist_info(sorted(tops), self.package)
             if info and info.endswith(".dist-info"):
                 meta_name = names.get(f"{prefix}{info}/METADATA")
         if meta_name is not None and sizes[meta_name] <= MAX_FILE_BYTES:
@@ -1124,7 +1189,7 @@ class ArchiveSource(TreeSource):
 
     def _metadata_version(self) -> str | None:
         """Version from the archive's ``PKG-INFO`` or ``*.dist-info/METADATA``."""
-        return _version_from_metadata(self._meta_bytes) if self._meta_bytes else None
+        return _version_from_metadata(self._meta_bytes, self.package) if self._meta_bytes else None
 
     def _metadata_bytes(self) -> list[bytes]:
         """The archive's ``PKG-INFO`` or ``*.dist-info/METADATA``."""
@@ -1147,12 +1212,13 @@ class ArchiveSource(TreeSource):
 # -------------------------------------------------------------------------- dispatch
 
 
-def release_source(archive: pathlib.Path, *, progress: bool = True) -> "ArchiveSource":
-    """The :class:`ArchiveSource` of a fetched release archive, labelled unverified when no
-    sha256 from the index was recorded for it (fetched with ``--allow-unverified``)."""
+def release_source(archive: pathlib.Path, *, progress: bool = True, package: str | None = None) -> "ArchiveSource":
+    """The :class:`ArchiveSource` of a fetched release archive (of the engine ``package``, or
+    detected), labelled unverified when no sha256 from the index was recorded for it (fetched
+    with ``--allow-unverified``)."""
     from auditor.source.fetch import UNVERIFIED, recorded_sha256
 
-    source = ArchiveSource(archive, progress=progress)
+    source = ArchiveSource(archive, progress=progress, package=package)
     if recorded_sha256(archive) is None:
         source.label = f"{source.label} ({UNVERIFIED})"
     return source
@@ -1163,33 +1229,50 @@ def open_source(
     vllm_version: str | None,
     *,
     progress: bool = True,
+    sglang_version: str | None = None,
+    package: str | None = None,
 ) -> TreeSource:
-    """Open the vLLM tree the user asked for.
+    """Open the tree the user asked for: a vLLM tree, or an SGLang tree.
 
     Args:
         path: a folder (``site-packages/vllm``, a checkout, an extracted sdist) or an
-            archive (``vllm-X.tar.gz`` / ``vllm-X-*.whl``); None to use ``vllm_version``
-            or the installed vllm.
-        vllm_version: a released version to fetch as an sdist from the package index
+            archive (``vllm-X.tar.gz`` / ``vllm-X-*.whl``, ``sglang-X.tar.gz`` /
+            ``sglang-X-*.whl``); None to use a version or the installed package.
+        vllm_version: a released vLLM version to fetch as an sdist from the package index
             configured for pip (see :func:`auditor.source.fetch.fetch_release`); cached.
         progress: show transient progress bars on stderr for downloads/archive reads.
+        sglang_version: a released SGLang version to fetch (its sdist when the index has
+            one, else the wheel for this platform's Python); cached.
+        package: the engine package to read (``vllm``, ``sglang``); None detects it from
+            the tree (a version option implies its package; the installed one defaults to
+            vllm).
 
     Returns:
-        A :class:`FolderSource`, :class:`ArchiveSource` or :class:`InstalledSource`.
+        A :class:`FolderSource`, :class:`ArchiveSource` or :class:`InstalledSource`; its
+        :attr:`TreeSource.package` says which engine it holds.
 
     Raises:
-        SourceError: when both ``path`` and ``vllm_version`` are given, the path does
-            not exist or is not a vLLM tree/archive, the release cannot be fetched, or
-            (with neither argument) vllm is not installed.
+        SourceError: when more than one of ``path``, ``vllm_version`` and ``sglang_version``
+            is given, a version contradicts ``package``, the path does not exist or holds
+            no engine tree, the release cannot be fetched, or (with none of them) the
+            package is not installed.
     """
-    if path is not None and vllm_version is not None:
-        raise SourceError("pass either a PATH or --vllm-version, not both")
-    if vllm_version is not None:
+    check_package(package)
+    given = [n for n, v in (("a PATH", path), ("--vllm-version", vllm_version),
+                            ("--sglang-version", sglang_version)) if v is not None]
+    if len(given) > 1:
+        raise SourceError(f"pass either {' or '.join(given)}, not both")
+    for version, pkg in ((vllm_version, "vllm"), (sglang_version, "sglang")):
+        if version is None:
+            continue
+        if package not in (None, pkg):
+            raise SourceError(f"--{pkg}-version fetches a {_ENGINE_NAMES[pkg]} release, not a {package} tree")
         from auditor.source.fetch import fetch_release
 
-        return release_source(fetch_release(vllm_version, progress=progress), progress=progress)
+        return release_source(fetch_release(version, progress=progress, project=pkg), progress=progress,
+                              package=pkg)
     if path is None:
-        return InstalledSource()
+        return InstalledSource(package or _PACKAGE)
     target = pathlib.Path(path).expanduser()
     try:
         if not target.exists():
@@ -1198,5 +1281,5 @@ def open_source(
     except OSError as exc:
         raise SourceError(f"cannot read {target}: {exc.strerror or exc}") from None
     if is_dir:
-        return FolderSource(target)
-    return ArchiveSource(target, progress=progress)
+        return FolderSource(target, package=package)
+    return ArchiveSource(target, progress=progress, package=package)

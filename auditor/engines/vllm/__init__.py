@@ -2,7 +2,45 @@
 HF config registry and model_type aliases. Every vLLM-specific name of the analysis lives here
 (the gates' own trigger words live with their gates in ``rules/``)."""
 
-from auditor.engines.vllm.registry import TABLES_EXTRACTOR
+from auditor.engines.base import Engine
+from auditor.engines.vllm.facts import TreeFacts, find_holder
+from auditor.engines.vllm.platforms import platform_conditions
+from auditor.engines.vllm.registry import TABLES_EXTRACTOR, Registry
 
 #: The extractors the engine needs in the summary pass (the registry tables).
 EXTRACTORS = (TABLES_EXTRACTOR,)
+
+
+def _prefetch(tree) -> set[str]:
+    """The modules besides the registry's that a full vLLM scan reads: the HF config classes of
+    multimodal targets, the protocols and the HF config registry."""
+    wave = {f for f in tree.files if f.startswith("vllm/transformers_utils/configs/")}
+    for mod in ("vllm.model_executor.models.interfaces", "vllm.transformers_utils.config"):
+        p = tree.path_of(mod)
+        if p:
+            wave.add(p)
+    return wave
+
+
+def _holder(ctx, ref) -> tuple[str | None, str | None]:
+    """The holder model and language-model architecture of a target class (the aux-capture
+    rule's, when it ran)."""
+    key = ("holder", ref)
+    h = ctx.cache[key][0] if key in ctx.cache else find_holder(ctx.resolver, ctx.registry, ref)
+    return (h.ref.dotted if h.ref else None), h.language_arch
+
+
+#: vLLM as an :class:`auditor.engines.base.Engine`.
+ENGINE = Engine(
+    name="vllm",
+    display="vLLM",
+    package="vllm",
+    extractors=EXTRACTORS,
+    make_registry=Registry,
+    make_facts=TreeFacts,
+    conditions=platform_conditions,
+    methods=("eagle3", "eagle", "mtp"),
+    model_scopes=("vllm/model_executor/models/", "vllm/models/"),
+    prefetch=_prefetch,
+    holder=_holder,
+)

@@ -401,7 +401,8 @@ def find_holder(resolver: Resolver, registry: Registry, ref: ClassRef, _depth: i
         if isinstance(t, Unresolved):
             reason = t.reason
         elif isinstance(t, External):
-            reason = f"the inner model is built by {t.name}, outside the vLLM tree"
+            engine = "SGLang" if resolver.tree.package == "sglang" else "vLLM"  # find_holder serves both
+            reason = f"the inner model is built by {t.name}, outside the {engine} tree"
         else:
             reason = f"{callee} is not a class"
         return HolderInfo(None, via, path, line, unknown=reason)

@@ -1,0 +1,558 @@
+"""Facts about an SGLang tree and its targets for EAGLE-3 (no verdicts here).
+
+SGLang has no protocol class for EAGLE-3: the model runner calls the target's
+``set_eagle3_layers_to_capture`` (0.5.10.post1 ``sglang/srt/model_executor/model_runner.py``
+calls it directly; 0.5.23 ``model_executor/model_runner_components/attention_backend_setup.py``
+first checks ``hasattr(model, "set_eagle3_layers_to_capture")`` and raises ``ValueError``). The
+setter then stores the layer ids on the inner model (``self.model.layers_to_capture = [...]``, or
+the inner model's own setter) and sets ``capture_aux_hidden_states``; the inner model's
+``forward`` collects the hidden state entering each of those layers and returns
+``(hidden_states, aux_hidden_states)``. Multimodal wrappers delegate the setter to
+``self.language_model`` — sometimes behind ``if hasattr(self.language_model, ...)``, which does
+nothing at all when the language model lacks it.
+
+:data:`CAPTURE_EXTRACTOR` reads, in the summary pass, each class's setter (what it writes, where
+it delegates, under which guard) and each ``forward``'s layer loops (whether a test on the
+capture list appends or hands over the aux-states list, and whether ``forward`` returns it).
+:class:`TreeFacts` finds how the runner calls the setter; :func:`trace_capture` follows one
+target's setter to the model that captures.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+
+from auditor.index.resolve import ClassRef, External, Resolver, Unresolved
+from auditor.index.summary import Extractor, MethodFact
+
+#: The setter SGLang's runner calls on the target for EAGLE-3, when the tree's runner does not
+#: say otherwise (see :meth:`TreeFacts.runner_calls`).
+SETTER = "set_eagle3_layers_to_capture"
+
+#: The attribute the setters fill on the inner model and its ``forward`` tests.
+CAPTURE_ATTR = "layers_to_capture"
+
+#: Where the runner lives (modules outside the model files that call the setter).
+RUNTIME_PREFIXES = ("sglang/srt/model_executor/", "sglang/srt/speculative/", "sglang/srt/managers/")
+
+_SETTER_CALL = re.compile(rb"\.(set_eagle3\w*)\s*\(")
+_HASATTR = re.compile(rb"hasattr\s*\(\s*([\w.]+)\s*,\s*[\"'](set_eagle3\w*)[\"']\s*\)")
+_COMMENT = re.compile(rb"#[^\n]*")
+
+
+# ----------------------------------------------------------------------------- extractor
+
+def _self_path(node: ast.AST) -> str | None:
+    """``self.a.b`` → ``"a.b"``, ``self`` → ``""``, subscripts dropped (``self.layers[i]`` →
+    ``"layers[]"``); None for anything not rooted at ``self``."""
+    parts = []
+    while True:
+        if isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        elif isinstance(node, ast.Subscript):
+            parts.append("[]")
+            node = node.value
+        else:
+            break
+    if isinstance(node, ast.Name) and node.id == "self":
+        out = ""
+        for p in reversed(parts):
+            out = out + p if p == "[]" else (f"{out}.{p}" if out else p)
+        return out
+    return None
+
+
+def _hasattr_target(test: ast.AST) -> list[tuple[str, bool]]:
+    """``(self path, negated)`` of each ``hasattr(self.X, "set_...")`` in an ``if`` test."""
+    out = []
+    for node in ast.walk(test):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "hasattr" \
+                and len(node.args) == 2 and isinstance(node.args[1], ast.Constant) \
+                and isinstance(node.args[1].value, str) and node.args[1].value.startswith("set_"):
+            p = _self_path(node.args[0])
+            if p is not None:
+                out.append((p, False))
+    negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) or (
+        isinstance(test, ast.BoolOp) and any(isinstance(v, ast.UnaryOp) and isinstance(v.op, ast.Not)
+                                             for v in test.values))
+    return [(p, negated) for p, _ in out]
+
+
+def _raises(body: list[ast.stmt]) -> bool:
+    return any(isinstance(st, ast.Raise) for st in body)
+
+
+def _setter_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict:
+    """What a ``set_eagle3_layers_to_capture`` body does: ``writes`` (``[self path, attribute,
+    line]`` of each assignment or ``setattr`` whose attribute mentions ``capture``),
+    ``delegates`` (``[self path, line, guard]`` of each ``self.X.set_...(...)`` call; guard
+    ``"silent"`` when the call sits under ``if hasattr(self.X, ...)`` with no ``else`` that
+    raises, ``"checked"`` when an earlier ``if not hasattr(self.X, ...): raise`` guards it),
+    ``raises_only`` (the body only raises), and ``line``."""
+    writes: list[list] = []
+    delegates: list[list] = []
+    checked: set[str] = set()
+
+    def visit(stmts: list[ast.stmt], guards: tuple[tuple[str, bool], ...]) -> None:
+        for st in stmts:
+            if isinstance(st, ast.If):
+                tests = _hasattr_target(st.test)
+                if tests and _raises(st.body) and all(neg for _, neg in tests):
+                    checked.update(p for p, _ in tests)  # if not hasattr(self.X, ...): raise
+                positive = tuple((p, _raises(st.orelse)) for p, neg in tests if not neg)
+                visit(st.body, guards + positive)
+                visit(st.orelse, guards)
+                continue
+            for fld in ("body", "orelse", "finalbody"):
+                sub = getattr(st, fld, None)
+                if sub and not isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    visit(sub, guards)
+            if isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = st.targets if isinstance(st, ast.Assign) else [st.target]
+                for t in targets:
+                    for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]):
+                        if isinstance(e, ast.Attribute) and "capture" in e.attr:
+                            p = _self_path(e.value)
+                            if p is not None:
+                                writes.append([p, e.attr, st.lineno])
+            for node in ast.walk(st) if isinstance(st, (ast.Expr, ast.Assign, ast.Return)) else ():
+                if not isinstance(node, ast.Call):
+                    continue
+                f = node.func
+                if isinstance(f, ast.Name) and f.id == "setattr" and len(node.args) >= 2 \
+                        and isinstance(node.args[1], ast.Constant) and "capture" in str(node.args[1].value):
+                    p = _self_path(node.args[0])
+                    if p is not None:
+                        writes.append([p, str(node.args[1].value), node.lineno])
+                elif isinstance(f, ast.Attribute) and f.attr.startswith("set_eagle3"):
+                    p = _self_path(f.value)
+                    if p:
+                        guard = None
+                        for gp, loud_else in guards:
+                            if gp == p:
+                                guard = "checked" if loud_else else "silent"
+                        if guard is None and p in checked:
+                            guard = "checked"
+                        delegates.append([p, node.lineno, guard, f.attr])
+
+    visit(fn.body, ())
+    body = [st for st in fn.body if not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant))]
+    return {"line": fn.lineno, "writes": writes, "delegates": delegates,
+            "raises_only": bool(body) and all(isinstance(st, ast.Raise) for st in body)}
+
+
+def _names(node: ast.AST) -> set[str]:
+    out = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name):
+            out.add(n.id)
+        elif isinstance(n, ast.Attribute):
+            out.add(n.attr)
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str):
+            out.add(n.value)
+    return out
+
+
+def _is_capture_test(test: ast.AST) -> bool:
+    """A test on the capture list (``i in self.layers_to_capture``) or on a per-layer capture
+    mark (``getattr(layer, "_is_layer_to_capture", False)``)."""
+    return any("to_capture" in n for n in _names(test))
+
+
+def _aux_name(names: set[str]) -> bool:
+    return any("aux" in n for n in names)
+
+
+def _forward_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict:
+    """A ``forward``'s layer loops and return: ``loops`` (``{"line", "captures", "capture_line",
+    "mentions"}``: the loop iterates the layers; ``captures`` when a test on the capture list
+    appends to a list or hands the aux-states list (a name with ``aux``) to a call;
+    ``mentions`` when the loop mentions the capture list at all), ``super_forward`` (it calls
+    ``super().forward(...)``), ``returns_aux`` (a ``return``
+    of a tuple whose later item is, or is computed from, a name with ``aux``), ``line``."""
+    # local functions that feed the aux list (a ``capture_output`` closure handed to the layer)
+    aux_funcs = {n.name for n in ast.walk(fn) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and n is not fn and _aux_name(_names(n))}
+    loops = []
+    for node in ast.walk(fn):
+        if not isinstance(node, (ast.For, ast.AsyncFor)):
+            continue
+        it_names = _names(node.iter)
+        body_names = set().union(*(_names(b) for b in node.body)) if node.body else set()
+        if not (any("layer" in n for n in it_names) or "layers" in body_names):
+            continue
+        captures, line, mentions = False, None, False
+        for sub in ast.walk(node):
+            if isinstance(sub, (ast.If, ast.IfExp)) and _is_capture_test(sub.test):
+                mentions = True
+                then = sub.body if isinstance(sub, ast.If) else [sub.body]
+                hit = False
+                for b in then:
+                    for n in ast.walk(b):
+                        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "append":
+                            hit = True
+                        elif isinstance(n, ast.Name) and ("aux" in n.id or n.id in aux_funcs):
+                            hit = True
+                if hit:
+                    captures, line = True, line or sub.lineno
+        loops.append({"line": node.lineno, "captures": captures, "capture_line": line, "mentions": mentions})
+    returns_aux = False
+    for node in ast.walk(fn):
+        if not isinstance(node, ast.Return) or node.value is None:
+            continue
+        # ``return hidden_states, aux_hidden_states`` (or ``aux_hidden_states.finalize()``), also as
+        # a branch of ``(hidden_states, aux) if aux else hidden_states``
+        values = [node.value]
+        while values:
+            v = values.pop()
+            if isinstance(v, ast.IfExp):
+                values += [v.body, v.orelse]
+            elif isinstance(v, ast.Tuple) and len(v.elts) >= 2 and any(
+                    isinstance(n, ast.Name) and "aux" in n.id for e in v.elts[1:] for n in ast.walk(e)):
+                returns_aux = True
+    super_forward = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "forward"
+                        and isinstance(n.func.value, ast.Call) and isinstance(n.func.value.func, ast.Name)
+                        and n.func.value.func.id == "super" for n in ast.walk(fn))
+    return {"line": fn.lineno, "loops": loops, "returns_aux": returns_aux, "super_forward": super_forward}
+
+
+def extract_capture(tree: ast.Module) -> dict | None:
+    """Per class qualname (``Outer.Inner`` for nested classes): ``{"setter": ...}`` for a class
+    defining ``set_eagle3_layers_to_capture`` (see :func:`_setter_fact`) and ``{"forward": ...}``
+    for one whose ``forward`` loops over its layers (see :func:`_forward_fact`); None when the
+    module has neither."""
+    out: dict[str, dict] = {}
+
+    def visit(body: list[ast.stmt], prefix: str) -> None:
+        for st in body:
+            if isinstance(st, ast.ClassDef):
+                qn = f"{prefix}{st.name}"
+                facts: dict = {}
+                for m in st.body:
+                    if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        if m.name.startswith("set_eagle3"):
+                            facts.setdefault("setters", {})[m.name] = _setter_fact(m)
+                        elif m.name == "forward":
+                            facts["forward"] = _forward_fact(m)
+                        elif m.name == "__init__":
+                            local = {}
+                            for n in ast.walk(m):
+                                if isinstance(n, ast.ImportFrom) and n.module and n.level == 0:
+                                    for a in n.names:
+                                        local[a.asname or a.name] = [n.module, a.name]
+                            if local:
+                                facts["init_imports"] = local
+                if facts:
+                    out[qn] = facts
+                visit(st.body, f"{qn}.")
+            elif isinstance(st, (ast.If, ast.Try)):
+                visit(st.body, prefix)
+                visit(getattr(st, "orelse", []), prefix)
+
+    visit(tree.body, "")
+    return out or None
+
+
+#: The capture facts of SGLang model classes (see :func:`extract_capture`).
+CAPTURE_EXTRACTOR = Extractor("sglang-capture", extract_capture, prefixes=("sglang/srt/models/",))
+
+
+# ----------------------------------------------------------------------------- tree facts
+
+@dataclass
+class RunnerCall:
+    """Where the runner calls the target's EAGLE-3 setter: ``path``, ``line``, the method
+    ``name``, and ``checked`` when the module tests ``hasattr(model, name)`` first."""
+
+    path: str
+    line: int
+    name: str
+    checked: bool
+
+
+class TreeFacts:
+    """Tree-wide facts of an SGLang tree (see the module docstring).
+
+    Args:
+        resolver: the tree's resolver.
+        registry: its :class:`auditor.engines.sglang.registry.Registry`.
+    """
+
+    def __init__(self, resolver: Resolver, registry):
+        self.resolver = resolver
+        self.registry = registry
+        self.tree = resolver.tree
+        self._runner: list[RunnerCall] | None = None
+
+    def runner_calls(self) -> list[RunnerCall]:
+        """The runner's calls of a ``set_eagle3*`` method on the model, outside the model files
+        (by a text scan of :data:`RUNTIME_PREFIXES` with comments removed), in path order."""
+        if self._runner is None:
+            calls = []
+            for p in sorted(self.tree.files):
+                if not p.startswith(RUNTIME_PREFIXES):
+                    continue
+                try:
+                    data = self.tree.read(p)
+                except (KeyError, OSError):
+                    continue
+                if b"set_eagle3" not in data:
+                    continue
+                text = _COMMENT.sub(b"", data)
+                probed = {m.group(2).decode() for m in _HASATTR.finditer(text)}
+                for m in _SETTER_CALL.finditer(text):
+                    name = m.group(1).decode()
+                    line = text.count(b"\n", 0, m.start()) + 1
+                    calls.append(RunnerCall(p, line, name, name in probed))
+            # the call the runner makes first in importance: after a hasattr check, else in a
+            # model runner module, else the first found
+            calls.sort(key=lambda c: (not c.checked, "model_runner" not in c.path))
+            self._runner = calls
+        return self._runner
+
+    def setter_name(self) -> str:
+        """The setter the runner calls (the first name :meth:`runner_calls` finds; else
+        :data:`SETTER`)."""
+        calls = self.runner_calls()
+        return calls[0].name if calls else SETTER
+
+    # the engine-neutral part of the vLLM TreeFacts that the scan uses
+    def candidate_paths(self, extractor: Extractor) -> list[str]:
+        """Paths of the modules an extractor applies to (by path and trigger words)."""
+        out = []
+        for p in sorted(self.tree.files):
+            if p.startswith(extractor.prefixes) or p.endswith(extractor.suffixes):
+                try:
+                    data = self.tree.read(p)
+                except (KeyError, OSError):
+                    out.append(p)
+                    continue
+                if extractor.wants(p, data):
+                    out.append(p)
+        return out
+
+    def broken_module(self, module: str) -> tuple[str, str] | None:
+        """``(path, why)`` when the tree has ``module`` but it is missing from the analysis."""
+        path = self.tree.path_of(module)
+        if path is None:
+            return None
+        s = self.tree.summary(path)
+        return (path, s.error) if s.error else None
+
+
+# ------------------------------------------------------------------------- one target
+
+def class_facts(resolver: Resolver, ref: ClassRef) -> dict:
+    """The capture facts :data:`CAPTURE_EXTRACTOR` recorded for a class (empty when none)."""
+    m = resolver.tree.module(ref.module)
+    if m is None:
+        return {}
+    return m.extras.get(CAPTURE_EXTRACTOR.name, {}).get(ref.qualname.split("@")[0], {})
+
+
+def find_setter(resolver: Resolver, ref: ClassRef, name: str = SETTER):
+    """The setter on ``ref``'s C3 MRO: ``(defining class, MethodFact, setter facts)`` or None
+    (an attribute of that name that is not a method counts as None: SGLang calls it)."""
+    hit = resolver.lookup(ref, name)
+    if hit is None or not isinstance(hit[1], MethodFact):
+        return None
+    owner, mf = hit
+    facts = class_facts(resolver, owner).get("setters", {}).get(name)
+    return owner, mf, facts
+
+
+def attr_class(resolver: Resolver, ref: ClassRef, attr: str):
+    """The class ``self.<attr>`` holds on an instance of ``ref``: the first ``__init__`` on the
+    MRO that assigns it, with a class called directly (``self.model = LlamaModel(...)``).
+
+    Returns:
+        ``(ClassRef, path, line)``, or ``(None, path, reason)`` when it cannot be known.
+    """
+    for e in resolver.mro(ref).entries:
+        if not isinstance(e, ClassRef):
+            continue
+        c = resolver.cls(e)
+        if c is None or "__init__" not in c.methods:
+            continue
+        init = c.methods["__init__"]
+        if attr not in init.self_assigns:
+            continue
+        loc = resolver.location(e)
+        path = loc[0] if loc else None
+        call = init.self_assign_calls.get(attr)
+        if call is None:
+            return None, path, f"{e.name}.__init__ sets self.{attr} = {init.self_assigns[attr][:60]}, not a constructor call"
+        callee, _, line = call
+        if callee.startswith("self."):
+            # a factory method or a class attribute, looked up on ref's MRO (overrides count)
+            name = callee[len("self."):]
+            hit = resolver.lookup(ref, name) if "." not in name else None
+            if hit is None:
+                return None, path, f"self.{attr} = {callee}(...) cannot be resolved statically"
+            owner, fact = hit
+            if isinstance(fact, MethodFact):
+                if not fact.returns_call:
+                    return None, path, f"{owner.name}.{name}() does not return a constructor call"
+                callee, e = fact.returns_call[0].removesuffix("(...)"), owner
+            elif fact.value:
+                callee, e = fact.value, owner
+            else:
+                return None, path, f"{owner.name}.{name} has no value"
+        t = resolver.resolve_dotted(e.module, callee)
+        local = class_facts(resolver, e).get("init_imports", {}).get(callee.split(".")[0])
+        if not isinstance(t, ClassRef) and local and "." not in callee:
+            t = resolver.resolve_name(local[0], local[1])  # imported inside __init__
+        if isinstance(t, ClassRef):
+            return t, path, line
+        if isinstance(t, External):
+            return None, path, f"self.{attr} is built by {t.name}, outside the tree"
+        reason = t.reason if isinstance(t, Unresolved) else f"{callee} is not a class"
+        return None, path, f"self.{attr} = {callee}(...): {reason}"
+    return None, None, f"no __init__ on {ref.name}'s MRO assigns self.{attr}"
+
+
+@dataclass
+class CaptureStep:
+    """One class the setter chain passes through: the class, how it was reached (``via``), the
+    setter it runs (its owner and line) or None."""
+
+    ref: ClassRef
+    via: str
+    setter_owner: ClassRef | None = None
+    setter_line: int | None = None
+
+
+@dataclass
+class CaptureTrace:
+    """Where a target's EAGLE-3 setter leads.
+
+    ``steps``: the classes passed through (the target first). ``holder``: the model whose
+    ``forward`` must capture (where the setter writes ``layers_to_capture``), with ``holder_via``.
+    ``problems``: ``(kind, message, path, line)`` — kind ``"missing"`` (a delegate has no
+    setter), ``"silent"`` (that delegate is behind ``if hasattr(...)``: nothing happens),
+    ``"unknown"`` (a class cannot be known statically), ``"no-write"`` (the setter writes no
+    capture list), ``"raises"`` (the setter only raises). ``language_arch``: the registered
+    architecture of the language model delegated to, when it is one.
+    """
+
+    steps: list[CaptureStep] = field(default_factory=list)
+    holder: ClassRef | None = None
+    holder_via: str = ""
+    problems: list[tuple[str, str, str | None, int | None]] = field(default_factory=list)
+    language_arch: str | None = None
+
+
+def trace_capture(resolver: Resolver, ref: ClassRef, name: str = SETTER, registry=None) -> CaptureTrace:
+    """Follow the setter ``name`` of class ``ref`` (see :class:`CaptureTrace`): where it writes
+    ``layers_to_capture`` (on itself, or on ``self.X``, whose class ``__init__`` builds), and
+    where it delegates (``self.X.set_eagle3_layers_to_capture(...)``, recursively, at most four
+    levels)."""
+    trace = CaptureTrace()
+    _trace(resolver, ref, name, trace, "the target", 0, registry)
+    return trace
+
+
+def _trace(resolver, ref, name, trace, via, depth, registry) -> None:
+    if depth > 4:
+        trace.problems.append(("unknown", "setter delegation nested too deep", None, None))
+        return
+    hit = find_setter(resolver, ref, name)
+    step = CaptureStep(ref, via)
+    trace.steps.append(step)
+    if hit is None:
+        return
+    owner, mf, facts = hit
+    loc = resolver.location(owner)
+    path = loc[0] if loc else None
+    step.setter_owner, step.setter_line = owner, mf.line
+    if facts is None:
+        trace.problems.append(("unknown", f"{owner.name}.{name} could not be read", path, mf.line))
+        return
+    if facts["raises_only"]:
+        trace.problems.append(("raises", f"{owner.name}.{name} only raises", path, mf.line))
+        return
+    for p, attr, line in facts["writes"]:
+        if attr != CAPTURE_ATTR or trace.holder is not None:
+            continue
+        if p == "":
+            trace.holder, trace.holder_via = ref, f"{owner.name}.{name} sets self.{CAPTURE_ATTR}"
+        elif "." not in p and "[]" not in p:
+            cls, cpath, cline = attr_class(resolver, ref, p)
+            if cls is None:
+                trace.problems.append(("unknown", f"{owner.name}.{name} writes self.{p}.{CAPTURE_ATTR}, and "
+                                                  f"{cline}", path, line))
+                return
+            trace.holder = cls
+            trace.holder_via = f"{owner.name}.{name} sets self.{p}.{CAPTURE_ATTR} (self.{p} = {cls.name}(...))"
+        else:
+            trace.problems.append(("unknown", f"{owner.name}.{name} writes self.{p}.{CAPTURE_ATTR}", path, line))
+            return
+    for p, line, guard, called in facts["delegates"]:
+        if "." in p or "[]" in p:
+            trace.problems.append(("unknown", f"{owner.name}.{name} delegates to self.{p}", path, line))
+            continue
+        cls, cpath, cline = attr_class(resolver, ref, p)
+        if cls is None:
+            trace.problems.append(("unknown", f"{owner.name}.{name} delegates to self.{p}, and {cline}", path, line))
+            continue
+        if registry is not None and trace.language_arch is None and cls.name in getattr(registry, "entries", {}):
+            trace.language_arch = cls.name
+        if find_setter(resolver, cls, called) is None:
+            where = f"self.{p} = {cls.name}(...)"
+            if guard == "silent":
+                trace.problems.append(("silent", f"{owner.name}.{name} calls self.{p}.{called} only if hasattr(...): "
+                                                 f"{cls.name} ({where}) has no {called}, so the call is skipped and "
+                                                 "nothing is captured", path, line))
+            else:
+                how = "raises" if guard == "checked" else "fails with AttributeError"
+                trace.problems.append(("missing", f"{owner.name}.{name} delegates to self.{p}.{called}, which "
+                                                  f"{cls.name} ({where}) lacks: the call {how}", path, line))
+            trace.steps.append(CaptureStep(cls, f"self.{p}"))
+            continue
+        before = trace.holder
+        _trace(resolver, cls, called, trace, f"self.{p} = {cls.name}(...)", depth + 1, registry)
+        if before is None and trace.holder is not None:
+            trace.holder_via = f"{owner.name}.{name} → self.{p}: {trace.holder_via}"
+    if trace.holder is None and not trace.problems and depth == 0:
+        trace.problems.append(("no-write", f"{owner.name}.{name} writes no {CAPTURE_ATTR} on any model and "
+                                           "delegates to none", path, mf.line))
+
+
+@dataclass
+class ForwardCapture:
+    """The capture in a holder's ``forward``: the class defining it, its location, the layer
+    loops (see :func:`_forward_fact`), whether it returns the aux states, and whether the holder
+    (or a class of its MRO) ever sets ``layers_to_capture``."""
+
+    defined_in: ClassRef | None
+    path: str | None
+    line: int | None
+    loops: list[dict]
+    returns_aux: bool
+    #: lines of the loops over the layers that the index found (whatever they capture)
+    layer_loops: list[int] = field(default_factory=list)
+
+
+def forward_capture(resolver: Resolver, holder: ClassRef) -> ForwardCapture:
+    """The ``forward`` the holder runs (on its MRO) and its capture facts; a ``forward`` without
+    a layer loop that calls ``super().forward(...)`` (``TeleFLMModel(LlamaModel)``) is followed to
+    the next ``forward`` of the MRO."""
+    entries = [e for e in resolver.mro(holder).entries if isinstance(e, ClassRef)]
+    first = None
+    for i, e in enumerate(entries):
+        c = resolver.cls(e)
+        mf = c.methods.get("forward") if c is not None else None
+        if not isinstance(mf, MethodFact):
+            continue
+        loc = resolver.location(e)
+        fw = class_facts(resolver, e).get("forward")
+        loops = fw["loops"] if fw else []
+        out = ForwardCapture(e, loc[0] if loc else None, mf.line, loops, bool(fw and fw["returns_aux"]),
+                             layer_loops=[lp.line for lp in mf.loops])
+        first = first or out
+        if loops or mf.loops or not (fw and fw.get("super_forward")):
+            return out
+    return first or ForwardCapture(None, None, None, [], False)

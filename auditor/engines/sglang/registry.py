@@ -1,0 +1,166 @@
+"""SGLang's model registry, read statically.
+
+SGLang has no table of architectures: ``sglang/srt/models/registry.py``
+(``import_model_classes``) imports every module directly under ``sglang/srt/models/`` (not the
+sub-packages) and collects its module-level ``EntryClass``, a class or a list of classes; the
+architecture name is the class's ``__name__``. So here: every non-package module of that folder
+is read, its last module-level ``EntryClass = X`` / ``EntryClass = [X, Y]`` assignment is taken,
+each name is resolved to its class, and the class's own name is the architecture (an alias
+``EntryClass = [Alias]`` registers the class it names, under the class's name).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from auditor.index.resolve import ClassRef, Resolver, Target, Unresolved
+from auditor.index.summary import Extractor, dotted
+from auditor.model.errors import AuditError
+
+MODELS_PACKAGE = "sglang.srt.models"
+MODELS_DIR = "sglang/srt/models/"
+REGISTRY_MODULE = "sglang.srt.models.registry"
+ENTRY_NAME = "EntryClass"
+
+
+def extract_entry(tree: ast.Module) -> dict | None:
+    """The module-level ``EntryClass`` of a model module: ``{"names": [dotted names], "line": N,
+    "unreadable": bool}`` from the last plain assignment (a name, or a list/tuple of names;
+    ``unreadable`` when the value is anything else), or None when the module assigns none."""
+    found = None
+    for st in tree.body:
+        if isinstance(st, (ast.Assign, ast.AnnAssign)):
+            targets = st.targets if isinstance(st, ast.Assign) else [st.target]
+            if st.value is None or not any(isinstance(t, ast.Name) and t.id == ENTRY_NAME for t in targets):
+                continue
+            v = st.value
+            elts = v.elts if isinstance(v, (ast.List, ast.Tuple)) else [v]
+            names = [dotted(e) for e in elts]
+            found = {"names": [n for n in names if n], "line": st.lineno, "unreadable": None in names}
+    return found
+
+
+#: Reads ``EntryClass`` in the model modules.
+ENTRY_EXTRACTOR = Extractor("sglang-entry", extract_entry, prefixes=(MODELS_DIR,), needles=(ENTRY_NAME.encode(),))
+
+#: Words of an SGLang class name that mark a draft model (an EAGLE/EAGLE-3 head, a NextN/MTP
+#: module, a DFlash or Medusa drafter): SGLang registers drafters beside targets, in one
+#: namespace, and says nothing else about them.
+DRAFTER_WORDS = ("Eagle", "EAGLE", "NextN", "MTP", "DFlash", "Medusa", "DraftModel")
+
+
+@dataclass
+class EntryRow:
+    """One registered architecture: its name (the class's ``__name__``), the ``module`` (dotted)
+    whose ``EntryClass`` lists it, the ``name`` written there, the class it resolves to, and the
+    ``path``/``line`` of the ``EntryClass`` assignment. ``tables`` is ``["EntryClass"]`` (the
+    shape of a vLLM registry row, for reports)."""
+
+    architecture: str
+    module: str
+    class_name: str
+    target: Target
+    path: str
+    line: int | None
+    tables: list[str] = field(default_factory=lambda: [ENTRY_NAME])
+
+    @property
+    def dotted_module(self) -> str:
+        """The module whose ``EntryClass`` lists the row."""
+        return self.module
+
+    @property
+    def is_drafter(self) -> bool:
+        """True when the class name marks a drafter (:data:`DRAFTER_WORDS`)."""
+        return any(w in self.architecture for w in DRAFTER_WORDS)
+
+    @property
+    def is_multimodal_table(self) -> bool:
+        """Always False: SGLang has no multimodal table."""
+        return False
+
+
+class Registry:
+    """The architectures of an SGLang tree (see the module docstring).
+
+    Raises:
+        AuditError: the tree has no ``sglang/srt/models/`` module with an ``EntryClass``.
+    """
+
+    def __init__(self, resolver: Resolver):
+        self.resolver = resolver
+        tree = resolver.tree
+        self.path = tree.path_of(REGISTRY_MODULE) or MODELS_DIR
+        self.entries: dict[str, EntryRow] = {}
+        #: ``(module path, why)`` for model modules whose ``EntryClass`` cannot be read
+        self.problems: list[tuple[str, str]] = []
+        modules = sorted(p for p in tree.files if p.startswith(MODELS_DIR) and p.count("/") == 3
+                         and not p.endswith("/__init__.py"))
+        for p in modules:
+            try:
+                data = tree.read(p)
+            except (KeyError, OSError):
+                self.problems.append((p, "cannot be read"))
+                continue
+            if ENTRY_NAME.encode() not in data:
+                continue
+            s = tree.summary(p)
+            if s.error:
+                self.problems.append((p, f"does not parse ({s.error})"))
+                continue
+            entry = s.extras.get(ENTRY_EXTRACTOR.name)
+            if not entry:
+                continue
+            if entry.get("unreadable"):
+                self.problems.append((p, f"{ENTRY_NAME} (line {entry['line']}) is not a class or a list of classes"))
+            for name in entry["names"]:
+                t = resolver.resolve_dotted(s.module, name)
+                arch = t.name if isinstance(t, ClassRef) else name.rsplit(".", 1)[-1]
+                if arch in self.entries:
+                    continue  # SGLang asserts on duplicates; the first module (sorted) is kept
+                self.entries[arch] = EntryRow(arch, s.module, name, t, p, entry["line"])
+        if not self.entries:
+            raise AuditError(f"no model registry in this tree: no module of {MODELS_DIR} defines {ENTRY_NAME}")
+        self._roles: dict[str, str] = {}
+
+    def architectures(self) -> list[str]:
+        """Every registered architecture name, sorted."""
+        return sorted(self.entries)
+
+    def class_ref(self, arch: str) -> Target:
+        """The class an architecture names. Raises KeyError for an unknown architecture."""
+        e = self.entries[arch]
+        if isinstance(e.target, ClassRef):
+            return e.target
+        if isinstance(e.target, Unresolved):
+            return e.target
+        return Unresolved(f"{e.module}.{e.class_name}", f"{e.class_name} is not a class of the tree")
+
+    def role(self, arch: str) -> str:
+        """``drafter`` (the class name marks a draft model, :data:`DRAFTER_WORDS`), ``pooling``
+        (the ``__init__`` the class runs, the first on its MRO, builds ``self.pooler`` and not
+        ``self.logits_processor``: an embedding, reward or classification model), else
+        ``target``. Raises KeyError for an unknown architecture."""
+        if arch in self._roles:
+            return self._roles[arch]
+        e = self.entries[arch]
+        role = "target"
+        if e.is_drafter:
+            role = "drafter"
+        else:
+            t = self.class_ref(arch)
+            if isinstance(t, ClassRef):
+                for c in self.resolver.mro(t).entries:
+                    cf = self.resolver.cls(c) if isinstance(c, ClassRef) else None
+                    if cf is not None and "__init__" in cf.methods:
+                        assigns = cf.methods["__init__"].self_assigns  # the __init__ that runs
+                        if "pooler" in assigns and "logits_processor" not in assigns:
+                            role = "pooling"
+                        break
+        self._roles[arch] = role
+        return role
+
+    def drafters(self) -> list[EntryRow]:
+        """Rows whose role is ``drafter``."""
+        return [e for e in self.entries.values() if self.role(e.architecture) == "drafter"]

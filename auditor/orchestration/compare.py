@@ -1,0 +1,165 @@
+"""``eagle-audit compare``: the same targets audited in two engines (vLLM and SGLang), side by
+side, so that a team can choose where to serve before spending a GPU-day. Pure: returns a
+:class:`CompareReport`; the command line prints it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from auditor.engines.catalog import engine_for
+from auditor.engines.vllm.targets import resolve_targets
+from auditor.model.errors import AuditError
+from auditor.model.results import TargetResult
+from auditor.orchestration.scan import Auditor, open_tree
+from auditor.orchestration.upgrade import side_kind
+
+
+@dataclass
+class EngineSide:
+    """One engine of the comparison: the engine, the release or PATH as given (``spec``), and
+    the version and source label of the tree read."""
+
+    engine: str
+    spec: str
+    version: str | None
+    source: str
+
+    @property
+    def name(self) -> str:
+        """``vLLM 0.16.0`` / ``SGLang 0.5.10.post1`` (the spec when the tree states no version)."""
+        return f"{engine_for(self.engine).display} {self.version or self.spec}"
+
+    def as_dict(self) -> dict:
+        return {"engine": self.engine, "spec": self.spec, "version": self.version, "source": self.source}
+
+
+@dataclass
+class Cell:
+    """One target in one engine: the verdict (``absent`` when the engine's tree does not register
+    the architecture), the blocking gates, and the reasons (``gate: message (file:line)``, the
+    error and unknown findings)."""
+
+    verdict: str
+    blocking: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, r: TargetResult | None) -> "Cell":
+        """The cell of a result (None: absent)."""
+        if r is None:
+            return cls("absent")
+        reasons = [f"{f.gate}: {f.message} ({f.where})" for f in r.findings if f.severity.value in ("error", "unknown")]
+        if r.note:
+            reasons.append(r.note)
+        return cls(r.verdict.value, list(r.blocking), reasons)
+
+    def as_dict(self) -> dict:
+        return {"verdict": self.verdict, "blocking": self.blocking, "reasons": self.reasons}
+
+
+@dataclass
+class CompareRow:
+    """One target architecture and method, with a :class:`Cell` per engine (in side order)."""
+
+    architecture: str
+    method: str
+    cells: list[Cell]
+
+    def as_dict(self, sides: list[EngineSide]) -> dict:
+        return {"architecture": self.architecture, "method": self.method,
+                "engines": {s.engine: c.as_dict() for s, c in zip(sides, self.cells)}}
+
+
+@dataclass
+class CompareReport:
+    """The comparison: the engine sides, one row per target, and per side whether it supports
+    every target (``supports_all``). ``ok``: some engine supports every target."""
+
+    sides: list[EngineSide]
+    rows: list[CompareRow]
+    unresolved: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    @property
+    def supports_all(self) -> list[bool]:
+        """Per side: every row's cell is ``supported``."""
+        return [bool(self.rows) and all(r.cells[i].verdict == "supported" for r in self.rows)
+                for i in range(len(self.sides))]
+
+    @property
+    def ok(self) -> bool:
+        """True when some engine supports every target (the command then exits 0)."""
+        return any(self.supports_all)
+
+    def as_dict(self) -> dict:
+        return {
+            "sides": [s.as_dict() for s in self.sides],
+            "rows": [r.as_dict(self.sides) for r in self.rows],
+            "supports_all": {s.engine: ok for s, ok in zip(self.sides, self.supports_all)},
+            "ok": self.ok,
+            "unresolved": self.unresolved,
+        }
+
+
+def open_engine_side(engine: str, value: str, *, progress: bool = False, use_cache: bool = True) -> Auditor:
+    """An :class:`Auditor` over ``value`` read as a tree of ``engine``: a release version (fetched
+    and cached: vLLM's sdist, SGLang's sdist or wheel) or a PATH (folder or archive).
+
+    Raises:
+        AuditError: a value that is neither a path nor a version, a tree of another engine, a
+            release that cannot be fetched.
+    """
+    eng = engine_for(engine)
+    if side_kind(value) == "path":
+        tree = open_tree(value, None, progress=progress, use_cache=use_cache, engine=eng.name)
+    elif eng.name == "sglang":
+        tree = open_tree(None, None, progress=progress, use_cache=use_cache, sglang_version=value)
+    else:
+        tree = open_tree(None, value, progress=progress, use_cache=use_cache)
+    return Auditor(tree, engine=eng)
+
+
+def run_compare(names: Sequence[str], auditors: Sequence[tuple[str, Auditor]], *, method: str = "eagle3",
+                model_type: str | None = None) -> CompareReport:
+    """Audit the targets ``names`` (architectures or model_types, as ``scan --model`` takes them)
+    in each engine's tree.
+
+    Args:
+        names: the targets.
+        auditors: ``(spec as given, auditor)`` per engine, in column order.
+        method: the speculative method (every engine must audit it).
+        model_type: the targets' text model_type (vLLM's allowlist reads it).
+
+    Returns:
+        The :class:`CompareReport`: rows in the order the targets first resolve.
+
+    Raises:
+        AuditError: no target; a method an engine does not audit; a name that resolves in no
+            engine.
+    """
+    names = list(names)
+    if not names:
+        raise AuditError("no target: give --model NAME")
+    sides, results, order, unresolved = [], [], [], {}
+    for spec, a in auditors:
+        if method not in a.engine.methods:
+            raise AuditError(f"--method {method}: {a.engine.display} trees are audited for "
+                             f"{', '.join(a.engine.methods)} only")
+        sides.append(EngineSide(a.engine.name, spec, a.tree.version(), getattr(a.tree.source, "label", "")))
+        specs = []
+        for name in names:
+            try:
+                found = resolve_targets(a.registry, [name], model_type)
+            except AuditError as exc:
+                unresolved.setdefault(name, {})[a.engine.name] = str(exc)
+                continue
+            specs += [s for s in found if s.architecture not in {x.architecture for x in specs}]
+        rep = a.scan(specs, [method]) if specs else None
+        by_arch = {r.architecture: r for r in (rep.results if rep else [])}
+        results.append(by_arch)
+        order += [s.architecture for s in specs if s.architecture not in order]
+    if not order:
+        raise AuditError("no target resolves in any engine: " + "; ".join(
+            f"{n}: {', '.join(f'{e}: {m}' for e, m in per.items())}" for n, per in unresolved.items()))
+    rows = [CompareRow(arch, method, [Cell.of(res.get(arch)) for res in results]) for arch in order]
+    return CompareReport(sides, rows, unresolved)

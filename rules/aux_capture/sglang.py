@@ -1,0 +1,164 @@
+"""EA403 ``aux-capture`` on SGLang trees: the inner model does not capture auxiliary hidden
+states; EA404 ``silent-delegation``: a wrapper's setter delegates behind ``if hasattr(...)`` to a
+language model that lacks the setter, so it silently does nothing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+from auditor.cache import cacheable
+from auditor.engines.sglang.facts import CAPTURE_ATTR, forward_capture, trace_capture
+from auditor.engines.vllm.facts import find_holder
+from auditor.model.findings import Finding, Severity
+from rules.base import AuditTarget, Context, Example, Rule
+from rules.interface.sglang import toy
+
+_WRAPPER = '''
+import torch.nn as nn
+
+from sglang.srt.models.toy import ToyForCausalLM
+
+
+class ToyVLForConditionalGeneration(nn.Module):
+    def __init__(self, config=None):
+        super().__init__()
+        self.language_model = ToyForCausalLM(config)
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        if hasattr(self.language_model, "set_eagle3_layers_to_capture"):
+            self.language_model.set_eagle3_layers_to_capture(layer_ids)
+
+
+EntryClass = ToyVLForConditionalGeneration
+'''
+
+
+def _wrapped(lm_has_setter: bool) -> dict[str, str]:
+    return {**toy(setter=lm_has_setter), "sglang/srt/models/toy_vl.py": _WRAPPER}
+
+
+@cacheable
+@dataclass
+class CaptureData:
+    """EA403 details: the ``holder`` model whose forward must capture (dotted name)."""
+
+    holder: str | None = None
+
+
+def capture_trace(ctx: Context, target: AuditTarget):
+    """The target's :class:`auditor.engines.sglang.facts.CaptureTrace`, computed once per class."""
+    key = ("sglang-trace", target.facts.ref)
+    if key not in ctx.cache:
+        ctx.cache[key] = trace_capture(ctx.resolver, target.facts.ref, ctx.facts.setter_name(), ctx.registry)
+    return ctx.cache[key]
+
+
+class SGLangAuxCaptureRule(Rule):
+    """The model the setter fills captures aux hidden states in its ``forward`` and returns them.
+
+    What it does: follows the target's setter (on its MRO) to the model whose
+    ``layers_to_capture`` it sets — directly (``self.model.layers_to_capture = ...``) or through
+    delegation (``self.language_model.set_eagle3_layers_to_capture(...)``, ``self.model``'s own
+    setter) — and checks that the model's ``forward`` loop tests the layer index against
+    ``layers_to_capture`` and appends (or hands the aux-states list to the layer), and returns
+    ``(hidden_states, aux_hidden_states)``. Without a setter, the inner model is found through
+    ``__init__`` (``self.model``, ``self.language_model``) and checked the same way.
+    """
+
+    CODE = "EA403"
+    GATE = "aux-capture"
+    NAME = "aux-hidden-states-not-captured"
+    SUMMARY = "the inner model's forward cannot capture auxiliary hidden states (SGLang)"
+    WHY = (
+        "EAGLE-3 feeds the drafter with the hidden states entering a few target layers. SGLang's "
+        "setter stores their ids in the inner model's layers_to_capture; a forward that never "
+        "tests it (or a setter that reaches no such model) captures nothing, and the draft model "
+        "gets no aux hidden states."
+    )
+    HOW_TO_FIX = (
+        "In the inner model's forward, keep aux_hidden_states = [], append hidden_states + "
+        "residual when the layer index is in self.layers_to_capture, and return (hidden_states, "
+        "aux_hidden_states) when any were captured; make the setter reach that model. No codemod "
+        "yet: write it by hand, modelled on the tree's Llama or DeepSeek-V2 model."
+    )
+    FIX_AVAILABLE = False
+    METHODS = ("eagle3",)
+    ENGINES = ("sglang",)
+    DATA = CaptureData
+    VALID = [Example(toy(setter=True), "ToyForCausalLM"),
+             Example(_wrapped(True), "ToyVLForConditionalGeneration", note="delegates to a language model that captures")]
+    INVALID = [Example(_wrapped(False), "ToyVLForConditionalGeneration", expect_severity=Severity.ERROR,
+                       note="delegates behind hasattr to a language model without the setter")]
+
+    def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
+        facts = target.facts
+        if facts.ref is None:
+            return
+        r = ctx.resolver
+        trace = capture_trace(ctx, target)
+        has_setter = bool(trace.steps and trace.steps[0].setter_owner is not None)
+        if has_setter:
+            for kind, msg, path, line in trace.problems:
+                if kind == "unknown":
+                    yield self.finding(Severity.UNKNOWN, f"cannot follow the setter: {msg}", path, line)
+                    return
+            for kind, msg, path, line in trace.problems:
+                yield self.finding(Severity.ERROR, msg, path, line)
+                return
+            holder, via = trace.holder, trace.holder_via
+        else:
+            h = find_holder(r, ctx.registry, facts.ref)
+            if h.unknown:
+                yield self.finding(Severity.UNKNOWN, f"cannot find the inner model: {h.unknown}", h.path, h.line)
+                return
+            holder, via = h.ref, h.via
+        fwd = forward_capture(r, holder)
+        if fwd.defined_in is None:
+            loc = r.location(holder)
+            yield self.finding(Severity.UNKNOWN, f"{holder.name} ({via}) has no forward in the tree",
+                               loc[0] if loc else None, loc[1] if loc else None)
+            return
+        capturing = [lp for lp in fwd.loops if lp["captures"]]
+        if not capturing:
+            if fwd.loops or fwd.layer_loops:
+                line = fwd.loops[0]["line"] if fwd.loops else fwd.layer_loops[0]
+                msg = (f"{fwd.defined_in.name}.forward iterates its layers but never tests {CAPTURE_ATTR}: it "
+                       f"captures no aux hidden states (inner model found via {via})")
+            else:
+                line = fwd.line
+                msg = (f"{fwd.defined_in.name}.forward has no loop over its layers that captures aux hidden "
+                       f"states (inner model found via {via})")
+            yield self.finding(Severity.ERROR, msg, fwd.path, line, holder=holder.dotted)
+            return
+        if not fwd.returns_aux:
+            yield self.finding(Severity.ERROR, f"{fwd.defined_in.name}.forward captures aux hidden states but never "
+                               "returns them", fwd.path, fwd.line, holder=holder.dotted)
+
+
+class SilentDelegationRule(Rule):
+    """A setter that delegates under ``if hasattr(self.X, ...)`` to a model that lacks it."""
+
+    CODE = "EA404"
+    GATE = "silent-delegation"
+    NAME = "setter-delegation-silently-skipped"
+    SUMMARY = "the setter delegates behind hasattr to a language model without it: it does nothing"
+    WHY = (
+        "A multimodal wrapper whose set_eagle3_layers_to_capture only calls the language model's "
+        "'if hasattr(self.language_model, ...)' passes SGLang's check, then silently captures "
+        "nothing when the language model lacks the setter: the failure shows up only as a "
+        "drafter that never accepts."
+    )
+    HOW_TO_FIX = "Give the language model the setter (and capture), or raise instead of skipping."
+    BLOCKING = False
+    METHODS = ("eagle3",)
+    ENGINES = ("sglang",)
+    VALID = [Example(_wrapped(True), "ToyVLForConditionalGeneration")]
+    INVALID = [Example(_wrapped(False), "ToyVLForConditionalGeneration", expect_severity=Severity.WARNING)]
+
+    def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
+        if target.facts.ref is None:
+            return
+        for kind, msg, path, line in capture_trace(ctx, target).problems:
+            if kind == "silent":
+                yield self.finding(Severity.WARNING, msg, path, line)

@@ -1,0 +1,497 @@
+"""SGLang trees: engine detection, the registry (EntryClass), the duck-typed EAGLE-3 setter and
+the capture through delegation, on the synthetic fixtures/minisglang tree and on real SGLang
+releases (fetched through pip's index, cached, never skipped), plus ``compare``."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import shutil
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from auditor.cli import app
+from auditor.engines.vllm.targets import resolve_targets
+from auditor.index.tree import SummaryCache
+from auditor.model.errors import SourceError
+from auditor.model.findings import Severity
+from auditor.orchestration.compare import run_compare
+from auditor.orchestration.scan import Auditor, make_tree, open_tree
+from auditor.source import fetch
+from auditor.source.sources import ArchiveSource, FolderSource, open_source
+from rules.base import AuditTarget
+from rules.registry import RULES
+from tests.real import next_cases, release_auditor
+
+REPO = Path(__file__).resolve().parents[1]
+MINI = REPO / "fixtures" / "minisglang"
+MINIVLLM = REPO / "fixtures" / "minivllm"
+runner = CliRunner()
+
+
+def cli(*args):
+    """``python -m auditor ARGS`` (for exit codes and one-line errors on stderr)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "NO_COLOR": "1"}
+    env.pop("FORCE_COLOR", None)
+    return subprocess.run([sys.executable, "-m", "auditor", *map(str, args)], capture_output=True, text=True,
+                          timeout=300, cwd=REPO, env=env)
+
+
+def _auditor(folder: Path | str = MINI) -> Auditor:
+    return Auditor(open_tree(str(folder), None, progress=False, use_cache=False))
+
+
+def _audit(a: Auditor, arch: str):
+    (spec,) = resolve_targets(a.registry, [arch])
+    return a.audit(spec, "eagle3")
+
+
+# -- acceptance: the SGLang cases of next.toml, on the real releases ---------------------------
+
+SGLANG_CASES = [c for c in next_cases() if c.get("engine") == "sglang"]
+
+
+@pytest.mark.parametrize("case", SGLANG_CASES, ids=[f"{c['sglang']}-{c['architecture']}" for c in SGLANG_CASES])
+def test_next_sglang_case(case):
+    a = release_auditor(case["sglang"], "sglang")
+    assert a.engine.name == "sglang"
+    r = _audit(a, case["architecture"])
+    assert r.verdict.value == case["verdict"], [f.message for f in r.findings]
+    assert set(r.blocking) == set(case["blocking"])
+    for f in r.findings:
+        if f.severity is Severity.ERROR:
+            assert f.path and f.line, f
+
+
+def test_sglang_0_5_10_post1_reasons_point_at_the_code():
+    a = release_auditor("0.5.10.post1", "sglang")
+    assert a.tree.source.label == "sglang-0.5.10.post1.tar.gz"  # the sdist
+    kimi = _audit(a, "KimiK25ForConditionalGeneration")
+    assert kimi.holder == "sglang.srt.models.deepseek_v2.DeepseekV2Model"
+    assert kimi.language_model == "DeepseekV3ForCausalLM"
+    gemma = _audit(a, "Gemma3ForConditionalGeneration")
+    aux = next(f for f in gemma.findings if f.gate == "aux-capture")
+    assert aux.path == "sglang/srt/models/gemma3_causal.py" and "Gemma3TextModel" in aux.message
+    src = a.tree.source.read(aux.path).decode().splitlines()
+    assert src[aux.line - 1].lstrip().startswith("for ")
+    iface = next(f for f in gemma.findings if f.gate == "interface")
+    assert iface.path == "sglang/srt/models/gemma3_mm.py"
+    assert a.tree.source.read(iface.path).decode().splitlines()[iface.line - 1].startswith(
+        "class Gemma3ForConditionalGeneration")
+
+
+def test_sglang_0_5_23_wheel_read_in_place():
+    """0.5.23 publishes wheels only: the wheel for this Python is fetched and read in place."""
+    a = release_auditor("0.5.23", "sglang")
+    assert a.tree.source.label.startswith("sglang-0.5.23-") and a.tree.source.label.endswith(".whl")
+    assert a.tree.version() == "0.5.23"
+    # the runner checks hasattr first (0.5.23 attention_backend_setup.py)
+    call = a.facts.runner_calls()[0]
+    assert call.checked and call.path.endswith("attention_backend_setup.py")
+    # spot checks read by hand in the wheel's sources
+    assert _audit(a, "Gemma3ForConditionalGeneration").verdict.value == "supported"  # hasattr delegation to a capturing LM
+    assert _audit(a, "Qwen3MoeForCausalLM").verdict.value == "supported"  # the inner model's own setter
+    gpt2 = _audit(a, "GPT2LMHeadModel")
+    assert gpt2.verdict.value == "blocked" and gpt2.blocking == ["interface", "aux-capture"]
+    tele = _audit(a, "TeleFLMForCausalLM")  # TeleFLMModel.forward returns super().forward(...): LlamaModel's
+    assert tele.verdict.value == "supported" and tele.holder == "sglang.srt.models.teleflm.TeleFLMModel"
+
+
+@pytest.mark.parametrize("version,counts", [
+    ("0.5.10.post1", {"targets": 158, "drafters": 17, "pooling": 18, "supported": 32, "blocked": 125, "unknown": 1}),
+    ("0.5.23", {"targets": 226, "drafters": 40, "pooling": 24, "supported": 46, "blocked": 171, "unknown": 9}),
+])
+def test_full_scan_counts(version, counts):
+    """Every registered architecture of the release: how many are EAGLE-3 capable."""
+    a = release_auditor(version, "sglang")
+    specs = resolve_targets(a.registry, [])
+    assert len(specs) == sum(counts[k] for k in ("targets", "drafters", "pooling"))
+    s = a.scan(specs, ["eagle3"]).summary()
+    assert {k: s[k] for k in counts} == counts
+
+
+# -- the synthetic tree -------------------------------------------------------------------------
+
+def test_minisglang_registry_and_roles():
+    a = _auditor()
+    assert a.engine.name == "sglang" and a.tree.package == "sglang"
+    assert a.registry.architectures() == [
+        "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration",
+        "Gemma3SilentForConditionalGeneration", "KimiK25ForConditionalGeneration", "LlamaEmbeddingModel",
+        "LlamaForCausalLM", "LlamaForCausalLMEagle3", "Phi3ForCausalLM", "Qwen2MoeForCausalLM",
+    ]
+    assert a.registry.role("LlamaForCausalLMEagle3") == "drafter"
+    assert a.registry.role("LlamaEmbeddingModel") == "pooling"
+    assert a.registry.role("KimiK25ForConditionalGeneration") == "target"
+    assert a.registry.entries["Phi3ForCausalLM"].path == "sglang/srt/models/llama.py"
+
+
+@pytest.mark.parametrize("arch,verdict,blocking,warnings", [
+    ("LlamaForCausalLM", "supported", [], []),           # holder built by a factory method (_init_model)
+    ("Phi3ForCausalLM", "supported", [], []),            # empty subclass inherits setter and holder
+    ("DeepseekV3ForCausalLM", "supported", [], []),      # loop over local bounds
+    ("KimiK25ForConditionalGeneration", "supported", [], []),  # delegation, class imported inside __init__
+    ("Qwen2MoeForCausalLM", "supported", [], []),        # inner setter; the layer is handed the aux list
+    ("Gemma3ForConditionalGeneration", "blocked", ["interface", "aux-capture"], []),
+    ("Gemma3SilentForConditionalGeneration", "blocked", ["aux-capture"], ["silent-delegation"]),
+])
+def test_minisglang_verdicts(arch, verdict, blocking, warnings):
+    r = _audit(_auditor(), arch)
+    assert r.verdict.value == verdict, [f.message for f in r.findings]
+    assert r.blocking == blocking
+    assert [f.gate for f in r.findings if f.severity is Severity.WARNING] == warnings
+
+
+def test_minisglang_holder_and_language_model():
+    a = _auditor()
+    r = _audit(a, "KimiK25ForConditionalGeneration")
+    assert r.holder == "sglang.srt.models.deepseek_v2.DeepseekV2Model"
+    assert r.language_model == "DeepseekV3ForCausalLM"
+    r = _audit(a, "Gemma3ForConditionalGeneration")
+    interface = next(f for f in r.findings if f.gate == "interface")
+    assert "sglang/srt/model_executor/model_runner.py:14" in interface.message  # the runner's call
+
+
+def test_not_a_target_rows():
+    r = _audit(_auditor(), "LlamaForCausalLMEagle3")
+    assert r.verdict.value == "not-a-target" and r.role == "drafter"
+    assert "sglang/srt/models/llama_eagle3.py" in r.note
+
+
+def test_runner_without_the_call_makes_interface_unknown(tmp_path):
+    tree = tmp_path / "t"
+    shutil.copytree(MINI, tree)
+    (tree / "sglang/srt/model_executor/model_runner.py").write_text("class ModelRunner:\n    pass\n")
+    r = _audit(_auditor(tree), "LlamaForCausalLM")
+    assert r.verdict.value == "unknown"
+    (f,) = [f for f in r.findings if f.gate == "interface"]
+    assert f.severity is Severity.UNKNOWN and "never calls" in f.message
+
+
+def test_setter_through_an_unknown_attribute_is_unknown(tmp_path):
+    tree = tmp_path / "t"
+    shutil.copytree(MINI, tree)
+    p = tree / "sglang/srt/models/llama.py"
+    p.write_text(p.read_text().replace("self.model = self._init_model(config)", "self.model = build(config)"))
+    r = _audit(_auditor(tree), "LlamaForCausalLM")
+    assert r.verdict.value == "unknown"
+    assert any(f.gate == "aux-capture" and "build" in f.message for f in r.findings)
+
+
+def test_sglang_rule_examples_run_on_minisglang(tmp_path):
+    """Every SGLang rule's VALID/INVALID examples, laid over fixtures/minisglang."""
+    ran = 0
+    for code, rule in RULES.items():
+        if not rule.judges("sglang"):
+            continue
+        for kind in ("VALID", "INVALID"):
+            for i, ex in enumerate(getattr(rule, kind)):
+                folder = tmp_path / f"{code}-{kind}-{i}"
+                shutil.copytree(MINI, folder)
+                for rel, src in ex.files.items():
+                    (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+                    (folder / rel).write_text(src)
+                a = _auditor(folder)
+                from auditor.engines.vllm.facts import target_facts
+
+                facts = target_facts(a.resolver, a.registry, ex.architecture)
+                target = AuditTarget(ex.architecture, ex.method, facts)
+                found = list(rule().check(a.ctx, target))
+                if kind == "VALID":
+                    assert found == [], (code, i, [f.message for f in found])
+                else:
+                    assert [f.severity for f in found] == [ex.expect_severity], (code, i, [f.message for f in found])
+                ran += 1
+    assert ran >= 6
+
+
+# -- sources and engine detection ----------------------------------------------------------------
+
+def _pack_tar(dest: Path, root: Path, top: str) -> Path:
+    with tarfile.open(dest, "w:gz") as tar:
+        for p in sorted(root.rglob("*.py")):
+            tar.add(p, arcname=f"{top}/{p.relative_to(root).as_posix()}")
+        info = tarfile.TarInfo(f"{top}/PKG-INFO")
+        data = b"Metadata-Version: 2.1\nName: sglang\nVersion: 0.0.1\n\n"
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return dest
+
+
+def _pack_wheel(dest: Path, root: Path, version: str = "0.0.1") -> Path:
+    with zipfile.ZipFile(dest, "w") as z:
+        for p in sorted(root.rglob("*.py")):
+            rel = p.relative_to(root).as_posix()
+            if rel != "sglang/_version.py":
+                z.write(p, rel)
+        z.writestr(f"sglang-{version}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n\n")
+    return dest
+
+
+def test_engine_is_detected_for_folders_archives_and_wheels(tmp_path):
+    assert FolderSource(MINI).package == "sglang"
+    assert FolderSource(MINI / "sglang").package == "sglang"
+    assert FolderSource(MINIVLLM).package == "vllm"
+    sdist = ArchiveSource(_pack_tar(tmp_path / "sglang-0.0.1.tar.gz", MINI, "sglang-0.0.1"))
+    assert sdist.package == "sglang" and sdist.version() == "0.0.1"
+    assert "sglang/srt/models/llama.py" in sdist.files()
+    whl = ArchiveSource(_pack_wheel(tmp_path / "sglang-0.0.2-py3-none-any.whl", MINI, "0.0.2"))
+    assert whl.package == "sglang" and whl.version() == "0.0.2"  # from the dist-info METADATA
+    a = Auditor(make_tree(whl, SummaryCache(enabled=False)))
+    assert a.engine.name == "sglang" and _audit(a, "LlamaForCausalLM").verdict.value == "supported"
+
+
+def test_a_folder_with_both_packages_reads_vllm_unless_told(tmp_path):
+    both = tmp_path / "both"
+    shutil.copytree(MINIVLLM / "vllm", both / "vllm")
+    shutil.copytree(MINI / "sglang", both / "sglang")
+    assert FolderSource(both).package == "vllm"
+    assert FolderSource(both, package="sglang").package == "sglang"
+    assert open_source(str(both), None, package="sglang").package == "sglang"
+    with pytest.raises(SourceError, match="not a SGLang tree"):
+        FolderSource(MINIVLLM, package="sglang")
+
+
+def test_installed_sglang_found_without_import(tmp_path, monkeypatch):
+    import importlib
+
+    site = tmp_path / "site"
+    shutil.copytree(MINI / "sglang", site / "sglang")
+    (site / "sglang/__init__.py").write_text("raise SystemExit('imported!')\n")
+    monkeypatch.syspath_prepend(str(site))
+    importlib.invalidate_caches()
+    src = open_source(None, None, package="sglang")
+    assert src.package == "sglang" and src.root() == site.resolve()
+
+
+def _file_index(tmp_path: Path, files: dict[str, bytes], sha: dict[str, str] | None = None) -> str:
+    """A PEP 503 simple index on disk (file:// URL) listing ``files`` for sglang."""
+    (tmp_path / "files").mkdir(parents=True, exist_ok=True)
+    links = []
+    for name, data in files.items():
+        (tmp_path / "files" / name).write_bytes(data)
+        digest = (sha or {}).get(name, hashlib.sha256(data).hexdigest())
+        links.append(f'<a href="../../files/{name}#sha256={digest}">{name}</a>')
+    page = tmp_path / "simple" / "sglang"
+    page.mkdir(parents=True)
+    (page / "index.html").write_text("<html><body>" + "\n".join(links) + "</body></html>")
+    return (tmp_path / "simple").as_uri()
+
+
+def test_fetch_sglang_wheel_when_no_sdist(tmp_path, monkeypatch):
+    good = _pack_wheel(tmp_path / "w.whl", MINI, "9.9.9").read_bytes()
+    url = _file_index(tmp_path / "idx", {
+        "sglang-9.9.9-cp27-cp27m-win32.whl": b"not for this platform",
+        "sglang-9.9.9-py3-none-any.whl": good,
+        "sglang-9.9.8.tar.gz": b"an older sdist",
+    })
+    monkeypatch.setenv("PIP_INDEX_URL", url)
+    cache = tmp_path / "cache"
+    got = fetch.fetch_release("9.9.9", project="sglang", progress=False, cache_dir=cache)
+    assert got.name == "sglang-9.9.9-py3-none-any.whl"
+    assert fetch.recorded_sha256(got) == hashlib.sha256(good).hexdigest()
+    # cached and verified against its sidecar: no index needed any more
+    monkeypatch.setenv("PIP_INDEX_URL", (tmp_path / "nowhere").as_uri())
+    assert fetch.fetch_release("9.9.9", project="sglang", progress=False, cache_dir=cache) == got
+    monkeypatch.setenv("PIP_INDEX_URL", url)
+    with pytest.raises(SourceError, match="SGLang 9.9.7 is not on the package index"):
+        fetch.fetch_release("9.9.7", project="sglang", progress=False, cache_dir=cache)
+
+
+def test_fetch_sglang_wheel_sha256_mismatch_is_refused(tmp_path, monkeypatch):
+    good = _pack_wheel(tmp_path / "w.whl", MINI, "9.9.9").read_bytes()
+    name = "sglang-9.9.9-py3-none-any.whl"
+    monkeypatch.setenv("PIP_INDEX_URL", _file_index(tmp_path / "idx", {name: good}, {name: "0" * 64}))
+    with pytest.raises(SourceError, match="does not match the sha256"):
+        fetch.fetch_release("9.9.9", project="sglang", progress=False, cache_dir=tmp_path / "cache")
+    assert not (tmp_path / "cache" / name).exists()
+
+
+# -- command line ----------------------------------------------------------------------------------
+
+def test_scan_json_and_sarif_carry_the_engine(tmp_path):
+    res = runner.invoke(app, ["scan", str(MINI), "--no-cache", "--no-progress", "-f", "json",
+                              "-m", "Gemma3ForConditionalGeneration"])
+    assert res.exit_code == 1, res.output
+    doc = json.loads(res.output)
+    assert doc["engine"] == "sglang" and doc["engine_version"] == "0.0.1" and doc["vllm_version"] is None
+    assert doc["results"][0]["blocking"] == ["interface", "aux-capture"]
+    res = runner.invoke(app, ["scan", str(MINI), "--no-cache", "--no-progress", "-f", "sarif",
+                              "-m", "Gemma3ForConditionalGeneration"])
+    sarif = json.loads(res.output)
+    props = sarif["runs"][0]["properties"]
+    assert props["engine"] == "sglang" and props["engineVersion"] == "0.0.1"
+    assert {r["ruleId"] for r in sarif["runs"][0]["results"]} == {"EA402", "EA403"}
+    res = runner.invoke(app, ["scan", str(MINIVLLM), "--no-cache", "--no-progress", "-f", "json", "-m", "LlamaForCausalLM"])
+    assert json.loads(res.output)["engine"] == "vllm"
+
+
+def test_scan_exit_codes_and_engine_override(tmp_path):
+    ok = runner.invoke(app, ["scan", str(MINI), "--no-cache", "--no-progress", "-m", "LlamaForCausalLM"])
+    assert ok.exit_code == 0, ok.output
+    bad = cli("scan", MINI, "--engine", "vllm", "--no-cache", "--no-progress")
+    assert bad.returncode == 2 and "not a vLLM tree" in bad.stderr and "Traceback" not in bad.stderr
+    eagle = cli("scan", MINI, "--method", "eagle", "--no-cache", "--no-progress")
+    assert eagle.returncode == 2 and "eagle3" in eagle.stderr
+
+
+def test_explain_sglang_json():
+    res = runner.invoke(app, ["explain", "KimiK25ForConditionalGeneration", str(MINI), "--no-cache",
+                              "--no-progress", "-f", "json"])
+    assert res.exit_code == 0, res.output
+    info = json.loads(res.output)
+    assert info["engine"] == "sglang"
+    assert info["setter"]["defined_in"] == "sglang.srt.models.kimi_k25.KimiK25ForConditionalGeneration"
+    assert info["capture"]["holder"] == "sglang.srt.models.deepseek_v2.DeepseekV2Model"
+    assert info["capture"]["forward"]["returns_aux"] is True
+    assert info["registered_in"]["path"] == "sglang/srt/models/kimi_k25.py"
+
+
+def test_compare_paths_json_and_markdown(tmp_path):
+    args = ["compare", "--model", "LlamaForCausalLM", "--model", "Gemma3ForConditionalGeneration",
+            "--vllm-version", str(MINIVLLM), "--sglang-version", str(MINI), "--no-cache", "--no-progress"]
+    res = runner.invoke(app, args + ["-f", "json"])
+    doc = json.loads(res.output)
+    rows = {r["architecture"]: r["engines"] for r in doc["rows"]}
+    assert rows["LlamaForCausalLM"]["vllm"]["verdict"] == "supported"
+    assert rows["LlamaForCausalLM"]["sglang"]["verdict"] == "supported"
+    assert rows["Gemma3ForConditionalGeneration"]["vllm"]["verdict"] == "absent"
+    assert rows["Gemma3ForConditionalGeneration"]["sglang"]["blocking"] == ["interface", "aux-capture"]
+    assert doc["ok"] is False and res.exit_code == 1
+    res = runner.invoke(app, ["compare", "--model", "LlamaForCausalLM", "--vllm-version", str(MINIVLLM),
+                              "--sglang-version", str(MINI), "--no-cache", "--no-progress", "-f", "markdown"])
+    assert res.exit_code == 0
+    assert "| LlamaForCausalLM | eagle3 | supported | supported |" in res.output
+    bad = cli("compare", "--model", "LlamaForCausalLM", "--vllm-version", MINI, "--sglang-version", MINI,
+              "--no-cache", "--no-progress")
+    assert bad.returncode == 2 and "not a vLLM tree" in bad.stderr
+
+
+def test_compare_kimi_k2_vllm_0_16_0_against_sglang_0_5_10_post1():
+    report = run_compare(["kimi_k2"], [("0.16.0", release_auditor("0.16.0")),
+                                       ("0.5.10.post1", release_auditor("0.5.10.post1", "sglang"))])
+    assert [s.name for s in report.sides] == ["vLLM 0.16.0", "SGLang 0.5.10.post1"]
+    rows = {r.architecture: r.cells for r in report.rows}
+    assert list(rows) == ["DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration"]
+    vllm_kimi, sglang_kimi = rows["KimiK25ForConditionalGeneration"]
+    assert vllm_kimi.verdict == "blocked"
+    assert vllm_kimi.blocking == ["allowlist", "interface", "aux-capture", "image-token"]
+    assert any(x.startswith("image-token:") and "media_placeholder_token_id" in x for x in vllm_kimi.reasons)
+    assert sglang_kimi.verdict == "supported" and sglang_kimi.reasons == []
+    assert rows["DeepseekV3ForCausalLM"][0].blocking == ["allowlist", "interface", "aux-capture"]
+    assert report.supports_all == [False, True] and report.ok
+
+
+# -- gate and matrix on SGLang releases ----------------------------------------------------------
+
+def test_matrix_over_sglang_releases_sdists_and_wheels():
+    """0.5.9 and 0.5.10.post1 are sdists, 0.5.23 a wheel: all three are read (none skipped)."""
+    from auditor.orchestration.matrix import run_matrix
+    from auditor.orchestration.releases import IndexReleases
+
+    report = run_matrix(["kimi_k2", "Gemma3ForConditionalGeneration"], "0.5.9,0.5.10.post1,0.5.23", jobs=1,
+                        releases=IndexReleases(project="sglang"), engine="sglang")
+    assert report.engine == "sglang" and report.errors == {}
+    assert report.releases == ["0.5.9", "0.5.10.post1", "0.5.23"]
+    assert report.first_supported == {"DeepseekV3ForCausalLM": "0.5.9",
+                                      "KimiK25ForConditionalGeneration": "0.5.10.post1",  # 0.5.9 has no setter
+                                      "Gemma3ForConditionalGeneration": "0.5.23"}
+    from auditor.render.ci_formats import matrix_markdown
+
+    assert "| SGLang | DeepseekV3ForCausalLM |" in matrix_markdown(report)
+
+
+def test_gate_on_sglang_paths(tmp_path):
+    res = cli("gate", "--model", "LlamaForCausalLM", "--candidate", MINI, "--no-cache", "--no-progress", "-f", "json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["candidate"]["engine"] == "sglang" and doc["outcome"] == "native"
+
+
+def test_fix_on_sglang_says_no_codemod_and_writes_nothing(tmp_path):
+    tree = tmp_path / "t"
+    shutil.copytree(MINI, tree)
+    before = (tree / "sglang/srt/models/gemma3_mm.py").read_text()
+    res = cli("fix", tree, "--model", "Gemma3ForConditionalGeneration", "--apply", "--no-cache", "--no-progress")
+    assert res.returncode == 1, res.stderr
+    assert "SGLang 0.0.1" in res.stderr and "no codemod exists for gate interface" in res.stderr
+    assert (tree / "sglang/srt/models/gemma3_mm.py").read_text() == before
+
+
+# -- hostile SGLang trees ---------------------------------------------------------------------------
+
+_LOOP = '''
+import torch.nn as nn
+
+
+class LoopA(nn.Module):
+    def __init__(self, config=None):
+        super().__init__()
+        self.model = LoopB(config)
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.model.set_eagle3_layers_to_capture(layer_ids)
+
+
+class LoopB(nn.Module):
+    def __init__(self, config=None):
+        super().__init__()
+        self.model = LoopA(config)
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.model.set_eagle3_layers_to_capture(layer_ids)
+
+
+EntryClass = [LoopA, Missing, 42]
+'''
+
+
+def test_hostile_entryclass_and_delegation_cycle(tmp_path):
+    """A setter chain that loops, an EntryClass naming an unbound name and a constant: verdicts say
+    unknown with the reason; nothing crashes, nothing is imported."""
+    tree = tmp_path / "t"
+    shutil.copytree(MINI, tree)
+    (tree / "sglang/srt/models/loop.py").write_text(_LOOP)
+    (tree / "sglang/srt/models/broken.py").write_text("EntryClass = [\n")  # does not parse
+    a = _auditor(tree)
+    assert ("sglang/srt/models/loop.py", "EntryClass (line 23) is not a class or a list of classes") in a.registry.problems
+    assert any(p == "sglang/srt/models/broken.py" for p, _ in a.registry.problems)
+    loop = _audit(a, "LoopA")
+    assert loop.verdict.value == "unknown" and any("too deep" in f.message for f in loop.findings)
+    missing = _audit(a, "Missing")
+    assert missing.verdict.value == "unknown" and "Missing is not bound" in missing.findings[0].message
+    res = cli("scan", tree, "--no-cache", "--no-progress", "-f", "json")
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert json.loads(res.stdout)["summary"]["unknown"] == 2
+
+
+# -- NextN/MTP draft mapping --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("version", ["0.5.10.post1", "0.5.23"])
+def test_mtp_draft_mapping_on_real_releases(version):
+    a = release_auditor(version, "sglang")
+    ds = _audit_method(a, "DeepseekV3ForCausalLM", "mtp")
+    assert ds.verdict.value == "supported", [f.message for f in ds.findings]
+    llama = _audit_method(a, "LlamaForCausalLM", "mtp")
+    assert llama.verdict.value == "blocked" and llama.blocking == ["mtp-draft"]
+    (f,) = llama.findings
+    assert f.path == "sglang/srt/models/llama.py" and "no branch for LlamaForCausalLM" in f.message
+
+
+def test_mtp_without_a_rewrite_is_unknown():
+    r = _audit_method(_auditor(), "DeepseekV3ForCausalLM", "mtp")
+    assert r.verdict.value == "unknown" and "no draft-architecture rewrite" in r.findings[0].message
+
+
+def _audit_method(a: Auditor, arch: str, method: str):
+    (spec,) = resolve_targets(a.registry, [arch])
+    return a.audit(spec, method)

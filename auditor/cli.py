@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from enum import Enum
 from pathlib import Path
@@ -68,7 +69,9 @@ def _out():
     from rich.console import Console
 
     console = Console(soft_wrap=False)
-    return console if console.is_terminal else Console(soft_wrap=False, width=160)
+    if console.is_terminal or os.environ.get("COLUMNS"):  # a width the user set is honoured
+        return console
+    return Console(soft_wrap=False, width=160)
 
 
 @functools.cache
@@ -93,6 +96,12 @@ class Format(str, Enum):
     markdown = "markdown"
     sarif = "sarif"
     junit = "junit"
+
+
+class ExplainFormat(str, Enum):
+    """Output formats of ``explain``."""
+    table = "table"
+    json = "json"
 
 
 class RulesFormat(str, Enum):
@@ -531,7 +540,7 @@ def explain(
     path: Optional[str] = PathArg,
     vllm_version: Optional[str] = VersionOpt,
     all_archs: bool = typer.Option(False, "--all", help="Every registry architecture (JSON list)."),
-    fmt: Format = typer.Option(Format.table, "--format", "-f", help="table or json."),
+    fmt: ExplainFormat = typer.Option(ExplainFormat.table, "--format", "-f", help="Output format."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write JSON to this file."),
     force: bool = ForceOpt,
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
@@ -561,7 +570,7 @@ def explain(
         _write(json.dumps(infos, indent=2), output)
         return
     info = do_explain(auditor, arch)
-    if fmt is Format.json or output is not None:
+    if fmt is ExplainFormat.json or output is not None:
         _write(json.dumps(info, indent=2), output)
     else:
         rep.explain_tree(info, _out())

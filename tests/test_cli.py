@@ -11,6 +11,7 @@ import gzip
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -167,7 +168,8 @@ def test_supported_target_exits_0(cli):
 def test_blocked_target_exits_1_and_exit_zero_overrides(cli):
     p = cli.r["toy"]
     assert p.returncode == 1, p.stdout + p.stderr
-    assert "allowlist, interface, aux-capture" in p.stdout
+    for gate in ("allowlist", "interface", "aux-capture"):  # the blocking gates, one per line in their cell
+        assert re.search(rf"│ {gate} +│", p.stdout), gate
     assert "vllm/config/speculative.py:" in p.stdout
     assert cli.r["toy-exit-zero"].returncode == 0
     assert cli.r["toy-exit-zero"].stdout == p.stdout
@@ -416,3 +418,20 @@ def test_rules_as_json_lists_every_rule_of_the_registry():
         "allowlist", "interface", "aux-capture", "image-token", "mtp-draft", "draft-pp", "pp-aux-transport",
         "draft-registry", "aux-layers", "parallel-drafting-mm"}
     assert all(r["why"] and r["how_to_fix"] for r in rules)
+
+
+def test_verdicts_and_gates_stay_whole_in_80_columns():
+    env = dict(os.environ, COLUMNS="80", NO_COLOR="1")
+    p = subprocess.run([sys.executable, "-m", "auditor", "scan", str(MINIVLLM), "--model", "ToyV3ForCausalLM",
+                        "--model-type", "toy_v3", "--no-progress"], capture_output=True, text=True, cwd=REPO, env=env)
+    assert p.returncode == 1, p.stderr
+    table = [line for line in p.stdout.splitlines() if line.startswith(("┃", "│", "┏", "└"))]
+    assert table and all(len(line) <= 80 for line in table)
+    assert any("│ blocked │" in line for line in table)
+    for gate in ("allowlist", "interface", "aux-capture"):
+        assert any(f"│ {gate} " in line for line in table), gate
+
+
+def test_explain_refuses_formats_it_does_not_write():
+    p = run("explain", "LlamaForCausalLM", MINIVLLM, "--format", "markdown")
+    assert p.returncode == 2 and "Traceback" not in p.stderr

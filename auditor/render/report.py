@@ -92,11 +92,13 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
     if run:
         title.append(f" ({run})")
     table = Table(title=title)
-    table.add_column("architecture", no_wrap=True)
-    table.add_column("method", no_wrap=True)
-    table.add_column("verdict", no_wrap=True)
-    table.add_column("blocking gates")
-    table.add_column("where (file:line)", no_wrap=True, overflow="fold")
+    # the verdict and every gate id stay whole at any width: long names fold, gates stack
+    table.add_column("architecture", overflow="fold", min_width=12)
+    table.add_column("method", no_wrap=True, min_width=max([len(r.method) for r in report.results] + [6]))
+    table.add_column("verdict", no_wrap=True, min_width=max([len(r.verdict.value) for r in report.results] + [7]))
+    table.add_column("blocking gates", overflow="fold",
+                     min_width=max([len(g) for r in report.results for g in r.blocking] + [5]))
+    table.add_column("where (file:line)", overflow="fold")
     many = len(report.results) > 30 and not verbose
     shown = []
     for r in report.results:
@@ -113,7 +115,7 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
             where.append(f"{f.gate}{tag} ", style=style)
             where.append(clean(f.where or "-"), style="cyan")
         table.add_row(Text(clean(r.architecture)), r.method, Text(r.verdict.value, style=_STYLE[r.verdict.value]),
-                      ", ".join(r.blocking) or "—", where if where.plain else "—")
+                      "\n".join(r.blocking) or "—", where if where.plain else "—")
     console.print(table)
     for r, findings in shown:
         if r.note:

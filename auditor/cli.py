@@ -408,6 +408,9 @@ def scan(
     from auditor.render import report as rep
 
     _check_model_type(model_type)
+    if model_type and not model and hf_config is None:
+        _fail("--model-type is the text model_type of the targets named with --model: give --model "
+              "(a full scan finds each target's own model_type)")
     _check_output(output, "--output", force)
     methods = _methods(method)
     run = _run_options(methods[0], pipeline_parallel_size, draft_config, parallel_drafting, num_speculative_tokens,

@@ -435,3 +435,8 @@ def test_verdicts_and_gates_stay_whole_in_80_columns():
 def test_explain_refuses_formats_it_does_not_write():
     p = run("explain", "LlamaForCausalLM", MINIVLLM, "--format", "markdown")
     assert p.returncode == 2 and "Traceback" not in p.stderr
+
+
+def test_model_type_without_model_is_refused():
+    p = run("scan", MINIVLLM, "--model-type", "kimi_k2")
+    assert p.returncode == 2 and "give --model" in p.stderr and len(p.stderr.strip().splitlines()) == 1

@@ -52,3 +52,67 @@ class Engine:
     model_scopes: tuple[str, ...]
     prefetch: Callable[[Any], set[str]]
     holder: Callable[[Any, Any], tuple[str | None, str | None]]
+
+
+class TreeFactsBase:
+    """The engine-neutral part of an engine's tree-wide facts: which modules an extractor applies
+    to, the facts it found there, and the modules missing from the analysis.
+
+    Args:
+        resolver: the tree's :class:`auditor.index.resolve.Resolver`.
+        registry: the engine's registry of the tree.
+    """
+
+    def __init__(self, resolver, registry):
+        self.resolver = resolver
+        self.registry = registry
+        self.tree = resolver.tree
+        self._found: dict[str, list[tuple[str, object]]] = {}
+
+    def candidate_paths(self, extractor: Extractor) -> list[str]:
+        """Paths of the modules an extractor applies to (by path and trigger words); a file
+        under its paths that cannot be read is a candidate too (see :meth:`unanalysed`)."""
+        out = []
+        for p in sorted(self.tree.files):
+            if p.startswith(extractor.prefixes) or p.endswith(extractor.suffixes):
+                try:
+                    data = self.tree.read(p)
+                except (KeyError, OSError):
+                    out.append(p)
+                    continue
+                if extractor.wants(p, data):
+                    out.append(p)
+        return out
+
+    def unanalysed(self, extractor: Extractor) -> list[tuple[str, str]]:
+        """``(path, why)`` for each module that may hold the facts of ``extractor`` but is
+        missing from the analysis: it does not parse (even with a newer grammar, see
+        :func:`auditor.index.summary.parse_newer_syntax`) or cannot be read. A gate whose fact
+        is not found while such a module exists is undecidable, not passed."""
+        out = []
+        for p in self.candidate_paths(extractor):
+            s = self.tree.summary(p)
+            if s.error:
+                out.append((p, s.error))
+        return out
+
+    def broken_module(self, module: str) -> tuple[str, str] | None:
+        """``(path, why)`` when the tree has ``module`` but it is missing from the analysis (does
+        not parse, cannot be read); None when it is analysed or absent."""
+        path = self.tree.path_of(module)
+        if path is None:
+            return None
+        s = self.tree.summary(path)
+        return (path, s.error) if s.error else None
+
+    def found(self, extractor: Extractor) -> list[tuple[str, object]]:
+        """``(path, fact)`` for every fact ``extractor`` found in the modules it applies to
+        (computed once per tree and extractor)."""
+        hit = self._found.get(extractor.name)
+        if hit is None:
+            hit = []
+            for p in self.candidate_paths(extractor):
+                s = self.tree.summary(p)
+                hit += [(s.path, f) for f in s.extras.get(extractor.name, ())]
+            self._found[extractor.name] = hit
+        return hit

@@ -533,6 +533,30 @@ def _release_sdists(client: _Client, project: str = _PROJECT) -> tuple[list[Sdis
     return _sdists(files, project), _all_versions(files, versions, project)
 
 
+def _wheel_files(files: list[dict], project: str):
+    """``(wheel record, its tags)`` for every wheel of ``project`` an index page lists (PEP 691
+    file dicts; names with a path separator or that do not parse are passed over)."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    for entry in files:
+        filename = str(entry.get("filename", ""))
+        if not filename.endswith(".whl") or "/" in filename or "\\" in filename:
+            continue
+        try:
+            name, version, _, tags = parse_wheel_filename(filename)
+        except (InvalidWheelFilename, InvalidVersion):
+            continue
+        if canonicalize_name(name) != canonicalize_name(project):
+            continue
+        hashes = entry.get("hashes") or {}
+        sha = hashes.get("sha256") if isinstance(hashes, dict) else None
+        size = entry.get("size")
+        yield SdistFile(filename=filename, version=version, url=str(entry["url"]),
+                        sha256=str(sha).lower() if sha else None,
+                        size=int(size) if isinstance(size, int) else None,
+                        yanked=bool(entry.get("yanked"))), tags
+
+
 def _wheels(files: list[dict], project: str, wanted: Version) -> list[SdistFile]:
     """The wheels of release ``wanted`` that install on this interpreter and platform, best
     first (in the order of :func:`packaging.tags.sys_tags`: a wheel for this exact CPython ABI
@@ -547,30 +571,15 @@ def _wheels(files: list[dict], project: str, wanted: Version) -> list[SdistFile]
         The compatible wheels (same record as an sdist), best first; empty when none fits.
     """
     from packaging.tags import sys_tags
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
     rank = {tag: i for i, tag in enumerate(sys_tags())}
     found: list[tuple[int, SdistFile]] = []
-    for entry in files:
-        filename = str(entry.get("filename", ""))
-        if not filename.endswith(".whl") or "/" in filename or "\\" in filename:
-            continue
-        try:
-            name, version, _, tags = parse_wheel_filename(filename)
-        except (InvalidWheelFilename, InvalidVersion):
-            continue
-        if canonicalize_name(name) != project or version != wanted:
+    for wheel, tags in _wheel_files(files, project):
+        if wheel.version != wanted:
             continue
         best = min((rank[t] for t in tags if t in rank), default=None)
-        if best is None:
-            continue
-        hashes = entry.get("hashes") or {}
-        sha = hashes.get("sha256") if isinstance(hashes, dict) else None
-        size = entry.get("size")
-        found.append((best, SdistFile(filename=filename, version=version, url=str(entry["url"]),
-                                      sha256=str(sha).lower() if sha else None,
-                                      size=int(size) if isinstance(size, int) else None,
-                                      yanked=bool(entry.get("yanked")))))
+        if best is not None:
+            found.append((best, wheel))
     found.sort(key=lambda x: (x[1].yanked, x[0]))
     return [w for _, w in found]
 
@@ -981,26 +990,8 @@ def _is_file(path: pathlib.Path) -> bool:
 
 def _pure_wheels(files: list[dict], project: str) -> list[SdistFile]:
     """The pure-Python wheels (``<project>-X-py3-none-any.whl``) of an index page, by version."""
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
-    found: list[SdistFile] = []
-    for entry in files:
-        filename = str(entry.get("filename", ""))
-        if not filename.endswith(".whl") or "/" in filename or "\\" in filename:
-            continue
-        try:
-            name, version, _, tags = parse_wheel_filename(filename)
-        except (InvalidWheelFilename, InvalidVersion):
-            continue
-        if canonicalize_name(name) != canonicalize_name(project):
-            continue
-        if not any(t.abi == "none" and t.platform == "any" and t.interpreter.startswith("py3") for t in tags):
-            continue
-        hashes = entry.get("hashes") or {}
-        sha = hashes.get("sha256") if isinstance(hashes, dict) else None
-        size = entry.get("size")
-        found.append(SdistFile(filename, version, str(entry["url"]), str(sha).lower() if sha else None,
-                               int(size) if isinstance(size, int) else None, bool(entry.get("yanked"))))
+    found = [w for w, tags in _wheel_files(files, project)
+             if any(t.abi == "none" and t.platform == "any" and t.interpreter.startswith("py3") for t in tags)]
     found.sort(key=lambda f: f.version)
     return found
 

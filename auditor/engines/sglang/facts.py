@@ -24,6 +24,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from auditor.engines.base import TreeFactsBase
 from auditor.index.resolve import ClassRef, External, Resolver, Unresolved
 from auditor.index.summary import Extractor, MethodFact
 
@@ -273,8 +274,9 @@ class RunnerCall:
     checked: bool
 
 
-class TreeFacts:
-    """Tree-wide facts of an SGLang tree (see the module docstring).
+class TreeFacts(TreeFactsBase):
+    """Tree-wide facts of an SGLang tree (see the module docstring); the engine-neutral part is
+    :class:`auditor.engines.base.TreeFactsBase`.
 
     Args:
         resolver: the tree's resolver.
@@ -282,9 +284,7 @@ class TreeFacts:
     """
 
     def __init__(self, resolver: Resolver, registry):
-        self.resolver = resolver
-        self.registry = registry
-        self.tree = resolver.tree
+        super().__init__(resolver, registry)
         self._runner: list[RunnerCall] | None = None
 
     def runner_calls(self) -> list[RunnerCall]:
@@ -318,29 +318,6 @@ class TreeFacts:
         :data:`SETTER`)."""
         calls = self.runner_calls()
         return calls[0].name if calls else SETTER
-
-    # the engine-neutral part of the vLLM TreeFacts that the scan uses
-    def candidate_paths(self, extractor: Extractor) -> list[str]:
-        """Paths of the modules an extractor applies to (by path and trigger words)."""
-        out = []
-        for p in sorted(self.tree.files):
-            if p.startswith(extractor.prefixes) or p.endswith(extractor.suffixes):
-                try:
-                    data = self.tree.read(p)
-                except (KeyError, OSError):
-                    out.append(p)
-                    continue
-                if extractor.wants(p, data):
-                    out.append(p)
-        return out
-
-    def broken_module(self, module: str) -> tuple[str, str] | None:
-        """``(path, why)`` when the tree has ``module`` but it is missing from the analysis."""
-        path = self.tree.path_of(module)
-        if path is None:
-            return None
-        s = self.tree.summary(path)
-        return (path, s.error) if s.error else None
 
 
 # ------------------------------------------------------------------------- one target

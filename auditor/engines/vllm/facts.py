@@ -19,9 +19,10 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from auditor.engines.base import TreeFactsBase
 from auditor.engines.vllm.registry import Registry
 from auditor.index.resolve import ClassRef, External, Resolver, Unresolved
-from auditor.index.summary import AttrFact, Extractor, LoopFact, MethodFact
+from auditor.index.summary import AttrFact, LoopFact, MethodFact
 
 INTERFACES_MODULE = "vllm.model_executor.models.interfaces"
 
@@ -50,62 +51,10 @@ class Protocol:
         return any(r == ref for r, _ in self.members.values()) or ref == self.ref
 
 
-class TreeFacts:
-    """Tree-wide facts, computed lazily once per tree (see the module docstring)."""
-
-    def __init__(self, resolver: Resolver, registry: Registry):
-        self.resolver = resolver
-        self.registry = registry
-        self.tree = resolver.tree
-        self._found: dict[str, list[tuple[str, object]]] = {}
-
-    def candidate_paths(self, extractor: Extractor) -> list[str]:
-        """Paths of the modules an extractor applies to (by path and trigger words); a file
-        under its paths that cannot be read is a candidate too (see :meth:`unanalysed`)."""
-        out = []
-        for p in sorted(self.tree.files):
-            if p.startswith(extractor.prefixes) or p.endswith(extractor.suffixes):
-                try:
-                    data = self.tree.read(p)
-                except (KeyError, OSError):
-                    out.append(p)
-                    continue
-                if extractor.wants(p, data):
-                    out.append(p)
-        return out
-
-    def unanalysed(self, extractor: Extractor) -> list[tuple[str, str]]:
-        """``(path, why)`` for each module that may hold the facts of ``extractor`` but is
-        missing from the analysis: it does not parse (even with a newer grammar, see
-        :func:`auditor.index.summary.parse_newer_syntax`) or cannot be read. A gate whose fact
-        is not found while such a module exists is undecidable, not passed."""
-        out = []
-        for p in self.candidate_paths(extractor):
-            s = self.tree.summary(p)
-            if s.error:
-                out.append((p, s.error))
-        return out
-
-    def broken_module(self, module: str) -> tuple[str, str] | None:
-        """``(path, why)`` when the tree has ``module`` but it is missing from the analysis (does
-        not parse, cannot be read); None when it is analysed or absent."""
-        path = self.tree.path_of(module)
-        if path is None:
-            return None
-        s = self.tree.summary(path)
-        return (path, s.error) if s.error else None
-
-    def found(self, extractor: Extractor) -> list[tuple[str, object]]:
-        """``(path, fact)`` for every fact ``extractor`` found in the modules it applies to
-        (computed once per tree and extractor)."""
-        hit = self._found.get(extractor.name)
-        if hit is None:
-            hit = []
-            for p in self.candidate_paths(extractor):
-                s = self.tree.summary(p)
-                hit += [(s.path, f) for f in s.extras.get(extractor.name, ())]
-            self._found[extractor.name] = hit
-        return hit
+class TreeFacts(TreeFactsBase):
+    """Tree-wide facts of a vLLM tree, computed lazily once per tree (see the module docstring);
+    the engine-neutral part (extractor facts, unanalysed modules) is
+    :class:`auditor.engines.base.TreeFactsBase`."""
 
     def protocol(self, name: str) -> Protocol | None:
         """The tree's protocol ``name`` (``SupportsEagle3``) with its members, or None when the

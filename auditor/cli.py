@@ -42,8 +42,22 @@ EXIT_INTERNAL = 3
 _state = {"debug": False}
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            v = version("eagle-audit")
+        except PackageNotFoundError:  # run from a checkout that is not installed
+            v = "unknown (not installed)"
+        sys.stdout.write(f"eagle-audit {v}\n")
+        raise typer.Exit(0)
+
+
 @app.callback()
 def _global_options(
+    show_version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                      help="Print the version of eagle-audit and exit."),
     debug: bool = typer.Option(False, "--debug", help="On an internal error, show the Python traceback "
                                "(also EAGLE_AUDIT_DEBUG=1)."),
     allow_unverified: bool = typer.Option(
@@ -212,6 +226,21 @@ def _platform_opt(all_ok: bool = False):
                         help=_PLATFORM_HELP + (" all: audit every platform and show where verdicts differ." if all_ok else ""))
 
 
+#: Output format by the suffix of ``-o``.
+_SUFFIX_FORMATS = {".json": "json", ".sarif": "sarif", ".xml": "junit", ".md": "markdown", ".markdown": "markdown"}
+
+
+def _output_format(fmt: Optional["Format"], output: Optional[Path]) -> "Format":
+    """The scan's format: ``--format``, else the one the ``-o`` suffix names, else table (Markdown
+    in a file). A ``--format`` that contradicts a known suffix is refused (exit 2)."""
+    by_suffix = _SUFFIX_FORMATS.get(output.suffix.lower()) if output is not None else None
+    if fmt is None:
+        return Format(by_suffix) if by_suffix else Format.table
+    if by_suffix and fmt.value != by_suffix and not (fmt is Format.table and by_suffix == "markdown"):
+        _fail(f"--format {fmt.value} contradicts -o {output.name} (a {by_suffix} file name)")
+    return fmt
+
+
 def _fail(message: str) -> None:
     _err().print(f"[bold red]eagle-audit: error:[/bold red] {escape(clean(message))}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
@@ -302,6 +331,7 @@ def _write(text: str, output: Optional[Path]) -> None:
         if isinstance(exc, OSError):
             _fail(f"cannot write {output}: {exc.strerror or exc}")
         raise
+    _err().print(f"eagle-audit: wrote {clean(str(output))}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _check_output(path: Optional[Path], label: str, force: bool, append: bool = False) -> None:
@@ -384,7 +414,9 @@ def scan(
     draft_config: Optional[Path] = _draft_config_opt(),
     parallel_drafting: bool = _parallel_drafting_opt(False),
     num_speculative_tokens: Optional[int] = _num_spec_opt(),
-    fmt: Format = typer.Option(Format.table, "--format", "-f", help="Output format."),
+    fmt: Optional[Format] = typer.Option(
+        None, "--format", "-f", help="Output format (default: table, or as the -o suffix says: .json, .sarif, "
+        ".xml for JUnit, .md)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
     force: bool = ForceOpt,
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every target and warning in the table."),
@@ -412,6 +444,7 @@ def scan(
         _fail("--model-type is the text model_type of the targets named with --model: give --model "
               "(a full scan finds each target's own model_type)")
     _check_output(output, "--output", force)
+    fmt = _output_format(fmt, output)
     methods = _methods(method)
     run = _run_options(methods[0], pipeline_parallel_size, draft_config, parallel_drafting, num_speculative_tokens,
                        "cuda" if platform is PlatformOpt.all else platform.value)
@@ -572,11 +605,20 @@ def explain(
         infos = [do_explain(auditor, a) for a in auditor.registry.architectures()]
         _write(json.dumps(infos, indent=2), output)
         return
-    info = do_explain(auditor, arch)
+    archs = [arch]
+    if arch not in auditor.registry.entries:  # a model_type names its architectures, as in scan
+        from auditor.engines.vllm.targets import resolve_targets
+
+        try:
+            archs = [s.architecture for s in resolve_targets(auditor.registry, [arch])]
+        except AuditError:
+            archs = [arch]  # explain's own error names the closest architectures
+    infos = [do_explain(auditor, a) for a in archs]
     if fmt is ExplainFormat.json or output is not None:
-        _write(json.dumps(info, indent=2), output)
+        _write(json.dumps(infos[0] if len(infos) == 1 else infos, indent=2), output)
     else:
-        rep.explain_tree(info, _out())
+        for info in infos:
+            rep.explain_tree(info, _out())
 
 
 @app.command("rules")
@@ -1065,8 +1107,7 @@ def main(argv: Optional[list[str]] = None) -> None:
         if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
             _internal_error(exc)
         ctx = getattr(exc, "ctx", None)
-        if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
-            sys.stdout.write(ctx.get_help() + "\n")
+        if type(exc).__name__ == "NoArgsIsHelpError":  # the help was printed already
             sys.exit(0)
         hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
         _err().print(f"[bold red]eagle-audit: error:[/bold red] {escape(clean(exc.format_message()))}{escape(clean(hint))}",

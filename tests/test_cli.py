@@ -440,3 +440,29 @@ def test_explain_refuses_formats_it_does_not_write():
 def test_model_type_without_model_is_refused():
     p = run("scan", MINIVLLM, "--model-type", "kimi_k2")
     assert p.returncode == 2 and "give --model" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_version_flag_and_bare_command_print_once():
+    p = run("--version")
+    assert p.returncode == 0 and p.stdout.startswith("eagle-audit ")
+    bare = run()
+    assert bare.returncode == 0 and bare.stdout.count("Usage") == 1
+
+
+def test_output_suffix_picks_the_format_and_the_write_is_confirmed(tmp_path):
+    target = tmp_path / "report.sarif"
+    p = run("scan", MINIVLLM, "--model", "LlamaForCausalLM", "-o", target)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(target.read_text())["version"] == "2.1.0"
+    assert f"wrote {target}" in p.stderr
+    clash = run("scan", MINIVLLM, "--model", "LlamaForCausalLM", "-o", tmp_path / "r.json", "-f", "sarif")
+    assert clash.returncode == 2 and "contradicts" in clash.stderr
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_explain_takes_a_model_type_alias():
+    p = run("explain", "toy_vl", MINIVLLM, "--format", "json")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    names = [d["architecture"] for d in (doc if isinstance(doc, list) else [doc])]
+    assert "ToyVLForConditionalGeneration" in names

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from conftest import add_registry_row, make_tree
 
 from auditor.engines.vllm.hfconfigs import TransformersConfigs, locate_transformers
@@ -57,3 +58,18 @@ def test_image_token_unknown_without_transformers(tmp_path, monkeypatch):
     (f,) = [f for f in r.findings if f.gate == "image-token"]
     assert f.severity.value == "unknown"
     assert "--hf-config" in f.message
+
+
+def test_a_fifo_in_a_given_transformers_folder_never_blocks(tmp_path):
+    import os
+
+    from auditor.engines.vllm.hfconfigs import PackageFolderSource
+
+    pkg = tmp_path / "transformers"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    os.mkfifo(pkg / "configuration_fifo.py")
+    src = PackageFolderSource(tmp_path)
+    assert "transformers/configuration_fifo.py" in src.files()
+    with pytest.raises(KeyError):
+        src.read("transformers/configuration_fifo.py")  # refused at once, never opened for a blocking read

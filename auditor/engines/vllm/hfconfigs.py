@@ -42,9 +42,13 @@ class PackageFolderSource:
         return self._files
 
     def read(self, relpath: str) -> bytes:
-        """The bytes of one file; raises KeyError when it cannot be read."""
+        """The bytes of one file (a regular file of at most 8 MiB); raises KeyError (an
+        :class:`auditor.source.sources.UnreadableFile`) when it cannot be read."""
+        from auditor.source.sources import read_regular_file
+
+        # a FIFO, a device or an oversized file in a given transformers folder never blocks the tool
         try:
-            return (self.parent / relpath).read_bytes()
+            return read_regular_file(self.parent / relpath, relpath)
         except OSError:
             raise KeyError(relpath) from None
 

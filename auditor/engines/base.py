@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from auditor.index.resolve import ClassRef, Resolver
 from auditor.index.summary import Extractor
 
 
@@ -116,3 +117,24 @@ class TreeFactsBase:
                 hit += [(s.path, f) for f in s.extras.get(extractor.name, ())]
             self._found[extractor.name] = hit
         return hit
+
+
+def init_assign(resolver: Resolver, ref: ClassRef, attrs: tuple[str, ...]):
+    """The first ``__init__`` on ``ref``'s MRO that assigns ``self.<attr>`` for one of ``attrs``
+    (``self.model = DeepseekV2Model(...)`` in a model file's ``ForCausalLM.__init__``, in vLLM
+    and SGLang alike).
+
+    Returns:
+        ``(defining class, attr, (callee text, kwargs, line) or None, value text)``, or None.
+    """
+    for e in resolver.mro(ref).entries:
+        if not isinstance(e, ClassRef):
+            continue
+        c = resolver.cls(e)
+        if c is None or "__init__" not in c.methods:
+            continue
+        init = c.methods["__init__"]
+        for a in attrs:
+            if a in init.self_assigns:
+                return e, a, init.self_assign_calls.get(a), init.self_assigns[a]
+    return None

@@ -24,7 +24,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from auditor.engines.base import TreeFactsBase
+from auditor.engines.base import TreeFactsBase, init_assign
 from auditor.index.resolve import ClassRef, External, Resolver, Unresolved
 from auditor.index.summary import Extractor, MethodFact
 
@@ -348,20 +348,13 @@ def attr_class(resolver: Resolver, ref: ClassRef, attr: str):
     Returns:
         ``(ClassRef, path, line)``, or ``(None, path, reason)`` when it cannot be known.
     """
-    for e in resolver.mro(ref).entries:
-        if not isinstance(e, ClassRef):
-            continue
-        c = resolver.cls(e)
-        if c is None or "__init__" not in c.methods:
-            continue
-        init = c.methods["__init__"]
-        if attr not in init.self_assigns:
-            continue
+    found = init_assign(resolver, ref, (attr,))
+    if found is not None:
+        e, _, call, value = found
         loc = resolver.location(e)
         path = loc[0] if loc else None
-        call = init.self_assign_calls.get(attr)
         if call is None:
-            return None, path, f"{e.name}.__init__ sets self.{attr} = {init.self_assigns[attr][:60]}, not a constructor call"
+            return None, path, f"{e.name}.__init__ sets self.{attr} = {value[:60]}, not a constructor call"
         callee, _, line = call
         if callee.startswith("self."):
             # a factory method or a class attribute, looked up on ref's MRO (overrides count)

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from auditor.engines.base import TreeFactsBase
+from auditor.engines.base import TreeFactsBase, init_assign
 from auditor.engines.vllm.registry import Registry
 from auditor.index.resolve import ClassRef, External, Resolver, Unresolved
 from auditor.index.summary import AttrFact, LoopFact, MethodFact
@@ -180,26 +180,6 @@ def target_facts(resolver: Resolver, registry: Registry, arch: str) -> TargetFac
         mro_error=m.error,
         mro_unresolved=m.unresolved,
     )
-
-
-def init_assign(resolver: Resolver, ref: ClassRef, attrs: tuple[str, ...]):
-    """The first ``__init__`` on ``ref``'s MRO that assigns ``self.<attr>`` for one of ``attrs``
-    (in vLLM: ``self.model = DeepseekV2Model(...)`` in a model file's ``ForCausalLM.__init__``).
-
-    Returns:
-        ``(defining class, attr, (callee text, kwargs, line) or None, value text)``, or None.
-    """
-    for e in resolver.mro(ref).entries:
-        if not isinstance(e, ClassRef):
-            continue
-        c = resolver.cls(e)
-        if c is None or "__init__" not in c.methods:
-            continue
-        init = c.methods["__init__"]
-        for a in attrs:
-            if a in init.self_assigns:
-                return e, a, init.self_assign_calls.get(a), init.self_assigns[a]
-    return None
 
 
 def _string_list(text: str) -> list[str] | None:

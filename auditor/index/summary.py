@@ -737,6 +737,15 @@ def _attr(name: str, line: int, value: ast.expr) -> AttrFact:
     return AttrFact(name, line, True, _short(value), lit)
 
 
+def char_position(node: ast.AST, lines: list[str] | None) -> tuple[int, int]:
+    """``(line, character column)`` of a node, as libcst counts them (``ast`` columns count
+    UTF-8 bytes); ``lines`` is the module's text split into lines (None: byte columns kept)."""
+    col = node.col_offset
+    if lines is not None and 0 < node.lineno <= len(lines):
+        col = len(lines[node.lineno - 1].encode("utf-8")[:col].decode("utf-8", "replace"))
+    return node.lineno, col
+
+
 class ParentMap:
     """Parent links of a syntax tree, to find the function that encloses a node."""
 

@@ -33,24 +33,7 @@ def explain(auditor: Auditor, arch: str) -> dict:
     facts = target_facts(r, reg, arch)
     entry = reg.entries[arch]
     if facts.ref is None:
-        return {
-            "architecture": arch, "class": f"{entry.dotted_module}.{entry.class_name}", "path": None, "line": None,
-            "empty_subclass": False, "mro": [], "mro_detail": [], "resolved": False,
-            "mro_problems": [f"cannot resolve the class: {facts.unresolved.reason}"],
-        }
-    detail = []
-    for e in facts.mro:
-        d = {"name": e.dotted}
-        if isinstance(e, ClassRef):
-            loc = r.location(e)
-            c = r.cls(e)
-            d.update(path=loc[0] if loc else None, line=loc[1] if loc else None, empty=bool(c and c.empty),
-                     protocol=auditor.facts.is_typing_protocol(e))
-        detail.append(d)
-    problems = []
-    if facts.mro_error:
-        problems.append(facts.mro_error)
-    problems += [f"unresolved base {u.text}: {u.reason}" for u in facts.mro_unresolved]
+        return {"architecture": arch, **_unresolved_class(f"{entry.dotted_module}.{entry.class_name}", facts)}
     protocols = {}
     for pname in ("SupportsEagle3", "SupportsEagle"):
         p = auditor.facts.protocol(pname)
@@ -77,14 +60,7 @@ def explain(auditor: Auditor, arch: str) -> dict:
             }
     return {
         "architecture": arch,
-        "class": facts.ref.dotted,
-        "path": facts.path,
-        "line": facts.line,
-        "empty_subclass": facts.empty,
-        "mro": [e.dotted for e in facts.mro],
-        "mro_detail": detail,
-        "mro_problems": problems,
-        "resolved": True,
+        **_class_and_mro(r, facts, auditor.facts.is_typing_protocol),
         "registry_tables": entry.tables,
         "code_holder": facts.code_holder.dotted if facts.code_holder else None,
         "protocols": protocols,
@@ -93,6 +69,33 @@ def explain(auditor: Auditor, arch: str) -> dict:
         "platform": auditor.platform,
         "branches": branches_followed(auditor, modules),
     }
+
+
+def _unresolved_class(dotted: str, facts) -> dict:
+    """The class part of an explanation when the registry row names no class the tree resolves."""
+    return {"class": dotted, "path": None, "line": None, "empty_subclass": False, "mro": [], "mro_detail": [],
+            "resolved": False, "mro_problems": [f"cannot resolve the class: {facts.unresolved.reason}"]}
+
+
+def _class_and_mro(r, facts, is_protocol=None) -> dict:
+    """The class part of an explanation, the same for every engine: ``class``, ``path``, ``line``,
+    ``empty_subclass``, ``mro``, ``mro_detail`` (each entry's place and emptiness, and whether it
+    is a typing protocol when ``is_protocol`` is given), ``mro_problems``, ``resolved``."""
+    detail = []
+    for e in facts.mro:
+        d = {"name": e.dotted}
+        if isinstance(e, ClassRef):
+            loc = r.location(e)
+            c = r.cls(e)
+            d.update(path=loc[0] if loc else None, line=loc[1] if loc else None, empty=bool(c and c.empty))
+            if is_protocol is not None:
+                d["protocol"] = is_protocol(e)
+        detail.append(d)
+    problems = ([facts.mro_error] if facts.mro_error else []) + [
+        f"unresolved base {u.text}: {u.reason}" for u in facts.mro_unresolved]
+    return {"class": facts.ref.dotted, "path": facts.path, "line": facts.line, "empty_subclass": facts.empty,
+            "mro": [e.dotted for e in facts.mro], "mro_detail": detail, "mro_problems": problems,
+            "resolved": True}
 
 
 def branches_followed(auditor: Auditor, modules: set[str]) -> list[dict]:
@@ -119,17 +122,7 @@ def explain_sglang(auditor: Auditor, arch: str) -> dict:
     entry = reg.entries[arch]
     base = {"architecture": arch, "engine": "sglang", "registered_in": {"path": entry.path, "line": entry.line}}
     if facts.ref is None:
-        return {**base, "class": f"{entry.module}.{entry.class_name}", "path": None, "line": None,
-                "empty_subclass": False, "mro": [], "mro_detail": [], "resolved": False,
-                "mro_problems": [f"cannot resolve the class: {facts.unresolved.reason}"]}
-    detail = []
-    for e in facts.mro:
-        d = {"name": e.dotted}
-        if isinstance(e, ClassRef):
-            loc = r.location(e)
-            c = r.cls(e)
-            d.update(path=loc[0] if loc else None, line=loc[1] if loc else None, empty=bool(c and c.empty))
-        detail.append(d)
+        return {**base, **_unresolved_class(f"{entry.module}.{entry.class_name}", facts)}
     name = auditor.facts.setter_name()
     calls = auditor.facts.runner_calls()
     hit = find_setter(r, facts.ref, name)
@@ -156,18 +149,9 @@ def explain_sglang(auditor: Auditor, arch: str) -> dict:
         if fw.defined_in is not None:
             capture["forward"] = {"defined_in": fw.defined_in.dotted, "path": fw.path, "line": fw.line,
                                   "returns_aux": fw.returns_aux, "loops": fw.loops}
-    problems = ([facts.mro_error] if facts.mro_error else []) + [
-        f"unresolved base {u.text}: {u.reason}" for u in facts.mro_unresolved]
     return {
         **base,
-        "class": facts.ref.dotted,
-        "path": facts.path,
-        "line": facts.line,
-        "empty_subclass": facts.empty,
-        "mro": [e.dotted for e in facts.mro],
-        "mro_detail": detail,
-        "mro_problems": problems,
-        "resolved": True,
+        **_class_and_mro(r, facts),
         "role": reg.role(arch),
         "code_holder": facts.code_holder.dotted if facts.code_holder else None,
         "runner": [{"path": c.path, "line": c.line, "name": c.name, "checks_hasattr": c.checked} for c in calls[:3]],

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from auditor.cache import cacheable
-from auditor.index.summary import Extractor, ParentMap
+from auditor.index.summary import Extractor, ParentMap, char_position
 
 
 @cacheable
@@ -86,14 +86,6 @@ def _raises(body: list[ast.stmt]) -> bool:
     return any(isinstance(n, ast.Raise) for s in body for n in ast.walk(s))
 
 
-def _at(node: ast.AST, lines: list[str] | None) -> tuple[int, int]:
-    """``(line, character column)`` of a node (ast columns count UTF-8 bytes)."""
-    col = node.col_offset
-    if lines is not None and 0 < node.lineno <= len(lines):
-        col = len(lines[node.lineno - 1].encode("utf-8")[:col].decode("utf-8", "replace"))
-    return node.lineno, col
-
-
 def extract_allowlist(tree: ast.Module, source: str | None = None) -> list[AllowlistFact]:
     """Find every EAGLE-3 model_type allowlist test in a module (see :class:`AllowlistFact`);
     ``source`` (the module's text) makes the recorded columns exact for non-ASCII lines."""
@@ -131,7 +123,7 @@ def extract_allowlist(tree: ast.Module, source: str | None = None) -> list[Allow
                         list_name, kind = gen.iter.id, "named"
                     elif isinstance(gen.iter, (ast.List, ast.Tuple, ast.Set)):
                         entries = [e.value for e in gen.iter.elts if isinstance(e, ast.Constant)]
-                        kind, literal_at = "literal", _at(gen.iter, lines)
+                        kind, literal_at = "literal", char_position(gen.iter, lines)
                     break
             if isinstance(n, ast.Compare) and len(n.ops) == 1 and isinstance(n.ops[0], (ast.In, ast.NotIn)):
                 left, comp = n.left, n.comparators[0]
@@ -140,7 +132,7 @@ def extract_allowlist(tree: ast.Module, source: str | None = None) -> list[Allow
                     entries = [left.value]
                     subject = ast.unparse(comp)
                     substring = True
-                    kind, test_at, negated = "inline", _at(n, lines), isinstance(n.ops[0], ast.NotIn)
+                    kind, test_at, negated = "inline", char_position(n, lines), isinstance(n.ops[0], ast.NotIn)
                     break
                 if _has_model_type(left) and isinstance(comp, ast.Name):
                     list_name, subject, substring, kind = comp.id, ast.unparse(left), False, "named"
@@ -148,7 +140,7 @@ def extract_allowlist(tree: ast.Module, source: str | None = None) -> list[Allow
                 if _has_model_type(left) and isinstance(comp, (ast.List, ast.Tuple, ast.Set)):
                     entries = [e.value for e in comp.elts if isinstance(e, ast.Constant)]
                     subject, substring = ast.unparse(left), False
-                    kind, literal_at = "literal", _at(comp, lines)
+                    kind, literal_at = "literal", char_position(comp, lines)
                     break
         list_line = None
         if list_name and fn is not None:
@@ -163,7 +155,7 @@ def extract_allowlist(tree: ast.Module, source: str | None = None) -> list[Allow
                             entries = _strings(a.value)
                         list_line = a.lineno
                         if isinstance(a.value, (ast.List, ast.Tuple, ast.Set)):
-                            literal_at = _at(a.value, lines)
+                            literal_at = char_position(a.value, lines)
         out.append(
             AllowlistFact(
                 line=node.lineno,

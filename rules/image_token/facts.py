@@ -11,7 +11,7 @@ import ast
 from dataclasses import dataclass, field
 
 from auditor.cache import cacheable
-from auditor.index.summary import Extractor, ParentMap, dotted
+from auditor.index.summary import Extractor, ParentMap, char_position, dotted
 
 
 @cacheable
@@ -65,14 +65,6 @@ def _arch_test(test: ast.AST) -> list[str] | None:
     return None
 
 
-def _at(node: ast.AST, lines: list[str] | None) -> tuple[int, int]:
-    """``(line, character column)`` of a node (ast columns count UTF-8 bytes)."""
-    col = node.col_offset
-    if lines is not None and 0 < node.lineno <= len(lines):
-        col = len(lines[node.lineno - 1].encode("utf-8")[:col].decode("utf-8", "replace"))
-    return node.lineno, col
-
-
 def _image_token_assign(body: list[ast.stmt]) -> tuple[str, int, ast.Assign] | None:
     for s in body:
         for n in ast.walk(s):
@@ -110,29 +102,29 @@ def extract_image_token(tree: ast.Module, source: str | None = None) -> list[Ima
         pm = pm or ParentMap(tree)
         fn = pm.enclosing_function(node)
         fact = ImageTokenFact(line=node.lineno, function=getattr(fn, "name", "<module>"),
-                              at=_at(node, lines),
+                              at=char_position(node, lines),
                               target_var=(dotted(call.args[0]) if call.args else None) or "target_model")
         # find the first if-chain in the body that assigns image_token_index
         chain = next((s for s in node.body if isinstance(s, ast.If) and _arch_test(s.test)), None)
         if chain is None:
             a = _image_token_assign(node.body)
             if a:
-                fact.branches.append(ImageTokenBranch([], a[0], a[1], _at(a[2], lines)))
+                fact.branches.append(ImageTokenBranch([], a[0], a[1], char_position(a[2], lines)))
             out.append(fact)
             continue
         cur: ast.stmt | None = chain
         while isinstance(cur, ast.If):
             archs = _arch_test(cur.test) or []
-            fact.branch_at.append(_at(cur, lines))
+            fact.branch_at.append(char_position(cur, lines))
             a = _image_token_assign(cur.body)
             if a:
-                fact.branches.append(ImageTokenBranch(archs, a[0], a[1], _at(a[2], lines)))
+                fact.branches.append(ImageTokenBranch(archs, a[0], a[1], char_position(a[2], lines)))
             if len(cur.orelse) == 1 and isinstance(cur.orelse[0], ast.If) and _arch_test(cur.orelse[0].test):
                 cur = cur.orelse[0]
             else:
                 a = _image_token_assign(cur.orelse) if cur.orelse else None
                 if a:
-                    fact.branches.append(ImageTokenBranch([], a[0], a[1], _at(a[2], lines)))
+                    fact.branches.append(ImageTokenBranch([], a[0], a[1], char_position(a[2], lines)))
                 cur = None
         out.append(fact)
     return out

@@ -238,7 +238,7 @@ def platform_differences_table(diffs: list[dict], console: Console) -> None:
         return
     plats = list(diffs[0]["platforms"])
     table = Table(title="where the platforms differ")
-    table.add_column("architecture", no_wrap=True)
+    table.add_column("architecture", overflow="fold")
     table.add_column("method", no_wrap=True)
     for p in plats:
         table.add_column(p, overflow="fold")
@@ -394,7 +394,7 @@ def compare_table(report, console: Console) -> None:
     from rich.text import Text
 
     table = Table(title="eagle-audit compare")
-    table.add_column("target", no_wrap=True)
+    table.add_column("target", overflow="fold")
     table.add_column("method", no_wrap=True)
     for s in report.sides:
         table.add_column(Text(clean(s.name)))

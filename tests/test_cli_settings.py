@@ -337,3 +337,29 @@ def test_the_summary_says_what_is_supported_and_mtp_is_audited(cli):
     doc = as_json(cli.mtp, 0)
     assert [(r["architecture"], r["method"], r["verdict"]) for r in doc["results"]] == [
         ("DeepseekV3ForCausalLM", "mtp", "supported")]
+
+
+def test_site_packages_come_from_the_environment_layout(tmp_path):
+    """The layouts ``--python`` reads without running anything: a system prefix reached through an
+    interpreter link, and a venv that includes its base's site-packages."""
+    from auditor.model.errors import SourceError
+    from auditor.source.sources import environment_site_packages
+
+    base = tmp_path / "usr"
+    (base / "bin").mkdir(parents=True)
+    (base / "bin" / "python3.11").write_text("")
+    (base / "bin" / "python3").symlink_to("python3.11")
+    base_site = base / "lib" / "python3.11" / "site-packages"
+    base_site.mkdir(parents=True)
+    assert environment_site_packages(base / "bin" / "python3") == [base_site]
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(base / "bin" / "python3.11")
+    own = venv / "lib" / "python3.11" / "site-packages"
+    own.mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text(f"home = {base / 'bin'}\ninclude-system-site-packages = true\nversion = 3.11.7\n")
+    assert environment_site_packages(venv / "bin" / "python") == [own, base_site]
+    (venv / "pyvenv.cfg").write_text(f"home = {base / 'bin'}\ninclude-system-site-packages = false\nversion = 3.11.7\n")
+    assert environment_site_packages(venv) == [own]
+    with pytest.raises(SourceError, match="no site-packages folder"):
+        environment_site_packages(tmp_path)

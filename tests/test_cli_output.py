@@ -160,7 +160,7 @@ def test_a_blocked_scan_prints_the_exact_fix_command(tmp_path, full033):
     assert "(2 blocked targets with a fix available): eagle-audit fix --vllm-version 0.16.0 --model kimi_k2 " \
            "--method eagle3  (" in step[0]
     argv = shlex.split(step[0].split(": ", 1)[1].split("  (")[0])
-    fixed = run(*argv[1:], "--out", tmp_path, "--no-progress")  # the command works as printed
+    fixed = run(*argv[1:], "--out-dir", tmp_path, "--no-progress")  # the command works as printed
     assert fixed.returncode == 0, fixed.stderr
     assert "-> supported after the patch" in fixed.stderr
     # a tree given as a PATH is named as given; CI formats keep stderr for errors
@@ -224,14 +224,14 @@ def test_fix_apply_on_site_packages_keeps_the_backup_in_the_tree_and_gate_words_
     scan = scan_json(pkg, "-m", "kimi_k2")
     assert [r["verdict"] for r in scan["results"]] == ["supported", "supported"]
     # gate on the patched tree: the release is not said to support anything natively
-    g = run("gate", "--candidate", pkg, "--current", "0.16.0", "-m", "kimi_k2", "--no-progress")
+    g = run("gate", "--candidate-version", pkg, "--current-version", "0.16.0", "-m", "kimi_k2", "--no-progress")
     assert g.returncode == 0, g.stderr
     assert "natively" not in g.stdout and "patched locally by eagle-audit fix --apply" in g.stdout
     assert "| DeepseekV3ForCausalLM | eagle3 | blocked | supported | — | **as is** |" in g.stdout
-    doc = json.loads(run("gate", "--candidate", pkg, "-m", "kimi_k2", "-f", "json", "--no-progress").stdout)
+    doc = json.loads(run("gate", "--candidate-version", pkg, "-m", "kimi_k2", "-f", "json", "--no-progress").stdout)
     assert doc["candidate"]["local"] and doc["candidate"]["patched_locally"]
     # the release against the patched tree: the regression is marked on the candidate's side
-    g = run("gate", "--candidate", "0.16.0", "--current", pkg, "-m", "kimi_k2", "--no-progress")
+    g = run("gate", "--candidate-version", "0.16.0", "--current-version", pkg, "-m", "kimi_k2", "--no-progress")
     assert g.returncode == 1
     row = next(ln for ln in g.stdout.splitlines() if ln.startswith("| DeepseekV3ForCausalLM"))
     cells = [c.strip() for c in row.strip("|").split("|")]
@@ -246,13 +246,13 @@ def test_fix_apply_on_site_packages_keeps_the_backup_in_the_tree_and_gate_words_
 
 
 def test_gate_reports_a_codemods_target_absent_from_the_candidate(tmp_path):
-    p = run("fix", "--vllm-version", "0.16.0", "-m", "DeepseekV3ForCausalLM", "--out", tmp_path, "--no-progress")
+    p = run("fix", "--vllm-version", "0.16.0", "-m", "DeepseekV3ForCausalLM", "--out-dir", tmp_path, "--no-progress")
     assert p.returncode == 0, p.stderr
     cm = tmp_path / "DeepseekV3ForCausalLM.vllm-0.16.0.eagle3.codemods.json"
     doc = json.loads(cm.read_text())
     doc["targets"].append({"architecture": "GoneForCausalLM"})
     cm.write_text(json.dumps(doc))
-    g = run("gate", "--candidate", "0.16.0", "--codemods", cm, "-f", "json", "--no-progress")
+    g = run("gate", "--candidate-version", "0.16.0", "--codemods", cm, "-f", "json", "--no-progress")
     assert g.returncode == 1
     out = json.loads(g.stdout)
     assert out["outcome"] == "broken"
@@ -297,7 +297,7 @@ def test_drafters_and_pooling_models_show_their_role(full033):
 
 def test_fix_out_of_two_releases_writes_four_files(tmp_path):
     for v in ("0.16.0", "0.17.1"):
-        p = run("fix", "--vllm-version", v, "-m", "kimi_k2", "--out", tmp_path, "--no-progress")
+        p = run("fix", "--vllm-version", v, "-m", "kimi_k2", "--out-dir", tmp_path, "--no-progress")
         assert p.returncode == 0, p.stderr
     assert sorted(f.name for f in tmp_path.iterdir()) == [
         "kimi_k2.vllm-0.16.0.eagle3.codemods.json", "kimi_k2.vllm-0.16.0.eagle3.patch",

@@ -304,7 +304,7 @@ def test_patched_forward_returns_a_bare_hidden_state_when_no_layer_is_requested(
 
 
 def test_out_writes_patch_and_codemods_file_that_replays_on_another_tree(tmp_path):
-    r = cli("fix", "--vllm-version", "0.16.0", "--model", "kimi_k2", "--out", str(tmp_path))
+    r = cli("fix", "--vllm-version", "0.16.0", "--model", "kimi_k2", "--out-dir", str(tmp_path))
     assert r.exit_code == 0, r.output
     # the names carry the release and the method: another release's patch is never overwritten
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kimi_k2.vllm-0.16.0.eagle3.codemods.json",
@@ -323,7 +323,7 @@ def test_out_writes_patch_and_codemods_file_that_replays_on_another_tree(tmp_pat
     # replayed on 0.17.1 (renamed allowlist, other line numbers): re-planned from its own scan
     archive = fetch_release("0.17.1", progress=False)
     r2 = cli("fix", "--codemods", str(tmp_path / "kimi_k2.vllm-0.16.0.eagle3.codemods.json"), str(archive),
-             "--out", str(tmp_path))
+             "--out-dir", str(tmp_path))
     assert r2.exit_code == 0, r2.output
     assert (tmp_path / "kimi_k2.vllm-0.17.1.eagle3.patch").read_text() == fixed("0.17.1", "kimi_k2").diff()
     r2 = cli("fix", "--codemods", str(tmp_path / "kimi_k2.vllm-0.16.0.eagle3.codemods.json"), str(archive))

@@ -677,6 +677,8 @@ def fix_cmd(
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
     platform: OnePlatform = _platform_opt(),
+    sglang_version: Optional[str] = SglangVersionOpt,
+    engine: Optional[EngineOpt] = EngineOption,
 ) -> None:
     """Write the patch that makes the targets pass every EAGLE-3 gate: a unified diff on stdout
     (dry run, the default), DIR/<name>.patch plus a re-runnable codemods file (--out), or the tree
@@ -690,7 +692,7 @@ def fix_cmd(
     from auditor.orchestration import fix as fx
 
     if revert:
-        if apply or out_dir or codemods or model or vllm_version:
+        if apply or out_dir or codemods or model or vllm_version or sglang_version:
             _fail("--revert takes only the PATH of the tree to restore")
         if not path or not Path(path).is_dir():
             _fail("--revert needs the PATH of the folder tree that --apply changed")
@@ -721,7 +723,8 @@ def fix_cmd(
             _fail(f"--out {out_dir}: {exc.strerror or exc}")
         _check_output(out_dir / f"{name}.patch", "--out", force)
         _check_output(out_dir / f"{name}.codemods.json", "--out", force)
-    auditor = _open(path, vllm_version, no_progress, no_cache, platform=platform.value)
+    auditor = _open(path, vllm_version, no_progress, no_cache, platform=platform.value,
+                    sglang_version=sglang_version, engine=engine)
     only = None
     if loaded is not None:
         specs, method, only = loaded
@@ -758,8 +761,9 @@ def fix_cmd(
     if out_dir is not None:
         _write(result.diff(), out_dir / f"{name}.patch")
         _write(json.dumps(result.codemods_document(), indent=2), out_dir / f"{name}.codemods.json")
-        _err().print(clean(f"wrote {out_dir / (name + '.patch')} (apply from the folder that contains vllm/ with "
-                        f"patch -p1 or git apply) and {out_dir / (name + '.codemods.json')}"), markup=False,
+        _err().print(clean(f"wrote {out_dir / (name + '.patch')} (apply from the folder that contains "
+                           f"{auditor.engine.package}/ with patch -p1 or git apply) and "
+                           f"{out_dir / (name + '.codemods.json')}"), markup=False,
                   highlight=False)
     if apply:
         _sigterm_interrupts()

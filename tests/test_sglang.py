@@ -28,7 +28,9 @@ from auditor.orchestration.scan import Auditor, make_tree, open_tree
 from auditor.source import fetch
 from auditor.source.sources import ArchiveSource, FolderSource, open_source
 from rules.base import AuditTarget
-from rules.registry import RULES
+from rules.cst import NotAutoFixable
+from rules.interface.codemod_sglang import SGLangInterfaceCodemod
+from rules.registry import RULES, run_codemod
 from tests.real import next_cases, release_auditor
 
 REPO = Path(__file__).resolve().parents[1]
@@ -497,6 +499,70 @@ def test_fix_sglang_refuses_a_forward_it_cannot_read(tmp_path):
     assert "Gemma3ForConditionalGeneration.forward reaches self.language_model.model itself" in res.stderr
 
 
+_HEAD = """class M(nn.Module):
+    def __init__(self):
+        self.layers = make_layers(4)
+
+    def forward(self, x):
+        hidden_states = x
+"""
+
+
+@pytest.mark.parametrize("body,reason", [
+    ("        while self.layers:\n            hidden_states = self.layers.pop()(hidden_states)\n"
+     "        return hidden_states\n", "has no loop over its decoder layers"),
+    ("        for layer, norm in zip(self.layers, self.norms):\n            hidden_states = layer(hidden_states)\n"
+     "        return hidden_states\n", "is not one the codemod can index"),
+    ("        for layer in self.layers:\n            out = layer(hidden_states)\n            x = out\n"
+     "        return hidden_states\n", "cannot tell which variables carry the hidden state"),
+    ("        aux = []\n        for i in range(4):\n            if i in self.layers_to_capture:\n"
+     "                aux.append(hidden_states)\n            hidden_states = self.layers[i](hidden_states)\n"
+     "        for layer in self.layers:\n            hidden_states = layer(hidden_states)\n"
+     "        return hidden_states, aux\n", "some of its layer loops capture"),
+])
+def test_sglang_capture_codemod_refuses_unclear_loops(body, reason):
+    with pytest.raises(NotAutoFixable, match=reason):
+        run_codemod("sglang-aux-capture", _HEAD + body, {"class": "M", "capture_attr": "layers_to_capture"})
+
+
+_WRAP = """class W(nn.Module):
+    def __init__(self, config):
+        self.config = config
+        self.model = M(config)
+
+    def forward(self, input_ids, positions, forward_batch):
+{body}"""
+
+
+@pytest.mark.parametrize("body,reason", [
+    ("        h = self.model(input_ids)\n        h = self.model(h)\n"
+     "        return self.logits_processor(input_ids, h, self.lm_head, forward_batch)\n", "more than one plain assignment"),
+    ("        if positions is None:\n            h = self.model(input_ids)\n"
+     "        return self.logits_processor(input_ids, h, self.lm_head, forward_batch)\n", "no plain assignment"),
+    ("        h = self.model(input_ids)\n        return self.logits_processor(input_ids, h, forward_batch)\n",
+     "with 3 positional arguments"),
+    ("        h = self.model(input_ids)\n        return self.pooler(h, forward_batch)\n", "never hands h to"),
+])
+def test_sglang_setter_codemod_refuses_an_unclear_forward(body, reason):
+    ex = SGLangInterfaceCodemod.EXAMPLES[0]
+    with pytest.raises(NotAutoFixable, match=reason):
+        run_codemod("sglang-interface", _WRAP.format(body=body), dict(ex.params, **{"class": "W"}))
+
+
+@pytest.mark.parametrize("change", [
+    {"guard": "os.system('id') or self.pp_group"}, {"attr": "model; import os"},
+    {"shape": {**SGLangInterfaceCodemod.EXAMPLES[0].params["shape"], "default": [["const", 10 ** 9]]}},
+    {"shape": {**SGLangInterfaceCodemod.EXAMPLES[0].params["shape"], "default": [["**", 2]]}},
+    {"shape": {**SGLangInterfaceCodemod.EXAMPLES[0].params["shape"], "num_layers": ["config", "n()"]}},
+])
+def test_sglang_setter_codemod_writes_only_names_and_small_numbers(change):
+    """Replayed parameters are never pasted: a guard outside the two known texts, a name that is not
+    an identifier, a layer number that is not a small integer, an unknown operator are refused."""
+    ex = SGLangInterfaceCodemod.EXAMPLES[0]
+    with pytest.raises(NotAutoFixable):
+        run_codemod("sglang-interface", ex.before, {**ex.params, **change})
+
+
 def _extract_sglang(archive: Path, dest: Path) -> Path:
     """The sdist's ``sglang/`` package and PKG-INFO, extracted as a folder tree (the test's copy to patch)."""
     with tarfile.open(archive) as tar:
@@ -543,6 +609,25 @@ def test_fix_gemma3_on_sglang_0_5_10_post1(tmp_path):
     assert _audit(b, "Gemma3ForCausalLM").verdict.value == "supported"
     again = cli("fix", root, "--model", "Gemma3ForConditionalGeneration", "--no-progress")
     assert again.returncode == 0 and again.stdout == ""
+
+
+def test_fix_plans_on_sglang_0_5_23_wheel_read_in_place():
+    """The wheel is read in place (nothing extracted): Gemma2ForCausalLM gets a validated patch (its
+    setter and forward, Gemma2Model's capture in its range loop, hidden_states + residual); GPT2's
+    inner model iterates self.h, which is no layer loop the codemod can read: the plan is refused
+    with that reason and no file is patched."""
+    a = release_auditor("0.5.23", "sglang")
+    (gemma2,) = resolve_targets(a.registry, ["Gemma2ForCausalLM"])
+    res = plan_fix(a, [gemma2], "eagle3")
+    assert res.ok and [r.verdict.value for r in res.after] == ["supported"], res.report()
+    assert [(i.codemod, i.params["class"]) for i in res.invocations] == [
+        ("sglang-interface", "Gemma2ForCausalLM"), ("sglang-aux-capture", "Gemma2Model")]
+    assert "+                    hidden_states if residual is None else hidden_states + residual" in res.diff().splitlines()
+    (gpt2,) = resolve_targets(a.registry, ["GPT2LMHeadModel"])
+    res = plan_fix(a, [gpt2], "eagle3")
+    assert not res.ok
+    assert [(u.gate, u.reason) for u in res.unfixable] == [
+        ("aux-capture", "GPT2Model.forward has no loop over its decoder layers")]
 
 
 # -- hostile SGLang trees ---------------------------------------------------------------------------

@@ -23,18 +23,34 @@ from auditor.render.report import clean
 app = typer.Typer(
     name="eagle-audit",
     help=(
-        "Static compatibility auditor for speculative decoding (EAGLE-3, EAGLE-1/2) in vLLM.\n\n"
-        "Reads a vLLM source tree without importing it and tells, per target architecture, "
-        "whether vLLM will accept it and which gate blocks it, with file:line.\n\n"
-        "Examples:\n\n"
-        "  eagle-audit scan --vllm-version 0.16.0 --model kimi_k2\n\n"
-        "  eagle-audit explain DeepseekV3ForCausalLM --vllm-version 0.16.0\n\n"
-        "  eagle-audit scan /path/to/site-packages/vllm --format json"
+        "Static compatibility auditor for speculative decoding (EAGLE-3, EAGLE-1/2, MTP) in vLLM and SGLang.\n\n"
+        "Reads an engine source tree without importing it and tells, per target architecture and method, "
+        "whether the engine will accept it and which gate blocks it, with file:line.\n\n"
+        "Settings: [tool.eagle-audit] in pyproject.toml (every command; flags override it; --no-config "
+        "ignores it).\n\n"
+        "\b\n"
+        "Examples:\n"
+        "  eagle-audit scan --vllm-version 0.16.0 --model kimi_k2\n"
+        "  eagle-audit explain DeepseekV3ForCausalLM --vllm-version 0.16.0\n"
+        "  eagle-audit scan site-packages/vllm --format json\n"
+        "  eagle-audit scan --python ~/serve/.venv/bin/python --method mtp"
     ),
     no_args_is_help=True,
+    rich_markup_mode=None,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+
+class _Command(typer.core.TyperCommand):
+    """A command whose help names each argument by its metavar alone (typer would add its Python
+    type, ``[PATH] <str>``)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if isinstance(param, typer.core.TyperArgument):
+                param.display_type_rich = lambda ctx: None
+
 
 #: Exit code of an unexpected error (a bug in eagle-audit, never a verdict).
 EXIT_INTERNAL = 3
@@ -125,8 +141,95 @@ class RulesFormat(str, Enum):
     markdown = "markdown"
 
 
-_METHOD_HELP = ("Speculative method: eagle3, eagle, mtp (or one of vLLM's older MTP method strings such as "
-                "deepseek_mtp, mapped to mtp as the release maps it)")
+#: What ``--method`` accepts, on every command (those that audit several methods also take ``all``).
+_METHOD_CHOICES = "eagle3|eagle|mtp"
+
+
+def _method_opt(all_ok: bool):
+    """``--method``: the same choices on every command; ``all_ok`` adds ``all``."""
+    return typer.Option(
+        None, "--method", metavar=_METHOD_CHOICES + ("|all" if all_ok else ""), show_default=False,
+        help="Speculative method: eagle3, eagle or mtp (vLLM's older MTP method strings such as deepseek_mtp "
+        "are read as mtp)" + ("; all: each of them" if all_ok else "; one method") + ". Default: methods in "
+        "[tool.eagle-audit], else eagle3.")
+
+
+def _model_opt(default_help: str = "every architecture in the registry"):
+    return typer.Option(
+        [], "--model", "-m", metavar="NAME", show_default=False,
+        help="Target: an architecture (DeepseekV3ForCausalLM) or a model_type (kimi_k2, qwen3_moe). "
+        f"Repeatable. Default: models in [tool.eagle-audit], else {default_help}.")
+
+
+def _model_type_opt():
+    return typer.Option(None, "--model-type", metavar="TYPE", show_default=False,
+                        help="The targets' text model_type that vLLM's allowlist checks (default: inferred, and "
+                        "the report says how).")
+
+
+def _hf_config_opt():
+    return typer.Option(None, "--hf-config", metavar="FILE|DIR", show_default=False,
+                        help="The checkpoint's config.json, or the checkpoint folder that holds it: "
+                        "architectures, model_type, text_config.model_type.")
+
+
+def _output_opt(what: str = "the report"):
+    return typer.Option(None, "--output", "-o", metavar="FILE", show_default=False,
+                        help=f"Write {what} to FILE (stdout when absent).")
+
+
+def _no_cache_opt():
+    return typer.Option(False, "--no-cache", help="Do not read or write the index cache.")
+
+
+def _no_progress_opt():
+    return typer.Option(False, "--no-progress", help="No progress bars.")
+
+
+def _python_opt():
+    return typer.Option(
+        None, "--python", metavar="PYTHON", show_default=False,
+        help="Without PATH: audit the vllm (or sglang) installed in the environment of this interpreter (or "
+        "environment folder), found from its layout; the interpreter is never run. Default: the activated "
+        "environment (VIRTUAL_ENV, CONDA_PREFIX), else eagle-audit's own.")
+
+
+def _config_opt():
+    return typer.Option(None, "--config", metavar="FILE", show_default=False,
+                        help="Read [tool.eagle-audit] from this pyproject.toml (default: the nearest one with "
+                        "that table, from the working folder up).")
+
+
+def _no_config_opt():
+    return typer.Option(False, "--no-config", help="Read no pyproject.toml: flags and defaults only.")
+
+
+def _settings(config: Optional[Path], no_config: bool, **flags):
+    """The run's settings: ``[tool.eagle-audit]`` (``--config FILE``, else the nearest
+    pyproject.toml; none with ``--no-config``) with the flags given in place of its values.
+    Deprecated setting names are announced on stderr. Exit 2 on an invalid setting or flag."""
+    from auditor.orchestration.config import load_settings
+
+    cfg = load_settings(config, enabled=not no_config).merged(**flags)
+    for note in cfg.deprecations:
+        _warn(note)
+    return cfg
+
+
+def _warn(message: str) -> None:
+    """One warning line on stderr."""
+    _err().print(f"eagle-audit: warning: {clean(message)}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _renamed(old_value, old: str, new_value, new: str):
+    """The value of an option given under its old name ``old`` (a deprecation warning on
+    stderr) or its new name ``new``; both given is a usage error."""
+    if old_value is None or old_value == []:
+        return new_value
+    if new_value is not None and new_value != []:
+        _fail(f"{old} is the old name of {new}: give only {new}")
+    _warn(f"{old} is deprecated; use {new}")
+    return old_value
 
 
 def _methods(value: str, all_ok: bool = True) -> list[str]:
@@ -138,45 +241,33 @@ def _methods(value: str, all_ok: bool = True) -> list[str]:
     return list(check_methods([value], "--method"))
 
 
-def _pp_opt(default):
-    return typer.Option(default, "--pipeline-parallel-size", "-pp", min=1, max=1024,
+def _pp_opt():
+    return typer.Option(None, "--pipeline-parallel-size", "-pp", min=1, max=1024, metavar="N",
                         help="The target's pipeline-parallel size, as in vllm serve (default 1).",
-                        show_default=default is not None)
+                        show_default=False)
 
 
 def _draft_config_opt():
-    return typer.Option(None, "--draft-config", help="The drafter checkpoint's config.json (or its folder): its "
-                        "architectures (rewritten as the release rewrites EAGLE drafters) and "
+    return typer.Option(None, "--draft-config", metavar="FILE|DIR", help="The drafter checkpoint's config.json "
+                        "(or its folder): its architectures (rewritten as the release rewrites EAGLE drafters) and "
                         "eagle_aux_hidden_state_layer_ids.", show_default=False)
 
 
-def _parallel_drafting_opt(default):
-    return typer.Option(default, "--parallel-drafting/--no-parallel-drafting",
+def _parallel_drafting_opt():
+    return typer.Option(None, "--parallel-drafting/--no-parallel-drafting",
                         help="The speculative config's parallel_drafting (default off).", show_default=False)
 
 
 def _num_spec_opt():
-    return typer.Option(None, "--num-speculative-tokens", min=1, max=1024,
+    return typer.Option(None, "--num-speculative-tokens", min=1, max=1024, metavar="N",
                         help="The speculative config's num_speculative_tokens (where a gate depends on it).",
                         show_default=False)
 
 
-def _run_options(method: str, pipeline_parallel_size: int, draft_config: Optional[Path], parallel_drafting: bool,
-                 num_speculative_tokens: Optional[int], platform: str = "cuda"):
-    """The :class:`~auditor.model.options.RunOptions` of the flags (the drafter config read and
-    validated here; exit 2 on bad input)."""
-    from auditor.model.options import RunOptions, load_draft_config
-
-    draft, draft_path = load_draft_config(draft_config) if draft_config is not None else (None, None)
-    return RunOptions(method=method, pipeline_parallel_size=pipeline_parallel_size, draft_config=draft,
-                      draft_config_path=draft_path, parallel_drafting=parallel_drafting,
-                      num_speculative_tokens=num_speculative_tokens, platform=platform)
-
-
 PathArg = typer.Argument(
-    None,
-    help="vLLM tree: a package folder (site-packages/vllm), a source checkout, or a release archive "
-    "(.tar.gz / .whl, read in place). Omit it to audit the vllm installed in this environment.",
+    None, metavar="[PATH]",
+    help="vLLM (or SGLang) tree: a package folder (site-packages/vllm), a source checkout, or a release archive "
+    "(.tar.gz / .whl, read in place). Omit it to audit the installed vllm (see --python).",
     show_default=False,
 )
 VersionOpt = typer.Option(
@@ -196,7 +287,7 @@ class EngineOpt(str, Enum):
 
 
 EngineOption = typer.Option(
-    None, "--engine", help="The engine whose tree to read (default: detected from the tree, a vllm/ or an "
+    None, "--engine", metavar="vllm|sglang", help="The engine whose tree to read (default: detected from the tree, a vllm/ or an "
     "sglang/ package; vllm when it holds both).", show_default=False)
 
 
@@ -222,7 +313,8 @@ _PLATFORM_HELP = ("The platform whose branches to follow where a model package p
 
 
 def _platform_opt(all_ok: bool = False):
-    return typer.Option(PlatformOpt.cuda if all_ok else OnePlatform.cuda, "--platform",
+    choices = PlatformOpt if all_ok else OnePlatform
+    return typer.Option(choices.cuda, "--platform", metavar="|".join(c.value for c in choices),
                         help=_PLATFORM_HELP + (" all: audit every platform and show where verdicts differ." if all_ok else ""))
 
 
@@ -268,16 +360,18 @@ def _progress_enabled(no_progress: bool) -> bool:
 
 def _open(path: Optional[str], version: Optional[str], no_progress: bool, no_cache: bool,
           transformers: Optional[str] = None, platform: str = "cuda", sglang_version: Optional[str] = None,
-          engine: Optional[EngineOpt] = None):
+          engine: Optional[EngineOpt] = None, python: Optional[str] = None):
     from auditor.orchestration.scan import Auditor, open_tree
 
     if path and version:
         _fail("give either a PATH or --vllm-version, not both")
     if sglang_version and (path or version):
         _fail(f"give either {'a PATH' if path else '--vllm-version'} or --sglang-version, not both")
+    if python and (path or version or sglang_version):
+        _fail("--python locates an installed engine: give it without a PATH or a release version")
     name = engine.value if engine is not None else None
     tree = open_tree(path, version, progress=_progress_enabled(no_progress), use_cache=not no_cache,
-                     sglang_version=sglang_version, engine=name)
+                     sglang_version=sglang_version, engine=name, python=python)
     _warn_unverified(tree.source)
     a = Auditor(tree, transformers=transformers, platform=platform, engine=name)
     a.progress = _progress_enabled(no_progress)
@@ -396,65 +490,75 @@ def _safe_name(text: str) -> str:
     return name or "fix"
 
 
-@app.command()
+@app.command(cls=_Command)
 def scan(
     path: Optional[str] = PathArg,
     vllm_version: Optional[str] = VersionOpt,
-    model: List[str] = typer.Option(
-        [], "--model", "-m", help="Target: a registry architecture (DeepseekV3ForCausalLM) or a model_type "
-        "(kimi_k2, qwen3_moe). Repeatable. Default: every architecture in the registry.",
-    ),
-    model_type: Optional[str] = typer.Option(
-        None, "--model-type", help="The target's text model_type that vLLM's allowlist checks "
-        "(default: inferred, and the report says how)."),
-    hf_config: Optional[Path] = typer.Option(
-        None, "--hf-config", help="The checkpoint's config.json: architectures, model_type, text_config.model_type."),
-    method: str = typer.Option("eagle3", "--method", help=_METHOD_HELP + ", or all."),
-    pipeline_parallel_size: int = _pp_opt(1),
+    sglang_version: Optional[str] = SglangVersionOpt,
+    python: Optional[str] = _python_opt(),
+    model: List[str] = _model_opt(),
+    model_type: Optional[str] = _model_type_opt(),
+    hf_config: Optional[Path] = _hf_config_opt(),
+    method: Optional[str] = _method_opt(all_ok=True),
+    pipeline_parallel_size: Optional[int] = _pp_opt(),
     draft_config: Optional[Path] = _draft_config_opt(),
-    parallel_drafting: bool = _parallel_drafting_opt(False),
+    parallel_drafting: Optional[bool] = _parallel_drafting_opt(),
     num_speculative_tokens: Optional[int] = _num_spec_opt(),
     fmt: Optional[Format] = typer.Option(
-        None, "--format", "-f", help="Output format (default: table, or as the -o suffix says: .json, .sarif, "
-        ".xml for JUnit, .md)."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
+        None, "--format", "-f", metavar="table|json|markdown|sarif|junit", show_default=False,
+        help="Output format (default: table, or as the -o suffix says: .json, .sarif, .xml for JUnit, .md)."),
+    output: Optional[Path] = _output_opt(),
     force: bool = ForceOpt,
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every target and warning in the table."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
-    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
+    no_cache: bool = _no_cache_opt(),
+    no_progress: bool = _no_progress_opt(),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when a target is blocked."),
     transformers: Optional[str] = typer.Option(
-        None, "--transformers", help="The transformers whose HF config classes to read: a source folder, or a "
-        "release version (fetched through pip's index). Default: for an archive or release, the newest release "
-        "that satisfies the tree's own transformers requirement (fetched, sha256-checked, cached); for a folder "
-        "or the installed vllm, the transformers installed here.", metavar="PATH|VERSION"),
+        None, "--transformers", help="The transformers whose HF config classes to read: a folder, a wheel, an "
+        "sdist, or a release version (fetched through pip's index). Default: for an archive or release, the "
+        "newest release that satisfies the tree's own transformers requirement (fetched, sha256-checked, "
+        "cached); for a folder or an installed vllm, the transformers installed beside it, else here.",
+        metavar="PATH|VERSION", show_default=False),
     platform: PlatformOpt = _platform_opt(all_ok=True),
-    sglang_version: Optional[str] = SglangVersionOpt,
     engine: Optional[EngineOpt] = EngineOption,
+    config: Optional[Path] = _config_opt(),
+    no_config: bool = _no_config_opt(),
 ) -> None:
     """Verdict per architecture and method: supported, blocked (which gates, file:line) or unknown (why).
 
     Exit codes: 0 all supported, 1 some target blocked or unknown, 2 usage or input error.
+
+    \b
+    Examples:
+      eagle-audit scan --vllm-version 0.16.0 --model kimi_k2
+      eagle-audit scan site-packages/vllm --hf-config ./checkpoint --method all
+      eagle-audit scan --python ~/serve/.venv/bin/python -o report.sarif
     """
     from auditor.engines.vllm.targets import load_hf_config, resolve_targets
     from auditor.render import report as rep
 
     _check_model_type(model_type)
+    settings = _settings(config, no_config, models=model, methods=None if method is None else [method],
+                         model_type=model_type, hf_config=hf_config, pipeline_parallel_size=pipeline_parallel_size,
+                         draft_config=draft_config, parallel_drafting=parallel_drafting,
+                         num_speculative_tokens=num_speculative_tokens)
+    model, model_type, hf_config = list(settings.models), settings.model_type, settings.hf_config
+    methods = list(settings.methods)
+    method = method or ",".join(methods)
     if model_type and not model and hf_config is None:
         _fail("--model-type is the text model_type of the targets named with --model: give --model "
               "(a full scan finds each target's own model_type)")
     _check_output(output, "--output", force)
     fmt = _output_format(fmt, output)
-    methods = _methods(method)
-    run = _run_options(methods[0], pipeline_parallel_size, draft_config, parallel_drafting, num_speculative_tokens,
-                       "cuda" if platform is PlatformOpt.all else platform.value)
+    run = settings.run_options(methods[0], "cuda" if platform is PlatformOpt.all else platform.value)
     if platform is PlatformOpt.all:
         if sglang_version or engine is EngineOpt.sglang:
             _fail("--platform all audits vLLM trees (SGLang trees are not audited per platform)")
         return _scan_all_platforms(path, vllm_version, model, model_type, hf_config, methods, fmt, output,
-                                   no_cache, no_progress, exit_zero, transformers, run)
+                                   no_cache, no_progress, exit_zero, transformers, run, python)
     cfg = load_hf_config(hf_config) if hf_config else None
-    auditor = _open(path, vllm_version, no_progress, no_cache, transformers, platform.value, sglang_version, engine)
+    auditor = _open(path, vllm_version, no_progress, no_cache, transformers, platform.value, sglang_version, engine,
+                    python)
     specs = resolve_targets(auditor.registry, model, model_type, cfg)
     methods = [m for m in methods if m in auditor.engine.methods] or _fail(
         f"--method {method}: {auditor.engine.display} trees are audited for {', '.join(auditor.engine.methods)}")
@@ -474,7 +578,7 @@ def scan(
 
 
 def _scan_all_platforms(path, vllm_version, model, model_type, hf_config, methods, fmt, output, no_cache,
-                        no_progress, exit_zero, transformers, run) -> None:
+                        no_progress, exit_zero, transformers, run, python=None) -> None:
     """``scan --platform all``: the same scan on every platform (one tree, one index), then where
     the verdicts differ. JSON: ``{"platform": "all", "reports": {platform: scan}, "differences": [...]}``."""
     from auditor.engines.vllm.platforms import PLATFORMS
@@ -484,7 +588,7 @@ def _scan_all_platforms(path, vllm_version, model, model_type, hf_config, method
 
     if fmt not in (Format.table, Format.json):
         _fail("--platform all writes a table or JSON (--format table|json)")
-    first = _open(path, vllm_version, no_progress, no_cache, transformers, PLATFORMS[0])
+    first = _open(path, vllm_version, no_progress, no_cache, transformers, PLATFORMS[0], python=python)
     cfg = load_hf_config(hf_config) if hf_config else None
     full = not model and cfg is None
     reports = {}
@@ -570,49 +674,68 @@ def _with_progress2(show: bool, labels: tuple[str, str], fn):
         return fn(make(tasks[0]), make(tasks[1]))
 
 
-@app.command()
+@app.command(cls=_Command)
 def explain(
-    arch: Optional[str] = typer.Argument(None, help="Registry architecture, e.g. DeepseekV3ForCausalLM.", show_default=False),
+    arch: Optional[str] = typer.Argument(None, metavar="[ARCH]", show_default=False,
+                                         help="Architecture (DeepseekV3ForCausalLM) or model_type (kimi_k2; each of "
+                                         "its architectures is explained). Default: --model."),
     path: Optional[str] = PathArg,
     vllm_version: Optional[str] = VersionOpt,
-    all_archs: bool = typer.Option(False, "--all", help="Every registry architecture (JSON list)."),
-    fmt: ExplainFormat = typer.Option(ExplainFormat.table, "--format", "-f", help="Output format."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write JSON to this file."),
-    force: bool = ForceOpt,
-    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
-    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
-    platform: OnePlatform = _platform_opt(),
     sglang_version: Optional[str] = SglangVersionOpt,
+    python: Optional[str] = _python_opt(),
+    model: List[str] = _model_opt("give ARCH or --all"),
+    all_archs: bool = typer.Option(False, "--all", help="Every registry architecture (JSON list)."),
+    fmt: ExplainFormat = typer.Option(ExplainFormat.table, "--format", "-f", metavar="table|json",
+                                      help="Output format."),
+    output: Optional[Path] = _output_opt("the JSON explanation"),
+    force: bool = ForceOpt,
+    no_cache: bool = _no_cache_opt(),
+    no_progress: bool = _no_progress_opt(),
+    platform: OnePlatform = _platform_opt(),
     engine: Optional[EngineOpt] = EngineOption,
+    config: Optional[Path] = _config_opt(),
+    no_config: bool = _no_config_opt(),
 ) -> None:
     """The resolved class hierarchy of an architecture: MRO with file:line, empty subclasses,
     protocol members and where each comes from, the holder model and its forward loop, and the
-    import-time branches followed for the platform."""
+    import-time branches followed for the platform.
+
+    \b
+    Examples:
+      eagle-audit explain DeepseekV3ForCausalLM --vllm-version 0.16.0
+      eagle-audit explain kimi_k2 site-packages/vllm --format json
+      eagle-audit explain --all --vllm-version 0.16.0 -o explain.json
+    """
     from auditor.orchestration.explain import explain as do_explain
     from auditor.render import report as rep
 
     if all_archs and arch and path is None:
         arch, path = None, arch  # ``explain --all PATH``: the one positional is the tree
-    if not arch and not all_archs:
-        _fail("give an architecture, or --all")
+    settings = _settings(config, no_config, models=model)
+    names = [arch] if arch else ([] if all_archs else list(settings.models))
+    if not names and not all_archs:
+        _fail("give an architecture (or --model NAME, or models in [tool.eagle-audit]), or --all")
     if arch and all_archs:
         _fail("give an architecture or --all, not both")
     _check_output(output, "--output", force)
     auditor = _open(path, vllm_version, no_progress, no_cache, platform=platform.value,
-                    sglang_version=sglang_version, engine=engine)
+                    sglang_version=sglang_version, engine=engine, python=python)
     if all_archs:
         _with_progress(_progress_enabled(no_progress), "indexing modules", auditor.prefetch_all)
         infos = [do_explain(auditor, a) for a in auditor.registry.architectures()]
         _write(json.dumps(infos, indent=2), output)
         return
-    archs = [arch]
-    if arch not in auditor.registry.entries:  # a model_type names its architectures, as in scan
-        from auditor.engines.vllm.targets import resolve_targets
+    archs: list[str] = []
+    for name in names:
+        found = [name]
+        if name not in auditor.registry.entries:  # a model_type names its architectures, as in scan
+            from auditor.engines.vllm.targets import resolve_targets
 
-        try:
-            archs = [s.architecture for s in resolve_targets(auditor.registry, [arch])]
-        except AuditError:
-            archs = [arch]  # explain's own error names the closest architectures
+            try:
+                found = [s.architecture for s in resolve_targets(auditor.registry, [name])]
+            except AuditError:
+                found = [name]  # explain's own error names the closest architectures
+        archs += [a for a in found if a not in archs]
     infos = [do_explain(auditor, a) for a in archs]
     if fmt is ExplainFormat.json or output is not None:
         _write(json.dumps(infos[0] if len(infos) == 1 else infos, indent=2), output)
@@ -621,16 +744,16 @@ def explain(
             rep.explain_tree(info, _out())
 
 
-@app.command("rules")
+@app.command("rules", cls=_Command)
 def list_rules(
-    fmt: RulesFormat = typer.Option(RulesFormat.table, "--format", "-f", help="Output format."),
+    fmt: RulesFormat = typer.Option(RulesFormat.table, "--format", "-f", metavar="table|json|markdown",
+                                    help="Output format."),
 ) -> None:
     """The rules: code, gate, whether it blocks, whether a fix exists, why and how to fix.
 
+    \b
     Examples:
-
       eagle-audit rules
-
       eagle-audit rules --format json
     """
     from auditor.render import report as rep
@@ -654,43 +777,56 @@ def list_rules(
     _out().print(t)
 
 
-@app.command("fix")
+@app.command("fix", cls=_Command)
 def fix_cmd(
     path: Optional[str] = PathArg,
     vllm_version: Optional[str] = VersionOpt,
-    model: List[str] = typer.Option(
-        [], "--model", "-m", help="Target to fix: a registry architecture or a model_type (kimi_k2). Repeatable."),
-    model_type: Optional[str] = typer.Option(
-        None, "--model-type", help="The target's text model_type that vLLM's allowlist checks."),
-    method: str = typer.Option("eagle3", "--method", help=_METHOD_HELP + "."),
-    pipeline_parallel_size: int = _pp_opt(1),
+    python: Optional[str] = _python_opt(),
+    model: List[str] = _model_opt("give --model or --codemods"),
+    model_type: Optional[str] = _model_type_opt(),
+    method: Optional[str] = _method_opt(all_ok=False),
+    pipeline_parallel_size: Optional[int] = _pp_opt(),
     draft_config: Optional[Path] = _draft_config_opt(),
-    parallel_drafting: bool = _parallel_drafting_opt(False),
+    parallel_drafting: Optional[bool] = _parallel_drafting_opt(),
     num_speculative_tokens: Optional[int] = _num_spec_opt(),
     out_dir: Optional[Path] = typer.Option(
-        None, "--out", help="Write DIR/<name>.patch and DIR/<name>.codemods.json instead of printing the diff."),
+        None, "--out-dir", metavar="DIR", show_default=False,
+        help="Write DIR/<name>.patch and DIR/<name>.codemods.json instead of printing the diff."),
+    out_old: Optional[Path] = typer.Option(None, "--out", hidden=True, help="Deprecated: --out-dir."),
     codemods: Optional[Path] = typer.Option(
-        None, "--codemods", help="Replay a codemods file written by --out on this tree (re-planned from its scan)."),
+        None, "--codemods", metavar="FILE", show_default=False,
+        help="Replay a codemods file written by --out-dir on this tree (re-planned from its scan)."),
     apply: bool = typer.Option(False, "--apply", help="Edit the folder tree in place (atomic writes, backup kept)."),
     revert: bool = typer.Option(False, "--revert", help="Restore the files changed by the last --apply on this tree."),
-    force: bool = typer.Option(False, "--force", help="With --out: overwrite existing patch and codemods files."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
-    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
+    force: bool = typer.Option(False, "--force", help="With --out-dir: overwrite existing patch and codemods files."),
+    no_cache: bool = _no_cache_opt(),
+    no_progress: bool = _no_progress_opt(),
     platform: OnePlatform = _platform_opt(),
     sglang_version: Optional[str] = SglangVersionOpt,
     engine: Optional[EngineOpt] = EngineOption,
+    config: Optional[Path] = _config_opt(),
+    no_config: bool = _no_config_opt(),
 ) -> None:
     """Write the patch that makes the targets pass every EAGLE-3 gate: a unified diff on stdout
-    (dry run, the default), DIR/<name>.patch plus a re-runnable codemods file (--out), or the tree
-    itself (--apply; --revert undoes it). Nothing is written unless the patched tree, re-scanned
-    in memory, gives supported for every target.
+    (dry run, the default), DIR/<name>.patch plus a re-runnable codemods file (--out-dir), or the
+    tree itself (--apply; --revert undoes it). Nothing is written unless the patched tree,
+    re-scanned in memory, gives supported for every target.
 
     Exit codes: 0 patch produced (or nothing to do), 1 some gate cannot be fixed automatically
     (nothing written; the report says why), 2 usage error or refused write.
+
+    \b
+    Examples:
+      eagle-audit fix --model kimi_k2 --vllm-version 0.16.0 > kimi_k2.patch
+      eagle-audit fix --model kimi_k2 --vllm-version 0.16.0 --out-dir patches
+      eagle-audit fix --codemods patches/kimi_k2.codemods.json --apply \\
+                      site-packages/vllm
+      eagle-audit fix --revert site-packages/vllm
     """
     from auditor.engines.vllm.targets import resolve_targets
     from auditor.orchestration import fix as fx
 
+    out_dir = _renamed(out_old, "--out", out_dir, "--out-dir")
     if revert:
         if apply or out_dir or codemods or model or vllm_version or sglang_version:
             _fail("--revert takes only the PATH of the tree to restore")
@@ -706,10 +842,17 @@ def fix_cmd(
             _fail(str(exc))
         _err().print(f"restored {len(paths)} file(s) from {clean(bdir)}", markup=False, highlight=False)
         raise typer.Exit(0)
-    (method,) = _methods(method, all_ok=False)
+    if method is not None:
+        _methods(method, all_ok=False)
     if codemods and model:
         _fail("give either --model or --codemods, not both")
     _check_model_type(model_type)
+    settings = _settings(config, no_config, models=None if codemods else model,
+                         methods=None if method is None else [method], model_type=model_type,
+                         pipeline_parallel_size=pipeline_parallel_size, draft_config=draft_config,
+                         parallel_drafting=parallel_drafting, num_speculative_tokens=num_speculative_tokens)
+    method, model_type = settings.methods[0], settings.model_type
+    model = [] if codemods else list(settings.models)
     loaded = fx.load_codemods(codemods) if codemods else None  # validated before any work
     if codemods:
         name = _safe_name(codemods.name.removesuffix(".json").removesuffix(".codemods"))
@@ -718,12 +861,12 @@ def fix_cmd(
     if out_dir is not None:
         try:
             if out_dir.exists() and not out_dir.is_dir():
-                _fail(f"--out {out_dir} is not a folder")
+                _fail(f"--out-dir {out_dir} is not a folder")
         except OSError as exc:
-            _fail(f"--out {out_dir}: {exc.strerror or exc}")
-        _check_output(out_dir / f"{name}.patch", "--out", force)
-        _check_output(out_dir / f"{name}.codemods.json", "--out", force)
-    auditor = _open(path, vllm_version, no_progress, no_cache, platform=platform.value,
+            _fail(f"--out-dir {out_dir}: {exc.strerror or exc}")
+        _check_output(out_dir / f"{name}.patch", "--out-dir", force)
+        _check_output(out_dir / f"{name}.codemods.json", "--out-dir", force)
+    auditor = _open(path, vllm_version, no_progress, no_cache, platform=platform.value, python=python,
                     sglang_version=sglang_version, engine=engine)
     only = None
     if loaded is not None:
@@ -740,8 +883,7 @@ def fix_cmd(
         _fail("--apply needs a folder tree (an archive cannot be edited in place); use --out and patch -p1")
     if apply:
         fx.check_apply_target(root)  # refused before the work
-    run = _run_options(method, pipeline_parallel_size, draft_config, parallel_drafting, num_speculative_tokens,
-                       platform.value)
+    run = settings.run_options(method, platform.value)
     result = fx.plan_fix(auditor, specs, method, only, run)
     if result.already_supported:
         _err().print(clean(result.report(), multiline=True), markup=False, highlight=False, soft_wrap=True)
@@ -806,18 +948,9 @@ class MatrixFormat(str, Enum):
     markdown = "markdown"
 
 
-ConfigOpt = typer.Option(
-    None, "--config", help="Read \\[tool.eagle-audit] from this pyproject.toml (default: the nearest one "
-    "with that table, from the working folder up).", show_default=False)
 SummaryOpt = typer.Option(
-    None, "--summary", help="Also append the Markdown report to this file (e.g. \"$GITHUB_STEP_SUMMARY\").",
+    None, "--summary", metavar="FILE", help="Also append the Markdown report to FILE (e.g. \"$GITHUB_STEP_SUMMARY\").",
     show_default=False)
-
-
-def _config(path: Optional[Path], **flags):
-    from auditor.orchestration.config import load_config
-
-    return load_config(path).merged(**flags)
 
 
 def _append(text: str, path: Optional[Path]) -> None:
@@ -843,45 +976,47 @@ def _open_side(label: str, value: str, no_progress: bool, no_cache: bool, platfo
     return side
 
 
-@app.command("gate")
+@app.command("gate", cls=_Command)
 def gate_cmd(
-    model: List[str] = typer.Option(
-        [], "--model", "-m", help="Target: an architecture or a model_type (kimi_k2). Repeatable. "
-        "Default: targets in \\[tool.eagle-audit], else those of the --codemods file."),
-    candidate: Optional[str] = typer.Option(
-        None, "--candidate", help="The release to upgrade to: a version (fetched, cached) or a PATH "
+    candidate_version: Optional[str] = typer.Option(
+        None, "--candidate-version", help="The release to upgrade to: a version (fetched, cached) or a PATH "
         "(folder, .tar.gz, .whl).", metavar="X|PATH", show_default=False),
-    current: Optional[str] = typer.Option(
-        None, "--current", help="The release in use, to report regressions: a version or a PATH.",
+    current_version: Optional[str] = typer.Option(
+        None, "--current-version", help="The release in use, to report regressions: a version or a PATH.",
         metavar="X|PATH", show_default=False),
+    candidate_old: Optional[str] = typer.Option(None, "--candidate", hidden=True, help="Deprecated: --candidate-version."),
+    current_old: Optional[str] = typer.Option(None, "--current", hidden=True, help="Deprecated: --current-version."),
+    model: List[str] = _model_opt("those of the --codemods file"),
     codemods: Optional[Path] = typer.Option(
-        None, "--codemods", help="The codemods file written by 'eagle-audit fix --out', replayed on the candidate "
-        "in memory.", show_default=False),
-    method: Optional[str] = typer.Option(None, "--method", help=_METHOD_HELP + ", or all (default eagle3).",
-                                         show_default=False),
-    model_type: Optional[str] = typer.Option(None, "--model-type", help="The targets' text model_type."),
-    hf_config: Optional[Path] = typer.Option(None, "--hf-config", help="The checkpoint's config.json."),
-    pipeline_parallel_size: Optional[int] = _pp_opt(None),
+        None, "--codemods", metavar="FILE", help="The codemods file written by 'eagle-audit fix --out-dir', "
+        "replayed on the candidate in memory.", show_default=False),
+    method: Optional[str] = _method_opt(all_ok=True),
+    model_type: Optional[str] = _model_type_opt(),
+    hf_config: Optional[Path] = _hf_config_opt(),
+    pipeline_parallel_size: Optional[int] = _pp_opt(),
     draft_config: Optional[Path] = _draft_config_opt(),
-    parallel_drafting: Optional[bool] = _parallel_drafting_opt(None),
+    parallel_drafting: Optional[bool] = _parallel_drafting_opt(),
     num_speculative_tokens: Optional[int] = _num_spec_opt(),
     allow_warning: List[str] = typer.Option(
-        [], "--allow-warning", help="A warning to accept (gate id such as stale-member, or rule code). Repeatable."),
+        [], "--allow-warning", metavar="GATE", show_default=False,
+        help="A warning to accept (gate id such as stale-member, or rule code). Repeatable."),
     fail_on_warnings: Optional[bool] = typer.Option(
         None, "--fail-on-warnings/--no-fail-on-warnings", help="Break the gate on a warning that is not allowed "
         "(default: report it only).", show_default=False),
-    config: Optional[Path] = ConfigOpt,
-    fmt: GateFormat = typer.Option(GateFormat.table, "--format", "-f", help="Output format."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
+    fmt: GateFormat = typer.Option(GateFormat.table, "--format", "-f", metavar="table|json|markdown|sarif|junit",
+                                   help="Output format."),
+    output: Optional[Path] = _output_opt(),
     force: bool = ForceOpt,
     summary: Optional[Path] = SummaryOpt,
-    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
-    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
+    no_cache: bool = _no_cache_opt(),
+    no_progress: bool = _no_progress_opt(),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when the gate is broken."),
     platform: OnePlatform = _platform_opt(),
     engine: Optional[EngineOpt] = typer.Option(
-        None, "--engine", help="sglang: read --candidate/--current versions as SGLang releases (PATHs: their "
-        "engine is detected).", show_default=False),
+        None, "--engine", metavar="vllm|sglang", help="sglang: read the candidate and current versions as SGLang "
+        "releases (PATHs: their engine is detected).", show_default=False),
+    config: Optional[Path] = _config_opt(),
+    no_config: bool = _no_config_opt(),
 ) -> None:
     """Pre-upgrade gate: does the CANDIDATE release still work for your targets?
 
@@ -891,22 +1026,33 @@ def gate_cmd(
 
     broken: a target is blocked and the codemods do not apply or do not suffice (the report names the gate and the codemod).
 
-    With --current, regressions are reported too. Settings default to \\[tool.eagle-audit] in pyproject.toml; flags override them.
+    With --current-version, regressions are reported too. Settings default to [tool.eagle-audit] in pyproject.toml; flags override them.
 
     Exit codes: 0 native or patched, 1 broken, 2 usage or input error.
+
+    \b
+    Examples:
+      eagle-audit gate -m kimi_k2 --current-version 0.16.0 \\
+                       --candidate-version 0.18.0
+      eagle-audit gate --candidate-version 0.17.1 \\
+                       --codemods patches/kimi_k2.codemods.json
+      eagle-audit gate -f sarif -o gate.sarif   # settings: pyproject.toml
     """
     from auditor.engines.vllm.targets import load_hf_config
     from auditor.orchestration.upgrade import run_gate
     from auditor.render import ci_formats
 
-    cfg = _config(config, targets=model, candidate=candidate, current=current, codemods=codemods,
-                  methods=None if method is None else [method], model_type=model_type, hf_config=hf_config,
-                  allowed_warnings=allow_warning, fail_on_warnings=fail_on_warnings,
-                  pipeline_parallel_size=pipeline_parallel_size, draft_config=draft_config,
-                  parallel_drafting=parallel_drafting, num_speculative_tokens=num_speculative_tokens)
+    candidate_version = _renamed(candidate_old, "--candidate", candidate_version, "--candidate-version")
+    current_version = _renamed(current_old, "--current", current_version, "--current-version")
+    cfg = _settings(config, no_config, models=model, candidate_version=candidate_version,
+                    current_version=current_version, codemods=codemods,
+                    methods=None if method is None else [method], model_type=model_type, hf_config=hf_config,
+                    allow_warnings=allow_warning, fail_on_warnings=fail_on_warnings,
+                    pipeline_parallel_size=pipeline_parallel_size, draft_config=draft_config,
+                    parallel_drafting=parallel_drafting, num_speculative_tokens=num_speculative_tokens)
     run = cfg.run_options(platform=platform.value)
-    if not cfg.candidate:
-        _fail("give --candidate X|PATH (or candidate in pyproject.toml, tool.eagle-audit)")
+    if not cfg.candidate_version:
+        _fail("give --candidate-version X|PATH (or candidate-version in pyproject.toml, tool.eagle-audit)")
     _check_output(output, "--output", force)
     _check_output(summary, "--summary", force, append=True)
     if cfg.codemods is not None and not Path(cfg.codemods).is_file():
@@ -917,13 +1063,15 @@ def gate_cmd(
         load_codemods(cfg.codemods)  # validated before any work
     hf = load_hf_config(cfg.hf_config) if cfg.hf_config else None
     name = engine.value if engine is not None else None
-    cand = _open_side("--candidate", cfg.candidate, no_progress, no_cache, platform.value, name)
-    cur = _open_side("--current", cfg.current, no_progress, no_cache, platform.value, name) if cfg.current else None
+    cand = _open_side("--candidate-version", cfg.candidate_version, no_progress, no_cache, platform.value, name)
+    cur = (_open_side("--current-version", cfg.current_version, no_progress, no_cache, platform.value, name)
+           if cfg.current_version else None)
     report = _with_progress(
         _progress_enabled(no_progress), "gating",
-        lambda cb: run_gate(cand, cfg.targets, candidate_spec=cfg.candidate, current=cur, current_spec=cfg.current or "",
+        lambda cb: run_gate(cand, cfg.models, candidate_spec=cfg.candidate_version, current=cur,
+                            current_spec=cfg.current_version or "",
                             codemods=cfg.codemods, methods=cfg.methods, model_type=cfg.model_type, hf_config=hf,
-                            allowed_warnings=cfg.allowed_warnings, fail_on_warnings=cfg.fail_on_warnings,
+                            allowed_warnings=cfg.allow_warnings, fail_on_warnings=cfg.fail_on_warnings,
                             options=run))
     report.config = cfg.path
     markdown = ci_formats.gate_markdown(report)
@@ -947,57 +1095,62 @@ def gate_cmd(
     raise typer.Exit(0 if exit_zero else report.exit_code)
 
 
-@app.command("matrix")
+@app.command("matrix", cls=_Command)
 def matrix_cmd(
-    model: List[str] = typer.Option(
-        [], "--model", "-m", help="Target: an architecture or a model_type (kimi_k2). Repeatable. "
-        "Default: targets in \\[tool.eagle-audit]."),
     versions: Optional[str] = typer.Option(
         None, "--versions", help="Releases: a list (0.16.0,0.18.0), a range over released versions "
         "(0.12.0..0.33.0; A.. and ..B are open), or both, comma-separated.", metavar="SPEC", show_default=False),
-    method: Optional[str] = typer.Option(
-        None, "--method", help=_METHOD_HELP + " (default: the first of methods in \\[tool.eagle-audit], else eagle3).",
-        show_default=False),
-    model_type: Optional[str] = typer.Option(None, "--model-type", help="The targets' text model_type."),
-    pipeline_parallel_size: Optional[int] = _pp_opt(None),
+    model: List[str] = _model_opt("give --model"),
+    method: Optional[str] = _method_opt(all_ok=False),
+    model_type: Optional[str] = _model_type_opt(),
+    pipeline_parallel_size: Optional[int] = _pp_opt(),
     draft_config: Optional[Path] = _draft_config_opt(),
-    parallel_drafting: Optional[bool] = _parallel_drafting_opt(None),
+    parallel_drafting: Optional[bool] = _parallel_drafting_opt(),
     num_speculative_tokens: Optional[int] = _num_spec_opt(),
     jobs: Optional[int] = typer.Option(
-        None, "--jobs", "-j", min=1, help="Worker processes auditing releases (default: the CPU count; 1: in "
-        "this process).", show_default=False),
-    config: Optional[Path] = ConfigOpt,
-    fmt: MatrixFormat = typer.Option(MatrixFormat.table, "--format", "-f", help="Output format."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
+        None, "--jobs", "-j", min=1, metavar="N", help="Worker processes auditing releases (default: the CPU "
+        "count; 1: in this process).", show_default=False),
+    fmt: MatrixFormat = typer.Option(MatrixFormat.table, "--format", "-f", metavar="table|json|markdown",
+                                     help="Output format."),
+    output: Optional[Path] = _output_opt(),
     force: bool = ForceOpt,
     summary: Optional[Path] = SummaryOpt,
-    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
-    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
+    no_cache: bool = _no_cache_opt(),
+    no_progress: bool = _no_progress_opt(),
     platform: OnePlatform = _platform_opt(),
-    engine: EngineOpt = typer.Option(EngineOpt.vllm, "--engine", help="Whose releases: vllm (source "
-                                     "archives) or sglang (source archives, else the wheel for this Python)."),
+    engine: EngineOpt = typer.Option(EngineOpt.vllm, "--engine", metavar="vllm|sglang", help="Whose releases: "
+                                     "vllm (source archives) or sglang (source archives, else the wheel for this "
+                                     "Python)."),
+    config: Optional[Path] = _config_opt(),
+    no_config: bool = _no_config_opt(),
 ) -> None:
     """Support matrix: one row per release with the verdict and blocking gates of each target, the first release with native support in bold.
 
     Archives are fetched in parallel and cached; releases with no source archive on the index are listed as skipped, with the reason.
 
     Exit codes: 0 matrix produced, 2 usage or input error, or a release that could not be fetched or read (it is listed as skipped, with the error).
+
+    \b
+    Examples:
+      eagle-audit matrix --model kimi_k2 --versions 0.12.0..0.33.0
+      eagle-audit matrix --model qwen3_moe --versions 0.16.0,0.18.0 --method mtp
+      eagle-audit matrix --engine sglang -m kimi_k2 --versions 0.5.9.. -f json
     """
     from auditor.orchestration.matrix import run_matrix
     from auditor.render import ci_formats
 
     if method is not None:
         _methods(method, all_ok=False)
-    cfg = _config(config, targets=model, versions=versions, methods=[method] if method else None,
-                  model_type=model_type, pipeline_parallel_size=pipeline_parallel_size, draft_config=draft_config,
-                  parallel_drafting=parallel_drafting, num_speculative_tokens=num_speculative_tokens)
+    cfg = _settings(config, no_config, models=model, versions=versions, methods=[method] if method else None,
+                    model_type=model_type, pipeline_parallel_size=pipeline_parallel_size, draft_config=draft_config,
+                    parallel_drafting=parallel_drafting, num_speculative_tokens=num_speculative_tokens)
     if not cfg.versions:
         _fail("give --versions SPEC (or versions in pyproject.toml, tool.eagle-audit)")
     _check_output(output, "--output", force)
     _check_output(summary, "--summary", force, append=True)
     run = cfg.run_options(platform=platform.value)
     report = _matrix_progress(_progress_enabled(no_progress), lambda cb: run_matrix(
-        cfg.targets, cfg.versions, method=cfg.methods[0], model_type=cfg.model_type, jobs=jobs,
+        cfg.models, cfg.versions, method=cfg.methods[0], model_type=cfg.model_type, jobs=jobs,
         use_cache=not no_cache, progress=cb, platform=platform.value, options=run, engine=engine.value))
     markdown = ci_formats.matrix_markdown(report)
     if fmt is MatrixFormat.table and output is None:
@@ -1024,28 +1177,36 @@ class CompareFormat(str, Enum):
     markdown = "markdown"
 
 
-@app.command("compare")
+@app.command("compare", cls=_Command)
 def compare_cmd(
     model: List[str] = typer.Option(
-        [], "--model", "-m", help="Target: an architecture or a model_type (kimi_k2). Repeatable."),
+        [], "--model", "-m", metavar="NAME", show_default=False,
+        help="Target: an architecture or a model_type (kimi_k2). Repeatable."),
     vllm_version: Optional[str] = typer.Option(
         None, "--vllm-version", help="The vLLM side: a release (fetched, cached) or a PATH (folder, .tar.gz, .whl).",
         metavar="X|PATH", show_default=False),
     sglang_version: Optional[str] = typer.Option(
         None, "--sglang-version", help="The SGLang side: a release (sdist, else the wheel for this Python; "
         "fetched, cached) or a PATH.", metavar="X|PATH", show_default=False),
-    method: str = typer.Option("eagle3", "--method", help=_METHOD_HELP + "."),
-    model_type: Optional[str] = typer.Option(None, "--model-type", help="The targets' text model_type."),
-    fmt: CompareFormat = typer.Option(CompareFormat.table, "--format", "-f", help="Output format."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
+    method: Optional[str] = _method_opt(all_ok=False),
+    model_type: Optional[str] = _model_type_opt(),
+    fmt: CompareFormat = typer.Option(CompareFormat.table, "--format", "-f", metavar="table|json|markdown",
+                                      help="Output format."),
+    output: Optional[Path] = _output_opt(),
     force: bool = ForceOpt,
-    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the index cache."),
-    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
+    no_cache: bool = _no_cache_opt(),
+    no_progress: bool = _no_progress_opt(),
 ) -> None:
     """Where to serve: the same targets audited in vLLM and in SGLang, side by side (verdict and
     blocking gates per engine, with the reasons).
 
     Exit codes: 0 some engine supports every target, 1 none does, 2 usage or input error.
+
+    \b
+    Examples:
+      eagle-audit compare -m kimi_k2 --vllm-version 0.16.0 --sglang-version 0.5.9
+      eagle-audit compare -m qwen3_moe --vllm-version site-packages/vllm \\
+                          --sglang-version 0.5.9
     """
     from auditor.orchestration.compare import open_engine_side, run_compare
     from auditor.render import report as rep
@@ -1063,7 +1224,7 @@ def compare_cmd(
                                                   use_cache=not no_cache)))
         except AuditError as exc:
             _fail(f"--{engine}-version {value}: {exc}")
-    report = run_compare(model, sides, method=_methods(method, all_ok=False)[0], model_type=model_type)
+    report = run_compare(model, sides, method=_methods(method or "eagle3", all_ok=False)[0], model_type=model_type)
     if fmt is CompareFormat.table and output is None:
         rep.compare_table(report, _out())
     elif fmt is CompareFormat.json:
@@ -1100,7 +1261,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     """Console entry point. Every error the user can cause ends as one line on stderr and exit
     2: an AuditError from the analysis, or a usage error from the command line."""
     try:
-        rv = app(args=argv, standalone_mode=False)
+        rv = app(args=argv, standalone_mode=False, prog_name="eagle-audit")
     except AuditError as exc:
         _err().print(f"[bold red]eagle-audit: error:[/bold red] {escape(clean(exc))}", highlight=False, soft_wrap=True)
         sys.exit(2)
@@ -1111,7 +1272,8 @@ def main(argv: Optional[list[str]] = None) -> None:
         if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
             _internal_error(exc)
         ctx = getattr(exc, "ctx", None)
-        if type(exc).__name__ == "NoArgsIsHelpError":  # the help was printed already
+        if type(exc).__name__ == "NoArgsIsHelpError":  # bare ``eagle-audit``: the help, once, on stdout
+            sys.stdout.write(exc.format_message() + "\n")
             sys.exit(0)
         hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
         _err().print(f"[bold red]eagle-audit: error:[/bold red] {escape(clean(exc.format_message()))}{escape(clean(hint))}",

@@ -231,15 +231,15 @@ def _comment_args() -> list[str]:
 @pytest.mark.skipif(shutil.which("git") is None, reason="pre-commit needs git")
 def test_pre_commit_hooks_run(tmp_path):
     codemods = tmp_path / "cm"
-    p = subprocess.run(["eagle-audit", "fix", "--vllm-version", "0.16.0", "--model", "kimi_k2", "--out", str(codemods),
+    p = subprocess.run(["eagle-audit", "fix", "--vllm-version", "0.16.0", "--model", "kimi_k2", "--out-dir", str(codemods),
                         "--no-progress"], env=tool_env(), capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
-    table = ('targets = ["kimi_k2"]\ncurrent = "0.16.0"\ncodemods = "kimi_k2.codemods.json"\n'
-             'allowed-warnings = ["stale-member"]\n')
+    table = ('models = ["kimi_k2"]\ncurrent-version = "0.16.0"\ncodemods = "kimi_k2.codemods.json"\n'
+             'allow-warnings = ["stale-member"]\n')
     scan_args = _comment_args()
     assert scan_args == ["--vllm-version", "0.18.0", "--model", "kimi_k2"]
 
-    ok = _project(tmp_path / "ok", table + 'candidate = "0.17.1"\n',
+    ok = _project(tmp_path / "ok", table + 'candidate-version = "0.17.1"\n',
                   {"eagle-audit-gate": [], "eagle-audit-scan": scan_args})
     shutil.copy(codemods / "kimi_k2.codemods.json", ok)
     _git(ok, "add", "-A")
@@ -247,7 +247,7 @@ def test_pre_commit_hooks_run(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     assert re.search(r"eagle-audit gate\.+Passed", p.stdout) and re.search(r"eagle-audit scan\.+Passed", p.stdout)
 
-    bad = _project(tmp_path / "bad", table + f'candidate = "{DRIFT}"\n', {"eagle-audit-gate": []})
+    bad = _project(tmp_path / "bad", table + f'candidate-version = "{DRIFT}"\n', {"eagle-audit-gate": []})
     shutil.copy(codemods / "kimi_k2.codemods.json", bad)
     _git(bad, "add", "-A")
     p = pre_commit_run(bad)

@@ -304,7 +304,7 @@ def test_patched_forward_returns_a_bare_hidden_state_when_no_layer_is_requested(
 
 
 def test_out_writes_patch_and_codemods_file_that_replays_on_another_tree(tmp_path):
-    r = cli("fix", "--vllm-version", "0.16.0", "--model", "kimi_k2", "--out", str(tmp_path))
+    r = cli("fix", "--vllm-version", "0.16.0", "--model", "kimi_k2", "--out-dir", str(tmp_path))
     assert r.exit_code == 0, r.output
     patch_text = (tmp_path / "kimi_k2.patch").read_text()
     assert patch_text == fixed("0.16.0", "kimi_k2").diff()

@@ -36,7 +36,7 @@ from auditor.engines.vllm.targets import resolve_targets
 from auditor.model.errors import AuditError, SourceError
 from auditor.model.findings import Verdict
 from auditor.model.outcomes import ReleaseVerdict, UpgradeOutcome
-from auditor.orchestration.config import Config, find_pyproject, load_config
+from auditor.orchestration.config import Settings, find_pyproject, load_settings
 from auditor.orchestration.fix import plan_fix
 from auditor.orchestration.matrix import parse_versions, run_matrix
 from auditor.orchestration.upgrade import UpgradeReport, open_side, run_gate
@@ -122,17 +122,17 @@ def files(tmp_path_factory, releases) -> SimpleNamespace:
         name = "serving"
 
         [tool.eagle-audit]
-        targets = ["kimi_k2"]
+        models = ["kimi_k2"]
         methods = ["eagle3"]
         codemods = "eagle-audit/kimi_k2.codemods.json"
-        allowed-warnings = ["stale-member"]
-        current = "0.16.0"
-        candidate = "0.17.1"
+        allow-warnings = ["stale-member"]
+        current-version = "0.16.0"
+        candidate-version = "0.17.1"
         versions = "0.17.1,0.18.0"
         """))
     i.bad_proj = tmp / "bad_proj"
     i.bad_proj.mkdir()
-    (i.bad_proj / "pyproject.toml").write_text('[tool.eagle-audit]\ntargts = ["kimi_k2"]\ncandidate = "0.18.0"\n')
+    (i.bad_proj / "pyproject.toml").write_text('[tool.eagle-audit]\nmodls = ["kimi_k2"]\ncandidate-version = "0.18.0"\n')
     return i
 
 
@@ -288,7 +288,7 @@ def test_warnings_fail_only_when_asked_and_not_allowed(gates):
     assert report.exit_code == 1
     t = targets(as_json(report))[KIMI]
     assert t["outcome"] == "broken" and {p["gate"] for p in t["problems"]} == {"stale-member"}
-    allowed = Config().merged(allowed_warnings=["EA306"]).allowed_warnings  # as --allow-warning EA306
+    allowed = Settings().merged(allow_warnings=["EA306"]).allow_warnings  # as --allow-warning EA306
     report = gates.run("0.18.0", fail_on_warnings=True, allowed=allowed)
     assert report.exit_code == 0
     doc = as_json(report)
@@ -328,8 +328,8 @@ def test_input_errors_are_audit_errors(gates, files, releases):
         (lambda: run_gate(drift, ["NoSuchForCausalLM"]), "NoSuchForCausalLM"),
         (lambda: run_gate(drift, ["kimi_k2"], codemods=files.tmp / "nope.json"), "no such file"),
         (lambda: run_gate(drift, ["kimi_k2"], codemods=files.not_codemods), "not an eagle-audit codemods file"),
-        (lambda: Config().merged(allowed_warnings=["no-such-warning"]), "not a warning rule"),
-        (lambda: load_config(start=files.bad_proj), "unknown key 'targts'; did you mean 'targets'?"),
+        (lambda: Settings().merged(allow_warnings=["no-such-warning"]), "not a warning rule"),
+        (lambda: load_settings(start=files.bad_proj), "unknown key 'modls'; did you mean 'models'?"),
         (lambda: run_matrix(["kimi_k2"], "0.18.0..0.16.0", releases=releases), "is empty"),
         (lambda: run_matrix(["kimi_k2"], "0.99.99", releases=releases), "0.99.99 is not on the package index"),
         (lambda: run_matrix(["NoSuchForCausalLM"], "0.18.0", releases=releases, jobs=1), "NoSuchForCausalLM"),
@@ -344,22 +344,22 @@ def test_input_errors_are_audit_errors(gates, files, releases):
 
 
 def test_flags_override_the_configuration(gates, files, releases):
-    """What ``gate --candidate 0.18.0`` and ``matrix`` do in the configured project."""
-    cfg = load_config(start=files.proj).merged(candidate="0.18.0")
+    """What ``gate --candidate-version 0.18.0`` and ``matrix`` do in the configured project."""
+    cfg = load_settings(start=files.proj).merged(candidate_version="0.18.0")
     assert cfg.path == (files.proj / "pyproject.toml").resolve()
-    assert cfg.candidate == "0.18.0" and cfg.current == "0.16.0"
-    report = run_gate(gates.side(cfg.candidate), cfg.targets, candidate_spec=cfg.candidate,
-                      current=gates.side(cfg.current), current_spec=cfg.current, codemods=cfg.codemods,
-                      methods=cfg.methods, allowed_warnings=cfg.allowed_warnings)
+    assert cfg.candidate_version == "0.18.0" and cfg.current_version == "0.16.0"
+    report = run_gate(gates.side(cfg.candidate_version), cfg.models, candidate_spec=cfg.candidate_version,
+                      current=gates.side(cfg.current_version), current_spec=cfg.current_version, codemods=cfg.codemods,
+                      methods=cfg.methods, allowed_warnings=cfg.allow_warnings)
     doc = as_json(report)
     assert doc["outcome"] == "native" and doc["candidate"]["spec"] == "0.18.0"
     assert "drop your codemods" in doc["message"]
-    rows = as_json(run_matrix(cfg.targets, cfg.versions, method=cfg.methods[0], releases=releases, jobs=1))["rows"]
+    rows = as_json(run_matrix(cfg.models, cfg.versions, method=cfg.methods[0], releases=releases, jobs=1))["rows"]
     assert {r["vllm_version"] for r in rows} == {"0.17.1", "0.18.0"}
 
 
 def test_config_file_parsing(tmp_path):
-    assert load_config(start=tmp_path) == Config()  # no pyproject anywhere up to tmp's root
+    assert load_settings(start=tmp_path) == Settings()  # no pyproject anywhere up to tmp's root
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n')
     assert find_pyproject(tmp_path) is None  # a pyproject without the table is skipped
     proj = tmp_path / "p"
@@ -375,39 +375,42 @@ def test_config_file_parsing(tmp_path):
         candidate = "local"
         current = "0.16.0"
         """))
-    cfg = load_config(start=proj / "a" / "b")
+    cfg = load_settings(start=proj / "a" / "b")
     assert cfg.path == (proj / "pyproject.toml").resolve()
-    assert cfg.targets == ("kimi_k2",)
+    assert cfg.models == ("kimi_k2",)
     assert cfg.methods == ("eagle3", "eagle", "mtp")  # all includes mtp
     assert cfg.codemods == (proj / "cm" / "x.codemods.json").resolve()
-    assert cfg.allowed_warnings == ("stale-member", "pp-relative-index")
+    assert cfg.allow_warnings == ("stale-member", "pp-relative-index")
     assert cfg.fail_on_warnings is True
-    assert cfg.candidate == str((proj / "local").resolve())  # a path beside the file
-    assert cfg.current == "0.16.0"
+    assert cfg.candidate_version == str((proj / "local").resolve())  # a path beside the file
+    assert cfg.current_version == "0.16.0"
+    # the old spellings are still read, each with a deprecation notice naming the new key
+    assert len(cfg.deprecations) == 4 and "'targets' is deprecated; call it 'models' (like --model)" in cfg.deprecations[0]
     # flags override, an empty flag keeps the file's value
-    m = cfg.merged(targets=["DeepseekV3ForCausalLM"], methods=["eagle3"], candidate=None, allowed_warnings=[],
+    m = cfg.merged(models=["DeepseekV3ForCausalLM"], methods=["eagle3"], candidate_version=None, allow_warnings=[],
                    fail_on_warnings=False)
-    assert m.targets == ("DeepseekV3ForCausalLM",) and m.methods == ("eagle3",)
-    assert m.candidate == cfg.candidate and m.allowed_warnings == cfg.allowed_warnings
+    assert m.models == ("DeepseekV3ForCausalLM",) and m.methods == ("eagle3",)
+    assert m.candidate_version == cfg.candidate_version and m.allow_warnings == cfg.allow_warnings
     assert m.fail_on_warnings is False
-    assert load_config(proj / "pyproject.toml") == cfg
+    assert load_settings(proj / "pyproject.toml") == cfg
 
 
 @pytest.mark.parametrize("body, needle", [
     ('methods = ["eagle4"]', "unknown method 'eagle4'"),
-    ("targets = 3", "expected a list of strings"),
-    ('fail-on-warnings = "yes"', "expected true or false"),
-    ('allowed-warnings = ["allowlist"]', "not a warning rule"),
-    ("codemods = 1", "expected a string"),
+    ("models = 3", "models: 3 is not of type 'string', 'array'"),
+    ('fail-on-warnings = "yes"', "fail-on-warnings: 'yes' is not of type 'boolean'"),
+    ('allow-warnings = ["allowlist"]', "not a warning rule"),
+    ("codemods = 1", "codemods: 1 is not of type 'string'"),
+    ('models = ["a"]\ntargets = ["b"]', "'targets' and 'models' are the same setting"),
     ("[tool.eagle-audit", "not valid TOML"),
 ])
 def test_config_errors(tmp_path, body, needle):
     f = tmp_path / "pyproject.toml"
     f.write_text(body if body.startswith("[") else f"[tool.eagle-audit]\n{body}\n")
     with pytest.raises(AuditError, match=needle.replace("(", r"\(").replace("[", r"\[")):
-        load_config(f)
+        load_settings(f)
     with pytest.raises(AuditError, match="no such file"):
-        load_config(tmp_path / "missing.toml")
+        load_settings(tmp_path / "missing.toml")
 
 
 # -- CI formats --------------------------------------------------------------------------------
@@ -602,17 +605,17 @@ def cli(files) -> SimpleNamespace:
     gate = ("gate", "--no-progress")
     base = (*gate, "--model", "kimi_k2")
     jobs = {
-        "native_table": ((*base, "--candidate", "0.18.0"), REPO),
-        "broken_sarif": ((*base, "--candidate", DRIFT, "--codemods", files.cm,
+        "native_table": ((*base, "--candidate-version", "0.18.0"), REPO),
+        "broken_sarif": ((*base, "--candidate-version", DRIFT, "--codemods", files.cm,
                           "--format", "sarif", "-o", tmp / "broken.sarif", "--summary", tmp / "summary.md"), REPO),
-        "broken_exit_zero": ((*base, "--candidate", DRIFT, "--codemods", files.cm, "--exit-zero", "--format", "json"),
+        "broken_exit_zero": ((*base, "--candidate-version", DRIFT, "--codemods", files.cm, "--exit-zero", "--format", "json"),
                              REPO),
         "matrix_range": (("matrix", "--no-progress", "--model", "kimi_k2", "--versions", "0.17.1..0.18.0",
                           "--format", "markdown", "--summary", tmp / "matrix-summary.md"), REPO),
         "config": ((*gate, "--format", "json"), files.proj / "sub"),
         # usage and input errors
         "no_candidate": ((*base,), REPO),
-        "missing_codemods": ((*base, "--candidate", DRIFT, "--codemods", tmp / "nope.json"), REPO),
+        "missing_codemods": ((*base, "--candidate-version", DRIFT, "--codemods", tmp / "nope.json"), REPO),
         "config_bad": ((*gate,), files.bad_proj),
     }
     with ThreadPoolExecutor(3) as pool:
@@ -663,7 +666,7 @@ def test_cli_gate_reads_pyproject_from_a_subfolder(cli, files):
 @pytest.mark.parametrize("case, needle", [
     ("no_candidate", "--candidate"),
     ("missing_codemods", "no such file"),
-    ("config_bad", "unknown key 'targts'; did you mean 'targets'?"),
+    ("config_bad", "unknown key 'modls'; did you mean 'models'?"),
 ])
 def test_cli_usage_errors_exit_2_with_one_line(cli, case, needle):
     p = getattr(cli, case)

@@ -99,9 +99,9 @@ def test_model_type_injection_is_refused_by_scan_fix_and_codemods_file(tmp_path)
     for args in (
         ("scan", str(root), "--model", "ToyV2ForCausalLM", "--model-type", payload, "--no-progress"),
         ("fix", str(root), "--model", "ToyV2ForCausalLM", "--model-type", payload, "--no-progress"),
-        ("fix", str(root), "--model", "ToyV2ForCausalLM", "--model-type", payload, "--out", str(out)),
+        ("fix", str(root), "--model", "ToyV2ForCausalLM", "--model-type", payload, "--out-dir", str(out)),
         ("fix", str(root), "--model", "ToyV2ForCausalLM", "--model-type", payload, "--apply"),
-        ("gate", "--candidate", str(root), "--model", "ToyV2ForCausalLM", "--model-type", payload),
+        ("gate", "--candidate-version", str(root), "--model", "ToyV2ForCausalLM", "--model-type", payload),
     ):
         r = cli(*args)
         line = one_line_error(r)
@@ -117,7 +117,7 @@ def test_model_type_injection_is_refused_by_scan_fix_and_codemods_file(tmp_path)
         f.write_text(json.dumps(doc))
         r = cli("fix", "--codemods", str(f), str(root), "--apply")
         assert "is not a model_type" in one_line_error(r)
-        r = cli("gate", "--candidate", str(root), "--codemods", str(f))
+        r = cli("gate", "--candidate-version", str(root), "--codemods", str(f))
         assert "is not a model_type" in one_line_error(r)
     # a checkpoint config carrying it
     for cfg in ({"architectures": ["ToyV2ForCausalLM"], "model_type": payload},
@@ -127,8 +127,8 @@ def test_model_type_injection_is_refused_by_scan_fix_and_codemods_file(tmp_path)
         assert "is not a model_type" in one_line_error(cli("scan", str(root), "--hf-config", str(f)))
     # [tool.eagle-audit]
     proj = tmp_path / "pyproject.toml"
-    proj.write_text(f"[tool.eagle-audit]\ntargets = ['ToyV2ForCausalLM']\nmodel-type = {json.dumps(payload)}\n")
-    r = cli("gate", "--candidate", str(root), "--config", str(proj))
+    proj.write_text(f"[tool.eagle-audit]\nmodels = ['ToyV2ForCausalLM']\nmodel-type = {json.dumps(payload)}\n")
+    r = cli("gate", "--candidate-version", str(root), "--config", str(proj))
     assert "is not a model_type" in one_line_error(r)
     assert tree_hash(root) == before
     assert not out.exists() and not marker.exists()
@@ -766,20 +766,20 @@ def test_bad_output_paths_fail_before_the_work(tmp_path, monkeypatch):
     ]
     for extra, words in cases:
         for cmd in (["scan", MINIVLLM, "-f", "json"], ["explain", "LlamaForCausalLM", MINIVLLM],
-                    ["gate", "--candidate", MINIVLLM, "--model", "LlamaForCausalLM", "-f", "json"],
+                    ["gate", "--candidate-version", MINIVLLM, "--model", "LlamaForCausalLM", "-f", "json"],
                     ["matrix", "--model", "LlamaForCausalLM", "--versions", "0.16.0", "-f", "json"]):
             line = one_line_error(cli(*cmd, *extra))
             assert words in line, (cmd, extra, line)
     assert existing.read_text() == "keep me\n"
     for summary in (tmp_path, ro / "summary.md"):
-        line = one_line_error(cli("gate", "--candidate", MINIVLLM, "--model", "LlamaForCausalLM",
+        line = one_line_error(cli("gate", "--candidate-version", MINIVLLM, "--model", "LlamaForCausalLM",
                                   "--summary", summary))
         assert "--summary" in line
     # fix --out: a file instead of a folder, an existing patch
-    assert "is not a folder" in one_line_error(cli("fix", MINIVLLM, "--model", "ToyV3ForCausalLM", "--out", blocker))
+    assert "is not a folder" in one_line_error(cli("fix", MINIVLLM, "--model", "ToyV3ForCausalLM", "--out-dir", blocker))
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "ToyV3ForCausalLM.patch").write_text("old patch\n")
-    line = one_line_error(cli("fix", MINIVLLM, "--model", "ToyV3ForCausalLM", "--out", tmp_path / "out"))
+    line = one_line_error(cli("fix", MINIVLLM, "--model", "ToyV3ForCausalLM", "--out-dir", tmp_path / "out"))
     assert "ToyV3ForCausalLM.patch exists; pass --force" in line
     assert (tmp_path / "out" / "ToyV3ForCausalLM.patch").read_text() == "old patch\n"
 
@@ -794,11 +794,11 @@ def test_outputs_follow_the_umask_and_force_overwrites(tmp_path):
         assert r.exit_code == 0, r.stderr
         assert (report.stat().st_mode & 0o777) == 0o640
         out = tmp_path / "patches"
-        r = cli("fix", MINIVLLM, "--model", "ToyV3ForCausalLM", "--model-type", "toy", "--out", out)
+        r = cli("fix", MINIVLLM, "--model", "ToyV3ForCausalLM", "--model-type", "toy", "--out-dir", out)
         assert r.exit_code == 0, r.stderr
         for f in out.iterdir():
             assert (f.stat().st_mode & 0o777) == 0o640, f
-        r = cli("fix", MINIVLLM, "--model", "ToyV3ForCausalLM", "--model-type", "toy", "--out", out, "--force")
+        r = cli("fix", MINIVLLM, "--model", "ToyV3ForCausalLM", "--model-type", "toy", "--out-dir", out, "--force")
         assert r.exit_code == 0, r.stderr
     finally:
         os.umask(old)
@@ -869,7 +869,7 @@ def test_codemods_files_are_validated(tmp_path):
     for name, (doc, words) in cases.items():
         f = tmp_path / f"{name}.codemods.json"
         f.write_text(json.dumps(doc))
-        for cmd in (["fix", MINIVLLM, "--codemods", f], ["gate", "--candidate", MINIVLLM, "--codemods", f]):
+        for cmd in (["fix", MINIVLLM, "--codemods", f], ["gate", "--candidate-version", MINIVLLM, "--codemods", f]):
             line = one_line_error(cli(*cmd))
             assert words in line, (name, cmd, line)
     f = tmp_path / "good.codemods.json"
@@ -914,7 +914,7 @@ def test_an_archive_without_a_published_sha256_is_refused_unless_allowed(file_in
     assert r.stderr.startswith("eagle-audit: warning: vllm-9.9.7.tar.gz (unverified")
     for args in (("explain", "LlamaForCausalLM", "--vllm-version", "9.9.7"),
                  ("fix", "--vllm-version", "9.9.7", "--model", "ToyV3ForCausalLM", "--model-type", "toy"),
-                 ("gate", "--candidate", "9.9.7", "--model", "LlamaForCausalLM")):
+                 ("gate", "--candidate-version", "9.9.7", "--model", "LlamaForCausalLM")):
         r = cli("--allow-unverified", *args, "--no-progress")
         assert r.exit_code == 0, (args, r.stderr)
         assert r.stderr.startswith("eagle-audit: warning: vllm-9.9.7.tar.gz (unverified"), (args, r.stderr)
@@ -958,7 +958,7 @@ def test_control_characters_from_the_tree_are_neutralised(tmp_path):
             for fmt in ("table", "markdown", "junit", "json", "sarif")}
     runs["explain"] = cli("explain", evil, root)
     runs["fix"] = cli("fix", root, "--model", evil, "--model-type", "toy")
-    runs["gate"] = cli("gate", "--candidate", root, "--model", evil, "--model-type", "toy")
+    runs["gate"] = cli("gate", "--candidate-version", root, "--model", evil, "--model-type", "toy")
     runs["error"] = cli("scan", root, "--model", "Nope\x1b[2J\u202e")
     for name, r in runs.items():
         for stream in (r.stdout, r.stderr):
@@ -1178,7 +1178,7 @@ def test_no_code_from_the_tree_runs_and_archives_are_never_extracted(tmp_path, m
     for tree in (root, *archives):
         for args in (("scan", tree, "-f", "json"), ("explain", "EvilForCausalLM", tree),
                      ("fix", tree, "--model", "ToyV3ForCausalLM", "--model-type", "toy"),
-                     ("gate", "--candidate", tree, "--model", "EvilForCausalLM")):
+                     ("gate", "--candidate-version", tree, "--model", "EvilForCausalLM")):
             r = cli(*args, "--no-cache") if args[0] != "gate" else cli(*args)
             assert r.exit_code in (0, 1), (args, r.stderr)
     assert not marker.exists()

@@ -16,7 +16,7 @@ from auditor.engines.vllm.targets import resolve_targets
 from auditor.model.errors import AuditError
 from auditor.model.options import RunOptions, check_methods, load_draft_config
 from auditor.model.results import TargetSpec
-from auditor.orchestration.config import load_config
+from auditor.orchestration.config import load_settings
 from tests.real import next_cases, release_auditor
 
 REPO = Path(__file__).resolve().parents[1]
@@ -76,19 +76,19 @@ def test_config_file_run_options(tmp_path):
     (tmp_path / "pyproject.toml").write_text(
         '[tool.eagle-audit]\nmethods = ["deepseek_mtp"]\npipeline-parallel-size = 2\ndraft-config = "d"\n'
         'parallel-drafting = true\nnum-speculative-tokens = 3\n')
-    cfg = load_config(start=tmp_path)
+    cfg = load_settings(start=tmp_path)
     run_ = cfg.run_options(platform="rocm")
     assert (run_.method, run_.pipeline_parallel_size, run_.parallel_drafting, run_.num_speculative_tokens,
             run_.platform) == ("deepseek_mtp", 2, True, 3, "rocm")
     assert run_.draft_config == {"architectures": ["Qwen3ForCausalLM"]}
     assert cfg.merged(pipeline_parallel_size=4).pipeline_parallel_size == 4  # a flag overrides the file
     for bad, match in (("pipeline-parallel-size = 0", "pipeline-parallel size"),
-                       ('pipeline-parallel-size = "2"', "pipeline-parallel size"),
-                       ("parallel-drafting = 1", "true or false"),
+                       ('pipeline-parallel-size = "2"', "pipeline-parallel-size: '2' is not of type 'integer'"),
+                       ("parallel-drafting = 1", "parallel-drafting: 1 is not of type 'boolean'"),
                        ('methods = ["mtp2"]', "unknown method")):
         (tmp_path / "pyproject.toml").write_text(f"[tool.eagle-audit]\n{bad}\n")
         with pytest.raises(AuditError, match=match):
-            load_config(start=tmp_path)
+            load_settings(start=tmp_path)
 
 
 def test_bad_run_option_flags_exit_2(tmp_path):
@@ -318,7 +318,7 @@ def test_matrix_names_the_first_release_where_mtp_with_pp2_works(releases):
 
 
 def test_gate_takes_the_run_options_and_says_when_no_codemod_exists():
-    p = run("gate", "--candidate", "0.27.0", "--current", "0.33.0", "--model", "DeepseekV3ForCausalLM", "--method",
+    p = run("gate", "--candidate-version", "0.27.0", "--current-version", "0.33.0", "--model", "DeepseekV3ForCausalLM", "--method",
             "mtp", "--pipeline-parallel-size", "2", "--format", "json", "--no-progress")
     assert p.returncode == 1, p.stderr
     doc = json.loads(p.stdout)

@@ -416,7 +416,7 @@ def test_matrix_over_sglang_releases_sdists_and_wheels():
 
 
 def test_gate_on_sglang_paths(tmp_path):
-    res = cli("gate", "--model", "LlamaForCausalLM", "--candidate", MINI, "--no-cache", "--no-progress", "-f", "json")
+    res = cli("gate", "--model", "LlamaForCausalLM", "--candidate-version", MINI, "--no-cache", "--no-progress", "-f", "json")
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     assert doc["candidate"]["engine"] == "sglang" and doc["outcome"] == "native"

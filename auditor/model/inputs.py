@@ -72,6 +72,30 @@ def json_depth(doc: object) -> int:
     return deepest
 
 
+def checkpoint_config(path, label: str):
+    """The ``config.json`` a checkpoint flag names: ``path`` itself, or the ``config.json``
+    inside ``path`` when it is a folder (a checkpoint folder).
+
+    Args:
+        path: a file or a checkpoint folder (``str`` or ``Path``; ``~`` is expanded).
+        label: the flag, for the message (``--hf-config``).
+
+    Returns:
+        The ``Path`` of the file to read (not yet read: :func:`read_json` checks it).
+
+    Raises:
+        AuditError: ``path`` is a folder without a ``config.json`` (one line).
+    """
+    from pathlib import Path
+
+    p = Path(path).expanduser()
+    if p.is_dir():
+        if not (p / "config.json").exists():
+            raise AuditError(f"{label}: {path} is a folder without a config.json")
+        return p / "config.json"
+    return p
+
+
 def read_json(path, label: str, schema: str | None = None) -> object:
     """Read, parse and validate one JSON input.
 

@@ -89,13 +89,9 @@ def load_draft_config(path: str | Path, label: str = "--draft-config") -> tuple[
         AuditError: no such file or folder, a folder without ``config.json``, not a regular
             file, too large, not JSON, too deep, not an object, or a key of the wrong form.
     """
-    from auditor.model.inputs import read_json
+    from auditor.model.inputs import checkpoint_config, read_json
 
-    p = Path(path).expanduser()
-    if p.is_dir():
-        p = p / "config.json"
-        if not p.exists():
-            raise AuditError(f"{label}: {path} is a folder without a config.json")
+    p = checkpoint_config(path, label)
     doc = read_json(p, label, "draft-config")
     return doc, str(p)  # type: ignore[return-value]
 

@@ -1,27 +1,18 @@
-"""``[tool.eagle-audit]`` in ``pyproject.toml``: the defaults of ``eagle-audit gate`` and
-``eagle-audit matrix``, so that CI and ``pre-commit`` can run them without repeating flags.
+"""Settings of every command: ``[tool.eagle-audit]`` in ``pyproject.toml``, then flags.
 
-```toml
-[tool.eagle-audit]
-targets = ["kimi_k2"]                        # --model (architectures or model_types)
-methods = ["eagle3"]                         # --method
-codemods = "eagle-audit/kimi_k2.codemods.json"  # --codemods (relative to this file's folder)
-allowed-warnings = ["stale-member"]          # --allow-warning (gate ids or rule codes)
-fail-on-warnings = false                     # --fail-on-warnings
-current = "0.16.0"                           # --current (a release or a path)
-candidate = "0.18.0"                         # --candidate (a release or a path)
-versions = "0.16.0.."                        # matrix --versions
-model-type = "kimi_k2"                       # --model-type
-hf-config = "config.json"                    # --hf-config (relative to this file's folder)
-pipeline-parallel-size = 2                   # --pipeline-parallel-size
-draft-config = "drafter/config.json"         # --draft-config (file or folder, relative to this file's folder)
-parallel-drafting = false                    # --parallel-drafting
-num-speculative-tokens = 3                   # --num-speculative-tokens
-```
+One typed model (:class:`Settings`) serves ``scan``, ``explain``, ``fix``, ``gate`` and ``matrix``;
+precedence is flags > settings > defaults. Every setting is named like its flag: a repeatable flag
+gives a plural setting (``--model`` ↔ ``models``, ``--method`` ↔ ``methods``, ``--allow-warning`` ↔
+``allow-warnings``), any other flag its own name without the dashes (``--candidate-version`` ↔
+``candidate-version``). :data:`SETTINGS` lists them with the commands that read each; the README's
+settings block is generated from it (``tests/test_cli_settings.py`` keeps them equal).
 
 The file is found by walking up from the working folder to the first ``pyproject.toml`` that has
-a ``[tool.eagle-audit]`` table (``--config FILE`` names one instead). Flags override the file.
-Unknown keys and values of the wrong type are input errors (exit 2), never ignored.
+a ``[tool.eagle-audit]`` table; ``--config FILE`` names one instead and ``--no-config`` reads none.
+The table is validated against ``auditor/model/schemas/settings.json``: an unknown key or a value
+of the wrong form is an input error naming the file and the key (exit 2), never ignored. The old
+spellings (``targets``, ``allowed-warnings``, ``current``, ``candidate``) are still read, each
+with a deprecation notice (:attr:`Settings.deprecations`; the command line prints them on stderr).
 """
 
 from __future__ import annotations
@@ -34,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from auditor.model.errors import AuditError
-from auditor.model.inputs import check_model_type
+from auditor.model.inputs import check_json, check_model_type
 from auditor.model.options import (
     RunOptions,
     check_methods,
@@ -46,41 +37,104 @@ from auditor.model.options import (
 #: The table read from pyproject.toml.
 TABLE = ("tool", "eagle-audit")
 
+#: The commands that read settings.
+COMMANDS = ("scan", "explain", "fix", "gate", "matrix")
+
+_RUN = ("scan", "fix", "gate", "matrix")
+
 
 @dataclass(frozen=True)
-class Config:
-    """Settings of ``gate`` and ``matrix``: from a ``pyproject.toml`` (``path``), else defaults.
+class Setting:
+    """One key of ``[tool.eagle-audit]``: its ``field`` of :class:`Settings`, the ``flag`` it
+    stands for, the ``commands`` that read it, a ``help`` phrase, an ``example`` value (TOML
+    text, for the README) and the ``old`` spellings still read with a deprecation notice."""
 
-    Paths (``codemods``, ``hf_config``) are absolute once read from a file; ``current`` and
-    ``candidate`` become absolute when they name a path that exists beside the file.
+    key: str
+    field: str
+    flag: str
+    commands: tuple[str, ...]
+    help: str
+    example: str
+    old: tuple[str, ...] = ()
+
+
+#: Every setting, in the order of the README's settings block.
+SETTINGS: tuple[Setting, ...] = (
+    Setting("models", "models", "--model", COMMANDS, "targets: architectures or model_types",
+            '["kimi_k2"]', old=("targets",)),
+    Setting("methods", "methods", "--method", COMMANDS, "speculative methods (scan audits each; the "
+            "others take the first)", '["eagle3"]'),
+    Setting("model-type", "model_type", "--model-type", _RUN, "the targets' text model_type", '"kimi_k2"'),
+    Setting("hf-config", "hf_config", "--hf-config", ("scan", "gate"), "the checkpoint's config.json or its "
+            "folder (relative to this file)", '"checkpoint"'),
+    Setting("pipeline-parallel-size", "pipeline_parallel_size", "--pipeline-parallel-size", _RUN,
+            "the target's pipeline-parallel size", "1"),
+    Setting("draft-config", "draft_config", "--draft-config", _RUN, "the drafter's config.json or its folder "
+            "(relative to this file)", '"drafter"'),
+    Setting("parallel-drafting", "parallel_drafting", "--parallel-drafting", _RUN,
+            "the speculative config's parallel_drafting", "false"),
+    Setting("num-speculative-tokens", "num_speculative_tokens", "--num-speculative-tokens", _RUN,
+            "the speculative config's num_speculative_tokens", "3"),
+    Setting("codemods", "codemods", "--codemods", ("gate",), "your codemods file, replayed on the candidate "
+            "(relative to this file)", '"eagle-audit/kimi_k2.codemods.json"'),
+    Setting("allow-warnings", "allow_warnings", "--allow-warning", ("gate",), "warnings to accept (gate ids "
+            "or rule codes)", '["stale-member"]', old=("allowed-warnings",)),
+    Setting("fail-on-warnings", "fail_on_warnings", "--fail-on-warnings", ("gate",),
+            "break the gate on a warning that is not allowed", "false"),
+    Setting("current-version", "current_version", "--current-version", ("gate",), "the release in use (a "
+            "version, or a path relative to this file)", '"0.16.0"', old=("current",)),
+    Setting("candidate-version", "candidate_version", "--candidate-version", ("gate",), "the release to "
+            "upgrade to (a version, or a path relative to this file)", '"0.18.0"', old=("candidate",)),
+    Setting("versions", "versions", "--versions", ("matrix",), "releases: a list, a range or both",
+            '"0.16.0.."'),
+)
+
+#: Key (new or old spelling) → its setting.
+_BY_KEY: dict[str, Setting] = {k: s for s in SETTINGS for k in (s.key, *s.old)}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The settings of one run: defaults, replaced by a ``pyproject.toml`` (``path``), replaced
+    by the flags given (:meth:`merged`). The fields are those of :data:`SETTINGS`.
+
+    Paths (``codemods``, ``hf_config``, ``draft_config``) are absolute once read from a file;
+    ``current_version`` and ``candidate_version`` become absolute when they name a path that
+    exists beside the file. ``deprecations`` holds one notice per old spelling the file used.
     """
 
     path: Path | None = None
-    targets: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
     methods: tuple[str, ...] = ("eagle3",)
-    codemods: Path | None = None
-    allowed_warnings: tuple[str, ...] = ()
-    fail_on_warnings: bool = False
-    current: str | None = None
-    candidate: str | None = None
-    versions: str | None = None
     model_type: str | None = None
     hf_config: Path | None = None
     pipeline_parallel_size: int = 1
     draft_config: Path | None = None
     parallel_drafting: bool = False
     num_speculative_tokens: int | None = None
+    codemods: Path | None = None
+    allow_warnings: tuple[str, ...] = ()
+    fail_on_warnings: bool = False
+    current_version: str | None = None
+    candidate_version: str | None = None
+    versions: str | None = None
+    deprecations: tuple[str, ...] = ()
 
-    def merged(self, **flags: Any) -> "Config":
-        """This config with every flag that was given (not None, not an empty list) in place of
-        the file's value. Lists replace, they do not extend."""
+    def merged(self, **flags: Any) -> "Settings":
+        """These settings with every flag that was given (not None, not an empty list) in place
+        of the file's value. Lists replace, they do not extend.
+
+        Raises:
+            AuditError: a flag value of the wrong form (named by its flag).
+            TypeError: a keyword that is not a field.
+        """
         given = {k: (tuple(v) if isinstance(v, list) else v) for k, v in flags.items()
                  if v is not None and v != [] and v != ()}
         unknown = set(given) - {f.name for f in dataclasses.fields(self)}
         if unknown:
-            raise TypeError(f"not a config field: {', '.join(sorted(unknown))}")
-        if "allowed_warnings" in given:
-            given["allowed_warnings"] = _check_warnings(list(given["allowed_warnings"]), "--allow-warning")
+            raise TypeError(f"not a settings field: {', '.join(sorted(unknown))}")
+        if "allow_warnings" in given:
+            given["allow_warnings"] = _check_warnings(list(given["allow_warnings"]), "--allow-warning")
         if "methods" in given:
             given["methods"] = check_methods(list(given["methods"]), "--method")
         if "model_type" in given:
@@ -113,28 +167,13 @@ class Config:
         return out
 
 
-#: Key in the file → field of :class:`Config`.
-_KEYS: dict[str, str] = {
-    "targets": "targets",
-    "methods": "methods",
-    "codemods": "codemods",
-    "allowed-warnings": "allowed_warnings",
-    "fail-on-warnings": "fail_on_warnings",
-    "current": "current",
-    "candidate": "candidate",
-    "versions": "versions",
-    "model-type": "model_type",
-    "hf-config": "hf_config",
-    "pipeline-parallel-size": "pipeline_parallel_size",
-    "draft-config": "draft_config",
-    "parallel-drafting": "parallel_drafting",
-    "num-speculative-tokens": "num_speculative_tokens",
-}
-
-
 def find_pyproject(start: Path | None = None) -> Path | None:
     """The first ``pyproject.toml`` with a ``[tool.eagle-audit]`` table in ``start`` (default:
-    the working folder) or one of its parents; None when there is none."""
+    the working folder) or one of its parents; None when there is none.
+
+    Raises:
+        AuditError: a ``pyproject.toml`` on the way cannot be read or is not TOML.
+    """
     here = Path(start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
         candidate = folder / "pyproject.toml"
@@ -143,14 +182,19 @@ def find_pyproject(start: Path | None = None) -> Path | None:
     return None
 
 
-def load_config(path: Path | str | None = None, start: Path | None = None) -> Config:
-    """Read ``[tool.eagle-audit]`` from ``path``, or from :func:`find_pyproject` (``start``);
-    defaults when no file has the table.
+def load_settings(path: Path | str | None = None, start: Path | None = None, *, enabled: bool = True) -> Settings:
+    """Read ``[tool.eagle-audit]`` from ``path`` (``--config``), or from :func:`find_pyproject`
+    (``start``); the defaults when no file has the table, or when ``enabled`` is False
+    (``--no-config``: no file is read at all).
 
     Raises:
         AuditError: the file is missing or is not TOML, the table has an unknown key, or a
-            value has the wrong type (one line, naming the file and the key).
+            value has the wrong form (one line, naming the file and the key).
     """
+    if not enabled:
+        if path is not None:
+            raise AuditError("give either --config FILE or --no-config, not both")
+        return Settings()
     if path is not None:
         p = Path(path).expanduser()
         if not p.is_file():
@@ -161,9 +205,20 @@ def load_config(path: Path | str | None = None, start: Path | None = None) -> Co
     else:
         p = find_pyproject(start)
         if p is None:
-            return Config()
+            return Settings()
         table = _table(_read(p))
     return _parse(table, p.resolve())
+
+
+def settings_markdown() -> str:
+    """The README's settings block: one TOML line per setting with its flag and the commands
+    that read it (generated from :data:`SETTINGS`)."""
+    lines = ["```toml", "[tool.eagle-audit]"]
+    for s in SETTINGS:
+        used = "every command" if s.commands == COMMANDS else ", ".join(s.commands)
+        lines += [f"# {s.flag} ({used}): {s.help}", f"{s.key} = {s.example}"]
+    lines.append("```")
+    return "\n".join(lines)
 
 
 def _read(path: Path) -> dict:
@@ -171,7 +226,7 @@ def _read(path: Path) -> dict:
         with open(path, "rb") as fh:
             return tomllib.load(fh)
     except OSError as exc:
-        raise AuditError(f"cannot read {path}: {exc}") from None
+        raise AuditError(f"cannot read {path}: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise AuditError(f"{path} is not valid TOML: {exc}") from None
 
@@ -182,47 +237,47 @@ def _table(data: dict) -> dict | None:
     return t if isinstance(t, dict) else None
 
 
-def _parse(table: dict, path: Path) -> Config:
+def _parse(table: dict, path: Path) -> Settings:
     where = f"{path} (tool.eagle-audit)"
+    for key in table:
+        if key not in _BY_KEY:
+            close = difflib.get_close_matches(key, [s.key for s in SETTINGS], n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(s.key for s in SETTINGS)}"
+            raise AuditError(f"{where}: unknown key {key!r}{hint}")
+    check_json(table, where, "settings")  # the form of every value (the message names the key)
     base = path.parent
     values: dict[str, Any] = {}
+    notes: list[str] = []
     for key, value in table.items():
-        field = _KEYS.get(key)
-        if field is None:
-            close = difflib.get_close_matches(key, list(_KEYS), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(_KEYS)}"
-            raise AuditError(f"{where}: unknown key {key!r}{hint}")
+        setting = _BY_KEY[key]
+        field = setting.field
         label = f"{where} {key}"
-        if field in ("targets", "methods", "allowed_warnings"):
-            if isinstance(value, str):
-                value = [value]
-            if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-                raise AuditError(f"{label}: expected a list of strings, got {value!r}")
+        if key != setting.key:
+            if setting.key in table:
+                raise AuditError(f"{where}: {key!r} and {setting.key!r} are the same setting; keep {setting.key!r}")
+            notes.append(f"{path}: setting {key!r} is deprecated; call it {setting.key!r} (like {setting.flag})")
+        if field in ("models", "methods", "allow_warnings"):
+            value = [value] if isinstance(value, str) else list(value)
             if field == "methods":
                 value = check_methods(value, label)
-            elif field == "allowed_warnings":
+            elif field == "allow_warnings":
                 value = _check_warnings(value, label)
             values[field] = tuple(value)
-        elif field in ("fail_on_warnings", "parallel_drafting"):
-            if not isinstance(value, bool):
-                raise AuditError(f"{label}: expected true or false, got {value!r}")
-            values[field] = value
         elif field == "pipeline_parallel_size":
             values[field] = check_pipeline_parallel_size(value, label)
         elif field == "num_speculative_tokens":
             values[field] = check_num_speculative_tokens(value, label)
+        elif field in ("codemods", "hf_config", "draft_config"):
+            values[field] = (base / value).resolve()
+        elif field in ("current_version", "candidate_version"):
+            values[field] = str((base / value).resolve()) if (base / value).exists() else value.strip()
+        elif field == "model_type":
+            values[field] = check_model_type(value, label)
+        elif isinstance(value, str):
+            values[field] = value.strip()
         else:
-            if not isinstance(value, str) or not value.strip():
-                raise AuditError(f"{label}: expected a string, got {value!r}")
-            if field in ("codemods", "hf_config", "draft_config"):
-                values[field] = (base / value).resolve()
-            elif field in ("current", "candidate") and (base / value).exists():
-                values[field] = str((base / value).resolve())
-            elif field == "model_type":
-                values[field] = check_model_type(value, label)
-            else:
-                values[field] = value.strip()
-    return Config(path=path, **values)
+            values[field] = value
+    return Settings(path=path, deprecations=tuple(notes), **values)
 
 
 def warning_ids() -> dict[str, str]:

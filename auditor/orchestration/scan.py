@@ -41,8 +41,9 @@ class Auditor:
 
     Args:
         tree: the tree to audit.
-        transformers: the folder that contains a ``transformers`` package (or the package
-            folder) whose config classes to read; default: the installed one, if any.
+        transformers: ``--transformers``: a folder that contains a ``transformers`` package (or
+            the package folder), a transformers wheel or sdist, or a release version (fetched on
+            first need); default: see :func:`auditor.engines.vllm.hfconfigs.transformers_for_tree`.
         platform: the platform whose branches to follow where a module picks its classes at
             import time (``cuda``, ``rocm``, ``xpu``, ``cpu``; see
             :mod:`auditor.engines.vllm.platforms`).
@@ -76,19 +77,18 @@ class Auditor:
         self.ctx = Context(self.resolver, self.registry, self.facts, engine=self.engine.name)
         self.transformers_arg = transformers
         self.progress = False
-        if transformers and Path(transformers).exists():
-            from auditor.engines.vllm.hfconfigs import locate_transformers
+        if transformers and Path(transformers).expanduser().exists():
+            from auditor.engines.vllm.hfconfigs import open_transformers
 
-            if locate_transformers(transformers) is None:
-                raise AuditError(f"--transformers: no transformers package at {transformers}")
+            open_transformers(transformers)  # a folder, wheel or sdist without transformers: refused now
         elif transformers:
             from packaging.version import InvalidVersion, Version
 
             try:
                 Version(transformers)
             except InvalidVersion:
-                raise AuditError(f"--transformers: {transformers} is neither a transformers folder nor a "
-                                 "release version") from None
+                raise AuditError(f"--transformers: {transformers} is neither a transformers folder, wheel or "
+                                 "sdist, nor a release version") from None
         self.ctx.cache["transformers_loader"] = self._load_transformers
 
     def _load_transformers(self):
@@ -399,7 +399,7 @@ def make_tree(source, cache: SummaryCache | None = None) -> Tree:
 
 
 def open_tree(path: str | None, vllm_version: str | None, *, progress: bool = True, use_cache: bool = True,
-              sglang_version: str | None = None, engine: str | None = None) -> Tree:
+              sglang_version: str | None = None, engine: str | None = None, python: str | None = None) -> Tree:
     """Open a tree from a PATH, a release version (fetched and cached) or the installed package.
 
     Args:
@@ -407,12 +407,15 @@ def open_tree(path: str | None, vllm_version: str | None, *, progress: bool = Tr
         vllm_version: a vLLM release to fetch.
         sglang_version: an SGLang release to fetch (sdist, else the wheel for this Python).
         engine: ``vllm`` or ``sglang`` to read that package of the tree (default: detected).
+        python: with no path and no version, the interpreter (or environment folder) whose
+            installed engine to read, located from its layout without running it (``--python``).
     Raises:
         AuditError: bad path, corrupt archive, unknown version, no vllm installed.
     """
     from auditor.source.sources import open_source
 
-    src = open_source(path, vllm_version, progress=progress, sglang_version=sglang_version, package=engine)
+    src = open_source(path, vllm_version, progress=progress, sglang_version=sglang_version, package=engine,
+                      python=python)
     return make_tree(src, SummaryCache(enabled=use_cache))
 
 

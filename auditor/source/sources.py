@@ -51,6 +51,9 @@ __all__ = [
     "InstalledSource",
     "UnreadableFile",
     "open_source",
+    "library_source",
+    "installed_source",
+    "environment_site_packages",
     "read_regular_file",
     "MAX_FILE_BYTES",
     "MAX_ARCHIVE_BYTES",
@@ -63,6 +66,10 @@ _PACKAGE = "vllm"
 #: archive holds several (vLLM first, so that a tree that always read as vLLM still does), each
 #: with the sub-folder that marks it when its ``__init__.py`` is absent.
 PACKAGES: dict[str, str] = {"vllm": "model_executor", "sglang": "srt"}
+#: Library packages an archive may be read for (never audited as trees: their classes are read,
+#: e.g. ``transformers``' HF config classes), each with the sub-folder that marks it.
+LIBRARIES: dict[str, str] = {"transformers": "models"}
+_MARKERS = {**PACKAGES, **LIBRARIES}
 #: How each engine is named in messages.
 _ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 _VERSION_NAMES = ("__version__", "version")
@@ -783,6 +790,210 @@ class InstalledSource(FolderSource):
         return super().version()
 
 
+# ------------------------------------------------------------------- other environments
+
+#: Environment variables that name the environment the user activated, in the order they are
+#: honoured (a virtual environment, else a conda environment).
+ACTIVE_ENV_VARIABLES = ("VIRTUAL_ENV", "CONDA_PREFIX")
+
+
+def _pyvenv_cfg(prefix: pathlib.Path) -> dict[str, str] | None:
+    """The ``key = value`` lines of ``prefix/pyvenv.cfg`` (keys lower-cased), or None when the
+    file is absent or cannot be read (a FIFO or an oversized file is never read)."""
+    try:
+        data = read_regular_file(prefix / "pyvenv.cfg", "pyvenv.cfg", limit=64 << 10)
+    except (OSError, UnreadableFile):
+        return None
+    out = {}
+    for line in data.decode("utf-8", errors="replace").splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            out[key.strip().lower()] = value.strip()
+    return out
+
+
+def _python_version_of(cfg: dict[str, str] | None, interpreter: pathlib.Path | None) -> str | None:
+    """``X.Y`` of an environment: its ``pyvenv.cfg`` ``version_info``/``version``, else the name
+    of the interpreter the path resolves to (``python3.11``); None when neither says."""
+    for key in ("version_info", "version"):
+        m = re.match(r"(\d+)\.(\d+)", (cfg or {}).get(key, ""))
+        if m:
+            return f"{m.group(1)}.{m.group(2)}"
+    if interpreter is not None:
+        try:
+            name = interpreter.resolve().name
+        except OSError:
+            name = interpreter.name
+        m = re.fullmatch(r"python(\d+)\.(\d+)t?(?:\.exe)?", name)
+        if m:
+            return f"{m.group(1)}.{m.group(2)}"
+    return None
+
+
+def _site_folders(prefix: pathlib.Path, version: str | None) -> list[pathlib.Path]:
+    """The package folders of the environment at ``prefix`` that exist, in import order:
+    ``lib/pythonX.Y/site-packages`` (and ``lib64``, Debian's ``dist-packages``), or
+    ``Lib/site-packages`` on Windows. With no known version, every ``lib/python3.*`` is tried."""
+    libs = [f"python{version}"] if version else None
+    out: list[pathlib.Path] = []
+    for lib in ("lib", "lib64", "local/lib"):
+        base = prefix / lib
+        names = libs
+        if names is None:
+            try:
+                names = sorted((p.name for p in base.iterdir() if re.fullmatch(r"python3\.\d+t?", p.name)),
+                               reverse=True)
+            except OSError:
+                continue
+        for name in names:
+            for leaf in ("site-packages", "dist-packages"):
+                out.append(base / name / leaf)
+    out.append(prefix / "Lib" / "site-packages")
+    seen: list[pathlib.Path] = []
+    for folder in out:
+        try:
+            if folder.is_dir() and folder.resolve() not in [f.resolve() for f in seen]:
+                seen.append(folder)
+        except OSError:
+            continue
+    return seen
+
+
+def environment_site_packages(python: str | os.PathLike[str]) -> list[pathlib.Path]:
+    """The package folders (``site-packages``) of a Python environment, derived from its layout
+    alone: the interpreter is never run, so nothing of that environment (``sitecustomize``,
+    ``.pth`` files, the packages themselves) can execute.
+
+    ``python`` is an interpreter (``.venv/bin/python``, ``/usr/bin/python3``,
+    ``env\\Scripts\\python.exe``) or an environment folder (``.venv``, a conda prefix). The
+    environment's prefix is the folder above ``bin/`` (``Scripts/``) as the path is written (a
+    venv's ``bin/python`` is a link to its base interpreter, so the link is not followed first);
+    when that prefix has no ``pyvenv.cfg`` and no package folder, the link is followed. Its Python
+    version comes from ``pyvenv.cfg`` or the interpreter's file name. A venv created with
+    ``include-system-site-packages = true`` also gets its base's folders (``home`` in
+    ``pyvenv.cfg``), after its own. The user site (``~/.local``) is not included.
+
+    Returns:
+        The existing package folders, in import order.
+
+    Raises:
+        SourceError: ``python`` does not exist, or no package folder is found for it.
+    """
+    given = pathlib.Path(python).expanduser()
+    try:
+        if not given.exists():
+            raise SourceError(f"--python {python}: no such interpreter or environment folder")
+        is_dir = given.is_dir()
+    except OSError as exc:
+        raise SourceError(f"--python {python}: {exc.strerror or exc}") from None
+    absolute = pathlib.Path(os.path.abspath(given))
+    interpreter = None if is_dir else absolute
+
+    def prefix_of(exe: pathlib.Path) -> pathlib.Path:
+        return exe.parent.parent if exe.parent.name in ("bin", "Scripts") else exe.parent
+
+    prefixes = [absolute] if is_dir else [prefix_of(absolute)]
+    if interpreter is not None:
+        try:
+            real = prefix_of(interpreter.resolve())
+        except OSError:
+            real = prefixes[0]
+        if real != prefixes[0]:
+            prefixes.append(real)
+    for prefix in prefixes:
+        cfg = _pyvenv_cfg(prefix)
+        version = _python_version_of(cfg, interpreter)
+        folders = _site_folders(prefix, version)
+        if cfg is None and not folders:
+            continue  # not an environment: try where the interpreter's link leads
+        if cfg is not None and cfg.get("include-system-site-packages", "").lower() == "true" and cfg.get("home"):
+            base = pathlib.Path(cfg["home"])
+            folders += [f for f in _site_folders(prefix_of(base / "python"), version) if f not in folders]
+        if folders:
+            return folders
+        break
+    raise SourceError(f"--python {python}: no site-packages folder found in {prefixes[0]} "
+                      "(expected lib/pythonX.Y/site-packages)")
+
+
+def _same_environment(prefix: str) -> bool:
+    """True when ``prefix`` is the environment this process runs in."""
+    import sys
+
+    try:
+        return pathlib.Path(prefix).resolve() == pathlib.Path(sys.prefix).resolve()
+    except OSError:
+        return False
+
+
+def _find_in_folders(folders: list[pathlib.Path], packages: tuple[str, ...]) -> tuple[pathlib.Path, str] | None:
+    """The first ``<folder>/<package>`` that is a package folder, for each package in order."""
+    for pkg in packages:
+        for folder in folders:
+            if FolderSource._is_package(folder / pkg, pkg):
+                return folder / pkg, pkg
+    return None
+
+
+def installed_source(package: str | None = None, python: str | os.PathLike[str] | None = None,
+                     environ: dict[str, str] | None = None) -> "FolderSource":
+    """The engine package installed in an environment, located without importing it.
+
+    In order: the environment of ``python`` (``--python``; see
+    :func:`environment_site_packages`: its layout is read, the interpreter is not run); else the
+    environment the user activated (``VIRTUAL_ENV``, else ``CONDA_PREFIX``: so that eagle-audit
+    installed on its own, e.g. with pipx, audits the vllm of the user's activated venv), when it
+    is not the one this process runs in; else this process's own (:class:`InstalledSource`).
+
+    Args:
+        package: ``vllm`` or ``sglang``; None looks for vllm, then sglang.
+        python: an interpreter or environment folder, or None.
+        environ: the environment variables (default ``os.environ``).
+
+    Returns:
+        A :class:`FolderSource` whose label says where the package was found.
+
+    Raises:
+        SourceError: ``python`` names no environment, or no such package is installed there
+            (the message names the folders searched).
+    """
+    check_package(package)
+    wanted = (package,) if package else tuple(PACKAGES)
+    names = " or ".join(wanted)
+    if python is not None:
+        folders = environment_site_packages(python)
+        found = _find_in_folders(folders, wanted)
+        if found is None:
+            raise SourceError(f"--python {python}: no {names} installed in that environment (searched "
+                              f"{', '.join(map(str, folders))})")
+        return FolderSource(found[0], label=f"installed {found[1]} ({found[0]}, --python {python})", package=found[1])
+    env = os.environ if environ is None else environ
+    searched = None
+    for var in ACTIVE_ENV_VARIABLES:
+        prefix = env.get(var)
+        if not prefix or _same_environment(prefix):
+            continue
+        try:
+            folders = environment_site_packages(prefix)
+        except SourceError:
+            folders = []
+        found = _find_in_folders(folders, wanted)
+        if found is not None:
+            return FolderSource(found[0], label=f"installed {found[1]} ({found[0]}, {var})", package=found[1])
+        searched = f"{var}={prefix}"
+        break  # the activated environment has none: this process's own environment is tried
+    errors = []
+    for pkg in wanted:
+        try:
+            return InstalledSource(pkg)
+        except SourceError as exc:
+            errors.append(exc)
+    if searched is not None:
+        raise SourceError(f"no {names} installed in the activated environment ({searched}) nor in "
+                          f"eagle-audit's own; pass a PATH, --python or --{wanted[0]}-version")
+    raise errors[0]
+
+
 # -------------------------------------------------------------------------- archives
 
 
@@ -815,7 +1026,8 @@ class ArchiveSource(TreeSource):
         """Open and index the archive; see the class docstring."""
         self.path = pathlib.Path(path).expanduser()
         super().__init__(self.path.name)
-        self._wanted = (check_package(package),) if package else tuple(PACKAGES)
+        self._wanted = ((package if package in LIBRARIES else check_package(package),) if package
+                        else tuple(PACKAGES))
         self._zip: zipfile.ZipFile | None = None
         self._members: dict[str, bytes] | None = None  # tar: relpath -> bytes
         self._zip_names: dict[str, str] = {}  # zip: relpath -> member name
@@ -860,18 +1072,21 @@ class ArchiveSource(TreeSource):
 
         Returns:
             ``""`` when ``<package>/`` is at the top, ``"<folder>/"`` when one level down,
-            or None when no such package is found.
+            ``"<folder>/src/"`` in an sdist of the ``src/`` layout, or None when no such package
+            is found.
         """
         counts: dict[str, int] = {}
         marked: set[str] = set()
         for path in paths:
             parts = path.split("/")
-            for depth in (0, 1):
+            for depth in (0, 1, 2):
+                if depth == 2 and parts[1:2] != ["src"]:
+                    continue
                 if len(parts) > depth + 1 and parts[depth] == package:
                     prefix = "/".join(parts[:depth]) + ("/" if depth else "")
                     counts[prefix] = counts.get(prefix, 0) + 1
                     rest = parts[depth + 1 :]
-                    if rest == ["__init__.py"] or rest[:1] == [PACKAGES[package]]:
+                    if rest == ["__init__.py"] or rest[:1] == [_MARKERS[package]]:
                         marked.add(prefix)
         if not marked:
             return None
@@ -890,7 +1105,7 @@ class ArchiveSource(TreeSource):
         """The 'no package found' error for this archive."""
         if len(self._wanted) == 1:
             pkg = self._wanted[0]
-            return SourceError(f"{self.path} is not a {_ENGINE_NAMES[pkg]} archive: no {pkg}/ package found")
+            return SourceError(f"{self.path} is not a {_ENGINE_NAMES.get(pkg, pkg)} archive: no {pkg}/ package found")
         return SourceError(f"{self.path} is not a vLLM archive: no vllm/ package found")
 
     def _refuse(self, why: str) -> SourceError:
@@ -1023,6 +1238,7 @@ class ArchiveSource(TreeSource):
                         parts = name.split("/")
                         wanted_py = name.endswith(".py") and "__pycache__" not in parts and (
                             parts[0] in self._wanted or (len(parts) > 2 and parts[1] in self._wanted)
+                            or (len(parts) > 3 and parts[1] == "src" and parts[2] in self._wanted)
                         )
                         wanted_meta = parts[-1] == "PKG-INFO" and len(parts) <= 2
                         if not (wanted_py or wanted_meta):
@@ -1033,7 +1249,8 @@ class ArchiveSource(TreeSource):
                             continue
                         kept += member.size
                         if kept > MAX_PACKAGE_BYTES:
-                            raise self._refuse(f"its vllm/ package is larger than {_human(MAX_PACKAGE_BYTES)}")
+                            raise self._refuse(f"its {'/'.join(self._wanted)}/ package is larger than "
+                                               f"{_human(MAX_PACKAGE_BYTES)}")
                         extracted = tar.extractfile(member)
                         data = extracted.read() if extracted is not None else b""
                         (py_members if wanted_py else metadata)[name] = data
@@ -1067,7 +1284,8 @@ class ArchiveSource(TreeSource):
             for name, why in oversized.items()
             if name.startswith(prefix + self.package + "/")
         }
-        self._meta_bytes = metadata.get(prefix + "PKG-INFO")
+        top = prefix.removesuffix("src/") if prefix.endswith("/src/") else prefix  # src layout: PKG-INFO above src/
+        self._meta_bytes = metadata.get(top + "PKG-INFO")
 
     def _open_zip(self) -> None:
         """Open a wheel / zip and index its Python files (contents are read on demand).
@@ -1224,6 +1442,28 @@ def release_source(archive: pathlib.Path, *, progress: bool = True, package: str
     return source
 
 
+def library_source(path: str | os.PathLike[str], package: str) -> ArchiveSource:
+    """The ``package`` folder of a library's wheel or sdist (``transformers-X-py3-none-any.whl``,
+    ``transformers-X.tar.gz``, also of the ``src/`` layout), read in place like a release archive
+    and refused on the same grounds.
+
+    Args:
+        path: the archive file.
+        package: a library of :data:`LIBRARIES` (``transformers``).
+
+    Returns:
+        An :class:`ArchiveSource` whose files are ``<package>/**/*.py``; its version comes from
+        the archive's ``PKG-INFO`` or ``*.dist-info/METADATA``.
+
+    Raises:
+        SourceError: ``package`` is not a known library, or the archive is missing, unreadable,
+            refused, or holds no ``<package>/`` package.
+    """
+    if package not in LIBRARIES:
+        raise SourceError(f"unknown library {package!r} (one of {', '.join(LIBRARIES)})")
+    return ArchiveSource(path, progress=False, package=package)
+
+
 def open_source(
     path: str | os.PathLike[str] | None,
     vllm_version: str | None,
@@ -1231,6 +1471,7 @@ def open_source(
     progress: bool = True,
     sglang_version: str | None = None,
     package: str | None = None,
+    python: str | os.PathLike[str] | None = None,
 ) -> TreeSource:
     """Open the tree the user asked for: a vLLM tree, or an SGLang tree.
 
@@ -1244,20 +1485,25 @@ def open_source(
         sglang_version: a released SGLang version to fetch (its sdist when the index has
             one, else the wheel for this platform's Python); cached.
         package: the engine package to read (``vllm``, ``sglang``); None detects it from
-            the tree (a version option implies its package; the installed one defaults to
-            vllm).
+            the tree (a version option implies its package; an installed one is looked for as
+            vllm, then sglang).
+        python: with no path and no version, the interpreter (or environment folder) whose
+            installed engine to read (``--python``; see :func:`installed_source`).
 
     Returns:
-        A :class:`FolderSource`, :class:`ArchiveSource` or :class:`InstalledSource`; its
+        A :class:`FolderSource`, :class:`ArchiveSource` or an installed package's folder; its
         :attr:`TreeSource.package` says which engine it holds.
 
     Raises:
         SourceError: when more than one of ``path``, ``vllm_version`` and ``sglang_version``
             is given, a version contradicts ``package``, the path does not exist or holds
             no engine tree, the release cannot be fetched, or (with none of them) the
-            package is not installed.
+            package is not installed (in the environment of ``python``, the activated one or
+            this one), or ``python`` is given with a path or a version.
     """
     check_package(package)
+    if python is not None and (vllm_version is not None or sglang_version is not None):
+        raise SourceError("--python locates an installed engine: give it without a release version")
     given = [n for n, v in (("a PATH", path), ("--vllm-version", vllm_version),
                             ("--sglang-version", sglang_version)) if v is not None]
     if len(given) > 1:
@@ -1272,7 +1518,9 @@ def open_source(
         return release_source(fetch_release(version, progress=progress, project=pkg), progress=progress,
                               package=pkg)
     if path is None:
-        return InstalledSource(package or _PACKAGE)
+        return installed_source(package, python)
+    if python is not None:
+        raise SourceError("--python locates an installed engine: give it without a PATH")
     target = pathlib.Path(path).expanduser()
     try:
         if not target.exists():

@@ -79,6 +79,36 @@ def locate_transformers(explicit: str | os.PathLike | None = None) -> Path | Non
     return Path(spec.origin).parent.parent
 
 
+def open_transformers(explicit: str | os.PathLike) -> "TransformersConfigs | None":
+    """The transformers source ``--transformers`` names when it is a path: a folder (the
+    ``transformers`` package or the folder that contains it), a wheel or an sdist (read in
+    place, like a release archive: :func:`auditor.source.sources.library_source`). None when
+    ``explicit`` names no existing path (it is then a release version to fetch).
+
+    Raises:
+        AuditError: the path exists but holds no ``transformers`` package, or the archive is
+            unreadable or refused (one line naming ``--transformers``).
+    """
+    from auditor.model.errors import AuditError
+    from auditor.source.sources import library_source
+
+    p = Path(explicit).expanduser()
+    if not p.exists():
+        return None
+    if p.is_dir():
+        folder = locate_transformers(str(p))
+        if folder is None:
+            raise AuditError(f"--transformers: no transformers package at {explicit}")
+        return TransformersConfigs(folder, how=f"--transformers {explicit}")
+    try:
+        src = library_source(p, "transformers")
+    except AuditError as exc:
+        raise AuditError(f"--transformers: {exc}") from None
+    version = src.version()
+    return TransformersConfigs(source=src, version=version,
+                               how=f"--transformers {explicit}: transformers {version or '(version unknown)'} ({p.name})")
+
+
 def _folder_version(parent: Path | None) -> str | None:
     """The version of a ``transformers`` folder: its ``__version__`` literal, read statically."""
     if parent is None:
@@ -101,7 +131,8 @@ def transformers_for_tree(tree_source, explicit: str | None = None, *, progress:
 
     In order: ``explicit`` (``--transformers``: a folder, or a version that is fetched);
     ``EAGLE_AUDIT_TRANSFORMERS``; with ``prefer_installed`` (the tree is the installed vllm, or a
-    folder), the transformers installed here; else the newest release that satisfies the tree's
+    folder), the transformers installed beside the tree (``site-packages/transformers`` next to
+    ``site-packages/vllm``, whatever environment that is), else the one installed here; else the newest release that satisfies the tree's
     own transformers requirement (its ``Requires-Dist``), fetched through pip's configured index
     as a wheel (sha256-checked, cached, read in place: :func:`auditor.source.fetch.fetch_newest_wheel`).
     A verdict on an archive therefore never depends on what happens to be installed.
@@ -116,12 +147,9 @@ def transformers_for_tree(tree_source, explicit: str | None = None, *, progress:
                                    how=f"{why}: transformers {version} ({path.name})")
 
     if explicit:
-        folder = locate_transformers(explicit)
-        if folder is not None:
-            tf = TransformersConfigs(folder, how=f"--transformers {explicit}")
+        tf = open_transformers(explicit)
+        if tf is not None:
             return tf, tf.how
-        if Path(explicit).exists():
-            raise AuditError(f"--transformers: no transformers package at {explicit}")
         try:
             tf = fetched(f"=={explicit}", f"--transformers {explicit}")
         except AuditError as exc:
@@ -134,6 +162,11 @@ def transformers_for_tree(tree_source, explicit: str | None = None, *, progress:
             tf = TransformersConfigs(folder, how=f"EAGLE_AUDIT_TRANSFORMERS={env}")
             return tf, tf.how
     if prefer_installed:
+        root = tree_source.root() if hasattr(tree_source, "root") else None
+        beside = locate_transformers(str(root)) if root is not None else None
+        if beside is not None:  # site-packages/vllm: the transformers of that environment (--python, VIRTUAL_ENV)
+            tf = TransformersConfigs(beside, how=f"installed beside the tree at {beside}")
+            return tf, tf.how
         folder = locate_transformers(None)
         if folder is not None:
             tf = TransformersConfigs(folder, how=f"installed at {folder}")

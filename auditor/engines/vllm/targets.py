@@ -13,7 +13,7 @@ from typing import Iterable
 
 from auditor.engines.vllm.registry import Registry
 from auditor.model.errors import AuditError
-from auditor.model.inputs import check_model_type, read_json
+from auditor.model.inputs import check_model_type, checkpoint_config, read_json
 from auditor.model.results import TargetSpec
 
 _SUFFIXES = (
@@ -44,11 +44,13 @@ def load_hf_config(path: str | Path) -> dict:
     """Parse and validate a checkpoint's ``config.json`` (schema
     ``auditor/model/schemas/hf-config.json``: ``architectures`` a list of strings, ``model_type``
     a string shaped like a model_type, ``text_config`` an object; bounded size and nesting).
+    ``path`` is the file or the checkpoint folder that holds it.
 
     Raises:
-        AuditError: one line naming the file and the offending field.
+        AuditError: one line naming the file and the offending field, or a folder without a
+            ``config.json``.
     """
-    p = Path(path)
+    p = checkpoint_config(path, "--hf-config")
     data = read_json(p, "--hf-config", "hf-config")
     if data.get("model_type") is not None:
         check_model_type(data["model_type"], f"--hf-config {p}: model_type")

@@ -623,9 +623,9 @@ def scan(
         rep.scan_table(result, _out(), verbose=verbose or not full)
     else:
         _write(_render(result, fmt), output)
-    if result.engine == "vllm" and fmt in (Format.table, Format.markdown):  # never mixed with a CI format's stream
+    if fmt in (Format.table, Format.markdown):  # never mixed with a CI format's stream
         for line in _fix_commands(result, auditor, path, vllm_version, model, model_type, cfg, run, platform.value,
-                                  python):
+                                  python, sglang_version):
             _err().print(clean(line), markup=False, highlight=False)
     if exit_zero:
         raise typer.Exit(0)
@@ -639,7 +639,7 @@ _FIX_COMMAND_TARGETS = 5
 
 def _fix_commands(result, auditor, path: Optional[str], vllm_version: Optional[str], model: List[str],
                   model_type: Optional[str], hf_config: Optional[dict], run, platform: str,
-                  python: Optional[str] = None) -> list[str]:
+                  python: Optional[str] = None, sglang_version: Optional[str] = None) -> list[str]:
     """The next step after a blocked scan: the exact ``eagle-audit fix`` command (the same tree
     argument, run options and platform) for the blocked targets that have a fix, one per method.
     Targets are named as the user named them (a model_type such as kimi_k2 keeps the allowlist
@@ -651,8 +651,14 @@ def _fix_commands(result, auditor, path: Optional[str], vllm_version: Optional[s
     fixable = result.fixable()
     if not fixable:
         return []
-    tree = [path] if path else (["--vllm-version", vllm_version] if vllm_version else
-                                (["--python", python] if python else []))
+    if path:
+        tree = [path]
+    elif vllm_version or sglang_version:
+        tree = ["--vllm-version", vllm_version] if vllm_version else ["--sglang-version", sglang_version]
+    else:
+        tree = ["--python", python] if python else []
+    if result.engine != "vllm" and not path and not sglang_version:
+        tree += ["--engine", result.engine]
     extra: list[str] = []
     if platform != "cuda":
         extra += ["--platform", platform]
@@ -921,6 +927,8 @@ def fix_cmd(
     no_cache: bool = _no_cache_opt(),
     no_progress: bool = _no_progress_opt(),
     platform: OnePlatform = _platform_opt(),
+    sglang_version: Optional[str] = SglangVersionOpt,
+    engine: Optional[EngineOpt] = EngineOption,
     config: Optional[Path] = _config_opt(),
     no_config: bool = _no_config_opt(),
 ) -> None:
@@ -945,7 +953,7 @@ def fix_cmd(
 
     out_dir = _renamed(out_old, "--out", out_dir, "--out-dir")
     if revert:
-        if apply or out_dir or codemods or model or vllm_version:
+        if apply or out_dir or codemods or model or vllm_version or sglang_version:
             _fail("--revert takes only the PATH of the tree to restore")
         if not path or not Path(path).is_dir():
             _fail("--revert needs the PATH of the folder tree that --apply changed")
@@ -978,7 +986,8 @@ def fix_cmd(
                 _fail(f"--out-dir {out_dir} is not a folder")
         except OSError as exc:
             _fail(f"--out-dir {out_dir}: {exc.strerror or exc}")
-    auditor = _open(path, vllm_version, no_progress, no_cache, platform=platform.value, python=python)
+    auditor = _open(path, vllm_version, no_progress, no_cache, platform=platform.value, python=python,
+                    sglang_version=sglang_version, engine=engine)
     # DIR/<targets>.vllm-<release>.<method>.patch: the patches of two releases or methods never collide
     name = _out_name(codemods, model, auditor.engine.name, auditor.tree.version(), loaded[1] if loaded else method)
     if out_dir is not None:
@@ -1020,9 +1029,10 @@ def fix_cmd(
     if out_dir is not None:
         _write(result.diff(), out_dir / f"{name}.patch")
         _write(json.dumps(result.codemods_document(), indent=2), out_dir / f"{name}.codemods.json")
-        _err().print(clean(f"apply {out_dir / (name + '.patch')} from the folder that contains vllm/ with patch -p1 "
-                           f"or git apply; replay {out_dir / (name + '.codemods.json')} on another release with "
-                           "eagle-audit fix --codemods FILE or gate --codemods FILE"), markup=False, highlight=False)
+        _err().print(clean(f"apply {out_dir / (name + '.patch')} from the folder that contains "
+                           f"{auditor.engine.package}/ with patch -p1 or git apply; replay "
+                           f"{out_dir / (name + '.codemods.json')} on another release with eagle-audit fix --codemods "
+                           "FILE or gate --codemods FILE"), markup=False, highlight=False)
     if apply:
         _sigterm_interrupts()
         try:

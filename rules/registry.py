@@ -28,6 +28,7 @@ from rules import (
 from rules.allowlist import facts as allowlist_facts
 from rules.allowlist import planner as allowlist_planner
 from rules.aux_capture import planner as aux_capture_planner
+from rules.aux_capture import planner_sglang as aux_capture_planner_sglang
 from rules.aux_capture import sglang as aux_capture_sglang
 from rules.aux_layers import facts as aux_layers_facts
 from rules.base import Rule
@@ -36,6 +37,7 @@ from rules.draft_registry import facts as draft_registry_facts
 from rules.image_token import facts as image_token_facts
 from rules.image_token import planner as image_token_planner
 from rules.interface import planner as interface_planner
+from rules.interface import planner_sglang as interface_planner_sglang
 from rules.interface import sglang as interface_sglang
 from rules.mtp_draft import facts as mtp_draft_facts
 from rules.nextn_draft import SGLangMTPDraftRule
@@ -48,13 +50,20 @@ from rules.pp_aux_transport import planner as pp_aux_transport_planner
 class Entry:
     """One row of the table: the ``rule`` class (its ``CODE`` and ``GATE``), the gate's fix
     ``planner`` (``plan(planner, result, finding)``, None when no fix exists), its ``codemod``
-    (``"module:Class"``, imported on first use), and the ``extractors`` the index pass must run
-    for it."""
+    (``"module:Class"``, imported on first use), the ``extractors`` the index pass must run
+    for it, and the codemod's stable ``name`` (default: the gate id; another engine's codemod for
+    the same gate has its own, ``sglang-interface``)."""
 
     rule: type[Rule]
     planner: Callable | None = None
     codemod: str | None = None
     extractors: tuple[Extractor, ...] = ()
+    name: str | None = None
+
+    @property
+    def codemod_name(self) -> str:
+        """The codemod's stable name (recorded in codemods files and invocations)."""
+        return self.name or self.rule.GATE
 
 
 #: Every rule, in report order.
@@ -76,8 +85,10 @@ TABLE: tuple[Entry, ...] = (
     Entry(aux_layers.AuxLayersRule, None, None, (aux_layers_facts.EXTRACTOR,)),
     Entry(parallel_drafting_mm.ParallelDraftingMMRule, None, None, (parallel_drafting_mm_facts.EXTRACTOR,)),
     # SGLang (rules whose ENGINES name sglang): the same gate ids, SGLang's mechanism
-    Entry(interface_sglang.SGLangInterfaceRule),
-    Entry(aux_capture_sglang.SGLangAuxCaptureRule),
+    Entry(interface_sglang.SGLangInterfaceRule, interface_planner_sglang.plan,
+          "rules.interface.codemod_sglang:SGLangInterfaceCodemod", name=interface_planner_sglang.CODEMOD),
+    Entry(aux_capture_sglang.SGLangAuxCaptureRule, aux_capture_planner_sglang.plan,
+          "rules.aux_capture.codemod_sglang:SGLangAuxCaptureCodemod", name=aux_capture_planner_sglang.CODEMOD),
     Entry(aux_capture_sglang.SilentDelegationRule),
     Entry(SGLangMTPDraftRule),
 )
@@ -93,11 +104,8 @@ def blocking_gates(engine: str) -> list[str]:
     """Gate ids that block a target of ``engine``, each once, in report order."""
     return list(dict.fromkeys(r.GATE for r in RULES.values() if r.BLOCKING and r.judges(engine)))
 
-#: Gate id → fix planner.
-PLANNERS: dict[str, Callable] = {e.rule.GATE: e.planner for e in TABLE if e.planner is not None}
-
-#: Codemod name (the gate id) → ``"module:Class"``.
-CODEMODS: dict[str, str] = {e.rule.GATE: e.codemod for e in TABLE if e.codemod is not None}
+#: Codemod name (the gate id; another engine's: its own name) → ``"module:Class"``.
+CODEMODS: dict[str, str] = {e.codemod_name: e.codemod for e in TABLE if e.codemod is not None}
 
 #: Every extractor the rules need in the summary pass.
 EXTRACTORS: tuple[Extractor, ...] = tuple(x for e in TABLE for x in e.extractors)
@@ -118,9 +126,20 @@ def rules_for(engine: str) -> dict[str, type[Rule]]:
 
 
 def planners_for(engine: str) -> dict[str, Callable]:
-    """Gate id → fix planner of the rules that judge trees of ``engine`` (:data:`PLANNERS` for
-    vLLM; empty for SGLang, which has no codemod yet)."""
+    """Gate id → fix planner of the rules that judge trees of ``engine``."""
     return {e.rule.GATE: e.planner for e in TABLE if e.planner is not None and e.rule.judges(engine)}
+
+
+def codemod_for(gate: str, engine: str = "vllm") -> str | None:
+    """The name of the codemod that fixes ``gate`` on trees of ``engine`` (None when none does)."""
+    for e in TABLE:
+        if e.rule.GATE == gate and e.codemod is not None and e.rule.judges(engine):
+            return e.codemod_name
+    return None
+
+
+#: Gate id → fix planner, for vLLM trees (:func:`planners_for` gives another engine's).
+PLANNERS: dict[str, Callable] = planners_for("vllm")
 
 
 def codemod_class(name: str):

@@ -9,7 +9,15 @@ import pathlib
 
 from importlinter.cli import EXIT_STATUS_SUCCESS, lint_imports
 
-from rules.registry import CODEMODS, EXTRACTORS, PLANNERS, RULES, TABLE
+from rules.registry import (
+    CODEMODS,
+    EXTRACTORS,
+    PLANNERS,
+    RULES,
+    TABLE,
+    codemod_for,
+    planners_for,
+)
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PACKAGES = ("auditor", "rules")
@@ -58,14 +66,18 @@ def test_every_gate_has_one_room_and_one_registry_line():
     for e in TABLE:
         room = pathlib.Path(e.rule.__module__.replace(".", "/")).parent
         assert (REPO / room / "rule.py").is_file(), e.rule
+        # another engine's variant of a gate keeps its fix beside it: planner_<engine>.py, codemod_<engine>.py
+        suffix = "" if e.rule.ENGINES == ("vllm",) else f"_{e.rule.ENGINES[0]}"
         if e.planner is not None:
-            assert e.planner.__module__ == f"{room.as_posix().replace('/', '.')}.planner"
+            assert e.planner.__module__ == f"{room.as_posix().replace('/', '.')}.planner{suffix}"
         if e.codemod is not None:
-            assert e.codemod.startswith(f"{room.as_posix().replace('/', '.')}.codemod:")
-    # every blocking gate with a fix has a planner and a codemod, and every extractor is named once
+            assert e.codemod.startswith(f"{room.as_posix().replace('/', '.')}.codemod{suffix}:")
+    # every blocking gate with a fix has a planner and a codemod for its engine, and every extractor is named once
     for code, rule in RULES.items():
         if rule.FIX_AVAILABLE:
-            assert rule.GATE in PLANNERS and rule.GATE in CODEMODS, code
+            for engine in rule.ENGINES:
+                assert rule.GATE in planners_for(engine) and codemod_for(rule.GATE, engine) in CODEMODS, code
+    assert PLANNERS == planners_for("vllm")
     names = [x.name for x in EXTRACTORS]
     assert len(names) == len(set(names))
 

@@ -4,6 +4,7 @@ releases (fetched through pip's index, cached, never skipped), plus ``compare``.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import io
 import json
@@ -12,6 +13,7 @@ import tarfile
 import zipfile
 from pathlib import Path
 
+import libcst
 import pytest
 from typer.testing import CliRunner
 
@@ -21,11 +23,14 @@ from auditor.index.tree import SummaryCache
 from auditor.model.errors import SourceError
 from auditor.model.findings import Severity
 from auditor.orchestration.compare import run_compare
+from auditor.orchestration.fix import plan_fix
 from auditor.orchestration.scan import Auditor, make_tree, open_tree
 from auditor.source import fetch
 from auditor.source.sources import ArchiveSource, FolderSource, open_source
 from rules.base import AuditTarget
-from rules.registry import RULES
+from rules.cst import NotAutoFixable
+from rules.interface.codemod_sglang import SGLangInterfaceCodemod
+from rules.registry import RULES, run_codemod
 from tests.real import next_cases, release_auditor
 
 REPO = Path(__file__).resolve().parents[1]
@@ -417,14 +422,212 @@ def test_gate_on_sglang_paths(tmp_path):
     assert doc["candidate"]["engine"] == "sglang" and doc["outcome"] == "native"
 
 
-def test_fix_on_sglang_says_no_codemod_and_writes_nothing(tmp_path):
+# -- fix on SGLang trees --------------------------------------------------------------------------
+
+def _tree_files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted((root / "sglang").rglob("*.py"))}
+
+
+def test_fix_sglang_apply_rescan_refix_and_revert(tmp_path):
+    """minisglang's Gemma3 wrapper: the setter delegates to the language model, whose class gets the
+    setter, flag and forward of the tree's donor (LlamaForCausalLM, default layers [2, 3]) and whose
+    inner model gets the capture; applied, the tree re-scans supported, a second fix is empty, and
+    --revert restores every byte."""
     tree = tmp_path / "t"
     shutil.copytree(MINI, tree)
-    before = (tree / "sglang/srt/models/gemma3_mm.py").read_text()
+    before = _tree_files(tree)
+    dry = cli("fix", tree, "--model", "Gemma3ForConditionalGeneration", "--no-cache", "--no-progress")
+    assert dry.returncode == 0, dry.stderr
+    assert "(as in LlamaForCausalLM)" in dry.stderr and "SGLang 0.0.1" in dry.stderr
+    diff = dry.stdout
+    assert diff.startswith("--- a/sglang/srt/models/gemma3_causal.py")
+    for line in ("+        self.language_model.set_eagle3_layers_to_capture(layer_ids)",
+                 "+            self.model.layers_to_capture = [2, 3]",
+                 "+            self.model.layers_to_capture = [val + 1 for val in layer_ids]",
+                 "+        for idx, layer in enumerate(self.layers):",
+                 "+                aux_hidden_states.append(hidden_states)",
+                 "+            return hidden_states, aux_hidden_states",
+                 "+        self.capture_aux_hidden_states = False",
+                 "+            hidden_states, aux_hidden_states = hidden_states"):
+        assert line in diff.splitlines(), line
+    assert _tree_files(tree) == before  # a dry run writes nothing
+    res = cli("fix", tree, "--model", "Gemma3ForConditionalGeneration", "--apply", "--no-cache", "--no-progress")
+    assert res.returncode == 0, res.stderr
+    changed = {p for p, data in _tree_files(tree).items() if before[p] != data}
+    assert changed == {"sglang/srt/models/gemma3_causal.py", "sglang/srt/models/gemma3_mm.py"}
+    for p in changed:
+        ast.parse((tree / p).read_text())
+    a = _auditor(tree)
+    for arch in ("Gemma3ForConditionalGeneration", "Gemma3ForCausalLM"):
+        assert _audit(a, arch).verdict.value == "supported", arch
+    assert _audit(a, "LlamaForCausalLM").verdict.value == "supported"  # the donor is untouched
+    again = cli("fix", tree, "--model", "Gemma3ForConditionalGeneration", "--no-cache", "--no-progress")
+    assert again.returncode == 0 and again.stdout == "" and "already supported" in again.stderr
+    back = cli("fix", "--revert", tree)
+    assert back.returncode == 0, back.stderr
+    assert _tree_files(tree) == before
+
+
+def test_fix_sglang_without_a_donor_says_what_is_missing(tmp_path):
+    """With no model of the tree in the plain pattern to copy (LlamaForCausalLM's default layer
+    choice made a call), nothing is guessed: exit 1, the reason names the donors tried, nothing
+    written."""
+    tree = tmp_path / "t"
+    shutil.copytree(MINI, tree)
+    llama = tree / "sglang/srt/models/llama.py"
+    llama.write_text(llama.read_text().replace("self.model.layers_to_capture = [2, 3]",
+                                               "self.model.layers_to_capture = default_layers(self.config)"))
+    before = _tree_files(tree)
     res = cli("fix", tree, "--model", "Gemma3ForConditionalGeneration", "--apply", "--no-cache", "--no-progress")
     assert res.returncode == 1, res.stderr
-    assert "SGLang 0.0.1" in res.stderr and "no codemod exists for gate interface" in res.stderr
-    assert (tree / "sglang/srt/models/gemma3_mm.py").read_text() == before
+    assert "no model of this tree to copy the EAGLE-3 setter from" in res.stderr
+    assert "none of the 5 models of this tree that define the setter has the plain pattern" in res.stderr
+    assert "nothing was written" in res.stderr
+    assert _tree_files(tree) == before
+
+
+def test_fix_sglang_refuses_a_forward_it_cannot_read(tmp_path):
+    """A wrapper whose forward reaches past the language model (to its inner model) would get the
+    tuple unpacked nowhere: the delegation is refused with the reason."""
+    tree = tmp_path / "t"
+    shutil.copytree(MINI, tree)
+    mm = tree / "sglang/srt/models/gemma3_mm.py"
+    mm.write_text(mm.read_text().replace("return self.language_model(input_ids, positions, forward_batch)",
+                                         "return self.language_model.model(input_ids, positions)"))
+    res = cli("fix", tree, "--model", "Gemma3ForConditionalGeneration", "--no-cache", "--no-progress")
+    assert res.returncode == 1
+    assert "Gemma3ForConditionalGeneration.forward reaches self.language_model.model itself" in res.stderr
+
+
+_HEAD = """class M(nn.Module):
+    def __init__(self):
+        self.layers = make_layers(4)
+
+    def forward(self, x):
+        hidden_states = x
+"""
+
+
+@pytest.mark.parametrize("body,reason", [
+    ("        while self.layers:\n            hidden_states = self.layers.pop()(hidden_states)\n"
+     "        return hidden_states\n", "has no loop over its decoder layers"),
+    ("        for layer, norm in zip(self.layers, self.norms):\n            hidden_states = layer(hidden_states)\n"
+     "        return hidden_states\n", "is not one the codemod can index"),
+    ("        for layer in self.layers:\n            out = layer(hidden_states)\n            x = out\n"
+     "        return hidden_states\n", "cannot tell which variables carry the hidden state"),
+    ("        aux = []\n        for i in range(4):\n            if i in self.layers_to_capture:\n"
+     "                aux.append(hidden_states)\n            hidden_states = self.layers[i](hidden_states)\n"
+     "        for layer in self.layers:\n            hidden_states = layer(hidden_states)\n"
+     "        return hidden_states, aux\n", "some of its layer loops capture"),
+])
+def test_sglang_capture_codemod_refuses_unclear_loops(body, reason):
+    with pytest.raises(NotAutoFixable, match=reason):
+        run_codemod("sglang-aux-capture", _HEAD + body, {"class": "M", "capture_attr": "layers_to_capture"})
+
+
+_WRAP = """class W(nn.Module):
+    def __init__(self, config):
+        self.config = config
+        self.model = M(config)
+
+    def forward(self, input_ids, positions, forward_batch):
+{body}"""
+
+
+@pytest.mark.parametrize("body,reason", [
+    ("        h = self.model(input_ids)\n        h = self.model(h)\n"
+     "        return self.logits_processor(input_ids, h, self.lm_head, forward_batch)\n", "more than one plain assignment"),
+    ("        if positions is None:\n            h = self.model(input_ids)\n"
+     "        return self.logits_processor(input_ids, h, self.lm_head, forward_batch)\n", "no plain assignment"),
+    ("        h = self.model(input_ids)\n        return self.logits_processor(input_ids, h, forward_batch)\n",
+     "with 3 positional arguments"),
+    ("        h = self.model(input_ids)\n        return self.pooler(h, forward_batch)\n", "never hands h to"),
+])
+def test_sglang_setter_codemod_refuses_an_unclear_forward(body, reason):
+    ex = SGLangInterfaceCodemod.EXAMPLES[0]
+    with pytest.raises(NotAutoFixable, match=reason):
+        run_codemod("sglang-interface", _WRAP.format(body=body), dict(ex.params, **{"class": "W"}))
+
+
+@pytest.mark.parametrize("change", [
+    {"guard": "os.system('id') or self.pp_group"}, {"attr": "model; import os"},
+    {"shape": {**SGLangInterfaceCodemod.EXAMPLES[0].params["shape"], "default": [["const", 10 ** 9]]}},
+    {"shape": {**SGLangInterfaceCodemod.EXAMPLES[0].params["shape"], "default": [["**", 2]]}},
+    {"shape": {**SGLangInterfaceCodemod.EXAMPLES[0].params["shape"], "num_layers": ["config", "n()"]}},
+])
+def test_sglang_setter_codemod_writes_only_names_and_small_numbers(change):
+    """Replayed parameters are never pasted: a guard outside the two known texts, a name that is not
+    an identifier, a layer number that is not a small integer, an unknown operator are refused."""
+    ex = SGLangInterfaceCodemod.EXAMPLES[0]
+    with pytest.raises(NotAutoFixable):
+        run_codemod("sglang-interface", ex.before, {**ex.params, **change})
+
+
+def _extract_sglang(archive: Path, dest: Path) -> Path:
+    """The sdist's ``sglang/`` package and PKG-INFO, extracted as a folder tree (the test's copy to patch)."""
+    with tarfile.open(archive) as tar:
+        top = tar.getnames()[0].split("/")[0]
+        members = [m for m in tar.getmembers()
+                   if m.name.startswith(f"{top}/sglang/") or m.name == f"{top}/PKG-INFO"]
+        tar.extractall(dest, members=members, filter="data")
+    return dest / top
+
+
+def test_fix_gemma3_on_sglang_0_5_10_post1(tmp_path):
+    """The acceptance case on the real sdist: Gemma3ForConditionalGeneration is blocked (interface,
+    aux-capture); the plan delegates the setter to Gemma3ForCausalLM, gives it the setter of the
+    tree's donors (layers [2, n // 2, n - 3], ids + 1), the flag and the forward that hands the aux
+    states to the logits processor, and makes Gemma3TextModel.forward capture in both its layer
+    loops (CPU and GPU branches). Applied to an extracted copy, the tree re-scans supported, the
+    patched files parse, and a second fix is empty."""
+    a = release_auditor("0.5.10.post1", "sglang")
+    (spec,) = resolve_targets(a.registry, ["Gemma3ForConditionalGeneration"])
+    res = plan_fix(a, [spec], "eagle3")
+    assert res.ok and res.engine == "sglang", res.report()
+    assert [r.blocking for r in res.before] == [["interface", "aux-capture"]]
+    assert [r.verdict.value for r in res.after] == ["supported"]
+    assert sorted(res.patched) == ["sglang/srt/models/gemma3_causal.py", "sglang/srt/models/gemma3_mm.py"]
+    assert [(i.codemod, i.params["class"]) for i in res.invocations] == [
+        ("sglang-interface", "Gemma3ForConditionalGeneration"), ("sglang-interface", "Gemma3ForCausalLM"),
+        ("sglang-aux-capture", "Gemma3TextModel")]
+    for text in res.patched.values():
+        ast.parse(text)
+        libcst.parse_module(text)
+    diff = res.diff().splitlines()
+    assert diff.count("+            for idx, layer in enumerate(self.layers):") == 2  # both platform branches
+    assert "+            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]" in diff
+    assert "+            num_layers = self.config.num_hidden_layers" in diff
+    assert "+        self.language_model.set_eagle3_layers_to_capture(layer_ids)" in diff
+    # applied to an extracted copy with the CLI, re-scanned from disk, fixed again: nothing left to do
+    root = _extract_sglang(fetch.fetch_release("0.5.10.post1", progress=False, project="sglang"), tmp_path)
+    out = cli("fix", root, "--model", "Gemma3ForConditionalGeneration", "--apply", "--no-progress")
+    assert out.returncode == 0, out.stderr
+    for p, text in res.patched.items():
+        assert (root / p).read_text() == text
+    b = _auditor(root)
+    assert _audit(b, "Gemma3ForConditionalGeneration").verdict.value == "supported"
+    assert _audit(b, "Gemma3ForCausalLM").verdict.value == "supported"
+    again = cli("fix", root, "--model", "Gemma3ForConditionalGeneration", "--no-progress")
+    assert again.returncode == 0 and again.stdout == ""
+
+
+def test_fix_plans_on_sglang_0_5_23_wheel_read_in_place():
+    """The wheel is read in place (nothing extracted): Gemma2ForCausalLM gets a validated patch (its
+    setter and forward, Gemma2Model's capture in its range loop, hidden_states + residual); GPT2's
+    inner model iterates self.h, which is no layer loop the codemod can read: the plan is refused
+    with that reason and no file is patched."""
+    a = release_auditor("0.5.23", "sglang")
+    (gemma2,) = resolve_targets(a.registry, ["Gemma2ForCausalLM"])
+    res = plan_fix(a, [gemma2], "eagle3")
+    assert res.ok and [r.verdict.value for r in res.after] == ["supported"], res.report()
+    assert [(i.codemod, i.params["class"]) for i in res.invocations] == [
+        ("sglang-interface", "Gemma2ForCausalLM"), ("sglang-aux-capture", "Gemma2Model")]
+    assert "+                    hidden_states if residual is None else hidden_states + residual" in res.diff().splitlines()
+    (gpt2,) = resolve_targets(a.registry, ["GPT2LMHeadModel"])
+    res = plan_fix(a, [gpt2], "eagle3")
+    assert not res.ok
+    assert [(u.gate, u.reason) for u in res.unfixable] == [
+        ("aux-capture", "GPT2Model.forward has no loop over its decoder layers")]
 
 
 # -- hostile SGLang trees ---------------------------------------------------------------------------

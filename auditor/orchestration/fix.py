@@ -69,6 +69,7 @@ class OverlaySource(TreeSource):
     def __init__(self, base: TreeSource, patched: dict[str, bytes]):
         super().__init__(f"{base.label} (patched in memory)")
         self.base = base
+        self.package = getattr(base, "package", "vllm")  # the engine package the base tree holds
         self.patched = dict(patched)
 
     def files(self) -> list[str]:
@@ -96,7 +97,7 @@ def overlay_auditor(base: Auditor, texts: dict[str, str]) -> Auditor:
     """An :class:`Auditor` over ``base``'s tree with ``texts`` (path → new source) laid over it.
     Summaries of unchanged files already built for ``base`` are reused."""
     src = OverlaySource(base.tree.source, {p: t.encode("utf-8") for p, t in texts.items()})
-    return Auditor(base.tree.overlaid(src, texts), platform=base.platform)
+    return Auditor(base.tree.overlaid(src, texts), platform=base.platform, engine=base.engine)
 
 
 # -- plan ------------------------------------------------------------------------------------
@@ -450,17 +451,22 @@ def _sha(data: bytes) -> str:
 
 
 def _tree_parts(rel: object) -> list[str]:
-    """The components of a tree path ``vllm/**/*.py`` (as listed by a source or a manifest).
+    """The components of a tree path ``<engine package>/**/*.py`` (``vllm/``, ``sglang/``; as
+    listed by a source or a manifest).
 
     Raises:
         FixRefused: anything else (absolute, ``..``, ``.``, empty components, backslashes, NUL).
     """
-    ok = isinstance(rel, str) and "\\" not in rel and "\0" not in rel and rel.startswith("vllm/") \
+    from auditor.engines.catalog import ENGINES
+
+    packages = tuple(f"{e.package}/" for e in ENGINES.values())
+    ok = isinstance(rel, str) and "\\" not in rel and "\0" not in rel and rel.startswith(packages) \
         and rel.endswith(".py") and len(rel) <= 1024
     parts = rel.split("/") if ok else []
     if not ok or any(p in ("", ".", "..") for p in parts):
         shown = repr(rel)[:120]
-        raise FixRefused(f"{shown} is not a path inside the tree (vllm/**/*.py); nothing was written")
+        where = " or ".join(f"{p}**/*.py" for p in packages)
+        raise FixRefused(f"{shown} is not a path inside the tree ({where}); nothing was written")
     return parts
 
 

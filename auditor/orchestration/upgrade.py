@@ -525,10 +525,10 @@ def _judge(arch: str, method: str, cand: TargetResult | None, cur: TargetResult 
     return t
 
 
-def _codemod_for(gate: str) -> str | None:
-    from rules.registry import CODEMODS
+def _codemod_for(gate: str, engine: str = "vllm") -> str | None:
+    from rules.registry import codemod_for
 
-    return gate if gate in CODEMODS else None
+    return codemod_for(gate, engine)
 
 
 def _no_fix_hint(gate: str) -> str:
@@ -572,14 +572,14 @@ def _fix_problems(arch: str, cand: TargetResult, after: TargetResult | None, fix
             key = (f.gate, reason)
             if key not in seen:
                 seen.add(key)
-                out.append(Problem(f.gate, reason, _codemod_for(f.gate), "", f.path, f.line))
+                out.append(Problem(f.gate, reason, _codemod_for(f.gate, fix.engine), "", f.path, f.line))
             continue
         for u in us:
             key = (u.gate, u.reason)
             if key in seen:
                 continue
             seen.add(key)
-            out.append(Problem(u.gate, u.reason, _codemod_for(u.gate), u.hint,
+            out.append(Problem(u.gate, u.reason, _codemod_for(u.gate, fix.engine), u.hint,
                                u.path or f.path, u.line or (f.line if not u.path or u.path == f.path else None)))
     return out
 

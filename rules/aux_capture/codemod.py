@@ -34,7 +34,7 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         yield from walk(c)
 
 
-def _names_used(node: cst.CSTNode) -> set[str]:
+def names_used(node: cst.CSTNode) -> set[str]:
     return {n.value for n in walk(node) if isinstance(n, cst.Name)}
 
 
@@ -49,7 +49,7 @@ def _sub_blocks(stmt: cst.CSTNode) -> Iterator[cst.IndentedBlock]:
 
 
 @dataclass
-class _Located:
+class Located:
     """A statement with the chain of blocks leading to it: ``path`` is ``[(statements, index)]``
     from the function body down to the statement's own block; ``depth`` counts the blocks."""
 
@@ -61,18 +61,18 @@ class _Located:
         return len(self.path)
 
 
-def _path_to(body: list[cst.BaseStatement], target: cst.CSTNode, path=None) -> _Located | None:
+def path_to(body: list[cst.BaseStatement], target: cst.CSTNode, path=None) -> Located | None:
     """Where ``target`` (a statement of the function body, by identity) stands: the chain of
     blocks leading to it."""
     path = path or []
     for i, st in enumerate(body):
         here = path + [(body, i)]
         if st is target:
-            return _Located(st, here)
+            return Located(st, here)
         if isinstance(st, (cst.FunctionDef, cst.ClassDef, cst.SimpleStatementLine)):
             continue
         for blk in _sub_blocks(st):
-            got = _path_to(list(blk.body), target, here)
+            got = path_to(list(blk.body), target, here)
             if got is not None:
                 return got
     return None
@@ -105,10 +105,11 @@ def _return_lines(stmts: list[cst.BaseStatement]) -> Iterator[cst.SimpleStatemen
 
 def _is_intermediate(ret: cst.Return) -> bool:
     v = ret.value
-    return isinstance(v, cst.Call) and (dotted_name(v.func) or "").endswith("IntermediateTensors")
+    # vLLM's IntermediateTensors, SGLang's PPProxyTensors: what a non-last pipeline rank returns
+    return isinstance(v, cst.Call) and (dotted_name(v.func) or "").endswith(("IntermediateTensors", "PPProxyTensors"))
 
 
-def _layer_call_names(loop: cst.For) -> tuple[str, str | None] | None:
+def layer_call_names(loop: cst.For) -> tuple[str, str | None] | None:
     """``(hidden states name, residual name or None)`` from the loop body's
     ``hidden_states, residual = layer(...)``."""
     if not isinstance(loop.body, cst.IndentedBlock):
@@ -156,7 +157,7 @@ def _pick(module: cst.Module, candidates: list[str], depth: int) -> cst.BaseStat
     return stmt
 
 
-def _fresh(name: str, used: set[str]) -> str:
+def fresh_name(name: str, used: set[str]) -> str:
     if name not in used:
         return name
     i = 2
@@ -206,6 +207,9 @@ class AuxCaptureCodemod(EagleCodemod):
 
     NAME = "aux-capture"
     GATE = "aux-capture"
+    #: The attribute of the holder that lists the layers to capture, and its initial value.
+    LAYERS_ATTR = "aux_hidden_state_layers"
+    LAYERS_INIT = ": tuple[int, ...] = ()"
     DESCRIPTION = (
         "Rewrite the holder model's forward layer loop to capture hidden states entering the "
         "layers in aux_hidden_state_layers (absolute indices) and return them."
@@ -287,16 +291,16 @@ class AuxCaptureCodemod(EagleCodemod):
         if not isinstance(fwd.body, cst.IndentedBlock):
             raise NotAutoFixable(f"{qualname}.forward has no block body")
         lf, loop_node = _layer_loop(tree, qualname, fwd)
-        located = _path_to(list(fwd.body.body), loop_node) if loop_node is not None else None
+        located = path_to(list(fwd.body.body), loop_node) if loop_node is not None else None
         if located is None:
             raise NotAutoFixable(
                 f"{qualname}.forward has no loop over its decoder layers",
                 "capture hidden_states + residual for the layers in aux_hidden_state_layers",
             )
         loop: cst.For = located.node
-        used = _names_used(fwd)
+        used = names_used(fwd)
         existing = lf.capture_list if lf.captures else None
-        aux = existing if existing and existing != "?" else _fresh("aux_hidden_states", used)
+        aux = existing if existing and existing != "?" else fresh_name("aux_hidden_states", used)
         new_stmts: list[cst.BaseStatement] = [loop]
         if existing is None:
             new_stmts = self._capture_loop(tree, qualname, loop, aux, used, fn_depth + located.depth - 1, mode)
@@ -316,11 +320,11 @@ class AuxCaptureCodemod(EagleCodemod):
         return rewritten
 
     def _capture_loop(self, tree, qualname, loop: cst.For, aux: str, used: set[str], depth: int, mode: str):
-        names = _layer_call_names(loop)
+        names = self._state_names(loop)
         if names is None:
             raise NotAutoFixable(
                 f"{qualname}.forward: cannot tell which variables carry the hidden state in the layer loop",
-                "append the state entering each layer in aux_hidden_state_layers",
+                f"append the state entering each layer in {self.LAYERS_ATTR}",
             )
         hidden, residual = names
         it = loop.iter
@@ -331,7 +335,7 @@ class AuxCaptureCodemod(EagleCodemod):
             idx_expr = target.value  # range(start_layer, end_layer): already absolute
         elif isinstance(target, cst.Name):
             start = self._slice_start(tree, qualname, it)
-            idx = _fresh("idx", used)
+            idx = fresh_name("idx", used)
             idx_expr = idx
             inner = _compact(tree, it)
             head = f"for {idx}, {target.value} in enumerate("
@@ -356,7 +360,7 @@ class AuxCaptureCodemod(EagleCodemod):
                 start = self._slice_start(tree, qualname, it.args[0].value)
                 if start is None:
                     idx_expr = idx
-                elif idx in _names_used(loop.body):
+                elif idx in names_used(loop.body):
                     idx_expr = f"{start} + {idx}"  # the body uses the relative index: keep it
                 else:
                     idx_expr = idx
@@ -381,7 +385,7 @@ class AuxCaptureCodemod(EagleCodemod):
             ]
         else:
             value = f"{hidden} if {residual} is None else {hidden} + {residual}" if residual else hidden
-            cond = f"if {idx_expr} in self.aux_hidden_state_layers:\n"
+            cond = f"if {idx_expr} in self.{self.LAYERS_ATTR}:\n"
             capture = [cond + f"    {aux}.append({value})\n", cond + f"    {aux}.append(\n        {value}\n    )\n"]
         cap_stmt = _pick(tree, capture, depth + 1)
         body = loop.body
@@ -396,9 +400,14 @@ class AuxCaptureCodemod(EagleCodemod):
         )
         self.changes.append(
             f"{qualname}.forward captures {hidden}{' + ' + residual if residual else ''} entering the layers in "
-            f"aux_hidden_state_layers, keyed on the absolute layer index {idx_expr}"
+            f"{self.LAYERS_ATTR}, keyed on the absolute layer index {idx_expr}"
         )
         return [init, new_loop]
+
+    def _state_names(self, loop: cst.For) -> tuple[str, str | None] | None:
+        """``(hidden states name, residual name or None)`` of the layer loop (see
+        :func:`layer_call_names`)."""
+        return layer_call_names(loop)
 
     def _slice_start(self, tree, qualname, it: cst.BaseExpression) -> str | None:
         """Start of the layer slice the loop iterates (``islice(self.layers, A, B)``,
@@ -422,7 +431,7 @@ class AuxCaptureCodemod(EagleCodemod):
             "track the absolute layer index (start_layer + i) and capture the states entering the requested layers",
         )
 
-    def _returns(self, tree, qualname, located: _Located, aux: str) -> dict:
+    def _returns(self, tree, qualname, located: Located, aux: str) -> dict:
         """The final ``return X`` lines after the loop, mapped to their replacement (empty when
         the forward already returns the aux states)."""
         fwd_returns_aux = False
@@ -470,19 +479,19 @@ class AuxCaptureCodemod(EagleCodemod):
                 targets = [t.target for t in n.targets] if isinstance(n, cst.Assign) else [n.target]
                 for t in targets:
                     for x in walk(t):
-                        if isinstance(x, cst.Attribute) and x.attr.value == "aux_hidden_state_layers":
+                        if isinstance(x, cst.Attribute) and x.attr.value == self.LAYERS_ATTR:
                             return cls
-                        if isinstance(x, cst.Name) and x.value == "aux_hidden_state_layers" and t is x:
+                        if isinstance(x, cst.Name) and x.value == self.LAYERS_ATTR and t is x:
                             return cls
         init = class_methods(cls).get("__init__")
         if init is None or not isinstance(init.body, cst.IndentedBlock):
-            attr = cst.parse_statement("aux_hidden_state_layers: tuple[int, ...] = ()\n", config=tree.config_for_parsing)
+            attr = cst.parse_statement(f"{self.LAYERS_ATTR}{self.LAYERS_INIT}\n", config=tree.config_for_parsing)
             body = list(cls.body.body)
             at = 1 if body and _docstring(body[0]) else 0
             body.insert(at, attr)
-            self.changes.append(f"{qualname} declares aux_hidden_state_layers = ()")
+            self.changes.append(f"{qualname} declares {self.LAYERS_ATTR}{self.LAYERS_INIT}")
             return cls.with_changes(body=cls.body.with_changes(body=body))
-        stmt = cst.parse_statement("self.aux_hidden_state_layers: tuple[int, ...] = ()\n", config=tree.config_for_parsing)
+        stmt = cst.parse_statement(f"self.{self.LAYERS_ATTR}{self.LAYERS_INIT}\n", config=tree.config_for_parsing)
         body = list(init.body.body)
         at = len(body)
         for i, st in enumerate(body):
@@ -497,7 +506,7 @@ class AuxCaptureCodemod(EagleCodemod):
                 break
         body.insert(at, stmt)
         new_init = init.with_changes(body=init.body.with_changes(body=body))
-        self.changes.append(f"{qualname}.__init__ initialises self.aux_hidden_state_layers = ()")
+        self.changes.append(f"{qualname}.__init__ initialises self.{self.LAYERS_ATTR}{self.LAYERS_INIT}")
         return replace(cls, init, new_init)
 
 

@@ -79,10 +79,10 @@ class SGLangAuxCaptureRule(Rule):
     HOW_TO_FIX = (
         "In the inner model's forward, keep aux_hidden_states = [], append hidden_states + "
         "residual when the layer index is in self.layers_to_capture, and return (hidden_states, "
-        "aux_hidden_states) when any were captured; make the setter reach that model. No codemod "
-        "yet: write it by hand, modelled on the tree's Llama or DeepSeek-V2 model."
+        "aux_hidden_states) when any were captured; make the setter reach that model. The codemod "
+        "(sglang-aux-capture) does so, modelled on the tree's own capable models."
     )
-    FIX_AVAILABLE = False
+    FIX_AVAILABLE = True
     METHODS = ("eagle3",)
     ENGINES = ("sglang",)
     DATA = CaptureData

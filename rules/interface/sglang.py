@@ -86,9 +86,10 @@ class SGLangInterfaceRule(Rule):
     HOW_TO_FIX = (
         "Define set_eagle3_layers_to_capture on the class (or the base that holds its code): store "
         "the layer ids on the inner model's layers_to_capture and set capture_aux_hidden_states, "
-        "as the tree's Llama or DeepSeek-V2 models do. No codemod yet: write it by hand."
+        "as the tree's Llama or DeepSeek-V2 models do. The codemod (sglang-interface) writes it in the shape of "
+        "the tree's own capable models, or a delegation to the language model for a multimodal wrapper."
     )
-    FIX_AVAILABLE = False
+    FIX_AVAILABLE = True
     METHODS = ("eagle3",)
     ENGINES = ("sglang",)
     DATA = SetterData

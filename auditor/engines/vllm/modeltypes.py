@@ -106,7 +106,8 @@ def model_type_of_config(resolver: Resolver, registry: Registry, cfg: ClassRef |
             if mt:
                 return mt, f"transformers' CONFIG_MAPPING_NAMES maps {mt} to {name}"
     keys = []
-    for mt, val in registry.config_registry().items():
+    table = getattr(registry, "config_registry", None)  # vLLM's _CONFIG_REGISTRY (SGLang has none)
+    for mt, val in (table().items() if table is not None else ()):
         vname = val if isinstance(val, str) else (val[1] if isinstance(val, tuple) and len(val) > 1 else None)
         if isinstance(vname, str) and vname.rsplit(".", 1)[-1] == name:
             keys.append(mt)

@@ -27,7 +27,7 @@ app = typer.Typer(
         "Static compatibility auditor for speculative decoding (EAGLE-3, EAGLE-1/2, MTP) in vLLM and SGLang.\n\n"
         "Reads an engine source tree without importing it and tells, per target architecture and method, "
         "whether the engine will accept it and which gate blocks it, with file:line.\n\n"
-        "Settings: [tool.eagle-audit] in pyproject.toml (every command; flags override it; --no-config "
+        "Settings: [tool.eagle-audit] in pyproject.toml (every command but rules; flags override it; --no-config "
         "ignores it).\n\n"
         "\b\n"
         "Examples:\n"
@@ -303,7 +303,7 @@ def _num_spec_opt():
 
 
 PathArg = typer.Argument(
-    None, metavar="[PATH]",
+    None, metavar="PATH",
     help="vLLM (or SGLang) tree: a package folder (site-packages/vllm), a source checkout, or a release archive "
     "(.tar.gz / .whl, read in place). Omit it to audit the installed vllm (see --python).",
     show_default=False,
@@ -578,7 +578,7 @@ def scan(
 ) -> None:
     """Verdict per architecture and method: supported, blocked (which gates, file:line) or unknown (why).
 
-    Exit codes: 0 all supported, 1 some target blocked or unknown, 2 usage or input error.
+    Exit codes: 0 all supported, 1 some target blocked or unknown, 2 usage or input error, 3 internal error (a bug in eagle-audit; --debug shows the traceback).
 
     \b
     Examples:
@@ -598,17 +598,17 @@ def scan(
     methods = list(settings.methods)
     method = method or ",".join(methods)
     if model_type and not model and hf_config is None:
-        _fail("--model-type is the text model_type of the targets named with --model: give --model "
-              "(a full scan finds each target's own model_type)")
+        _fail(f"{settings.label('model_type')} is the text model_type of the targets named with --model: give "
+              "--model (a full scan finds each target's own model_type)")
     _check_output(output, "--output", force)
     fmt = _output_format(fmt, output)
     run = settings.run_options(methods[0], "cuda" if platform is PlatformOpt.all else platform.value)
+    cfg = load_hf_config(hf_config, settings.label("hf_config")) if hf_config else None
     if platform is PlatformOpt.all:
         if sglang_version or engine is EngineOpt.sglang:
             _fail("--platform all audits vLLM trees (SGLang trees are not audited per platform)")
-        return _scan_all_platforms(path, vllm_version, model, model_type, hf_config, methods, fmt, output,
+        return _scan_all_platforms(path, vllm_version, model, model_type, cfg, methods, fmt, output,
                                    no_cache, no_progress, exit_zero, transformers, run, python)
-    cfg = load_hf_config(hf_config) if hf_config else None
     auditor = _open(path, vllm_version, no_progress, no_cache, transformers, platform.value, sglang_version, engine,
                     python)
     specs = resolve_targets(auditor.registry, model, model_type, cfg)
@@ -702,19 +702,19 @@ def _fix_commands(result, auditor, path: Optional[str], vllm_version: Optional[s
     return lines
 
 
-def _scan_all_platforms(path, vllm_version, model, model_type, hf_config, methods, fmt, output, no_cache,
+def _scan_all_platforms(path, vllm_version, model, model_type, cfg, methods, fmt, output, no_cache,
                         no_progress, exit_zero, transformers, run, python=None) -> None:
     """``scan --platform all``: the same scan on every platform (one tree, one index), then where
-    the verdicts differ. JSON: ``{"platform": "all", "reports": {platform: scan}, "differences": [...]}``."""
+    the verdicts differ (``cfg``: the checkpoint's parsed config.json, or None). JSON:
+    ``{"platform": "all", "reports": {platform: scan}, "differences": [...]}``."""
     from auditor.engines.vllm.platforms import PLATFORMS
-    from auditor.engines.vllm.targets import load_hf_config, resolve_targets
+    from auditor.engines.vllm.targets import resolve_targets
     from auditor.orchestration.scan import Auditor, platform_differences
     from auditor.render import report as rep
 
     if fmt not in (Format.table, Format.json):
         _fail("--platform all writes a table or JSON (--format table|json)")
     first = _open(path, vllm_version, no_progress, no_cache, transformers, PLATFORMS[0], python=python)
-    cfg = load_hf_config(hf_config) if hf_config else None
     full = not model and cfg is None
     reports = {}
     for plat in PLATFORMS:
@@ -801,7 +801,7 @@ def _with_progress2(show: bool, labels: tuple[str, str], fn):
 
 @app.command(cls=_Command)
 def explain(
-    arch: Optional[str] = typer.Argument(None, metavar="[ARCH]", show_default=False,
+    arch: Optional[str] = typer.Argument(None, metavar="ARCH", show_default=False,
                                          help="Architecture (DeepseekV3ForCausalLM) or model_type (kimi_k2; each of "
                                          "its architectures is explained). Default: --model."),
     path: Optional[str] = PathArg,
@@ -825,6 +825,8 @@ def explain(
     protocol members and where each comes from, the holder model and its forward loop, and the
     import-time branches followed for the platform.
 
+    Exit codes: 0 explained, 2 usage or input error (an unknown architecture, a bad tree), 3 internal error (a bug in eagle-audit; --debug shows the traceback).
+
     \b
     Examples:
       eagle-audit explain DeepseekV3ForCausalLM --vllm-version 0.16.0
@@ -834,14 +836,16 @@ def explain(
     from auditor.orchestration.explain import explain as do_explain
     from auditor.render import report as rep
 
-    if all_archs and arch and path is None:
-        arch, path = None, arch  # ``explain --all PATH``: the one positional is the tree
+    if (all_archs and arch and path is None and not (vllm_version or sglang_version or python)
+            and (Path(arch).exists() or any(c in arch for c in "/\\."))):
+        arch, path = None, arch  # ``explain --all PATH``: the one positional is a tree, not a class name
+    if all_archs and (arch or model):
+        _fail(f"--all takes no {'ARCH' if arch else '--model'}: it explains every architecture of the registry; "
+              "give either --all or the architectures")
     settings = _settings(config, no_config, models=model)
     names = [arch] if arch else ([] if all_archs else list(settings.models))
     if not names and not all_archs:
         _fail("give an architecture (or --model NAME, or models in [tool.eagle-audit]), or --all")
-    if arch and all_archs:
-        _fail("give an architecture or --all, not both")
     _check_output(output, "--output", force)
     auditor = _open(path, vllm_version, no_progress, no_cache, platform=platform.value,
                     sglang_version=sglang_version, engine=engine, python=python)
@@ -876,6 +880,8 @@ def list_rules(
 ) -> None:
     """The rules: code, gate, whether it blocks, whether a fix exists, why and how to fix.
 
+    Exit codes: 0 listed, 2 usage error, 3 internal error (a bug in eagle-audit; --debug shows the traceback).
+
     \b
     Examples:
       eagle-audit rules
@@ -909,6 +915,7 @@ def fix_cmd(
     python: Optional[str] = _python_opt(),
     model: List[str] = _model_opt("give --model or --codemods"),
     model_type: Optional[str] = _model_type_opt(),
+    hf_config: Optional[Path] = _hf_config_opt(),
     method: Optional[str] = _method_opt(all_ok=False),
     pipeline_parallel_size: Optional[int] = _pp_opt(),
     draft_config: Optional[Path] = _draft_config_opt(),
@@ -938,7 +945,7 @@ def fix_cmd(
     re-scanned in memory, gives supported for every target.
 
     Exit codes: 0 patch produced (or nothing to do), 1 some gate cannot be fixed automatically
-    (nothing written; the report says why), 2 usage error or refused write.
+    (nothing written; the report says why), 2 usage error or refused write, 3 internal error (a bug in eagle-audit; --debug shows the traceback).
 
     \b
     Examples:
@@ -973,13 +980,19 @@ def fix_cmd(
     if codemods and model:
         _fail("give either --model or --codemods, not both")
     _check_model_type(model_type)
+    if codemods and hf_config:
+        _fail("give either --hf-config or --codemods, not both (the codemods file names its targets)")
     settings = _settings(config, no_config, models=None if codemods else model,
-                         methods=None if method is None else [method], model_type=model_type,
+                         methods=None if method is None else [method], model_type=model_type, hf_config=hf_config,
                          pipeline_parallel_size=pipeline_parallel_size, draft_config=draft_config,
                          parallel_drafting=parallel_drafting, num_speculative_tokens=num_speculative_tokens)
     method, model_type = settings.methods[0], settings.model_type
     model = [] if codemods else list(settings.models)
     loaded = fx.load_codemods(codemods) if codemods else None  # validated before any work
+    from auditor.engines.vllm.targets import load_hf_config
+
+    hf = (load_hf_config(settings.hf_config, settings.label("hf_config")) if settings.hf_config and not codemods
+          else None)
     if out_dir is not None:
         try:
             if out_dir.exists() and not out_dir.is_dir():
@@ -999,10 +1012,10 @@ def fix_cmd(
         missing = [s.architecture for s in specs if s.architecture not in auditor.registry.entries]
         if missing:
             _fail(f"--codemods: {', '.join(missing)} not in this tree's registry")
-    elif model:
-        specs = resolve_targets(auditor.registry, model, model_type)
+    elif model or hf is not None:
+        specs = resolve_targets(auditor.registry, model, model_type, hf)
     else:
-        _fail("give --model NAME (or --codemods FILE, or --revert)")
+        _fail("give --model NAME (or --hf-config with the checkpoint's architectures, --codemods FILE, or --revert)")
     root = auditor.tree.source.root()
     if apply and root is None:
         _fail("--apply needs a folder tree (an archive cannot be edited in place); use --out-dir and patch -p1")
@@ -1010,7 +1023,7 @@ def fix_cmd(
     if apply:
         fx.check_apply_target(root, home)  # refused before the work
     run = settings.run_options(method, platform.value)
-    result = fx.plan_fix(auditor, specs, method, only, run)
+    result = fx.plan_fix(auditor, specs, method, only, run, hf)
     if result.already_supported:
         _err().print(clean(result.report(), multiline=True), markup=False, highlight=False, soft_wrap=True)
         _err().print("every target is already supported: nothing to change (empty diff)", highlight=False)
@@ -1167,7 +1180,7 @@ def gate_cmd(
 
     With --current-version, regressions are reported too. Settings default to [tool.eagle-audit] in pyproject.toml; flags override them.
 
-    Exit codes: 0 native or patched, 1 broken, 2 usage or input error.
+    Exit codes: 0 native or patched, 1 broken, 2 usage or input error, 3 internal error (a bug in eagle-audit; --debug shows the traceback).
 
     \b
     Examples:
@@ -1191,19 +1204,20 @@ def gate_cmd(
                     parallel_drafting=parallel_drafting, num_speculative_tokens=num_speculative_tokens)
     run = cfg.run_options(platform=platform.value)
     if not cfg.candidate_version:
-        _fail("give --candidate-version X|PATH (or candidate-version in pyproject.toml, tool.eagle-audit)")
+        _fail("give --candidate-version X|PATH (or candidate-version in [tool.eagle-audit], pyproject.toml)")
     _check_output(output, "--output", force)
     _check_output(summary, "--summary", force, append=True)
     if cfg.codemods is not None and not Path(cfg.codemods).is_file():
-        _fail(f"--codemods: no such file: {cfg.codemods}")
+        _fail(f"{cfg.label('codemods')}: no such file: {cfg.codemods}")
     if cfg.codemods is not None:
         from auditor.orchestration.fix import load_codemods
 
-        load_codemods(cfg.codemods)  # validated before any work
-    hf = load_hf_config(cfg.hf_config) if cfg.hf_config else None
+        load_codemods(cfg.codemods, cfg.label("codemods"))  # validated before any work
+    hf = load_hf_config(cfg.hf_config, cfg.label("hf_config")) if cfg.hf_config else None
     name = engine.value if engine is not None else None
-    cand = _open_side("--candidate-version", cfg.candidate_version, no_progress, no_cache, platform.value, name)
-    cur = (_open_side("--current-version", cfg.current_version, no_progress, no_cache, platform.value, name)
+    cand = _open_side(cfg.label("candidate_version"), cfg.candidate_version, no_progress, no_cache, platform.value,
+                      name)
+    cur = (_open_side(cfg.label("current_version"), cfg.current_version, no_progress, no_cache, platform.value, name)
            if cfg.current_version else None)
     report = _with_progress(
         _progress_enabled(no_progress), "gating",
@@ -1261,11 +1275,11 @@ def matrix_cmd(
     config: Optional[Path] = _config_opt(),
     no_config: bool = _no_config_opt(),
 ) -> None:
-    """Support matrix: one row per release with the verdict and blocking gates of each target, the first release with native support in bold.
+    """Support matrix: one row per release with the verdict and blocking gates of each target; in bold, the first of the releases listed with native support (not the first ever released: widen --versions to find that).
 
     Archives are fetched in parallel and cached; releases with no source archive on the index are listed as skipped, with the reason.
 
-    Exit codes: 0 matrix produced, 2 usage or input error, or a release that could not be fetched or read (it is listed as skipped, with the error).
+    Exit codes: 0 matrix produced, 2 usage or input error, or a release that could not be fetched or read (it is listed as skipped, with the error), 3 internal error (a bug in eagle-audit; --debug shows the traceback).
 
     \b
     Examples:
@@ -1282,13 +1296,17 @@ def matrix_cmd(
                     model_type=model_type, pipeline_parallel_size=pipeline_parallel_size, draft_config=draft_config,
                     parallel_drafting=parallel_drafting, num_speculative_tokens=num_speculative_tokens)
     if not cfg.versions:
-        _fail("give --versions SPEC (or versions in pyproject.toml, tool.eagle-audit)")
+        _fail("give --versions SPEC (or versions in [tool.eagle-audit], pyproject.toml)")
     _check_output(output, "--output", force)
     _check_output(summary, "--summary", force, append=True)
     run = cfg.run_options(platform=platform.value)
-    report = _matrix_progress(_progress_enabled(no_progress), lambda cb: run_matrix(
-        cfg.models, cfg.versions, method=cfg.methods[0], model_type=cfg.model_type, jobs=jobs,
-        use_cache=not no_cache, progress=cb, platform=platform.value, options=run, engine=engine.value))
+    try:
+        report = _matrix_progress(_progress_enabled(no_progress), lambda cb: run_matrix(
+            cfg.models, cfg.versions, method=cfg.methods[0], model_type=cfg.model_type, jobs=jobs,
+            use_cache=not no_cache, progress=cb, platform=platform.value, options=run, engine=engine.value))
+    except AuditError as exc:  # a SPEC from the settings file: name the file and the key, not the flag
+        text = str(exc)
+        _fail(cfg.label("versions") + text[len("--versions"):] if text.startswith("--versions") else text)
     markdown = ci_formats.matrix_markdown(report)
     if fmt is MatrixFormat.table and output is None:
         _print_markdown(markdown)
@@ -1314,9 +1332,7 @@ class CompareFormat(str, Enum):
 
 @app.command("compare", cls=_Command)
 def compare_cmd(
-    model: List[str] = typer.Option(
-        [], "--model", "-m", metavar="NAME", show_default=False,
-        help="Target: an architecture or a model_type (kimi_k2). Repeatable."),
+    model: List[str] = _model_opt("give --model"),
     vllm_version: Optional[str] = typer.Option(
         None, "--vllm-version", help="The vLLM side: a release (fetched, cached) or a PATH (folder, .tar.gz, .whl).",
         metavar="X|PATH", show_default=False),
@@ -1325,17 +1341,24 @@ def compare_cmd(
         "fetched, cached) or a PATH.", metavar="X|PATH", show_default=False),
     method: Optional[str] = _method_opt(all_ok=False),
     model_type: Optional[str] = _model_type_opt(),
+    hf_config: Optional[Path] = _hf_config_opt(),
+    pipeline_parallel_size: Optional[int] = _pp_opt(),
+    draft_config: Optional[Path] = _draft_config_opt(),
+    parallel_drafting: Optional[bool] = _parallel_drafting_opt(),
+    num_speculative_tokens: Optional[int] = _num_spec_opt(),
     fmt: CompareFormat = typer.Option(CompareFormat.table, "--format", "-f", metavar="table|json|markdown",
                                       help="Output format."),
     output: Optional[Path] = _output_opt(),
     force: bool = ForceOpt,
     no_cache: bool = _no_cache_opt(),
     no_progress: bool = _no_progress_opt(),
+    config: Optional[Path] = _config_opt(),
+    no_config: bool = _no_config_opt(),
 ) -> None:
     """Where to serve: the same targets audited in vLLM and in SGLang, side by side (verdict and
     blocking gates per engine, with the reasons).
 
-    Exit codes: 0 some engine supports every target, 1 none does, 2 usage or input error.
+    Exit codes: 0 some engine supports every target, 1 none does, 2 usage or input error, 3 internal error (a bug in eagle-audit; --debug shows the traceback).
 
     \b
     Examples:
@@ -1343,12 +1366,20 @@ def compare_cmd(
       eagle-audit compare -m qwen3_moe --vllm-version site-packages/vllm \\
                           --sglang-version 0.5.9
     """
+    from auditor.engines.vllm.targets import load_hf_config
     from auditor.orchestration.compare import open_engine_side, run_compare
     from auditor.render import report as rep
 
-    _check_model_type(model_type)
-    if not model:
-        _fail("give --model NAME")
+    if method is not None:
+        _methods(method, all_ok=False)
+    cfg = _settings(config, no_config, models=model, methods=None if method is None else [method],
+                    model_type=model_type, hf_config=hf_config, pipeline_parallel_size=pipeline_parallel_size,
+                    draft_config=draft_config, parallel_drafting=parallel_drafting,
+                    num_speculative_tokens=num_speculative_tokens)
+    hf = load_hf_config(cfg.hf_config, cfg.label("hf_config")) if cfg.hf_config else None
+    run = cfg.run_options()
+    if not cfg.models and not (hf or {}).get("architectures"):
+        _fail("give --model NAME (or models in [tool.eagle-audit], pyproject.toml)")
     if not vllm_version or not sglang_version:
         _fail("give both --vllm-version X|PATH and --sglang-version Y|PATH")
     _check_output(output, "--output", force)
@@ -1359,14 +1390,52 @@ def compare_cmd(
                                                   use_cache=not no_cache)))
         except AuditError as exc:
             _fail(f"--{engine}-version {value}: {exc}")
-    report = run_compare(model, sides, method=_methods(method or "eagle3", all_ok=False)[0], model_type=model_type)
+    report = run_compare(cfg.models, sides, method=cfg.methods[0], model_type=cfg.model_type, hf_config=hf,
+                         options=run)
     if fmt is CompareFormat.table and output is None:
         rep.compare_table(report, _out())
     elif fmt is CompareFormat.json:
         _write(json.dumps(report.as_dict(), indent=2), output)
     else:
         _write(rep.compare_markdown(report), output)
+    if not report.ok and fmt is not CompareFormat.json:  # never mixed with JSON's stream
+        for line in _compare_next_steps(report, cfg, run):
+            _err().print(clean(line), markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(0 if report.ok else 1)
+
+
+def _compare_next_steps(report, cfg, run) -> list[str]:
+    """After a comparison where no engine supports every target: which engine supports which
+    target, then per engine the exact ``eagle-audit fix`` command for its blocked targets that
+    have a fix, or the ``eagle-audit matrix`` command that finds a later release of it that
+    supports the others (for a release given by version)."""
+    from auditor.orchestration.upgrade import fix_command, side_kind
+
+    lines = []
+    for i, side in enumerate(report.sides):
+        good = report.supported_by(i)
+        lines.append(f"{side.name} supports {', '.join(good) if good else 'none of the targets'}")
+    method = report.rows[0].method if report.rows else cfg.methods[0]
+    for i, side in enumerate(report.sides):
+        blocked = [r.architecture for r in report.rows if r.cells[i].verdict != "supported"]
+        fixable = report.fixable_by(i)
+        if fixable:
+            what = f"{side.name}: {count(len(fixable), 'blocked target')} with a fix available"
+            lines.append(f"next step ({what}): {fix_command(side.spec, side.engine, fixable, method, run, cfg.model_type)}"
+                         "  (writes the patch and a codemods file there)")
+        rest = [a for a in blocked if a not in fixable]
+        try:
+            by_version = side_kind(side.spec) == "version"
+        except AuditError:
+            by_version = False
+        if rest and by_version:
+            argv = ["eagle-audit", "matrix", *(["--engine", side.engine] if side.engine != "vllm" else []),
+                    *(x for a in rest for x in ("--model", a)), "--versions", f"{side.spec}..", "--method", method]
+            import shlex
+
+            lines.append(f"next step ({side.name}: {', '.join(rest)} with no fix available): {shlex.join(argv)}"
+                         "  (finds the first later release that supports them)")
+    return lines
 
 
 def _matrix_progress(show: bool, fn):
@@ -1411,7 +1480,8 @@ def main(argv: Optional[list[str]] = None) -> None:
             sys.stdout.write(exc.format_message() + "\n")
             sys.exit(0)
         hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
-        _err().print(f"[bold red]eagle-audit: error:[/bold red] {escape(clean(exc.format_message()))}{escape(clean(hint))}",
+        message = exc.format_message().replace("Value error, ", "")  # the prefix of typer's (pydantic's) validation
+        _err().print(f"[bold red]eagle-audit: error:[/bold red] {escape(clean(message))}{escape(clean(hint))}",
                   highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     if rv == 130:  # click turned a KeyboardInterrupt (Ctrl-C, or SIGTERM during fix) into this code

@@ -399,7 +399,7 @@ def test_explain_llama_table_output(cli):
     assert p.returncode == 0, p.stderr
     assert "vllm.model_executor.models.llama.LlamaModel" in p.stdout
     assert "captures aux hidden states: yes" in p.stdout
-    assert "returns aux hidden states: True" in p.stdout
+    assert "returns aux hidden states: yes" in p.stdout
 
 
 def test_rules_command_lists_every_rule(cli):

@@ -149,6 +149,23 @@ class RunOptions:
             "platform": self.platform,
         }
 
+    def flags(self) -> list[str]:
+        """The command-line flags that give these options (those that differ from a default
+        run, the method excepted), as argv items: ``["--pipeline-parallel-size", "2",
+        "--draft-config", "d/config.json"]``; empty for the defaults."""
+        out: list[str] = []
+        if self.platform != "cuda":
+            out += ["--platform", self.platform]
+        if self.pipeline_parallel_size != 1:
+            out += ["--pipeline-parallel-size", str(self.pipeline_parallel_size)]
+        if self.draft_config_path:
+            out += ["--draft-config", self.draft_config_path]
+        if self.parallel_drafting:
+            out.append("--parallel-drafting")
+        if self.num_speculative_tokens is not None:
+            out += ["--num-speculative-tokens", str(self.num_speculative_tokens)]
+        return out
+
     def describe(self) -> str:
         """The options that differ from a default run, as a short text (``PP=2, draft config
         d/config.json``); empty for the defaults."""

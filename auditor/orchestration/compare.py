@@ -10,6 +10,7 @@ from typing import Sequence
 from auditor.engines.catalog import engine_for
 from auditor.engines.vllm.targets import resolve_targets
 from auditor.model.errors import AuditError
+from auditor.model.options import RunOptions
 from auditor.model.results import TargetResult
 from auditor.orchestration.scan import Auditor, open_tree
 from auditor.orchestration.upgrade import side_kind
@@ -38,11 +39,13 @@ class EngineSide:
 class Cell:
     """One target in one engine: the verdict (``absent`` when the engine's tree does not register
     the architecture), the blocking gates, and the reasons (``gate: message (file:line)``, the
-    error and unknown findings)."""
+    error and unknown findings); ``fix_available``: blocked, and ``eagle-audit fix`` can patch
+    every blocking gate (no verdict left unknown)."""
 
     verdict: str
     blocking: list[str] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
+    fix_available: bool = False
 
     @classmethod
     def of(cls, r: TargetResult | None) -> "Cell":
@@ -52,10 +55,14 @@ class Cell:
         reasons = [f"{f.gate}: {f.message} ({f.where})" for f in r.findings if f.severity.value in ("error", "unknown")]
         if r.note:
             reasons.append(r.note)
-        return cls(r.verdict.value, list(r.blocking), reasons)
+        errors = [f for f in r.findings if f.severity.value == "error"]
+        fixable = (r.verdict.value == "blocked" and bool(errors) and all(f.fix_available for f in errors)
+                   and not any(f.severity.value == "unknown" for f in r.findings))
+        return cls(r.verdict.value, list(r.blocking), reasons, fixable)
 
     def as_dict(self) -> dict:
-        return {"verdict": self.verdict, "blocking": self.blocking, "reasons": self.reasons}
+        return {"verdict": self.verdict, "blocking": self.blocking, "reasons": self.reasons,
+                "fix_available": self.fix_available}
 
 
 @dataclass
@@ -91,6 +98,14 @@ class CompareReport:
         """True when some engine supports every target (the command then exits 0)."""
         return any(self.supports_all)
 
+    def supported_by(self, i: int) -> list[str]:
+        """The architectures side ``i`` supports, in row order."""
+        return [r.architecture for r in self.rows if r.cells[i].verdict == "supported"]
+
+    def fixable_by(self, i: int) -> list[str]:
+        """The architectures side ``i`` blocks with a fix available for every blocking gate."""
+        return [r.architecture for r in self.rows if r.cells[i].fix_available]
+
     def as_dict(self) -> dict:
         return {
             "sides": [s.as_dict() for s in self.sides],
@@ -120,7 +135,8 @@ def open_engine_side(engine: str, value: str, *, progress: bool = False, use_cac
 
 
 def run_compare(names: Sequence[str], auditors: Sequence[tuple[str, Auditor]], *, method: str = "eagle3",
-                model_type: str | None = None) -> CompareReport:
+                model_type: str | None = None, hf_config: dict | None = None,
+                options: RunOptions | None = None) -> CompareReport:
     """Audit the targets ``names`` (architectures or model_types, as ``scan --model`` takes them)
     in each engine's tree.
 
@@ -129,6 +145,10 @@ def run_compare(names: Sequence[str], auditors: Sequence[tuple[str, Auditor]], *
         auditors: ``(spec as given, auditor)`` per engine, in column order.
         method: the speculative method (every engine must audit it).
         model_type: the targets' text model_type (vLLM's allowlist reads it).
+        hf_config: the checkpoint's parsed ``config.json`` (``--hf-config``), read by both
+            engines' audits; its ``architectures`` are targets too.
+        options: the run both engines are audited for (pipeline-parallel size, drafter config,
+            …; default: a plain run).
 
     Returns:
         The :class:`CompareReport`: rows in the order the targets first resolve.
@@ -137,9 +157,9 @@ def run_compare(names: Sequence[str], auditors: Sequence[tuple[str, Auditor]], *
         AuditError: no target; a method an engine does not audit; a name that resolves in no
             engine.
     """
-    names = list(names)
+    names = list(names) or [a for a in (hf_config or {}).get("architectures") or [] if isinstance(a, str)]
     if not names:
-        raise AuditError("no target: give --model NAME")
+        raise AuditError("no target: give --model NAME (or models in [tool.eagle-audit], pyproject.toml)")
     sides, results, order, unresolved = [], [], [], {}
     for spec, a in auditors:
         if method not in a.engine.methods:
@@ -149,12 +169,12 @@ def run_compare(names: Sequence[str], auditors: Sequence[tuple[str, Auditor]], *
         specs = []
         for name in names:
             try:
-                found = resolve_targets(a.registry, [name], model_type)
+                found = resolve_targets(a.registry, [name], model_type, hf_config)
             except AuditError as exc:
                 unresolved.setdefault(name, {})[a.engine.name] = str(exc)
                 continue
             specs += [s for s in found if s.architecture not in {x.architecture for x in specs}]
-        rep = a.scan(specs, [method]) if specs else None
+        rep = a.scan(specs, [method], hf_config, options=options) if specs else None
         by_arch = {r.architecture: r for r in (rep.results if rep else [])}
         results.append(by_arch)
         order += [s.architecture for s in specs if s.architecture not in order]

@@ -1,6 +1,7 @@
 """Settings of every command: ``[tool.eagle-audit]`` in ``pyproject.toml``, then flags.
 
-One typed model (:class:`Settings`) serves ``scan``, ``explain``, ``fix``, ``gate`` and ``matrix``;
+One typed model (:class:`Settings`) serves ``scan``, ``explain``, ``fix``, ``gate``, ``matrix`` and
+``compare`` (every command but ``rules``, which reads no settings);
 precedence is flags > settings > defaults. Every setting is named like its flag: a repeatable flag
 gives a plural setting (``--model`` ↔ ``models``, ``--method`` ↔ ``methods``, ``--allow-warning`` ↔
 ``allow-warnings``), any other flag its own name without the dashes (``--candidate-version`` ↔
@@ -38,16 +39,18 @@ from auditor.model.options import (
 TABLE = ("tool", "eagle-audit")
 
 #: The commands that read settings.
-COMMANDS = ("scan", "explain", "fix", "gate", "matrix")
+COMMANDS = ("scan", "explain", "fix", "gate", "matrix", "compare")
 
-_RUN = ("scan", "fix", "gate", "matrix")
+_RUN = ("scan", "fix", "gate", "matrix", "compare")
 
 
 @dataclass(frozen=True)
 class Setting:
     """One key of ``[tool.eagle-audit]``: its ``field`` of :class:`Settings`, the ``flag`` it
     stands for, the ``commands`` that read it, a ``help`` phrase, an ``example`` value (TOML
-    text, for the README) and the ``old`` spellings still read with a deprecation notice."""
+    text, for the README), the ``old`` spellings still read with a deprecation notice, and
+    whether the example is a ``placeholder`` (a file of the user's: the README's block shows it
+    commented out, so that the block runs as copied)."""
 
     key: str
     field: str
@@ -56,6 +59,7 @@ class Setting:
     help: str
     example: str
     old: tuple[str, ...] = ()
+    placeholder: bool = False
 
 
 #: Every setting, in the order of the README's settings block.
@@ -65,18 +69,18 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("methods", "methods", "--method", COMMANDS, "speculative methods (scan audits each; the "
             "others take the first)", '["eagle3"]'),
     Setting("model-type", "model_type", "--model-type", _RUN, "the targets' text model_type", '"kimi_k2"'),
-    Setting("hf-config", "hf_config", "--hf-config", ("scan", "gate"), "the checkpoint's config.json or its "
-            "folder (relative to this file)", '"checkpoint"'),
+    Setting("hf-config", "hf_config", "--hf-config", ("scan", "fix", "gate", "compare"), "the checkpoint's config.json or its "
+            "folder (relative to this file)", '"checkpoint"', placeholder=True),
     Setting("pipeline-parallel-size", "pipeline_parallel_size", "--pipeline-parallel-size", _RUN,
             "the target's pipeline-parallel size", "1"),
     Setting("draft-config", "draft_config", "--draft-config", _RUN, "the drafter's config.json or its folder "
-            "(relative to this file)", '"drafter"'),
+            "(relative to this file)", '"drafter"', placeholder=True),
     Setting("parallel-drafting", "parallel_drafting", "--parallel-drafting", _RUN,
             "the speculative config's parallel_drafting", "false"),
     Setting("num-speculative-tokens", "num_speculative_tokens", "--num-speculative-tokens", _RUN,
             "the speculative config's num_speculative_tokens", "3"),
     Setting("codemods", "codemods", "--codemods", ("gate",), "your codemods file, replayed on the candidate "
-            "(relative to this file)", '"eagle-audit/kimi_k2.codemods.json"'),
+            "(relative to this file)", '"eagle-audit/kimi_k2.codemods.json"', placeholder=True),
     Setting("allow-warnings", "allow_warnings", "--allow-warning", ("gate",), "warnings to accept (gate ids "
             "or rule codes)", '["stale-member"]', old=("allowed-warnings",)),
     Setting("fail-on-warnings", "fail_on_warnings", "--fail-on-warnings", ("gate",),
@@ -91,6 +95,8 @@ SETTINGS: tuple[Setting, ...] = (
 
 #: Key (new or old spelling) → its setting.
 _BY_KEY: dict[str, Setting] = {k: s for s in SETTINGS for k in (s.key, *s.old)}
+#: Field of :class:`Settings` → its setting.
+_BY_FIELD: dict[str, Setting] = {s.field: s for s in SETTINGS}
 
 
 @dataclass(frozen=True)
@@ -119,6 +125,17 @@ class Settings:
     candidate_version: str | None = None
     versions: str | None = None
     deprecations: tuple[str, ...] = ()
+    origins: tuple[tuple[str, str], ...] = ()
+
+    def label(self, field: str) -> str:
+        """Where the value of ``field`` came from, for an error message: the file and the key
+        (``/p/pyproject.toml [tool.eagle-audit] draft-config``) when the file set it, else the
+        flag (``--draft-config``), so that a bad value is blamed on what the user wrote.
+
+        Raises:
+            KeyError: ``field`` is not a field of :data:`SETTINGS`.
+        """
+        return dict(self.origins).get(field) or _BY_FIELD[field].flag
 
     def merged(self, **flags: Any) -> "Settings":
         """These settings with every flag that was given (not None, not an empty list) in place
@@ -143,7 +160,8 @@ class Settings:
             check_pipeline_parallel_size(given["pipeline_parallel_size"], "--pipeline-parallel-size")
         if "num_speculative_tokens" in given:
             check_num_speculative_tokens(given["num_speculative_tokens"], "--num-speculative-tokens")
-        return dataclasses.replace(self, **given)
+        origins = tuple((f, where) for f, where in self.origins if f not in given)  # a flag given: its own name
+        return dataclasses.replace(self, origins=origins, **given)
 
     def run_options(self, method: str | None = None, platform: str = "cuda") -> RunOptions:
         """The run these settings describe (the drafter config read and validated here), for
@@ -152,8 +170,8 @@ class Settings:
         Raises:
             AuditError: the drafter config cannot be read or has the wrong form.
         """
-        draft, draft_path = (load_draft_config(self.draft_config) if self.draft_config is not None
-                             else (None, None))
+        draft, draft_path = (load_draft_config(self.draft_config, self.label("draft_config"))
+                             if self.draft_config is not None else (None, None))
         return RunOptions(method=method or self.methods[0], pipeline_parallel_size=self.pipeline_parallel_size,
                           draft_config=draft, draft_config_path=draft_path, parallel_drafting=self.parallel_drafting,
                           num_speculative_tokens=self.num_speculative_tokens, platform=platform)
@@ -162,6 +180,8 @@ class Settings:
         """The settings as plain JSON values (for reports)."""
         out = {}
         for f in dataclasses.fields(self):
+            if f.name == "origins":
+                continue
             v = getattr(self, f.name)
             out[f.name] = str(v) if isinstance(v, Path) else (list(v) if isinstance(v, tuple) else v)
         return out
@@ -212,11 +232,17 @@ def load_settings(path: Path | str | None = None, start: Path | None = None, *, 
 
 def settings_markdown() -> str:
     """The README's settings block: one TOML line per setting with its flag and the commands
-    that read it (generated from :data:`SETTINGS`)."""
+    that read it (generated from :data:`SETTINGS`). A setting whose example is a placeholder
+    (a path to a file of the user's) is commented out: the block, copied as is, is a valid
+    table whose every value works."""
     lines = ["```toml", "[tool.eagle-audit]"]
     for s in SETTINGS:
-        used = "every command" if s.commands == COMMANDS else ", ".join(s.commands)
-        lines += [f"# {s.flag} ({used}): {s.help}", f"{s.key} = {s.example}"]
+        used = "every command but rules" if s.commands == COMMANDS else ", ".join(s.commands)
+        if s.placeholder:
+            lines += [f"# {s.flag} ({used}): {s.help}; a placeholder: uncomment it with your path",
+                      f"# {s.key} = {s.example}"]
+        else:
+            lines += [f"# {s.flag} ({used}): {s.help}", f"{s.key} = {s.example}"]
     lines.append("```")
     return "\n".join(lines)
 
@@ -238,7 +264,7 @@ def _table(data: dict) -> dict | None:
 
 
 def _parse(table: dict, path: Path) -> Settings:
-    where = f"{path} (tool.eagle-audit)"
+    where = f"{path} [tool.eagle-audit]"
     for key in table:
         if key not in _BY_KEY:
             close = difflib.get_close_matches(key, [s.key for s in SETTINGS], n=1)
@@ -248,10 +274,12 @@ def _parse(table: dict, path: Path) -> Settings:
     base = path.parent
     values: dict[str, Any] = {}
     notes: list[str] = []
+    origins: list[tuple[str, str]] = []
     for key, value in table.items():
         setting = _BY_KEY[key]
         field = setting.field
         label = f"{where} {key}"
+        origins.append((field, label))
         if key != setting.key:
             if setting.key in table:
                 raise AuditError(f"{where}: {key!r} and {setting.key!r} are the same setting; keep {setting.key!r}")
@@ -277,7 +305,7 @@ def _parse(table: dict, path: Path) -> Settings:
             values[field] = value.strip()
         else:
             values[field] = value
-    return Settings(path=path, deprecations=tuple(notes), **values)
+    return Settings(path=path, deprecations=tuple(notes), origins=tuple(origins), **values)
 
 
 def warning_ids() -> dict[str, str]:

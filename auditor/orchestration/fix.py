@@ -228,6 +228,10 @@ class FixResult:
                 lines.append(f"  {r.architecture}: already supported, nothing to patch")
             elif self.already_supported or a is None:
                 lines.append(f"  {r.architecture}: {b}")
+            elif not self.patched:  # no codemod changed a file: there is no "after the patch"
+                lines.append(f"  {r.architecture}: {b}; no codemod applies, nothing was patched")
+            elif a.verdict is r.verdict and a.blocking == r.blocking:
+                lines.append(f"  {r.architecture}: {b}, unchanged by the patch")
             else:
                 at = a.verdict.value + (f" ({', '.join(a.blocking)})" if a.blocking else "")
                 lines.append(f"  {r.architecture}: {b} -> {at} after the patch")
@@ -255,7 +259,8 @@ class FixResult:
                     lines.append(f"  {t}")
         if self.after and not self.ok:
             for arch, gates in self.still_failing.items():
-                lines.append(f"still failing after the codemods: {arch}: {', '.join(gates)}")
+                what = "still failing after the codemods" if self.patched else "still failing (no codemod applies)"
+                lines.append(f"{what}: {arch}: {', '.join(gates)}")
                 for f in next(r for r in self.after if r.architecture == arch).findings:
                     if f.severity in (Severity.ERROR, Severity.UNKNOWN):
                         lines.append(f"  {f.gate} {f.where}: {f.message}")
@@ -275,7 +280,7 @@ def unified_diff(path: str, old: str, new: str) -> list[str]:
 
 
 def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", only: set[str] | None = None,
-             options: RunOptions | None = None) -> FixResult:
+             options: RunOptions | None = None, hf_config: dict | None = None) -> FixResult:
     """Scan, plan, apply in memory and validate (see the module docstring). Nothing is written.
 
     Args:
@@ -285,6 +290,8 @@ def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", 
         only: restrict to these codemod names (a replayed codemods file).
         options: the run to fix for (pipeline-parallel size, drafter config, …; default: a
             plain run); every audit, before and after the patch, assumes it.
+        hf_config: the checkpoint's ``config.json`` (``--hf-config``), read by every audit as
+            the scan reads it (None: the targets' configs are inferred).
     """
     import libcst as cst
 
@@ -292,7 +299,7 @@ def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", 
     from rules.registry import apply_codemod
 
     t0 = time.perf_counter()
-    before = [auditor.audit(s, method, None, options) for s in specs]
+    before = [auditor.audit(s, method, hf_config, options) for s in specs]
     res = FixResult(auditor.tree.version(), getattr(auditor.tree.source, "label", ""), method, specs, before,
                     engine=auditor.engine.name)
     if res.already_supported:
@@ -344,7 +351,7 @@ def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", 
         for p in touched:
             res.patched[p] = modules[p].code
         current = overlay_auditor(auditor, res.patched)
-        results = [current.audit(s, method, None, options) for s in specs]
+        results = [current.audit(s, method, hf_config, options) for s in specs]
         if all(r.verdict is Verdict.SUPPORTED for r in results):
             res.unfixable = []
             break
@@ -358,7 +365,7 @@ def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", 
     if res.patched:
         if current is auditor or set(current.tree.source.patched) != set(res.patched):
             current = overlay_auditor(auditor, res.patched)
-            results = [current.audit(s, method, None, options) for s in specs]
+            results = [current.audit(s, method, hf_config, options) for s in specs]
         res.after = results
         for p in res.patched:
             if p in current.tree.parse_errors:
@@ -382,8 +389,10 @@ def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", 
 # -- codemods file ---------------------------------------------------------------------------
 
 
-def load_codemods(path: Path) -> tuple[list[TargetSpec], str, set[str]]:
-    """Read a codemods file written by ``fix --out``: ``(targets, method, codemod names)``.
+def load_codemods(path: Path, label: str = "--codemods") -> tuple[list[TargetSpec], str, set[str]]:
+    """Read a codemods file written by ``fix --out-dir``: ``(targets, method, codemod names)``.
+    ``label`` names where the path came from in a message (the flag, or the settings file and
+    key).
 
     The file is validated against ``auditor/model/schemas/codemods.json``; every model_type in
     it must be shaped like one, and every codemod must exist.
@@ -394,10 +403,10 @@ def load_codemods(path: Path) -> tuple[list[TargetSpec], str, set[str]]:
     """
     from auditor.model.inputs import check_json, read_json
 
-    doc = read_json(Path(path), "--codemods")
+    doc = read_json(Path(path), label)
     if not isinstance(doc, dict) or doc.get("format") != CODEMODS_FORMAT:
-        raise AuditError(f"--codemods: {path} is not an eagle-audit codemods file (format {CODEMODS_FORMAT})")
-    check_json(doc, f"--codemods {path}", "codemods")
+        raise AuditError(f"{label}: {path} is not an eagle-audit codemods file (format {CODEMODS_FORMAT})")
+    check_json(doc, f"{label} {path}", "codemods")
     specs = [
         TargetSpec(t["architecture"], t.get("model_type"), t.get("text_model_type"),
                    t.get("model_type_source") or "codemods file")
@@ -406,12 +415,12 @@ def load_codemods(path: Path) -> tuple[list[TargetSpec], str, set[str]]:
     names = {i["codemod"] for i in doc["invocations"]}
     method = doc.get("method", "eagle3")
     for s in specs:
-        for label, value in (("model_type", s.model_type), ("text_model_type", s.text_model_type)):
+        for key, value in (("model_type", s.model_type), ("text_model_type", s.text_model_type)):
             if value is not None:
-                check_model_type(value, f"--codemods {path}: {label}")
+                check_model_type(value, f"{label} {path}: {key}")
     for name in sorted(names):
         if name not in CODEMODS:
-            raise AuditError(f"--codemods {path}: unknown codemod {name!r}")
+            raise AuditError(f"{label} {path}: unknown codemod {name!r}")
     return specs, method, names
 
 

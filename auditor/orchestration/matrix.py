@@ -304,7 +304,7 @@ def run_matrix(
     t0 = time.perf_counter()
     names = list(names)
     if not names:
-        raise AuditError("no target: give --model NAME (or targets in pyproject.toml, tool.eagle-audit)")
+        raise AuditError("no target: give --model NAME (or models in [tool.eagle-audit], pyproject.toml)")
     plan = parse_versions(versions, releases.listing())
     to_read = [p.version for p in plan if p.skip is None]
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(to_read) or 1))

@@ -439,7 +439,7 @@ def run_gate(
         missing = [s for s in file_specs if s not in specs and s not in cur_specs]
         specs += missing  # in neither tree: reported as absent
     else:
-        raise AuditError("no target: give --model NAME, targets in pyproject.toml (tool.eagle-audit), or --codemods FILE")
+        raise AuditError("no target: give --model NAME, models in [tool.eagle-audit] (pyproject.toml), or --codemods FILE")
     ordered: list[TargetSpec] = []
     for s in specs + cur_specs:
         if s.architecture not in {o.architecture for o in ordered}:
@@ -458,11 +458,15 @@ def run_gate(
         if need and codemods is not None and method == file_method:
             from auditor.orchestration.fix import plan_fix
 
-            fix = plan_fix(candidate, need, method, only, options)
+            fix = plan_fix(candidate, need, method, only, options, hf_config)
         for s in ordered:
+            write = ("no codemods were given (--codemods); write them with: "
+                     + fix_command(candidate_spec or candidate.tree.version() or "PATH", candidate.engine.name,
+                                   [s.architecture], method, options, model_type)
+                     + ", then rerun the gate with --codemods and the .codemods.json file it writes")
             targets.append(_judge(s.architecture, method, cand.get(s.architecture), cur.get(s.architecture),
                                   current is not None, fix, codemods, file_method, allowed, fail_on_warnings,
-                                  candidate.registry.path))
+                                  candidate.registry.path, write))
     return UpgradeReport(
         model=names or [s.architecture for s in file_specs],
         methods=methods,
@@ -491,9 +495,11 @@ def _codemods_source(path: Path) -> str | None:
 
 def _judge(arch: str, method: str, cand: TargetResult | None, cur: TargetResult | None, current_given: bool,
            fix, codemods: Path | None, file_method: str | None, allowed: tuple[str, ...],
-           fail_on_warnings: bool, registry_path: str | None = None) -> UpgradeTarget:
+           fail_on_warnings: bool, registry_path: str | None = None,
+           write_hint: str = "no codemods were given (--codemods); eagle-audit fix writes them") -> UpgradeTarget:
     """The outcome of one target: native, patched (by ``fix``, a :class:`~auditor.orchestration.fix.FixResult`)
-    or broken, with the problems that break it."""
+    or broken, with the problems that break it (``write_hint``: how to write the codemods, for a
+    fixable gate when none were given)."""
     t = UpgradeTarget(arch, method, cur, cand, None, UpgradeOutcome.BROKEN, current_given, allowed_warnings=allowed)
     if cand is None:
         t.problems.append(Problem("registry", f"{arch} is not in the candidate's model registry",
@@ -503,7 +509,7 @@ def _judge(arch: str, method: str, cand: TargetResult | None, cur: TargetResult 
     if cand.verdict is Verdict.SUPPORTED:
         t.outcome = UpgradeOutcome.NATIVE
     elif codemods is None:
-        t.problems += _finding_problems(cand, "no codemods were given (--codemods); eagle-audit fix writes them")
+        t.problems += _finding_problems(cand, write_hint)
     elif method != file_method:
         t.problems += _finding_problems(cand, f"the codemods file is for method {file_method}, not {method}")
     else:
@@ -523,6 +529,29 @@ def _judge(arch: str, method: str, cand: TargetResult | None, cur: TargetResult 
                                hint="fix it, or add it to allowed-warnings", path=f.path, line=f.line)
                        for f in t.warnings]
     return t
+
+
+#: The folder the suggested ``fix`` command writes its patch and codemods file to.
+FIX_OUT_DIR = "eagle-audit"
+
+
+def fix_command(tree: str, engine: str, names: Sequence[str], method: str, options: RunOptions | None = None,
+                model_type: str | None = None) -> str:
+    """The exact ``eagle-audit fix`` command that writes the codemods of the targets ``names`` on
+    ``tree`` (a release version, fetched as ``engine``'s, or a PATH) for ``method`` under the run
+    ``options``, into :data:`FIX_OUT_DIR`; shell-quoted."""
+    import shlex
+
+    try:
+        kind = side_kind(tree)
+    except AuditError:
+        kind = "path"
+    where = [f"--{engine}-version", tree] if kind == "version" else [tree]
+    argv = ["eagle-audit", "fix", *where, *(x for n in names for x in ("--model", n))]
+    if model_type:
+        argv += ["--model-type", model_type]
+    argv += ["--method", method, *(options.flags() if options else []), "--out-dir", FIX_OUT_DIR]
+    return shlex.join(argv)
 
 
 def _codemod_for(gate: str, engine: str = "vllm") -> str | None:

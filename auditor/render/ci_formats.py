@@ -265,7 +265,9 @@ def gate_markdown(report) -> str:
     """A gate report as GitHub-flavoured Markdown (for a job summary): the outcome, a table of
     targets, then the problems, regressions and warnings."""
     patched_tree = report.candidate.patched_locally
-    outcome = _outcome_word(report.outcome) + (" (a locally patched tree)" if patched_tree else "")
+    # a locally patched tree supports its targets "as is" (not natively): the heading and the cells say the same
+    outcome = (("as is" if report.outcome is UpgradeOutcome.NATIVE else _outcome_word(report.outcome))
+               + " (a locally patched tree)") if patched_tree else _outcome_word(report.outcome)
     lines = [f"## eagle-audit gate: {outcome}", "", report.message(), ""]
     sides = [f"candidate: **{report.candidate.described}** (`{report.candidate.source}`)"]
     if report.current:
@@ -318,8 +320,8 @@ def _cell(row) -> str:
 
 def matrix_markdown(report) -> str:
     """A matrix report (:class:`auditor.orchestration.matrix.MatrixReport`) as Markdown: one row per release,
-    one column per architecture (verdict and blocking gates); the first release with native
-    support is in bold; skipped releases are listed with the reason below the table."""
+    one column per architecture (verdict and blocking gates); the first of the releases listed
+    with native support is in bold (said so: "among the releases listed"); skipped releases are listed with the reason below the table."""
     archs = report.architectures
     run = report.run_options.describe() if getattr(report, "run_options", None) else ""
     engine = {"vllm": "vLLM", "sglang": "SGLang"}.get(getattr(report, "engine", "vllm"), "vLLM")
@@ -334,9 +336,10 @@ def matrix_markdown(report) -> str:
         lines.append(f"| {'**' + v + '**' if first else v} | " + " | ".join(cells) + " |")
     lines.append("")
     for a, v in report.first_supported.items():
-        lines.append(f"- first release with native support for {a}: {v or 'none in this range'}")
+        lines.append(f"- first with native support for {a}, among the releases listed: {v or 'none of them'}")
     if len(archs) > 1:
-        lines.append(f"- first release with native support for all: {report.first_all_supported or 'none in this range'}")
+        lines.append(f"- first with native support for all, among the releases listed: "
+                     f"{report.first_all_supported or 'none of them'}")
     skipped: dict[str, str] = {}
     for r in report.rows:
         if r.verdict is ReleaseVerdict.SKIPPED:

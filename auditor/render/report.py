@@ -321,8 +321,8 @@ def explain_tree(info: dict, console: Console) -> None:
                     start = f", start={lp['enumerate_start']}" if lp.get("enumerate_start") else ""
                     idx = f"layer index {lp['index_var']!r} from {lp['index_kind']}{start}"
                 fnode.add(f"layer loop at line {lp['line']}: {idx}; captures aux hidden states: "
-                          f"{'yes' if lp['captures'] else 'no'}")
-            fnode.add(f"returns aux hidden states: {fw['returns_aux']}")
+                          f"{_yes_no(lp['captures'])}")
+            fnode.add(f"returns aux hidden states: {_yes_no(fw['returns_aux'])}")
     if info.get("language_model"):
         root.add(f"language model architecture: {info['language_model']}")
     if info.get("engine") == "sglang" and info.get("resolved"):
@@ -333,6 +333,11 @@ def explain_tree(info: dict, console: Console) -> None:
             where = f"  [cyan]{b['path']}:{b['line']}[/cyan]" if b.get("line") else ""
             node.add(Text.from_markup(f"{b['name']} in {b['module']}: {b['branch']}{where}"))  # escaped above
     console.print(root)
+
+
+def _yes_no(value) -> str:
+    """A yes/no fact of an explanation in words: ``yes``, ``no``, or ``unknown`` for None."""
+    return "unknown" if value is None else ("yes" if value else "no")
 
 
 def _explain_sglang(info: dict, root) -> None:
@@ -358,8 +363,8 @@ def _explain_sglang(info: dict, root) -> None:
     if fw:
         fnode = node.add(f"forward: {fw['defined_in']}  [cyan]{fw['path']}:{fw['line']}[/cyan]")
         for lp in fw["loops"]:
-            fnode.add(f"layer loop at line {lp['line']}: captures aux hidden states: {'yes' if lp['captures'] else 'no'}")
-        fnode.add(f"returns aux hidden states: {fw['returns_aux']}")
+            fnode.add(f"layer loop at line {lp['line']}: captures aux hidden states: {_yes_no(lp['captures'])}")
+        fnode.add(f"returns aux hidden states: {_yes_no(fw['returns_aux'])}")
 
 
 def compare_markdown(report) -> str:

@@ -40,23 +40,24 @@ def load_alias_table() -> dict:
     return tomllib.loads(text)
 
 
-def load_hf_config(path: str | Path) -> dict:
+def load_hf_config(path: str | Path, label: str = "--hf-config") -> dict:
     """Parse and validate a checkpoint's ``config.json`` (schema
     ``auditor/model/schemas/hf-config.json``: ``architectures`` a list of strings, ``model_type``
     a string shaped like a model_type, ``text_config`` an object; bounded size and nesting).
-    ``path`` is the file or the checkpoint folder that holds it.
+    ``path`` is the file or the checkpoint folder that holds it; ``label`` names where it came
+    from in a message (the flag, or the settings file and key).
 
     Raises:
         AuditError: one line naming the file and the offending field, or a folder without a
             ``config.json``.
     """
-    p = checkpoint_config(path, "--hf-config")
-    data = read_json(p, "--hf-config", "hf-config")
+    p = checkpoint_config(path, label)
+    data = read_json(p, label, "hf-config")
     if data.get("model_type") is not None:
-        check_model_type(data["model_type"], f"--hf-config {p}: model_type")
+        check_model_type(data["model_type"], f"{label} {p}: model_type")
     tc = data.get("text_config")
     if isinstance(tc, dict) and tc.get("model_type") is not None:
-        check_model_type(tc["model_type"], f"--hf-config {p}: text_config.model_type")
+        check_model_type(tc["model_type"], f"{label} {p}: text_config.model_type")
     return data
 
 

@@ -399,7 +399,7 @@ def _progress_enabled(no_progress: bool) -> bool:
 def _open(path: Optional[str], version: Optional[str], no_progress: bool, no_cache: bool,
           transformers: Optional[str] = None, platform: str = "cuda", sglang_version: Optional[str] = None,
           engine: Optional[EngineOpt] = None, python: Optional[str] = None):
-    from auditor.orchestration.scan import Auditor, open_tree
+    from auditor.orchestration.scan import Auditor, check_transformers, open_tree
 
     if path and version:
         _fail("give either a PATH or --vllm-version, not both")
@@ -407,6 +407,8 @@ def _open(path: Optional[str], version: Optional[str], no_progress: bool, no_cac
         _fail(f"give either {'a PATH' if path else '--vllm-version'} or --sglang-version, not both")
     if python and (path or version or sglang_version):
         _fail("--python locates an installed engine: give it without a PATH or a release version")
+    if transformers:
+        check_transformers(transformers)  # before the tree is fetched or read
     name = engine.value if engine is not None else None
     tree = open_tree(path, version, progress=_progress_enabled(no_progress), use_cache=not no_cache,
                      sglang_version=sglang_version, engine=name, python=python)
@@ -567,7 +569,8 @@ def scan(
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when a target is blocked."),
     transformers: Optional[str] = typer.Option(
         None, "--transformers", help="The transformers whose HF config classes to read: a folder, a wheel, an "
-        "sdist, or a release version (fetched through pip's index). Default: for an archive or release, the "
+        "sdist, or a release version (one the index does not have is refused up front; it is fetched through "
+        "pip's index only when a verdict needs it). Default: for an archive or release, the "
         "newest release that satisfies the tree's own transformers requirement (fetched, sha256-checked, "
         "cached); for a folder or an installed vllm, the transformers installed beside it, else here.",
         metavar="PATH|VERSION", show_default=False),
@@ -1002,7 +1005,8 @@ def fix_cmd(
     auditor = _open(path, vllm_version, no_progress, no_cache, platform=platform.value, python=python,
                     sglang_version=sglang_version, engine=engine)
     # DIR/<targets>.vllm-<release>.<method>.patch: the patches of two releases or methods never collide
-    name = _out_name(codemods, model, auditor.engine.name, auditor.tree.version(), loaded[1] if loaded else method)
+    named = model or [a for a in (hf or {}).get("architectures") or [] if isinstance(a, str)]  # --hf-config alone
+    name = _out_name(codemods, named, auditor.engine.name, auditor.tree.version(), loaded[1] if loaded else method)
     if out_dir is not None:
         _check_output(out_dir / f"{name}.patch", "--out-dir", force)
         _check_output(out_dir / f"{name}.codemods.json", "--out-dir", force)

@@ -228,6 +228,7 @@ def test_fix_apply_on_site_packages_keeps_the_backup_in_the_tree_and_gate_words_
     assert g.returncode == 0, g.stderr
     assert "natively" not in g.stdout and "patched locally by eagle-audit fix --apply" in g.stdout
     assert "| DeepseekV3ForCausalLM | eagle3 | blocked | supported | — | **as is** |" in g.stdout
+    assert "## eagle-audit gate: as is (a locally patched tree)" in g.stdout  # the heading says what the cells say
     doc = json.loads(run("gate", "--candidate-version", pkg, "-m", "kimi_k2", "-f", "json", "--no-progress").stdout)
     assert doc["candidate"]["local"] and doc["candidate"]["patched_locally"]
     # the release against the patched tree: the regression is marked on the candidate's side

@@ -6,6 +6,7 @@ which the reporters in :mod:`auditor.render.report` render.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from pathlib import Path
 from typing import Callable, Iterable
@@ -77,18 +78,8 @@ class Auditor:
         self.ctx = Context(self.resolver, self.registry, self.facts, engine=self.engine.name)
         self.transformers_arg = transformers
         self.progress = False
-        if transformers and Path(transformers).expanduser().exists():
-            from auditor.engines.vllm.hfconfigs import open_transformers
-
-            open_transformers(transformers)  # a folder, wheel or sdist without transformers: refused now
-        elif transformers:
-            from packaging.version import InvalidVersion, Version
-
-            try:
-                Version(transformers)
-            except InvalidVersion:
-                raise AuditError(f"--transformers: {transformers} is neither a transformers folder, wheel or "
-                                 "sdist, nor a release version") from None
+        if transformers:
+            check_transformers(transformers)
         self.ctx.cache["transformers_loader"] = self._load_transformers
 
     def _load_transformers(self):
@@ -453,3 +444,33 @@ def platform_differences(reports: dict[str, ScanReport]) -> list[dict]:
                                   if r else None) for p, r in per.items()},
             })
     return out
+
+
+@functools.cache
+def check_transformers(value: str) -> None:
+    """Refuse, before any work, a ``--transformers`` that cannot be used: a folder, wheel or
+    sdist without a transformers package, something that is neither a path nor a version, or a
+    version the package index does not have (one read of its page, none when the wheel is
+    cached; never a download: the release is fetched only when a verdict needs a config class
+    from transformers, see :func:`auditor.source.fetch.check_wheel_release`).
+
+    Raises:
+        AuditError: one line naming ``--transformers`` and why.
+    """
+    if Path(value).expanduser().exists():
+        from auditor.engines.vllm.hfconfigs import open_transformers
+
+        open_transformers(value)  # a folder, wheel or sdist without transformers: refused now
+        return
+    from packaging.version import InvalidVersion, Version
+
+    from auditor.source.fetch import check_wheel_release
+
+    try:
+        Version(value)
+    except InvalidVersion:
+        raise AuditError(f"--transformers: {value} is neither a transformers folder, wheel or "
+                         "sdist, nor a release version") from None
+    why = check_wheel_release("transformers", value)
+    if why is not None:
+        raise AuditError(f"--transformers {value}: {why}")

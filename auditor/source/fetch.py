@@ -1051,6 +1051,41 @@ def fetch_newest_wheel(
     return target, str(wheel.version)
 
 
+def check_wheel_release(project: str, version: str, *, cache_dir: pathlib.Path | None = None) -> str | None:
+    """Whether release ``version`` of ``project`` can be fetched as a pure-Python wheel, checked
+    without downloading it: a verified wheel of it in the archive cache, else one read of the
+    project's page on pip's configured index (the page :func:`fetch_newest_wheel` reads).
+
+    Returns:
+        None when the release is there (or when the index cannot be reached and nothing is
+        cached: the fetch, if a verdict ever needs it, will say so); else a one-line reason
+        naming the nearest releases the index has.
+
+    Raises:
+        SourceError: ``version`` is not a version.
+    """
+    try:
+        wanted = Version(version)
+    except InvalidVersion:
+        raise SourceError(f"{version!r} is not a {project} release version") from None
+    from packaging.specifiers import SpecifierSet
+
+    folder = pathlib.Path(cache_dir).expanduser() if cache_dir is not None else archive_cache_dir()
+    if _cached_wheels(folder, project, SpecifierSet(f"=={wanted}")):
+        return None
+    try:
+        client = _Client(index_url())
+        files, _ = _project_files(client, project)
+    except SourceError:
+        return None
+    have = sorted({w.version for w in _pure_wheels(files, project) if not w.yanked})
+    if wanted in have:
+        return None
+    near = ", ".join(str(v) for v in nearest_versions(wanted, have))
+    return (f"{project} {version} is not on the package index ({client.shown_index}) as a pure-Python wheel"
+            + (f"; nearest: {near}" if near else ""))
+
+
 def _cached_wheels(folder: pathlib.Path, project: str, spec) -> list[tuple[pathlib.Path, str]]:
     """Verified cached wheels of ``project`` that satisfy ``spec``, oldest first."""
     from packaging.utils import InvalidWheelFilename, parse_wheel_filename

@@ -62,3 +62,122 @@ def test_the_nearest_pyproject_is_read_with_the_same_checks(tmp_path, monkeypatc
     monkeypatch.chdir(work)
     line = one_line_error(cli("scan", root, "--no-progress"))
     assert "pyproject.toml" in line and "not UTF-8" in line
+
+
+# -- --python, VIRTUAL_ENV, CONDA_PREFIX: another environment's layout ------------------------
+
+
+def _env(tmp_path: Path, cfg: bytes | None, name: str = "env") -> Path:
+    """An environment folder with ``bin/python`` (an empty file, never run) and ``pyvenv.cfg``."""
+    env = tmp_path / name
+    (env / "bin").mkdir(parents=True)
+    (env / "bin" / "python").write_text("")
+    if cfg is not None:
+        (env / "pyvenv.cfg").write_bytes(cfg)
+    return env
+
+
+@pytest.mark.parametrize("cfg", [
+    b"include-system-site-packages = true\nhome = /x\0y/bin\n",          # a NUL: no path at all
+    b"include-system-site-packages = true\nhome = " + b"\xff" * 300 + b"\n",
+    b"include-system-site-packages = true\nhome = loop/bin\nversion = 3.11\n",
+    b"\0" * 70_000,                                                      # larger than any pyvenv.cfg
+])
+def test_a_hostile_pyvenv_cfg_is_one_line(tmp_path, cfg, monkeypatch):
+    env = _env(tmp_path, cfg)
+    (tmp_path / "loop").symlink_to(tmp_path / "loop2")
+    (tmp_path / "loop2").symlink_to(tmp_path / "loop")
+    monkeypatch.chdir(tmp_path)
+    line = one_line_error(cli("scan", "--python", env / "bin" / "python", "--no-progress"))
+    assert "no site-packages folder found" in line, line
+
+
+def test_an_activated_environment_that_is_a_symlink_loop_is_passed_over(tmp_path, monkeypatch):
+    from auditor.source.sources import installed_source
+
+    (tmp_path / "loop").symlink_to(tmp_path / "loop2")
+    (tmp_path / "loop2").symlink_to(tmp_path / "loop")
+    for var in ("VIRTUAL_ENV", "CONDA_PREFIX"):
+        env = {var: str(tmp_path / "loop")}
+        try:
+            src = installed_source("vllm", environ=env)
+        except Exception as exc:  # no vllm here: the one-line error of this environment
+            from auditor.model.errors import SourceError
+
+            assert isinstance(exc, SourceError), repr(exc)
+            assert f"{var}={tmp_path / 'loop'}" in str(exc)
+        else:
+            assert "loop" not in src.label
+
+
+def test_a_planted_pth_or_sitecustomize_never_runs(tmp_path):
+    env = _env(tmp_path, b"home = /usr/bin\nversion = 3.11.7\n")
+    site = env / "lib" / "python3.11" / "site-packages"
+    make_tree(tmp_path)
+    (site).mkdir(parents=True)
+    (tmp_path / "minivllm" / "vllm").rename(site / "vllm")
+    marker = tmp_path / "PWNED"
+    payload = f"import os; open({str(marker)!r}, 'w').close()\n"
+    (site / "evil.pth").write_text(payload)
+    (site / "sitecustomize.py").write_text(payload)
+    (site / "vllm" / "__init__.py").write_text(payload)
+    r = cli("scan", "--python", env / "bin" / "python", "--no-progress", "--model", "LlamaForCausalLM")
+    assert r.exit_code == 0, r.stderr
+    assert str(site / "vllm") in r.stderr + r.stdout or "installed vllm" in r.stdout
+    assert not marker.exists()
+
+
+# -- Markdown reports (job summaries, PR comments) -----------------------------------------------
+
+MD_EVIL = "Evil|x\n# Heading\n<img src=https://track.example/p.gif>[click](https://evil.example)&lt;"
+
+
+def _evil_tree(tmp_path: Path) -> Path:
+    root = make_tree(tmp_path)
+    reg = root / "vllm/model_executor/models/registry.py"
+    head = "_TEXT_GENERATION_MODELS = {\n"
+    reg.write_text(reg.read_text().replace(head, head + f"    {MD_EVIL!r}: ('toy', 'ToyV2ForCausalLM'),\n"))
+    return root
+
+
+def _assert_inert_markdown(md: str) -> None:
+    """No HTML tag, no link, no heading or table row taken from input."""
+    assert "<img" not in md, md
+    assert "[click](" not in md and "\\[click\\](" in md, md
+    assert "&amp;lt;" in md  # an entity typed in the input is shown as typed
+    for line in md.splitlines():
+        assert not line.lstrip().startswith(("# Heading", "<img", "[click]")), line
+
+
+def test_markdown_reports_keep_input_text_inert(tmp_path):
+    root = _evil_tree(tmp_path)
+    scan = cli("scan", root, "-f", "markdown", "--no-progress", "--no-cache", "--no-config")
+    assert scan.exit_code == 1 and "Evil\\|x" in scan.stdout
+    _assert_inert_markdown(scan.stdout)
+    gate = cli("gate", "--candidate-version", root, "--model", MD_EVIL, "--model-type", "toy", "-f", "markdown",
+               "--no-config", "--no-progress")
+    assert gate.exit_code == 1 and "## eagle-audit gate: BROKEN" in gate.stdout
+    _assert_inert_markdown(gate.stdout)
+    assert "\\[click\\]" in gate.stdout  # shown, not a link
+
+
+def test_compare_and_matrix_markdown_keep_input_text_inert(tmp_path):
+    from types import SimpleNamespace
+
+    from auditor.model.outcomes import ReleaseVerdict
+    from auditor.render.ci_formats import matrix_markdown
+    from auditor.render.report import compare_markdown
+
+    cell = SimpleNamespace(verdict="blocked", blocking=["allowlist"], reasons=[MD_EVIL])
+    report = SimpleNamespace(
+        sides=[SimpleNamespace(name=MD_EVIL, source=MD_EVIL)],
+        rows=[SimpleNamespace(architecture=MD_EVIL, method="eagle3", cells=[cell])],
+        unresolved={MD_EVIL: {"vllm": MD_EVIL}}, supports_all=[False])
+    _assert_inert_markdown(compare_markdown(report))
+    row = SimpleNamespace(vllm_version="0.1.0", architecture=MD_EVIL, verdict=ReleaseVerdict.SKIPPED,
+                          blocking=[], warnings=[], first_native=False, reason=MD_EVIL)
+    report = SimpleNamespace(architectures=[MD_EVIL], model=[MD_EVIL], method="eagle3", versions=MD_EVIL,
+                             releases=["0.1.0"], rows=[row], first_supported={MD_EVIL: None},
+                             first_all_supported=None, engine="vllm")
+    _assert_inert_markdown(matrix_markdown(report))
+

@@ -181,3 +181,47 @@ def test_compare_and_matrix_markdown_keep_input_text_inert(tmp_path):
                              first_all_supported=None, engine="vllm")
     _assert_inert_markdown(matrix_markdown(report))
 
+
+# -- the printed next-step command -------------------------------------------------------------
+
+
+def test_the_next_step_fix_command_is_one_line_on_a_narrow_terminal(tmp_path, monkeypatch):
+    """On a terminal narrower than the command, the command is never cut by an inserted line break
+    (a copied command would run in two halves, or name a path with a newline in it)."""
+    import io
+    import shlex
+
+    from rich.console import Console
+
+    import auditor.cli as cli_module
+
+    root = make_tree(tmp_path / "a folder; $(touch x) 'quoted'")
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=40, color_system=None)
+    monkeypatch.setattr(cli_module, "_err", lambda: console)
+    r = cli("scan", root, "--model", "ToyV2ForCausalLM", "--no-progress", "--no-config")
+    assert r.exit_code == 1
+    lines = [line for line in screen.getvalue().splitlines() if "eagle-audit fix" in line]
+    assert len(lines) == 1, screen.getvalue()
+    command = lines[0].split(": ", 1)[1].split("  (prints", 1)[0]
+    assert shlex.split(command) == ["eagle-audit", "fix", str(root), "--model", "ToyV2ForCausalLM",
+                                    "--method", "eagle3"]
+
+
+# -- fix --out-dir file names from a hostile release label ---------------------------------------
+
+
+@pytest.mark.parametrize("version", ["../../../escaped", "/etc/x", "..", "a\0b/..", "9" * 5000, "$(touch PWNED)"])
+def test_out_dir_names_stay_in_the_folder_and_keep_the_method(tmp_path, version):
+    """The file names hold the release label made safe, and always end with the method (two
+    methods never write the same file), however long the label."""
+    root = make_tree(tmp_path, {"vllm/_version.py": f"__version__ = {version!r}\n"})
+    out = tmp_path / "deep" / "out"
+    r = cli("fix", root, "--model", "ToyV2ForCausalLM", "--out-dir", out, "--no-config")
+    assert r.exit_code == 0, r.stderr
+    names = sorted(p.name for p in out.iterdir())
+    assert len(names) == 2 and all(len(n) < 255 and not n.startswith(".") for n in names), names
+    assert names[0].endswith(".eagle3.codemods.json") and names[1].endswith(".eagle3.patch"), names
+    assert names[0].startswith("ToyV2ForCausalLM.vllm-"), names
+    assert sorted(p.name for p in (tmp_path / "deep").iterdir()) == ["out"]  # nothing beside the out-dir
+    assert not (tmp_path / "escaped").exists() and not list(tmp_path.rglob("PWNED"))

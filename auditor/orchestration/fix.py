@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import secrets
+import shlex
 import stat
 import time
 from contextlib import contextmanager
@@ -908,7 +909,7 @@ def apply_to_folder(root: Path, result: FixResult, home: Path | None = None) -> 
                              "restored; nothing was changed")
                 else:
                     after = (f"restoring the files already written failed ({problem}); the originals are in "
-                             f"{bdir}: run eagle-audit fix --revert {home}")
+                             f"{bdir}: run eagle-audit fix --revert {shlex.quote(str(home))}")
                 if not isinstance(exc, Exception):
                     raise
                 if isinstance(exc, FileChanged):

@@ -225,3 +225,29 @@ def test_out_dir_names_stay_in_the_folder_and_keep_the_method(tmp_path, version)
     assert names[0].startswith("ToyV2ForCausalLM.vllm-"), names
     assert sorted(p.name for p in (tmp_path / "deep").iterdir()) == ["out"]  # nothing beside the out-dir
     assert not (tmp_path / "escaped").exists() and not list(tmp_path.rglob("PWNED"))
+
+
+# -- fix --revert: a forged manifest -------------------------------------------------------------
+
+
+def test_a_forged_manifest_mode_never_sets_special_bits(tmp_path):
+    """The manifest's ``mode`` of a restored file is a permission mask: set-user-ID, set-group-ID
+    and sticky bits written into it are never put on a file of the tree."""
+    import json
+    import stat
+
+    from auditor.orchestration.fix import BACKUP_DIR
+
+    root = make_tree(tmp_path)
+    r = cli("fix", root, "--model", "ToyVLForConditionalGeneration", "--model-type", "toy", "--apply", "--no-config")
+    assert r.exit_code == 0, r.stderr
+    mf = root / BACKUP_DIR / "1" / "manifest.json"
+    manifest = json.loads(mf.read_text())
+    for entry in manifest["files"].values():
+        entry["mode"] = 0o7777
+    mf.write_text(json.dumps(manifest))
+    r = cli("fix", root, "--revert")
+    assert r.exit_code == 0, r.stderr
+    for rel in manifest["files"]:
+        mode = stat.S_IMODE((root / rel).stat().st_mode)
+        assert mode & 0o7000 == 0, (rel, oct(mode))

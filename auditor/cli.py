@@ -18,6 +18,7 @@ from typing import List, Optional
 import typer
 
 from auditor.model.errors import AuditError
+from auditor.model.wording import count
 from auditor.render.report import clean
 
 app = typer.Typer(
@@ -92,24 +93,61 @@ def _global_options(
 # rich is imported on first use only: ``scan --format json`` (the warm path of CI) never needs it.
 
 
+class _PipedLines:
+    """A text stream over ``sys.stdout`` (looked up at each write) that drops the spaces rich
+    pads lines with: piped output ends each line with its last character."""
+
+    encoding = "utf-8"
+
+    def __init__(self) -> None:
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        head, sep, tail = (self._pending + text).rpartition("\n")
+        if sep:
+            sys.stdout.write("\n".join(line.rstrip(" ") for line in head.split("\n")) + "\n")
+        self._pending = tail
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            sys.stdout.write(self._pending)
+            self._pending = ""
+        sys.stdout.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _columns() -> Optional[int]:
+    """The width the user set with ``COLUMNS`` (None when unset or not a positive number)."""
+    value = os.environ.get("COLUMNS", "")
+    return int(value) if value.isdigit() and int(value) > 0 else None
+
+
 @functools.cache
 def _out():
-    """The rich console on stdout (160 columns when piped or captured, so that tables are not
-    squeezed into 80)."""
+    """The rich console on stdout. On a terminal: its width, lines wrapped there. Piped or
+    captured: no colour, lines never wrapped nor padded with trailing spaces, and tables laid out
+    in ``COLUMNS`` when set, else in up to 160 columns."""
     from rich.console import Console
 
     console = Console(soft_wrap=False)
-    if console.is_terminal or os.environ.get("COLUMNS"):  # a width the user set is honoured
+    if console.is_terminal:
         return console
-    return Console(soft_wrap=False, width=160)
+    return Console(file=_PipedLines(), width=_columns() or 160, soft_wrap=True)
 
 
 @functools.cache
 def _err():
-    """The rich console on stderr."""
+    """The rich console on stderr: wrapped at the terminal's width on a terminal, never
+    hard-wrapped when stderr is a file or a pipe (a log keeps each message on one line)."""
     from rich.console import Console
 
-    return Console(stderr=True)
+    console = Console(stderr=True)
+    if console.is_terminal:
+        return console
+    return Console(stderr=True, soft_wrap=True)
 
 
 def escape(text: str) -> str:
@@ -490,6 +528,20 @@ def _safe_name(text: str) -> str:
     return name or "fix"
 
 
+def _out_name(codemods: Optional[Path], model: List[str], engine: str, version: Optional[str], method: str) -> str:
+    """The stem of the files ``fix --out-dir`` writes: the targets as named (or the replayed
+    codemods file's own stem, without the release and method it was written for), the engine
+    release and the method: ``kimi_k2.vllm-0.16.0.eagle3``."""
+    import re
+
+    if codemods is not None:
+        base = codemods.name.removesuffix(".json").removesuffix(".codemods")
+        base = re.sub(r"\.(vllm|sglang)-.+\.(eagle3|eagle|mtp)$", "", base)
+    else:
+        base = "+".join(model)
+    return _safe_name(f"{base}.{engine}-{version or 'unversioned'}.{method}")
+
+
 @app.command(cls=_Command)
 def scan(
     path: Optional[str] = PathArg,
@@ -571,10 +623,83 @@ def scan(
         rep.scan_table(result, _out(), verbose=verbose or not full)
     else:
         _write(_render(result, fmt), output)
+    if fmt in (Format.table, Format.markdown):  # never mixed with a CI format's stream
+        for line in _fix_commands(result, auditor, path, vllm_version, model, model_type, cfg, run, platform.value,
+                                  python, sglang_version):
+            _err().print(clean(line), markup=False, highlight=False)
     if exit_zero:
         raise typer.Exit(0)
     targets = result.targets
     raise typer.Exit(0 if targets and all(r.verdict.value == "supported" for r in targets) else 1)
+
+
+#: Most targets named one by one in the suggested ``fix`` command (more: one placeholder).
+_FIX_COMMAND_TARGETS = 5
+
+
+def _fix_commands(result, auditor, path: Optional[str], vllm_version: Optional[str], model: List[str],
+                  model_type: Optional[str], hf_config: Optional[dict], run, platform: str,
+                  python: Optional[str] = None, sglang_version: Optional[str] = None) -> list[str]:
+    """The next step after a blocked scan: the exact ``eagle-audit fix`` command (the same tree
+    argument, run options and platform) for the blocked targets that have a fix, one per method.
+    Targets are named as the user named them (a model_type such as kimi_k2 keeps the allowlist
+    entry it implies); beyond :data:`_FIX_COMMAND_TARGETS` a placeholder stands for them."""
+    import shlex
+
+    from auditor.engines.vllm.targets import resolve_targets
+
+    fixable = result.fixable()
+    if not fixable:
+        return []
+    if path:
+        tree = [path]
+    elif vllm_version or sglang_version:
+        tree = ["--vllm-version", vllm_version] if vllm_version else ["--sglang-version", sglang_version]
+    else:
+        tree = ["--python", python] if python else []
+    if result.engine != "vllm" and not path and not sglang_version:
+        tree += ["--engine", result.engine]
+    extra: list[str] = []
+    if platform != "cuda":
+        extra += ["--platform", platform]
+    if run.pipeline_parallel_size != 1:
+        extra += ["--pipeline-parallel-size", str(run.pipeline_parallel_size)]
+    if run.draft_config_path is not None:
+        extra += ["--draft-config", str(run.draft_config_path)]
+    if run.parallel_drafting:
+        extra.append("--parallel-drafting")
+    if run.num_speculative_tokens is not None:
+        extra += ["--num-speculative-tokens", str(run.num_speculative_tokens)]
+    lines = []
+    for method, archs in fixable.items():
+        names: list[str] = []
+        if model:  # the user's names whose targets include a fixable one, as given
+            for name in model:
+                try:
+                    covers = {s.architecture for s in resolve_targets(auditor.registry, [name], model_type, hf_config)}
+                except AuditError:
+                    continue
+                if covers & set(archs) and name not in names:
+                    names.append(name)
+        else:
+            names = list(archs)
+        types: list[str] = []
+        if model_type:
+            types = ["--model-type", model_type]
+        elif hf_config is not None:  # fix takes no --hf-config: the model_type it implies
+            tmts = {r.text_model_type for r in result.targets if r.architecture in archs and r.text_model_type}
+            if len(tmts) == 1:
+                types = ["--model-type", tmts.pop()]
+        what = f"{count(len(archs), 'blocked target')} with a fix available"
+        if len(names) > _FIX_COMMAND_TARGETS:
+            argv = ["eagle-audit", "fix", *tree, "--model", "ARCHITECTURE", *types, "--method", method, *extra]
+            lines.append(f"next step ({what}; name one or several with --model): {shlex.join(argv)}")
+            continue
+        targets = [x for n in names for x in ("--model", n)]
+        argv = ["eagle-audit", "fix", *tree, *targets, *types, "--method", method, *extra]
+        lines.append(f"next step ({what}): {shlex.join(argv)}  (prints the patch; --out-dir DIR writes it, "
+                     "--apply edits a folder tree)")
+    return lines
 
 
 def _scan_all_platforms(path, vllm_version, model, model_type, hf_config, methods, fmt, output, no_cache,
@@ -819,8 +944,8 @@ def fix_cmd(
     Examples:
       eagle-audit fix --model kimi_k2 --vllm-version 0.16.0 > kimi_k2.patch
       eagle-audit fix --model kimi_k2 --vllm-version 0.16.0 --out-dir patches
-      eagle-audit fix --codemods patches/kimi_k2.codemods.json --apply \\
-                      site-packages/vllm
+      eagle-audit fix site-packages/vllm --apply \\
+                      --codemods patches/kimi_k2.vllm-0.16.0.eagle3.codemods.json
       eagle-audit fix --revert site-packages/vllm
     """
     from auditor.engines.vllm.targets import resolve_targets
@@ -834,13 +959,14 @@ def fix_cmd(
             _fail("--revert needs the PATH of the folder tree that --apply changed")
         from auditor.source.sources import FolderSource
 
-        root = FolderSource(path).root()
+        src = FolderSource(path)
+        root = src.root()
         _sigterm_interrupts()
         try:
-            bdir, paths = fx.revert_folder(root)
+            bdir, paths = fx.revert_folder(root, fx.backup_home(root, Path(path), src.package))
         except fx.FixRefused as exc:
             _fail(str(exc))
-        _err().print(f"restored {len(paths)} file(s) from {clean(bdir)}", markup=False, highlight=False)
+        _err().print(f"restored {count(len(paths), 'file')} from {clean(bdir)}", markup=False, highlight=False)
         raise typer.Exit(0)
     if method is not None:
         _methods(method, all_ok=False)
@@ -854,20 +980,19 @@ def fix_cmd(
     method, model_type = settings.methods[0], settings.model_type
     model = [] if codemods else list(settings.models)
     loaded = fx.load_codemods(codemods) if codemods else None  # validated before any work
-    if codemods:
-        name = _safe_name(codemods.name.removesuffix(".json").removesuffix(".codemods"))
-    else:
-        name = _safe_name("+".join(model))
     if out_dir is not None:
         try:
             if out_dir.exists() and not out_dir.is_dir():
                 _fail(f"--out-dir {out_dir} is not a folder")
         except OSError as exc:
             _fail(f"--out-dir {out_dir}: {exc.strerror or exc}")
-        _check_output(out_dir / f"{name}.patch", "--out-dir", force)
-        _check_output(out_dir / f"{name}.codemods.json", "--out-dir", force)
     auditor = _open(path, vllm_version, no_progress, no_cache, platform=platform.value, python=python,
                     sglang_version=sglang_version, engine=engine)
+    # DIR/<targets>.vllm-<release>.<method>.patch: the patches of two releases or methods never collide
+    name = _out_name(codemods, model, auditor.engine.name, auditor.tree.version(), loaded[1] if loaded else method)
+    if out_dir is not None:
+        _check_output(out_dir / f"{name}.patch", "--out-dir", force)
+        _check_output(out_dir / f"{name}.codemods.json", "--out-dir", force)
     only = None
     if loaded is not None:
         specs, method, only = loaded
@@ -880,9 +1005,10 @@ def fix_cmd(
         _fail("give --model NAME (or --codemods FILE, or --revert)")
     root = auditor.tree.source.root()
     if apply and root is None:
-        _fail("--apply needs a folder tree (an archive cannot be edited in place); use --out and patch -p1")
+        _fail("--apply needs a folder tree (an archive cannot be edited in place); use --out-dir and patch -p1")
+    home = fx.backup_home(root, Path(path) if path else None, auditor.tree.source.package) if apply else None
     if apply:
-        fx.check_apply_target(root)  # refused before the work
+        fx.check_apply_target(root, home)  # refused before the work
     run = settings.run_options(method, platform.value)
     result = fx.plan_fix(auditor, specs, method, only, run)
     if result.already_supported:
@@ -903,18 +1029,20 @@ def fix_cmd(
     if out_dir is not None:
         _write(result.diff(), out_dir / f"{name}.patch")
         _write(json.dumps(result.codemods_document(), indent=2), out_dir / f"{name}.codemods.json")
-        _err().print(clean(f"wrote {out_dir / (name + '.patch')} (apply from the folder that contains "
-                           f"{auditor.engine.package}/ with patch -p1 or git apply) and "
-                           f"{out_dir / (name + '.codemods.json')}"), markup=False,
-                  highlight=False)
+        _err().print(clean(f"apply {out_dir / (name + '.patch')} from the folder that contains "
+                           f"{auditor.engine.package}/ with patch -p1 or git apply; replay "
+                           f"{out_dir / (name + '.codemods.json')} on another release with eagle-audit fix --codemods "
+                           "FILE or gate --codemods FILE"), markup=False, highlight=False)
     if apply:
         _sigterm_interrupts()
         try:
-            bdir = fx.apply_to_folder(root, result)
+            bdir = fx.apply_to_folder(root, result, home)
         except fx.FixRefused as exc:
             _fail(str(exc))
-        _err().print(clean(f"applied to {root}; originals kept in {bdir} (undo: eagle-audit fix --revert {root})"),
-                  markup=False, highlight=False)
+        import shlex
+
+        _err().print(clean(f"applied to {home}; originals kept in {bdir}; undo with: "
+                           f"eagle-audit fix --revert {shlex.quote(str(home))}"), markup=False, highlight=False)
     raise typer.Exit(0)
 
 
@@ -951,6 +1079,17 @@ class MatrixFormat(str, Enum):
 SummaryOpt = typer.Option(
     None, "--summary", metavar="FILE", help="Also append the Markdown report to FILE (e.g. \"$GITHUB_STEP_SUMMARY\").",
     show_default=False)
+
+
+def _print_markdown(markdown: str) -> None:
+    """A Markdown report on stdout: rendered by rich on a terminal; piped or captured, the
+    Markdown itself (rich would crop or wrap its lines at a fixed width)."""
+    if _out().is_terminal:
+        from rich.markdown import Markdown
+
+        _out().print(Markdown(clean(markdown, multiline=True)))
+    else:
+        _write(clean(markdown, multiline=True), None)
 
 
 def _append(text: str, path: Optional[Path]) -> None:
@@ -1076,9 +1215,7 @@ def gate_cmd(
     report.config = cfg.path
     markdown = ci_formats.gate_markdown(report)
     if fmt is GateFormat.table and output is None:
-        from rich.markdown import Markdown
-
-        _out().print(Markdown(clean(markdown, multiline=True)))
+        _print_markdown(markdown)
     else:
         text = {
             GateFormat.json: lambda: json.dumps(report.as_dict(), indent=2),
@@ -1154,15 +1291,13 @@ def matrix_cmd(
         use_cache=not no_cache, progress=cb, platform=platform.value, options=run, engine=engine.value))
     markdown = ci_formats.matrix_markdown(report)
     if fmt is MatrixFormat.table and output is None:
-        from rich.markdown import Markdown
-
-        _out().print(Markdown(clean(markdown, multiline=True)))
+        _print_markdown(markdown)
     else:
         _write(json.dumps(report.as_dict(), indent=2) if fmt is MatrixFormat.json else markdown, output)
     _append(markdown, summary)
     n = len(report.releases)
-    _err().print(f"eagle-audit matrix: {n} release(s), {len(report.rows)} row(s) in {report.seconds:.1f}s "
-              f"({report.jobs} worker(s))", markup=False, highlight=False)
+    _err().print(f"eagle-audit matrix: {count(n, 'release')}, {count(len(report.rows), 'row')} in "
+                 f"{report.seconds:.1f}s ({count(report.jobs, 'worker')})", markup=False, highlight=False)
     for v, e in sorted(report.errors.items()):
         name = "vLLM" if engine is EngineOpt.vllm else "SGLang"
         _err().print(f"[bold red]eagle-audit: error:[/bold red] {name} {escape(clean(v))}: {escape(clean(e))}",

@@ -120,6 +120,9 @@ class Rule:
     FIX_AVAILABLE: ClassVar[bool] = False
     BLOCKING: ClassVar[bool] = True
     METHODS: ClassVar[tuple[str, ...]] = ("eagle3",)
+    #: for a gate that only some runs reach: what the run needs for the gate to be evaluated
+    #: (said when it is not: "needs --parallel-drafting")
+    REQUIRES: ClassVar[str] = ""
     #: the engines whose trees the rule judges (a gate id names the same concept in each engine;
     #: an engine whose mechanism differs has its own rule class under the same gate id)
     ENGINES: ClassVar[tuple[str, ...]] = ("vllm",)
@@ -131,6 +134,15 @@ class Rule:
     def applies(self, target: AuditTarget) -> bool:
         """True when the rule checks the target's speculative method."""
         return target.method in self.METHODS
+
+    def skip_reason(self, target: AuditTarget) -> str:
+        """Why the rule did not check ``target`` (when :meth:`applies` is False): the methods it
+        applies to, or what the run lacks (:attr:`REQUIRES`)."""
+        if target.method not in self.METHODS:
+            return f"applies to {', '.join(self.METHODS)}, not {target.method}"
+        if self.REQUIRES:
+            return f"needs {self.REQUIRES}"
+        return "does not apply to this run"
 
     @classmethod
     def judges(cls, engine: str) -> bool:

@@ -241,14 +241,14 @@ def test_pre_commit_hooks_run(tmp_path):
 
     ok = _project(tmp_path / "ok", table + 'candidate-version = "0.17.1"\n',
                   {"eagle-audit-gate": [], "eagle-audit-scan": scan_args})
-    shutil.copy(codemods / "kimi_k2.codemods.json", ok)
+    shutil.copy(codemods / "kimi_k2.vllm-0.16.0.eagle3.codemods.json", ok / "kimi_k2.codemods.json")
     _git(ok, "add", "-A")
     p = pre_commit_run(ok)
     assert p.returncode == 0, p.stdout + p.stderr
     assert re.search(r"eagle-audit gate\.+Passed", p.stdout) and re.search(r"eagle-audit scan\.+Passed", p.stdout)
 
     bad = _project(tmp_path / "bad", table + f'candidate-version = "{DRIFT}"\n', {"eagle-audit-gate": []})
-    shutil.copy(codemods / "kimi_k2.codemods.json", bad)
+    shutil.copy(codemods / "kimi_k2.vllm-0.16.0.eagle3.codemods.json", bad / "kimi_k2.codemods.json")
     _git(bad, "add", "-A")
     p = pre_commit_run(bad)
     assert p.returncode == 1, p.stdout + p.stderr

@@ -161,7 +161,7 @@ def test_supported_target_exits_0(cli):
     assert p.returncode == 0, p.stdout + p.stderr
     assert "supported" in p.stdout
     assert "0.0.1+mini" in p.stdout
-    assert "1 targets (1 results): 1 supported, 0 blocked, 0 unknown" in p.stdout
+    assert "1 target: 1 supported, 0 blocked, 0 unknown" in p.stdout
     assert p.stderr == ""
 
 

@@ -306,15 +306,27 @@ def test_patched_forward_returns_a_bare_hidden_state_when_no_layer_is_requested(
 def test_out_writes_patch_and_codemods_file_that_replays_on_another_tree(tmp_path):
     r = cli("fix", "--vllm-version", "0.16.0", "--model", "kimi_k2", "--out-dir", str(tmp_path))
     assert r.exit_code == 0, r.output
-    patch_text = (tmp_path / "kimi_k2.patch").read_text()
+    # the names carry the release and the method: another release's patch is never overwritten
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kimi_k2.vllm-0.16.0.eagle3.codemods.json",
+                                                          "kimi_k2.vllm-0.16.0.eagle3.patch"]
+    patch_text = (tmp_path / "kimi_k2.vllm-0.16.0.eagle3.patch").read_text()
     assert patch_text == fixed("0.16.0", "kimi_k2").diff()
-    doc = json.loads((tmp_path / "kimi_k2.codemods.json").read_text())
+    doc = json.loads((tmp_path / "kimi_k2.vllm-0.16.0.eagle3.codemods.json").read_text())
+    # the release, not a local path, and the model_types the scan used (inferred from the alias table)
+    assert doc["source"] == {"vllm_version": "0.16.0", "engine": "vllm", "label": "vLLM 0.16.0"}
+    assert {(t["architecture"], t["text_model_type"]) for t in doc["targets"]} == {
+        ("DeepseekV3ForCausalLM", "kimi_k2"), ("KimiK25ForConditionalGeneration", "kimi_k2")}
+    assert all(t["model_type_source"] for t in doc["targets"])
     assert doc["format"] == "eagle-audit-codemods/1"
     assert [i["codemod"] for i in doc["invocations"]] == [
         "allowlist", "interface", "aux-capture", "interface", "image-token"]
     # replayed on 0.17.1 (renamed allowlist, other line numbers): re-planned from its own scan
     archive = fetch_release("0.17.1", progress=False)
-    r2 = cli("fix", "--codemods", str(tmp_path / "kimi_k2.codemods.json"), str(archive))
+    r2 = cli("fix", "--codemods", str(tmp_path / "kimi_k2.vllm-0.16.0.eagle3.codemods.json"), str(archive),
+             "--out-dir", str(tmp_path))
+    assert r2.exit_code == 0, r2.output
+    assert (tmp_path / "kimi_k2.vllm-0.17.1.eagle3.patch").read_text() == fixed("0.17.1", "kimi_k2").diff()
+    r2 = cli("fix", "--codemods", str(tmp_path / "kimi_k2.vllm-0.16.0.eagle3.codemods.json"), str(archive))
     assert r2.exit_code == 0, r2.output
     assert r2.stdout == fixed("0.17.1", "kimi_k2").diff() != ""
     assert "aux_hidden_states_supported" in r2.stderr

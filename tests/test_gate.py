@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -652,7 +653,8 @@ def test_cli_matrix_markdown_and_summary(cli):
     assert p.returncode == 0, p.stderr
     assert (cli.tmp / "matrix-summary.md").read_text() == p.stdout
     assert "| **0.18.0** |" in p.stdout
-    assert "row(s) in" in p.stderr
+    assert re.search(r"eagle-audit matrix: \d+ releases?, \d+ rows? in ", p.stderr), p.stderr
+    assert "(s)" not in p.stderr
 
 
 def test_cli_gate_reads_pyproject_from_a_subfolder(cli, files):

@@ -428,7 +428,7 @@ def test_an_interrupted_or_failing_apply_restores_what_it_wrote(tmp_path, monkey
     with pytest.raises(expected) as info:
         fix.apply_to_folder(root, res)
     if expected is fix.FixRefused:
-        assert "No space left on device" in str(info.value) and "were restored" in str(info.value)
+        assert "No space left on device" in str(info.value) and "1 file already written was restored" in str(info.value)
     assert tree_hash(root) == pristine  # no backup left, no temporary file
     assert not temps(root)
 
@@ -750,6 +750,8 @@ def test_bad_output_paths_fail_before_the_work(tmp_path, monkeypatch):
     def no_work(*a, **k):
         raise AssertionError("the work started before the output path was checked")
 
+    from auditor.orchestration.scan import open_tree
+
     monkeypatch.setattr("auditor.orchestration.scan.open_tree", no_work)
     monkeypatch.setattr("auditor.orchestration.upgrade.open_side", no_work)
     monkeypatch.setattr("auditor.orchestration.matrix.run_matrix", no_work)
@@ -775,13 +777,19 @@ def test_bad_output_paths_fail_before_the_work(tmp_path, monkeypatch):
         line = one_line_error(cli("gate", "--candidate-version", MINIVLLM, "--model", "LlamaForCausalLM",
                                   "--summary", summary))
         assert "--summary" in line
-    # fix --out: a file instead of a folder, an existing patch
+    # fix --out-dir: a file instead of a folder, an existing patch (its name carries the tree's release, so
+    # the tree is opened first: the work that must not start is the planning)
     assert "is not a folder" in one_line_error(cli("fix", MINIVLLM, "--model", "ToyV3ForCausalLM", "--out-dir", blocker))
+    from auditor.orchestration import scan as scan_module
+
+    monkeypatch.setattr(scan_module, "open_tree", open_tree)
+    monkeypatch.setattr("auditor.orchestration.fix.plan_fix", no_work)
     (tmp_path / "out").mkdir()
-    (tmp_path / "out" / "ToyV3ForCausalLM.patch").write_text("old patch\n")
+    old = tmp_path / "out" / "ToyV3ForCausalLM.vllm-0.0.1+mini.eagle3.patch"
+    old.write_text("old patch\n")
     line = one_line_error(cli("fix", MINIVLLM, "--model", "ToyV3ForCausalLM", "--out-dir", tmp_path / "out"))
-    assert "ToyV3ForCausalLM.patch exists; pass --force" in line
-    assert (tmp_path / "out" / "ToyV3ForCausalLM.patch").read_text() == "old patch\n"
+    assert "ToyV3ForCausalLM.vllm-0.0.1+mini.eagle3.patch exists; pass --force" in line
+    assert old.read_text() == "old patch\n"
 
 
 def test_outputs_follow_the_umask_and_force_overwrites(tmp_path):

@@ -48,6 +48,10 @@ class TargetResult:
     #: rewritten architecture), and its class
     draft_architecture: str | None = None
     draft_class: str | None = None
+    #: gate id → why the gate was not evaluated for this run (it applies to other methods, or
+    #: needs a run option such as --draft-config, or the class is not resolved); such a gate
+    #: neither passes nor blocks
+    not_evaluated: dict[str, str] = field(default_factory=dict)
 
     @property
     def blocking(self) -> list[str]:
@@ -75,6 +79,7 @@ class TargetResult:
             "run_options": self.run_options.as_dict() if self.run_options else None,
             "draft": ({"architecture": self.draft_architecture, "class": self.draft_class}
                       if self.draft_architecture else None),
+            "not_evaluated": [{"gate": g, "reason": why} for g, why in self.not_evaluated.items()],
             **({"note": self.note} if self.note else {}),
         }
 
@@ -117,6 +122,19 @@ class ScanReport:
     def targets(self) -> list[TargetResult]:
         """The results of target rows (the ones with a verdict)."""
         return [r for r in self.results if r.role == "target"]
+
+    def fixable(self) -> dict[str, list[str]]:
+        """Method → the blocked targets (architectures, in report order) that ``eagle-audit fix``
+        can patch: every blocking finding has a fix available and no verdict is left unknown."""
+        out: dict[str, list[str]] = {}
+        for r in self.targets:
+            if r.verdict is not Verdict.BLOCKED or any(f.severity.value == "unknown" for f in r.findings):
+                continue
+            if all(f.fix_available for f in r.findings if f.severity.value == "error"):
+                archs = out.setdefault(r.method, [])
+                if r.architecture not in archs:
+                    archs.append(r.architecture)
+        return out
 
     def summary(self) -> dict[str, int]:
         """Verdict counts over target results (``supported``, ``blocked``, ``unknown``), and the

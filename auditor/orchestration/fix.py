@@ -38,6 +38,7 @@ from auditor.model.findings import Severity, Verdict
 from auditor.model.inputs import check_model_type
 from auditor.model.options import RunOptions
 from auditor.model.results import TargetResult, TargetSpec
+from auditor.model.wording import count
 from auditor.orchestration.scan import Auditor
 from auditor.source.sources import TreeSource
 from rules.planning import Invocation, Planner, Unfixable
@@ -46,7 +47,8 @@ from rules.registry import CODEMODS, planners_for
 #: Format id of the codemods file written by ``fix --out``.
 CODEMODS_FORMAT = "eagle-audit-codemods/1"
 
-#: Folder (next to ``vllm/``) that holds the backups of ``fix --apply``.
+#: Folder that holds the backups of ``fix --apply``: in the folder the user gave (inside
+#: ``site-packages/vllm/`` for an installed vLLM, beside ``vllm/`` in a checkout; see :func:`backup_home`).
 BACKUP_DIR = ".eagle-audit-backup"
 
 _MAX_ROUNDS = 3
@@ -158,25 +160,56 @@ class FixResult:
                 adds += 1
             elif line.startswith("-") and not line.startswith("---"):
                 dels += 1
-        n = len(self.patched)
-        return f"{n} file{'s' if n != 1 else ''} changed, {adds} insertions(+), {dels} deletions(-)"
+        return (f"{count(len(self.patched), 'file')} changed, {count(adds, 'insertion')}(+), "
+                f"{count(dels, 'deletion')}(-)")
+
+    def scope(self) -> tuple[list[str], dict[str, str]]:
+        """The blocking gates of the method (on the tree's engine) that the re-scan evaluated for
+        every target, in report order, and those it did not evaluate for some target with the
+        reason (a run option it needs, such as ``--draft-config``). Gates of other methods are
+        in neither.
+
+        Returns:
+            ``(evaluated gate ids, {gate id: reason})``.
+        """
+        from rules.registry import rules_for
+
+        results = self.after or self.before
+        method = results[0].method if results else self.method
+        rules = [r for r in rules_for(self.engine).values() if r.BLOCKING and method in r.METHODS]
+        gates = list(dict.fromkeys(r.GATE for r in rules))  # a gate of another method is no part of the run
+        skipped: dict[str, str] = {}
+        for r in results:
+            for g, why in r.not_evaluated.items():
+                skipped.setdefault(g, why)
+        return [g for g in gates if g not in skipped], {g: skipped[g] for g in gates if g in skipped}
 
     def codemods_document(self) -> dict:
         """The re-runnable codemods file (see :func:`load_codemods`)."""
         from auditor import __version__
 
+        inferred = {r.architecture: r for r in self.before}
+        targets = []
+        for s in self.specs:
+            r = inferred.get(s.architecture)  # the model_types the scan used (given, or inferred from the tree)
+            targets.append({
+                "architecture": s.architecture,
+                "model_type": r.model_type if r is not None else s.model_type,
+                "text_model_type": r.text_model_type if r is not None else s.text_model_type,
+                "model_type_source": (r.model_type_source if r is not None else s.source) or None,
+            })
+        name = "SGLang" if self.engine == "sglang" else "vLLM"
         return {
             "format": CODEMODS_FORMAT,
             "generated_by": f"eagle-audit {__version__}",
-            "source": {"vllm_version": self.vllm_version, "label": self.source},
+            # the release, never a local path (the file is shared and replayed on other trees)
+            "source": {"vllm_version": self.vllm_version, "engine": self.engine,
+                       "label": f"{name} {self.vllm_version}" if self.vllm_version else f"a {name} tree of no stated "
+                       "version"},
             "method": self.method,
             "run_options": (self.before[0].run_options.as_dict()
                             if self.before and self.before[0].run_options else None),
-            "targets": [
-                {"architecture": s.architecture, "model_type": s.model_type, "text_model_type": s.text_model_type,
-                 "model_type_source": s.source}
-                for s in self.specs
-            ],
+            "targets": targets,
             "invocations": [i.as_dict() for i in self.invocations],
             "replay": "eagle-audit fix --codemods FILE TREE re-scans TREE for these targets and re-plans these "
                       "codemods from its own facts (paths, classes and members are derived again).",
@@ -191,7 +224,9 @@ class FixResult:
         for r in self.before:
             b = r.verdict.value + (f" ({', '.join(r.blocking)})" if r.blocking else "")
             a = after.get(r.architecture)
-            if self.already_supported or a is None:
+            if r.verdict is Verdict.SUPPORTED and (a is None or a.verdict is Verdict.SUPPORTED):
+                lines.append(f"  {r.architecture}: already supported, nothing to patch")
+            elif self.already_supported or a is None:
                 lines.append(f"  {r.architecture}: {b}")
             else:
                 at = a.verdict.value + (f" ({', '.join(a.blocking)})" if a.blocking else "")
@@ -204,11 +239,12 @@ class FixResult:
         for p in self.problems:
             lines.append(f"validation: {p}")
         if self.ok and self.patched:
-            from rules.registry import blocking_gates
-
-            lines.append(f"scope: the patch makes every gate eagle-audit checks pass "
-                         f"({', '.join(blocking_gates(self.engine))}) "
-                         "for this run, as re-scanned; it has not been run on a GPU")
+            evaluated, skipped = self.scope()
+            lines.append(f"scope: the patch makes the gates evaluated for this run pass ({', '.join(evaluated)}), "
+                         "as re-scanned; it has not been run on a GPU")
+            if skipped:
+                lines.append("not evaluated for this run (neither checked nor passed): "
+                             + "; ".join(f"{g} ({why})" for g, why in skipped.items()))
         if self.unfixable:
             lines.append("not auto-fixable:")
             seen = set()
@@ -388,7 +424,7 @@ def load_codemods(path: Path) -> tuple[list[TargetSpec], str, set[str]]:
 # has the hash it was planned from (checked right before the rename); the backup, with its
 # manifest (the journal), is complete on disk before the first file is replaced.
 
-#: Lock file (in the folder that contains ``vllm/``) held for the whole of an apply or a revert.
+#: Lock file (beside the backup, see :func:`backup_home`) held for the whole of an apply or a revert.
 LOCK_FILE = ".eagle-audit.lock"
 
 #: Seconds to wait for another apply or revert of the same tree before refusing.
@@ -688,10 +724,11 @@ def _backup_base(top: _Dir, create: bool, tidy: bool = True) -> _Dir | None:
     return base
 
 
-def _check_writable(root: Path, paths: list[str]) -> None:
+def _check_writable(root: Path, paths: list[str], home: Path | None = None) -> None:
     problems = []
-    if not os.access(root, os.W_OK):
-        problems.append(f"{root} (for the backup folder)")
+    home = home or root
+    if not os.access(home, os.W_OK):
+        problems.append(f"{home} (for the backup folder)")
     for p in paths:
         f = root / p
         if not os.access(f, os.W_OK) or not os.access(f.parent, os.W_OK):
@@ -743,7 +780,42 @@ def _restore(top: _Dir, p: str, st: _FileState, data: bytes, expect: set[str]) -
             d.put(parts[-1], data, mode=st.mode, expect=expect, shown=p)
 
 
-def check_apply_target(root: Path) -> None:
+def backup_home(root: Path, given: Path | None, package: str = "vllm") -> Path:
+    """The folder that holds the backup (``.eagle-audit-backup/``) and the lock of ``fix
+    --apply``: inside the tree the user gave. ``given`` is the folder as given (None: the
+    installed package): the package folder itself (``site-packages/vllm``, or nothing given)
+    keeps them inside it, never in ``site-packages/``; a folder that contains ``vllm/`` (a
+    checkout) keeps them beside ``vllm/``, in that folder."""
+    root = Path(root)
+    if given is not None and Path(given).expanduser().resolve() == root.resolve():
+        return root
+    return root / package
+
+
+def _home_parts(root: Path, home: Path | None) -> list[str]:
+    """The components of ``home`` below ``root`` (``[]`` for ``root`` itself).
+
+    Raises:
+        FixRefused: ``home`` is not ``root`` or a folder in it.
+    """
+    if home is None:
+        return []
+    try:
+        parts = list(Path(home).relative_to(Path(root)).parts)
+    except ValueError:
+        raise FixRefused(f"{home} is not inside {root}; nothing was written") from None
+    if any(p in ("", ".", "..") for p in parts):
+        raise FixRefused(f"{home} is not inside {root}; nothing was written")
+    return parts
+
+
+def _open_home(top: _Dir, parts: list[str]) -> _Dir:
+    """The folder ``parts`` below the open root ``top`` (no symbolic link followed), or a copy
+    of ``top`` itself."""
+    return top.walk_to(parts + ["-"]) if parts else _Dir(os.dup(top.fd), top.label)
+
+
+def check_apply_target(root: Path, home: Path | None = None) -> None:
     """Refuse, before any planning, a tree that :func:`apply_to_folder` would refuse anyway: a
     folder that is not writable, or a backup folder that is a symbolic link or holds one.
 
@@ -751,19 +823,22 @@ def check_apply_target(root: Path) -> None:
         FixRefused: with the reason (nothing is written).
     """
     root = Path(root)
-    if not os.access(root, os.W_OK):
-        raise FixRefused(f"the tree is not writable: {root} (for the backup folder); nothing was written")
-    with _Dir.open_root(root) as top:
-        base = _backup_base(top, create=False, tidy=False)
+    home = Path(home) if home is not None else root
+    if not os.access(home, os.W_OK):
+        raise FixRefused(f"the tree is not writable: {home} (for the backup folder); nothing was written")
+    with _Dir.open_root(root) as top, _open_home(top, _home_parts(root, home)) as hdir:
+        base = _backup_base(hdir, create=False, tidy=False)
         if base is not None:
             base.close()
 
 
-def apply_to_folder(root: Path, result: FixResult) -> Path:
+def apply_to_folder(root: Path, result: FixResult, home: Path | None = None) -> Path:
     """Write the patched files into the folder tree ``root`` (the folder that contains ``vllm/``).
 
-    Under a lock on the tree (``root/.eagle-audit.lock``): checks that every file still has the
-    content the patch was planned from, writes the backup ``root/.eagle-audit-backup/<n>/`` (the
+    ``home`` (default ``root``; see :func:`backup_home`) is the folder in the tree that holds the
+    lock and the backup. Under a lock on the tree (``home/.eagle-audit.lock``): checks that every
+    file still has the content the patch was planned from, writes the backup
+    ``home/.eagle-audit-backup/<n>/`` (the
     originals and a ``manifest.json`` journal) completely, then replaces each file atomically,
     re-checking its hash right before the rename. A symbolic link being patched is replaced by a
     regular file (``--revert`` puts the link back). When a write fails or a file changes midway,
@@ -785,10 +860,12 @@ def apply_to_folder(root: Path, result: FixResult) -> Path:
     paths = sorted(result.patched)
     for p in paths:
         _tree_parts(p)
-    _check_writable(root, paths)
+    home = Path(home) if home is not None else root
+    parts_home = _home_parts(root, home)
+    _check_writable(root, paths, home)
     originals = {p: result.originals[p].encode("utf-8") for p in paths}
     patched = {p: result.patched[p].encode("utf-8") for p in paths}
-    with _tree_lock(root), _Dir.open_root(root) as top:
+    with _tree_lock(home), _Dir.open_root(root) as top, _open_home(top, parts_home) as hdir:
         states: dict[str, _FileState] = {}
         for p in paths:
             parts = p.split("/")
@@ -800,13 +877,13 @@ def apply_to_folder(root: Path, result: FixResult) -> Path:
             if st is None or st.data is None or _sha(st.data) != _sha(originals[p]):
                 raise FileChanged(p, f"{p} changed since the diff was computed; nothing was written (run fix again)")
             states[p] = st
-        with _backup_base(top, create=True) as base:
+        with _backup_base(hdir, create=True) as base:
             try:
                 name = _write_backup(base, result, states, originals, patched)
             except OSError as exc:
-                raise FixRefused(f"cannot write the backup in {root / BACKUP_DIR}: {exc.strerror or exc}; the tree "
+                raise FixRefused(f"cannot write the backup in {home / BACKUP_DIR}: {exc.strerror or exc}; the tree "
                                  "was not changed") from None
-            bdir = root / BACKUP_DIR / name
+            bdir = home / BACKUP_DIR / name
             written: list[str] = []
             try:
                 for p in paths:
@@ -824,13 +901,14 @@ def apply_to_folder(root: Path, result: FixResult) -> Path:
                 if problem is None:
                     shutil.rmtree(name, dir_fd=base.fd, ignore_errors=True)
                     try:
-                        os.rmdir(BACKUP_DIR, dir_fd=top.fd)  # only when no other backup is in it
+                        os.rmdir(BACKUP_DIR, dir_fd=hdir.fd)  # only when no other backup is in it
                     except OSError:
                         pass
-                    after = f"the {len(written)} file(s) already written were restored; nothing was changed"
+                    after = (f"{count(len(written), 'file')} already written {'was' if len(written) == 1 else 'were'} "
+                             "restored; nothing was changed")
                 else:
                     after = (f"restoring the files already written failed ({problem}); the originals are in "
-                             f"{bdir}: run eagle-audit fix --revert {root}")
+                             f"{bdir}: run eagle-audit fix --revert {home}")
                 if not isinstance(exc, Exception):
                     raise
                 if isinstance(exc, FileChanged):
@@ -843,8 +921,10 @@ def apply_to_folder(root: Path, result: FixResult) -> Path:
     return bdir
 
 
-def revert_folder(root: Path) -> tuple[Path, list[str]]:
-    """Undo the latest ``fix --apply`` on the folder tree ``root``: restore each file from the
+def revert_folder(root: Path, home: Path | None = None) -> tuple[Path, list[str]]:
+    """Undo the latest ``fix --apply`` on the folder tree ``root`` (the backup and the lock in
+    ``home``, default ``root``; a backup that an older eagle-audit kept in ``root`` is found
+    too): restore each file from the
     backup (atomically; a file that was a symbolic link becomes that link again) and remove the
     backup. Works after an apply that was interrupted midway (files still original are left as
     they are), and after a revert that was.
@@ -867,18 +947,22 @@ def revert_folder(root: Path) -> tuple[Path, list[str]]:
     from auditor.model.inputs import check_json
 
     root = Path(root)
-    with _tree_lock(root), _Dir.open_root(root) as top:
-        base = _backup_base(top, create=False)
+    home = Path(home) if home is not None else root
+    parts_home = _home_parts(root, home)
+    if parts_home and not os.path.lexists(home / BACKUP_DIR) and os.path.lexists(root / BACKUP_DIR):
+        home, parts_home = root, []  # kept beside the package by an older eagle-audit
+    with _tree_lock(home), _Dir.open_root(root) as top, _open_home(top, parts_home) as hdir:
+        base = _backup_base(hdir, create=False)
         if base is None:
-            raise FixRefused(f"no backup of a previous 'fix --apply' in {root / BACKUP_DIR}")
+            raise FixRefused(f"no backup of a previous 'fix --apply' in {home / BACKUP_DIR}")
         with base:
             nums = sorted((int(d) for d in os.listdir(base.fd) if d.isdigit()), reverse=True)
             if not nums:
                 if not os.listdir(base.fd):  # only the leftovers of an apply that died before its journal
-                    os.rmdir(BACKUP_DIR, dir_fd=top.fd)
-                raise FixRefused(f"no backup of a previous 'fix --apply' in {root / BACKUP_DIR}")
+                    os.rmdir(BACKUP_DIR, dir_fd=hdir.fd)
+                raise FixRefused(f"no backup of a previous 'fix --apply' in {home / BACKUP_DIR}")
             name = str(nums[0])
-            bdir = root / BACKUP_DIR / name
+            bdir = home / BACKUP_DIR / name
             with base.sub(name) as b:
                 try:
                     raw = b.read("manifest.json")
@@ -890,7 +974,7 @@ def revert_folder(root: Path) -> tuple[Path, list[str]]:
                 paths = sorted(files)
                 for p in paths:
                     _tree_parts(p)
-                _check_writable(root, paths)
+                _check_writable(root, paths, home)
                 todo: list[tuple[str, _FileState, bytes, str]] = []
                 with b.sub("files") as copies:
                     for p in paths:
@@ -929,7 +1013,7 @@ def revert_folder(root: Path) -> tuple[Path, list[str]]:
             empty = not os.listdir(base.fd)
         if empty:
             try:
-                os.rmdir(BACKUP_DIR, dir_fd=top.fd)
+                os.rmdir(BACKUP_DIR, dir_fd=hdir.fd)
             except OSError:
                 pass
     return bdir, paths

@@ -202,6 +202,8 @@ class Auditor:
         target = AuditTarget(spec.architecture, method, facts, spec.model_type, spec.text_model_type, spec.source,
                              hf_config, opts)
         findings: list[Finding] = []
+        evaluated: set[str] = set()
+        skipped: dict[str, str] = {}
         if method not in self.engine.methods:
             raise AuditError(f"--method {method}: {self.engine.display} trees are audited for "
                              f"{', '.join(self.engine.methods)} only")
@@ -212,11 +214,16 @@ class Auditor:
             findings.append(Finding("EA300", "resolve", Severity.UNKNOWN,
                                     f"cannot resolve the class of {spec.architecture}: {facts.unresolved.reason}",
                                     getattr(e, "path", None) or self.registry.path, e.line))
+            for rule_cls in self.rules.values():
+                skipped.setdefault(rule_cls.GATE, f"the class of {spec.architecture} is not resolved")
         else:
             for rule_cls in self.rules.values():
                 rule = rule_cls()
                 if rule.applies(target):
+                    evaluated.add(rule.GATE)
                     findings.extend(rule.check(self.ctx, target))
+                else:
+                    skipped.setdefault(rule.GATE, rule.skip_reason(target))
         holder = lm = None
         if facts.ref is not None and method == "eagle3":
             holder, lm = self.engine.holder(self.ctx, facts.ref)
@@ -235,6 +242,7 @@ class Auditor:
             run_options=opts,
             draft_architecture=draft.architecture if draft and not draft.unknown else None,
             draft_class=draft.ref.dotted if draft and draft.ref and not draft.unknown else None,
+            not_evaluated={g: why for g, why in skipped.items() if g not in evaluated},
         )
 
     def with_model_type(self, spec: TargetSpec) -> TargetSpec:

@@ -122,12 +122,24 @@ class Side:
     source: str
     #: the engine of the tree (``vllm``, ``sglang``; ``vllm_version`` then holds its release)
     engine: str = "vllm"
+    #: given as a PATH (a folder or an archive on disk) rather than a release version
+    local: bool = False
+    #: a folder that carries a backup of ``eagle-audit fix --apply``: patched locally, so its
+    #: verdicts are the patched tree's, not the release's
+    patched_locally: bool = False
 
     @classmethod
     def of(cls, spec: str, auditor: Auditor) -> "Side":
-        """The side ``spec`` as read by ``auditor`` (its tree's version and source label)."""
+        """The side ``spec`` as read by ``auditor`` (its tree's version and source label, whether
+        it was given as a path, and whether it carries a backup of ``fix --apply``)."""
+        from auditor.orchestration.fix import BACKUP_DIR
+
+        local = bool(spec) and Path(spec).expanduser().exists()
+        root = auditor.tree.source.root() if hasattr(auditor.tree.source, "root") else None
+        package = getattr(auditor.tree.source, "package", "vllm")
+        patched = root is not None and any((d / BACKUP_DIR).is_dir() for d in (Path(root), Path(root) / package))
         return cls(spec, auditor.tree.version(), getattr(auditor.tree.source, "label", ""),
-                   getattr(getattr(auditor, "engine", None), "name", "vllm"))
+                   getattr(getattr(auditor, "engine", None), "name", "vllm"), local, patched)
 
     @property
     def name(self) -> str:
@@ -135,8 +147,20 @@ class Side:
         engine = "SGLang" if self.engine == "sglang" else "vLLM"
         return f"{engine} {self.vllm_version}" if self.vllm_version else self.spec
 
+    @property
+    def described(self) -> str:
+        """What was compared, in words: ``the release vLLM 0.18.0``, ``the tree PATH (vLLM
+        0.16.0)``, ``the tree PATH (vLLM 0.16.0, patched locally by eagle-audit fix --apply)``."""
+        if not self.local:
+            return f"the release {self.name}"
+        what = self.name if self.vllm_version else "version not stated"
+        if self.patched_locally:
+            what += ", patched locally by eagle-audit fix --apply"
+        return f"the tree {self.spec} ({what})"
+
     def as_dict(self) -> dict:
-        return {"spec": self.spec, "vllm_version": self.vllm_version, "source": self.source, "engine": self.engine}
+        return {"spec": self.spec, "vllm_version": self.vllm_version, "source": self.source, "engine": self.engine,
+                "local": self.local, "patched_locally": self.patched_locally}
 
 
 # -- results ---------------------------------------------------------------------------------
@@ -300,6 +324,11 @@ class UpgradeReport:
         cand = self.candidate.name
         if self.outcome is UpgradeOutcome.NATIVE:
             tail = ": drop your codemods" if self.codemods else ""
+            if self.candidate.patched_locally:
+                return (f"{self.candidate.described} supports every target as it is, with its local patch; this "
+                        f"says nothing of the unpatched release{' ' + cand if self.candidate.vllm_version else ''}.")
+            if self.candidate.local:
+                return f"{self.candidate.described} supports every target as it is, without codemods{tail}."
             return f"{cand} supports every target natively{tail}."
         if self.outcome is UpgradeOutcome.PATCHED:
             native = [t.architecture for t in self.targets if t.outcome is UpgradeOutcome.NATIVE]

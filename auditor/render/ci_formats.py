@@ -107,7 +107,8 @@ def _suite(xml: JUnitXml, suites: dict[str, TestSuite], name: str) -> TestSuite:
 
 def scan_junit(report: ScanReport) -> str:
     """The scan as JUnit XML: one suite per method, one test case per target and blocking gate
-    (a failure when the gate blocks, an error when it is unknown, passed otherwise)."""
+    (a failure when the gate blocks, an error when it is unknown, skipped with the reason when
+    the gate was not evaluated for the run, passed otherwise)."""
     from rules.registry import blocking_gates
 
     gates = blocking_gates(report.engine)
@@ -125,6 +126,8 @@ def scan_junit(report: ScanReport) -> str:
                 case.result = [Failure(f"{f.where}: {f.message}", type_=f.rule) for f in errors]
             elif unknown:
                 case.result = [Error(f"{f.where}: {f.message}", type_=f.rule) for f in unknown]
+            elif gate in res.not_evaluated:
+                case.result = [Skipped(f"not evaluated: {res.not_evaluated[gate]}")]
             elif res.class_name is None:
                 case.result = [Skipped("class not resolved")]
             suite.add_testcase(case)
@@ -261,10 +264,12 @@ def _md(text: object) -> str:
 def gate_markdown(report) -> str:
     """A gate report as GitHub-flavoured Markdown (for a job summary): the outcome, a table of
     targets, then the problems, regressions and warnings."""
-    lines = [f"## eagle-audit gate: {_outcome_word(report.outcome)}", "", report.message(), ""]
-    sides = [f"candidate: **{report.candidate.name}** (`{report.candidate.source}`)"]
+    patched_tree = report.candidate.patched_locally
+    outcome = _outcome_word(report.outcome) + (" (a locally patched tree)" if patched_tree else "")
+    lines = [f"## eagle-audit gate: {outcome}", "", report.message(), ""]
+    sides = [f"candidate: **{report.candidate.described}** (`{report.candidate.source}`)"]
     if report.current:
-        sides.append(f"current: {report.current.name} (`{report.current.source}`)")
+        sides.append(f"current: {report.current.described} (`{report.current.source}`)")
     if report.codemods:
         written = f", written for {report.codemods_source}" if report.codemods_source else ""
         sides.append(f"codemods: `{report.codemods.name}` ({', '.join(report.codemods_names)}{written})")
@@ -275,9 +280,11 @@ def gate_markdown(report) -> str:
         patched = _value(t.patched_verdict) or "—"
         if t.patched and t.patched.blocking:
             patched += f" ({', '.join(t.patched.blocking)})"
-        reg = " (regression)" if t.regression else ""
-        lines.append(f"| {_md(t.architecture)} | {t.method} | {_value(t.current_verdict) or '—'}{reg} | {_md(cand)} | "
-                     f"{_md(patched)} | **{t.outcome.value}** |")
+        if t.regression:  # the candidate is where it regressed
+            cand += " — regression (supported by the current side)"
+        word = "as is" if patched_tree and t.outcome is UpgradeOutcome.NATIVE else t.outcome.value
+        lines.append(f"| {_md(t.architecture)} | {t.method} | {_value(t.current_verdict) or '—'} | {_md(cand)} | "
+                     f"{_md(patched)} | **{word}** |")
     problems = [(t, p) for t in report.targets for p in t.problems]
     if problems:
         lines += ["", "### Why it is broken", ""]
@@ -289,8 +296,8 @@ def gate_markdown(report) -> str:
     if report.regressions:
         lines += ["", "### Regressions", ""]
         for t in report.regressions:
-            lines.append(f"- **{t.architecture}** ({t.method}): supported by {report.current.name}, "
-                         f"{t.candidate_verdict.value} in {report.candidate.name}")
+            lines.append(f"- **{t.architecture}** ({t.method}): supported by {report.current.described}, "
+                         f"{t.candidate_verdict.value} in {report.candidate.described}")
     warned = [(t, f) for t in report.targets for f in t.warnings]
     if warned:
         lines += ["", "### Warnings", ""]

@@ -13,6 +13,7 @@ import re
 from typing import TYPE_CHECKING
 
 from auditor.model.results import ScanReport
+from auditor.model.wording import count
 
 if TYPE_CHECKING:  # rich is imported by the functions that print, so that JSON never loads it
     from rich.console import Console
@@ -79,26 +80,15 @@ def _clean_all(value):
 
 
 def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> None:
-    """Print a scan: a rich table (architecture, method, verdict, blocking gates, ``file:line`` of
-    each finding), then each finding's message under its target, then a summary line. In a full
-    scan (more than 30 results) without ``verbose``, supported targets without findings and
-    warnings are left out of the table."""
+    """Print a scan: a rich table (architecture, method, verdict, blocking gates, and the
+    ``file:line`` of each finding when the console is wide enough to show it unbroken), then
+    each finding under its target (rule, gate, ``file:line``, message), then a summary line. The
+    verdict and every gate id stay whole at any width: long architecture names fold, gates stack
+    one per line. A ``role`` column appears when drafters or pooling models are shown. In a full
+    scan (more than 30 results) without ``verbose``, supported targets without findings,
+    drafters, pooling models and warnings are left out of the table."""
     from rich.markup import escape
-    from rich.table import Table
-    from rich.text import Text
 
-    title = Text(clean(f"{report.title} — {report.source}"))
-    run = run_text(report)
-    if run:
-        title.append(f" ({run})")
-    table = Table(title=title)
-    # the verdict and every gate id stay whole at any width: long names fold, gates stack
-    table.add_column("architecture", overflow="fold", min_width=12)
-    table.add_column("method", no_wrap=True, min_width=max([len(r.method) for r in report.results] + [6]))
-    table.add_column("verdict", no_wrap=True, min_width=max([len(r.verdict.value) for r in report.results] + [7]))
-    table.add_column("blocking gates", overflow="fold",
-                     min_width=max([len(g) for r in report.results for g in r.blocking] + [5]))
-    table.add_column("where (file:line)", overflow="fold")
     many = len(report.results) > 30 and not verbose
     shown = []
     for r in report.results:
@@ -106,16 +96,12 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
         if many and (r.verdict.value == "supported" or r.role != "target") and not findings:
             continue
         shown.append((r, findings))
-        where = Text()
-        for i, f in enumerate(findings):
-            style = {"error": "red", "warning": "yellow", "unknown": "magenta"}[f.severity.value]
-            if i:
-                where.append("\n")
-            tag = "" if f.severity.value == "error" else f" ({f.severity.value})"
-            where.append(f"{f.gate}{tag} ", style=style)
-            where.append(clean(f.where or "-"), style="cyan")
-        table.add_row(Text(clean(r.architecture)), r.method, Text(r.verdict.value, style=_STYLE[r.verdict.value]),
-                      "\n".join(r.blocking) or "—", where if where.plain else "—")
+    from rich.measure import Measurement
+
+    table = _results_table(report, shown, console, where=True)
+    natural = Measurement.get(console, console.options.update_width(1 << 20), table).maximum
+    if natural > console.width:  # file:line would break: each finding lists it below the table
+        table = _results_table(report, shown, console, where=False)
     console.print(table)
     for r, findings in shown:
         if r.note:
@@ -141,12 +127,59 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
                       markup=False)
         console.print("(supported targets, drafters, pooling models and warnings are left out of the table in a "
                       "full scan; --verbose shows all)", style="dim")
-    console.print(summary_line(report))
+    console.print(summary_line(report), highlight=False)
     if report.transformers:
         console.print(f"HF config classes from transformers: {report.transformers['how']}", highlight=False,
                       markup=False)
     for p, e in sorted(report.parse_errors.items()):
         console.print(f"[yellow]does not parse:[/yellow] {escape(clean(p))} {escape(clean(e))}", highlight=False)
+
+
+def _results_table(report: ScanReport, shown: list, console: Console, where: bool):
+    """The table of :func:`scan_table` for the ``shown`` rows (``(result, findings)``), with or
+    without the ``where (file:line)`` column."""
+    from rich.table import Table
+    from rich.text import Text
+
+    title = Text(clean(f"{report.title} — {report.source}"))
+    run = run_text(report)
+    if run:
+        title.append(f" ({run})")
+    table = Table(title=title)
+    roles = any(r.role != "target" for r, _ in shown)
+    rows = [r for r, _ in shown]
+    table.add_column("architecture", overflow="fold", min_width=12)
+    if roles:
+        table.add_column("role", no_wrap=True, min_width=max(len(r.role) for r in rows))
+    table.add_column("method", no_wrap=True, min_width=max([len(r.method) for r in rows] + [6]))
+    table.add_column("verdict", no_wrap=True, min_width=max([len(_verdict_word(r)) for r in rows] + [7]))
+    table.add_column("blocking gates", overflow="fold",
+                     min_width=max([len(g) for r in rows for g in r.blocking] + [5]))
+    if where:
+        table.add_column("where (file:line)", overflow="fold")
+    for r, findings in shown:
+        cells = [Text(clean(r.architecture))]
+        if roles:
+            cells.append(Text(r.role, style="" if r.role == "target" else "dim"))
+        cells += [r.method, Text(_verdict_word(r), style=_STYLE[r.verdict.value]), "\n".join(r.blocking) or "—"]
+        if where:
+            text = Text()
+            for i, f in enumerate(findings):
+                style = {"error": "red", "warning": "yellow", "unknown": "magenta"}[f.severity.value]
+                if i:
+                    text.append("\n")
+                tag = "" if f.severity.value == "error" else f" ({f.severity.value})"
+                text.append(f"{f.gate}{tag} ", style=style)
+                text.append(clean(f.where or "-"), style="cyan")
+            cells.append(text if text.plain else "—")
+        table.add_row(*cells)
+    return table
+
+
+def _verdict_word(result) -> str:
+    """The verdict cell: the verdict of a target, ``not audited`` for a drafter or a pooling model
+    (the role column says which)."""
+    return "not audited" if result.verdict.value == "not-a-target" else result.verdict.value
 
 
 def run_text(report: ScanReport) -> str:
@@ -159,13 +192,16 @@ def run_text(report: ScanReport) -> str:
 
 
 def summary_line(report: ScanReport) -> str:
-    """``N targets (M results): a supported, b blocked, c unknown; D drafters and P pooling
-    models not audited`` (verdicts counted per target and method)."""
+    """``N targets: a supported, b blocked, c unknown; D drafters and P pooling models not
+    audited``; with several methods, ``N targets (M results): …`` (verdicts are counted per
+    target and method). Every count agrees with its noun."""
     s = report.summary()
-    line = (f"{s['targets']} targets ({len(report.targets)} results): {s['supported']} supported, "
-            f"{s['blocked']} blocked, {s['unknown']} unknown")
+    head = count(s["targets"], "target")
+    if len(report.targets) != s["targets"]:
+        head += f" ({count(len(report.targets), 'result')})"
+    line = f"{head}: {s['supported']} supported, {s['blocked']} blocked, {s['unknown']} unknown"
     if s["drafters"] or s["pooling"]:
-        line += f"; {s['drafters']} drafters and {s['pooling']} pooling models not audited"
+        line += f"; {count(s['drafters'], 'drafter')} and {count(s['pooling'], 'pooling model')} not audited"
     return line
 
 
@@ -202,7 +238,7 @@ def platform_differences_table(diffs: list[dict], console: Console) -> None:
         return
     plats = list(diffs[0]["platforms"])
     table = Table(title="where the platforms differ")
-    table.add_column("architecture", no_wrap=True)
+    table.add_column("architecture", overflow="fold")
     table.add_column("method", no_wrap=True)
     for p in plats:
         table.add_column(p, overflow="fold")
@@ -358,7 +394,7 @@ def compare_table(report, console: Console) -> None:
     from rich.text import Text
 
     table = Table(title="eagle-audit compare")
-    table.add_column("target", no_wrap=True)
+    table.add_column("target", overflow="fold")
     table.add_column("method", no_wrap=True)
     for s in report.sides:
         table.add_column(Text(clean(s.name)))

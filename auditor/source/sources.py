@@ -649,7 +649,8 @@ class FolderSource(TreeSource):
                 self.problems[rel + "/"] = f"cannot list the folder: {exc.strerror or exc}"
 
             for dirpath, dirnames, filenames in os.walk(top, onerror=unreadable):
-                dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+                # __pycache__, and folders no import can name (.git, a backup such as .eagle-audit-backup)
+                dirnames[:] = [d for d in dirnames if d != "__pycache__" and not d.startswith(".")]
                 rel_dir = pathlib.Path(dirpath).relative_to(self._root).as_posix()
                 # every *.py that is not a folder is listed; one that cannot be read (a FIFO, a
                 # device, too large, no permission) says so when it is read: per-file trouble

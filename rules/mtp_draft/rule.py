@@ -203,7 +203,7 @@ class MtpDraftRule(Rule):
             yield self.finding(
                 Severity.UNKNOWN,
                 f"the MTP draft of {src} depends on checkpoint fields the tool was not given{options}: "
-                f"{fname} tests them at line(s) {lines}; pass --hf-config with the checkpoint's config.json",
+                f"{fname} tests them at {'line' if len(d.undecided[:6]) == 1 else 'lines'} {lines}; pass --hf-config with the checkpoint's config.json",
                 path, d.undecided[0] if d.undecided else fact.line, candidates=d.architectures)
             return
         arch = d.architectures[0]

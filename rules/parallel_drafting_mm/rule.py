@@ -87,6 +87,7 @@ class ParallelDraftingMMRule(Rule):
     )
     FIX_AVAILABLE = False
     METHODS = ("eagle", "eagle3", "mtp")
+    REQUIRES = "--parallel-drafting"
     DATA = ParallelDraftingMMData
     VALID = [
         Example(_tree(False), _VL, options=_pd(3), note="a release whose proposer only warns"),

@@ -109,6 +109,7 @@ class PPAuxTransportRule(Rule):
     )
     FIX_AVAILABLE = True
     METHODS = ("eagle3",)
+    REQUIRES = "--pipeline-parallel-size 2 or more"
     DATA = PPAuxTransportData
     VALID = [
         Example({_CHECK_PATH: _CHECK, "vllm/model_executor/models/llama.py": _LLAMA_OVER_PP}, "LlamaForCausalLM",

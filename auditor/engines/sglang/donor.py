@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
+from typing import Iterator
 
 from auditor.engines.sglang.facts import (
     CAPTURE_ATTR,
@@ -287,6 +288,29 @@ def _function(tree: ast.Module, qualname: str, name: str):
                  and st.name == name), None)
 
 
+def target_owners(registry, lookup) -> Iterator[ClassRef]:
+    """The classes that define a member for the registered targets, each once, in registry order.
+
+    Args:
+        registry: the tree's SGLang registry (``auditor.engines.sglang.registry``).
+        lookup: ``ClassRef -> (owner ClassRef, ...) | None``, the MRO lookup of the member.
+    Yields:
+        The owner class of each target's hit, skipping targets without the member and owners
+        already seen."""
+    seen: set[ClassRef] = set()
+    for arch in registry.architectures():
+        if registry.role(arch) != "target":
+            continue
+        ref = registry.class_ref(arch)
+        if not isinstance(ref, ClassRef):
+            continue
+        hit = lookup(ref)
+        if hit is None or hit[0] in seen:
+            continue
+        seen.add(hit[0])
+        yield hit[0]
+
+
 def find_donor(resolver: Resolver, registry, name: str = SETTER) -> DonorSearch:
     """The tree's EAGLE-3 pattern (see the module docstring): over every registered class whose
     MRO defines the setter ``name``, the shape that most of them share (ties: the first donor by
@@ -294,19 +318,8 @@ def find_donor(resolver: Resolver, registry, name: str = SETTER) -> DonorSearch:
     inner model's ``forward`` captures and returns the aux hidden states."""
     out = DonorSearch(None)
     parsed: dict[str, ast.Module | None] = {}
-    seen: set[ClassRef] = set()
     groups: dict[tuple, list[Donor]] = {}
-    for arch in registry.architectures():
-        if registry.role(arch) != "target":
-            continue
-        ref = registry.class_ref(arch)
-        if not isinstance(ref, ClassRef):
-            continue
-        hit = find_setter(resolver, ref, name)
-        if hit is None or hit[0] in seen:
-            continue
-        owner = hit[0]
-        seen.add(owner)
+    for owner in target_owners(registry, lambda ref: find_setter(resolver, ref, name)):
         loc = resolver.location(owner)
         if loc is None:
             continue
@@ -424,19 +437,8 @@ def find_getter_donor(resolver: Resolver, registry, name: str) -> GetterSearch:
     donor by dotted name)."""
     out = GetterSearch(name, None)
     parsed: dict[str, ast.Module | None] = {}
-    seen: set[ClassRef] = set()
     groups: dict[GetterShape, list[GetterDonor]] = {}
-    for arch in registry.architectures():
-        if registry.role(arch) != "target":
-            continue
-        ref = registry.class_ref(arch)
-        if not isinstance(ref, ClassRef):
-            continue
-        hit = resolver.lookup(ref, name)
-        if hit is None or hit[0] in seen:
-            continue
-        owner = hit[0]
-        seen.add(owner)
+    for owner in target_owners(registry, lambda ref: resolver.lookup(ref, name)):
         loc = resolver.location(owner)
         fn = method_ast(resolver, owner, name, parsed) if loc is not None else None
         if fn is None:

@@ -26,10 +26,10 @@ REPO = Path(__file__).resolve().parents[1]
 COMMANDS = ("scan", "explain", "fix", "gate", "matrix", "compare", "rules")
 
 
-def run(*args, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    """``eagle-audit ARGS`` with stdout and stderr piped, at 80 columns, without colour."""
+def run(*args, cwd: Path = REPO, columns: int = 80) -> subprocess.CompletedProcess:
+    """``eagle-audit ARGS`` with stdout and stderr piped, at ``columns`` columns, without colour."""
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX", "FORCE_COLOR")}
-    env.update(NO_COLOR="1", COLUMNS="80")
+    env.update(NO_COLOR="1", COLUMNS=str(columns))
     return subprocess.run([sys.executable, "-m", "auditor", *map(str, args)], capture_output=True, text=True,
                           timeout=600, cwd=cwd, env=env)
 
@@ -86,7 +86,6 @@ def cli(tmp_path_factory):
         "fix-mtp": (["fix", "-m", "kimi_k2", "--method", "mtp", *v16], empty),
         "explain-all-arch": (["explain", "DeepseekV3ForCausalLM", "--all", *v16], empty),
         "explain-all-model": (["explain", "--all", "-m", "kimi_k2", *v16], empty),
-        "explain-mini": (["explain", "LlamaForCausalLM", tree, "--no-progress"], empty),
         "compare-settings": (["compare", *sides, "-f", "json"], compare_proj),
         "compare-no-config": (["compare", *sides, "--no-config"], compare_proj),
         "compare-config": (["compare", *sides, "--config", compare_proj / "pyproject.toml", "-f", "json"], empty),
@@ -109,6 +108,8 @@ def cli(tmp_path_factory):
     }
     with ThreadPoolExecutor(2) as pool:
         futures = {k: pool.submit(run, *argv, cwd=cwd) for k, (argv, cwd) in cmds.items()}
+        # explain's tree, wide enough that no line is cut (the width is another test's subject)
+        futures["explain-mini"] = pool.submit(run, "explain", "LlamaForCausalLM", tree, "--no-progress", columns=200)
         r = {k: f.result() for k, f in futures.items()}
     return SimpleNamespace(r=r, tmp=tmp, bad=bad, bad_codemods=bad_codemods, bad_versions=bad_versions)
 

@@ -235,9 +235,8 @@ def test_fix_apply_on_site_packages_keeps_the_backup_in_the_tree_and_gate_words_
     # the release against the patched tree: the regression is marked on the candidate's side
     g = run("gate", "--candidate-version", "0.16.0", "--current-version", pkg, "-m", "kimi_k2", "--no-progress")
     assert g.returncode == 1
-    row = next(ln for ln in g.stdout.splitlines() if ln.startswith("| DeepseekV3ForCausalLM"))
-    cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[2] == "supported" and cells[3].endswith("— regression (supported by the current side)")
+    cells = next(r for r in table_rows(g.stdout) if r[0] == "DeepseekV3ForCausalLM")
+    assert cells[2] == "supported" and cells[3].startswith("blocked ") and cells[3].endswith(" regression")
     assert "supported by the tree " in g.stdout and "blocked in the release vLLM 0.16.0" in g.stdout
     # the printed revert command restores every file and removes the backup
     r = run(*shlex.split(revert)[1:])

@@ -593,12 +593,13 @@ def _is_missing(folder: Path) -> bool:
 ForceOpt = typer.Option(False, "--force", help="Overwrite an existing output file.")
 
 
-def _safe_name(text: str) -> str:
-    """A file name made of ``text`` (characters other than letters, digits, ``_.+-`` become ``_``)."""
+def _safe_name(text: str, limit: int = 120, default: str = "fix") -> str:
+    """A file name made of ``text`` (characters other than letters, digits, ``_.+-`` become ``_``;
+    at most ``limit`` characters; never starting with a dot), else ``default`` when none is left."""
     import re
 
-    name = re.sub(r"[^A-Za-z0-9_.+-]", "_", text)[:120].lstrip(".")
-    return name or "fix"
+    name = re.sub(r"[^A-Za-z0-9_.+-]", "_", text).lstrip(".")[:limit]
+    return name or default
 
 
 def _out_name(codemods: Optional[Path], model: List[str], engine: str, version: Optional[str], method: str) -> str:
@@ -612,7 +613,10 @@ def _out_name(codemods: Optional[Path], model: List[str], engine: str, version: 
         base = re.sub(r"\.(vllm|sglang)-.+\.(eagle3|eagle|mtp)$", "", base)
     else:
         base = "+".join(model)
-    return _safe_name(f"{base}.{engine}-{version or 'unversioned'}.{method}")
+    # each part bounded on its own, so that a long release label (read from the tree) can never cut
+    # off the method: two methods never share a file
+    return f"{_safe_name(base, 100)}.{_safe_name(engine, 16)}-{_safe_name(version or '', 60, 'unversioned')}." \
+           f"{_safe_name(method, 16)}"
 
 
 @app.command(cls=_Command, short_help="Verdict per target and method, with the gates that block.")
@@ -699,7 +703,7 @@ def scan(
     if fmt in (Format.table, Format.markdown):  # never mixed with a CI format's stream
         for line in _fix_commands(result, auditor, path, vllm_version, model, model_type, cfg, run, platform.value,
                                   python, sglang_version):
-            _err().print(clean(line), markup=False, highlight=False)
+            _err().print(clean(line), markup=False, highlight=False, soft_wrap=True)  # never cut: copied whole
     if exit_zero:
         raise typer.Exit(0)
     targets = result.targets
@@ -1106,7 +1110,7 @@ def fix_cmd(
         _err().print(clean(f"apply {out_dir / (name + '.patch')} from the folder that contains "
                            f"{auditor.engine.package}/ with patch -p1 or git apply; replay "
                            f"{out_dir / (name + '.codemods.json')} on another release with eagle-audit fix --codemods "
-                           "FILE or gate --codemods FILE"), markup=False, highlight=False)
+                           "FILE or gate --codemods FILE"), markup=False, highlight=False, soft_wrap=True)
     if apply:
         _sigterm_interrupts()
         try:
@@ -1116,7 +1120,8 @@ def fix_cmd(
         import shlex
 
         _err().print(clean(f"applied to {home}; originals kept in {bdir}; undo with: "
-                           f"eagle-audit fix --revert {shlex.quote(str(home))}"), markup=False, highlight=False)
+                           f"eagle-audit fix --revert {shlex.quote(str(home))}"), markup=False, highlight=False,
+                     soft_wrap=True)
     raise typer.Exit(0)
 
 

@@ -43,6 +43,14 @@ class Invocation:
         if self.codemod == "interface":
             names = {m["name"] for m in self.params["members"]}
             self.params["members"] += [m for m in other.params["members"] if m["name"] not in names]
+        if self.codemod == "sglang-interface":
+            # the setter of one plan and the getters of another, on the same class
+            for k, v in other.params.items():
+                if k == "getters":
+                    names = {g["name"] for g in self.params.get("getters", [])}
+                    self.params.setdefault("getters", []).extend(g for g in v if g["name"] not in names)
+                else:
+                    self.params.setdefault(k, v)
 
     def as_dict(self) -> dict:
         return {

@@ -112,8 +112,11 @@ def test_sglang_0_5_23_wheel_read_in_place():
 
 
 @pytest.mark.parametrize("version,counts", [
-    ("0.5.10.post1", {"targets": 158, "drafters": 17, "pooling": 18, "supported": 32, "blocked": 125, "unknown": 1}),
-    ("0.5.23", {"targets": 226, "drafters": 40, "pooling": 24, "supported": 46, "blocked": 171, "unknown": 9}),
+    # the EAGLE workers' get_embed_and_head: Qwen2MoeForCausalLM lacks it (supported -> blocked); MiniCPMV
+    # (and 0.5.23's MiniCPMV4_6/4_7) and 0.5.10.post1's Mistral3ForConditionalGeneration lack it and the
+    # setter but define __getattr__ (blocked -> unknown)
+    ("0.5.10.post1", {"targets": 158, "drafters": 17, "pooling": 18, "supported": 31, "blocked": 124, "unknown": 3}),
+    ("0.5.23", {"targets": 226, "drafters": 40, "pooling": 24, "supported": 45, "blocked": 169, "unknown": 12}),
 ])
 def test_full_scan_counts(version, counts):
     """Every registered architecture of the release: how many are EAGLE-3 capable."""
@@ -578,8 +581,9 @@ def test_fix_gemma3_on_sglang_0_5_10_post1(tmp_path):
     aux-capture); the plan delegates the setter to Gemma3ForCausalLM, gives it the setter of the
     tree's donors (layers [2, n // 2, n - 3], ids + 1), the flag and the forward that hands the aux
     states to the logits processor, and makes Gemma3TextModel.forward capture in both its layer
-    loops (CPU and GPU branches). Applied to an extracted copy, the tree re-scans supported, the
-    patched files parse, and a second fix is empty."""
+    loops (CPU and GPU branches); the EAGLE worker's get_embed_and_head is delegated by the wrapper
+    and implemented on Gemma3ForCausalLM as the tree's donors write it. Applied to an extracted copy,
+    the tree re-scans supported, the patched files parse, and a second fix is empty."""
     a = release_auditor("0.5.10.post1", "sglang")
     (spec,) = resolve_targets(a.registry, ["Gemma3ForConditionalGeneration"])
     res = plan_fix(a, [spec], "eagle3")
@@ -598,6 +602,14 @@ def test_fix_gemma3_on_sglang_0_5_10_post1(tmp_path):
     assert "+            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]" in diff
     assert "+            num_layers = self.config.num_hidden_layers" in diff
     assert "+        self.language_model.set_eagle3_layers_to_capture(layer_ids)" in diff
+    # the EAGLE worker's get_embed_and_head (eagle_worker.py:158): delegated, and in the donors' shape
+    assert "+        return self.language_model.get_embed_and_head()" in diff
+    assert "+        return self.model.embed_tokens.weight, self.lm_head.weight" in diff
+    for path, cls in (("sglang/srt/models/gemma3_mm.py", "Gemma3ForConditionalGeneration"),
+                      ("sglang/srt/models/gemma3_causal.py", "Gemma3ForCausalLM")):
+        tree = ast.parse(res.patched[path])
+        node = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls)
+        assert "get_embed_and_head" in [m.name for m in node.body if isinstance(m, ast.FunctionDef)], cls
     # applied to an extracted copy with the CLI, re-scanned from disk, fixed again: nothing left to do
     root = _extract_sglang(fetch.fetch_release("0.5.10.post1", progress=False, project="sglang"), tmp_path)
     out = cli("fix", root, "--model", "Gemma3ForConditionalGeneration", "--apply", "--no-progress")
@@ -612,22 +624,30 @@ def test_fix_gemma3_on_sglang_0_5_10_post1(tmp_path):
 
 
 def test_fix_plans_on_sglang_0_5_23_wheel_read_in_place():
-    """The wheel is read in place (nothing extracted): Gemma2ForCausalLM gets a validated patch (its
-    setter and forward, Gemma2Model's capture in its range loop, hidden_states + residual); GPT2's
-    inner model iterates self.h, which is no layer loop the codemod can read: the plan is refused
-    with that reason and no file is patched."""
+    """The wheel is read in place (nothing extracted): GraniteForCausalLM gets a validated patch (its
+    setter and forward, get_embed_and_head as the tree's donors write it, GraniteModel's capture);
+    Gemma2ForCausalLM ties its head to the embedding (no self.lm_head), so no donor's
+    get_embed_and_head fits it: refused with that reason; GPT2's inner model iterates self.h, which
+    is no layer loop the codemod can read: refused with that reason. No file is patched for those."""
     a = release_auditor("0.5.23", "sglang")
-    (gemma2,) = resolve_targets(a.registry, ["Gemma2ForCausalLM"])
-    res = plan_fix(a, [gemma2], "eagle3")
+    (granite,) = resolve_targets(a.registry, ["GraniteForCausalLM"])
+    res = plan_fix(a, [granite], "eagle3")
     assert res.ok and [r.verdict.value for r in res.after] == ["supported"], res.report()
     assert [(i.codemod, i.params["class"]) for i in res.invocations] == [
-        ("sglang-interface", "Gemma2ForCausalLM"), ("sglang-aux-capture", "Gemma2Model")]
-    assert "+                    hidden_states if residual is None else hidden_states + residual" in res.diff().splitlines()
+        ("sglang-interface", "GraniteForCausalLM"), ("sglang-aux-capture", "GraniteModel")]
+    assert res.invocations[0].params["getters"][0]["donor"] == "ApertusForCausalLM"
+    assert "+        return self.model.embed_tokens.weight, self.lm_head.weight" in res.diff().splitlines()
+    (gemma2,) = resolve_targets(a.registry, ["Gemma2ForCausalLM"])
+    res = plan_fix(a, [gemma2], "eagle3")
+    assert not res.ok
+    assert [(u.gate, u.reason) for u in res.unfixable] == [
+        ("interface", "the donor ApertusForCausalLM.get_embed_and_head returns self.lm_head.weight, and no __init__ on "
+                      "Gemma2ForCausalLM's MRO sets self.lm_head (nor do the other 3 shapes of the tree's donors fit)")]
     (gpt2,) = resolve_targets(a.registry, ["GPT2LMHeadModel"])
     res = plan_fix(a, [gpt2], "eagle3")
     assert not res.ok
-    assert [(u.gate, u.reason) for u in res.unfixable] == [
-        ("aux-capture", "GPT2Model.forward has no loop over its decoder layers")]
+    assert ("aux-capture", "GPT2Model.forward has no loop over its decoder layers") in [
+        (u.gate, u.reason) for u in res.unfixable]
 
 
 # -- hostile SGLang trees ---------------------------------------------------------------------------

@@ -96,6 +96,55 @@ def checkpoint_config(path, label: str):
     return p
 
 
+
+def read_input_bytes(path, label: str, limit: int, what: str) -> bytes:
+    """The bytes of one input file the user hands in (a JSON document, a settings file).
+
+    The file is opened non-blocking and checked with ``fstat`` before any read: a FIFO, a device
+    (a link to ``/dev/zero``) or a folder is refused unread, and so is a file larger than ``limit``.
+
+    Args:
+        path: the file (``str`` or ``Path``).
+        label: where it came from, for messages (``--hf-config``).
+        limit: the largest size read, in bytes.
+        what: what the file is, for the size message (``"a JSON input"``).
+
+    Returns:
+        The file's bytes.
+
+    Raises:
+        AuditError: one line naming ``label`` and ``path``: missing, not a regular file, too
+            large, or unreadable (permissions, a loop of symbolic links, a NUL in the path).
+    """
+    import os
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise AuditError(f"{label}: no such file: {path}") from None
+    except OSError as exc:
+        raise AuditError(f"{label}: cannot read {path}: {exc.strerror or exc}") from None
+    except ValueError:  # a NUL in the path
+        raise AuditError(f"{label}: {str(path)!r} is not a path (it holds a NUL character)") from None
+    size_error = AuditError(f"{label}: {path} is larger than the {limit >> 20} MiB limit for {what}")
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise AuditError(f"{label}: {path} is not a regular file")
+        if st.st_size > limit:
+            raise size_error
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(limit + 1)
+    except OSError as exc:
+        raise AuditError(f"{label}: cannot read {path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise size_error
+    return data
+
+
 def read_json(path, label: str, schema: str | None = None) -> object:
     """Read, parse and validate one JSON input.
 
@@ -118,29 +167,8 @@ def read_json(path, label: str, schema: str | None = None) -> object:
             the first offending value).
     """
     import json
-    import os
-    import stat
 
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except FileNotFoundError:
-        raise AuditError(f"{label}: no such file: {path}") from None
-    except OSError as exc:
-        raise AuditError(f"{label}: cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise AuditError(f"{label}: {path} is not a regular file")
-        if st.st_size > MAX_JSON_BYTES:
-            raise AuditError(f"{label}: {path} is larger than the {MAX_JSON_BYTES >> 20} MiB limit for a JSON input")
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            data = fh.read(MAX_JSON_BYTES + 1)
-    except OSError as exc:
-        raise AuditError(f"{label}: cannot read {path}: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-    if len(data) > MAX_JSON_BYTES:
-        raise AuditError(f"{label}: {path} is larger than the {MAX_JSON_BYTES >> 20} MiB limit for a JSON input")
+    data = read_input_bytes(path, label, MAX_JSON_BYTES, "a JSON input")
     try:
         doc = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from auditor.model.errors import AuditError
-from auditor.model.inputs import check_json, check_model_type
+from auditor.model.inputs import check_json, check_model_type, read_input_bytes
 from auditor.model.options import (
     RunOptions,
     check_methods,
@@ -36,6 +36,9 @@ from auditor.model.options import (
 
 #: The table read from pyproject.toml.
 TABLE = ("tool", "eagle-audit")
+
+#: Largest settings file read (a pyproject.toml is a few kB).
+MAX_SETTINGS_BYTES = 1 << 20
 
 #: The commands that read settings.
 COMMANDS = ("scan", "explain", "fix", "gate", "matrix")
@@ -177,7 +180,7 @@ def find_pyproject(start: Path | None = None) -> Path | None:
     here = Path(start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
         candidate = folder / "pyproject.toml"
-        if candidate.is_file() and _table(_read(candidate)) is not None:
+        if candidate.is_file() and _table(_read(candidate, "settings")) is not None:
             return candidate
     return None
 
@@ -197,16 +200,14 @@ def load_settings(path: Path | str | None = None, start: Path | None = None, *, 
         return Settings()
     if path is not None:
         p = Path(path).expanduser()
-        if not p.is_file():
-            raise AuditError(f"--config: no such file: {p}")
-        table = _table(_read(p))
+        table = _table(_read(p, "--config"))
         if table is None:
             raise AuditError(f"--config: {p} has no tool.eagle-audit table")
     else:
         p = find_pyproject(start)
         if p is None:
             return Settings()
-        table = _table(_read(p))
+        table = _table(_read(p, "settings"))
     return _parse(table, p.resolve())
 
 
@@ -221,14 +222,40 @@ def settings_markdown() -> str:
     return "\n".join(lines)
 
 
-def _read(path: Path) -> dict:
+def _read(path: Path, label: str) -> dict:
+    """The TOML document of a settings file: a regular file of at most :data:`MAX_SETTINGS_BYTES`
+    (a FIFO, a device or a folder is refused unread), UTF-8, parsed with ``tomllib``.
+
+    Raises:
+        AuditError: one line naming ``label`` and the file.
+    """
+    data = read_input_bytes(path, label, MAX_SETTINGS_BYTES, "a settings file")
     try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
-    except OSError as exc:
-        raise AuditError(f"cannot read {path}: {exc.strerror or exc}") from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise AuditError(f"{label}: {path} is not UTF-8 text (byte {exc.start})") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise AuditError(f"{path} is not valid TOML: {exc}") from None
+        raise AuditError(f"{label}: {path} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise AuditError(f"{label}: {path} nests too deep for a settings file") from None
+
+
+def _path(base: Path, value: str, label: str) -> Path:
+    """``value`` (a path setting, relative to the settings file's folder ``base``) made absolute,
+    symbolic links resolved.
+
+    Raises:
+        AuditError: a NUL in the value, or a loop of symbolic links on the way.
+    """
+    if "\0" in value:
+        raise AuditError(f"{label}: {value!r} is not a path (it holds a NUL character)")
+    try:
+        return (base / value).resolve()
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a loop of symbolic links (Python < 3.13)
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "a loop of symbolic links"
+        raise AuditError(f"{label}: cannot resolve the path {value!r}: {why}") from None
 
 
 def _table(data: dict) -> dict | None:
@@ -268,9 +295,9 @@ def _parse(table: dict, path: Path) -> Settings:
         elif field == "num_speculative_tokens":
             values[field] = check_num_speculative_tokens(value, label)
         elif field in ("codemods", "hf_config", "draft_config"):
-            values[field] = (base / value).resolve()
+            values[field] = _path(base, value, label)
         elif field in ("current_version", "candidate_version"):
-            values[field] = str((base / value).resolve()) if (base / value).exists() else value.strip()
+            values[field] = str(_path(base, value, label)) if (base / value).exists() else value.strip()
         elif field == "model_type":
             values[field] = check_model_type(value, label)
         elif isinstance(value, str):

@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import secrets
+import shlex
 import stat
 import time
 from contextlib import contextmanager
@@ -908,7 +909,7 @@ def apply_to_folder(root: Path, result: FixResult, home: Path | None = None) -> 
                              "restored; nothing was changed")
                 else:
                     after = (f"restoring the files already written failed ({problem}); the originals are in "
-                             f"{bdir}: run eagle-audit fix --revert {home}")
+                             f"{bdir}: run eagle-audit fix --revert {shlex.quote(str(home))}")
                 if not isinstance(exc, Exception):
                     raise
                 if isinstance(exc, FileChanged):
@@ -990,7 +991,9 @@ def revert_folder(root: Path, home: Path | None = None) -> tuple[Path, list[str]
                         kind = info.get("kind", "file")
                         if kind == "symlink" and "link" not in info:
                             raise FixRefused(f"the backup of {p} names no link target; nothing was restored")
-                        want = _FileState(kind, data, info.get("mode", 0o666 & ~_umask()), info.get("link"))
+                        # permission bits only: a forged manifest never sets set-user-ID, set-group-ID or sticky
+                        mode = info.get("mode", 0o666 & ~_umask()) & 0o777
+                        want = _FileState(kind, data, mode, info.get("link"))
                         with top.walk_to(parts) as d:
                             now = d.state(parts[-1])
                         if now is not None and now.kind == kind == "symlink" and now.link == want.link:

@@ -12,7 +12,7 @@ from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
 
 from auditor.model.outcomes import ReleaseVerdict, UpgradeOutcome
 from auditor.model.results import ScanReport
-from auditor.render.report import clean
+from auditor.render.report import clean, markdown_text
 from rules.registry import RULES
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -264,8 +264,8 @@ def _outcome_word(outcome) -> str:
 
 
 def _md(text: object) -> str:
-    """Text safe inside a Markdown table cell."""
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """Text from input made inert in Markdown (see :func:`auditor.render.report.markdown_text`)."""
+    return markdown_text(text)
 
 
 def gate_markdown(report) -> str:
@@ -273,13 +273,13 @@ def gate_markdown(report) -> str:
     targets, then the problems, regressions and warnings."""
     patched_tree = report.candidate.patched_locally
     outcome = _outcome_word(report.outcome) + (" (a locally patched tree)" if patched_tree else "")
-    lines = [f"## eagle-audit gate: {outcome}", "", report.message(), ""]
-    sides = [f"candidate: **{report.candidate.described}** (`{report.candidate.source}`)"]
+    lines = [f"## eagle-audit gate: {outcome}", "", _md(report.message()), ""]
+    sides = [f"candidate: **{_md(report.candidate.described)}** (`{_md(report.candidate.source)}`)"]
     if report.current:
-        sides.append(f"current: {report.current.described} (`{report.current.source}`)")
+        sides.append(f"current: {_md(report.current.described)} (`{_md(report.current.source)}`)")
     if report.codemods:
         written = f", written for {report.codemods_source}" if report.codemods_source else ""
-        sides.append(f"codemods: `{report.codemods.name}` ({', '.join(report.codemods_names)}{written})")
+        sides.append(f"codemods: `{_md(report.codemods.name)}` ({_md(', '.join(report.codemods_names) + written)})")
     lines += [" · ".join(sides), ""]
     lines += ["| target | method | current | candidate | with codemods | outcome |", "|---|---|---|---|---|---|"]
     for t in report.targets:
@@ -290,26 +290,28 @@ def gate_markdown(report) -> str:
         if t.regression:  # the candidate is where it regressed
             cand += " — regression (supported by the current side)"
         word = "as is" if patched_tree and t.outcome is UpgradeOutcome.NATIVE else t.outcome.value
-        lines.append(f"| {_md(t.architecture)} | {t.method} | {_value(t.current_verdict) or '—'} | {_md(cand)} | "
+        lines.append(f"| {_md(t.architecture)} | {_md(t.method)} | {_value(t.current_verdict) or '—'} | {_md(cand)} | "
                      f"{_md(patched)} | **{word}** |")
     problems = [(t, p) for t in report.targets for p in t.problems]
     if problems:
         lines += ["", "### Why it is broken", ""]
         for t, p in problems:
-            cm = f" (codemod `{p.codemod}`)" if p.codemod else ""
-            where = f" `{p.where}`" if p.where else ""
-            hint = f" — {p.hint}" if p.hint else ""
-            lines.append(f"- **{t.architecture}** `{p.gate}`{cm}{where}: {p.reason}{hint}")
+            cm = f" (codemod `{_md(p.codemod)}`)" if p.codemod else ""
+            where = f" `{_md(p.where)}`" if p.where else ""
+            hint = f" — {_md(p.hint)}" if p.hint else ""
+            lines.append(f"- **{_md(t.architecture)}** `{_md(p.gate)}`{cm}{where}: {_md(p.reason)}{hint}")
     if report.regressions:
         lines += ["", "### Regressions", ""]
         for t in report.regressions:
-            lines.append(f"- **{t.architecture}** ({t.method}): supported by {report.current.described}, "
-                         f"{t.candidate_verdict.value} in {report.candidate.described}")
+            lines.append(f"- **{_md(t.architecture)}** ({_md(t.method)}): supported by "
+                         f"{_md(report.current.described)}, {t.candidate_verdict.value} in "
+                         f"{_md(report.candidate.described)}")
     warned = [(t, f) for t in report.targets for f in t.warnings]
     if warned:
         lines += ["", "### Warnings", ""]
         for t, f in warned:
-            lines.append(f"- **{t.architecture}** `{f.gate}` ({f.rule}) `{f.where}`: {f.message}")
+            lines.append(f"- **{_md(t.architecture)}** `{_md(f.gate)}` ({_md(f.rule)}) `{_md(f.where)}`: "
+                         f"{_md(f.message)}")
     return clean("\n".join(lines), multiline=True) + "\n"
 
 
@@ -330,26 +332,27 @@ def matrix_markdown(report) -> str:
     archs = report.architectures
     run = report.run_options.describe() if getattr(report, "run_options", None) else ""
     engine = {"vllm": "vLLM", "sglang": "SGLang"}.get(getattr(report, "engine", "vllm"), "vLLM")
-    lines = [f"## eagle-audit matrix: {', '.join(report.model)} ({report.method}{', ' + run if run else ''}), "
-             f"{engine} {report.versions}", ""]
-    lines.append(f"| {engine} | " + " | ".join(archs) + " |")
+    lines = [f"## eagle-audit matrix: {_md(', '.join(report.model))} ({_md(report.method)}"
+             f"{', ' + _md(run) if run else ''}), {engine} {_md(report.versions)}", ""]
+    lines.append(f"| {engine} | " + " | ".join(_md(a) for a in archs) + " |")
     lines.append("|---" * (len(archs) + 1) + "|")
     by = {(r.vllm_version, r.architecture): r for r in report.rows}
     for v in report.releases:
         cells = [_md(_cell(by[(v, a)])) if (v, a) in by else "—" for a in archs]
         first = any(by.get((v, a)) is not None and by[(v, a)].first_native for a in archs)
-        lines.append(f"| {'**' + v + '**' if first else v} | " + " | ".join(cells) + " |")
+        lines.append(f"| {'**' + _md(v) + '**' if first else _md(v)} | " + " | ".join(cells) + " |")
     lines.append("")
     for a, v in report.first_supported.items():
-        lines.append(f"- first release with native support for {a}: {v or 'none in this range'}")
+        lines.append(f"- first release with native support for {_md(a)}: {_md(v or 'none in this range')}")
     if len(archs) > 1:
-        lines.append(f"- first release with native support for all: {report.first_all_supported or 'none in this range'}")
+        lines.append(f"- first release with native support for all: "
+                     f"{_md(report.first_all_supported or 'none in this range')}")
     skipped: dict[str, str] = {}
     for r in report.rows:
         if r.verdict is ReleaseVerdict.SKIPPED:
             skipped.setdefault(r.vllm_version, r.reason)
     for v, why in skipped.items():
-        lines.append(f"- skipped {v}: {why}")
+        lines.append(f"- skipped {_md(v)}: {_md(why)}")
     return clean("\n".join(lines), multiline=True) + "\n"
 
 

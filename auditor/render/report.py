@@ -95,6 +95,20 @@ def clean(text: object, multiline: bool = False) -> str:
                        else f"\\u{ord(m.group()):04x}", str(text))
 
 
+#: What :func:`markdown_text` replaces: the table's cell separator, and what opens an HTML tag, an
+#: entity or a link.
+_MARKDOWN = str.maketrans({"|": "\\|", "[": "\\[", "]": "\\]", "<": "&lt;", ">": "&gt;", "&": "&amp;"})
+
+
+def markdown_text(text: object) -> str:
+    """``text`` (anything taken from input: a name, a path, a message) made inert in GitHub-flavoured
+    Markdown, for job summaries and PR comments: one line (controls and newlines escaped as by
+    :func:`clean`), ``|`` escaped for table cells, ``<``, ``>`` and ``&`` as entities (no HTML tag
+    or entity), ``[`` and ``]`` escaped (no link or image). Inside a code span the entities show
+    as typed."""
+    return clean(text).translate(_MARKDOWN)
+
+
 def _clean_all(value):
     """A copy of a JSON-like value with every string cleaned (for explanations)."""
     if isinstance(value, str):
@@ -240,14 +254,15 @@ def scan_json(report: ScanReport) -> str:
 def scan_markdown(report: ScanReport) -> str:
     """A Markdown table of the scan, for CI job summaries."""
     run = run_text(report)
-    out = [f"### eagle-audit: vLLM {clean(report.vllm_version or '?')}" + (f" ({clean(run)})" if run else ""), "",
+    out = [f"### eagle-audit: vLLM {markdown_text(report.vllm_version or '?')}"
+           + (f" ({markdown_text(run)})" if run else ""), "",
            "| architecture | method | verdict | blocking gates | findings |", "|---|---|---|---|---|"]
     for r in report.results:
-        fs = "<br>".join(clean(f"`{f.rule}` {f.gate} `{f.where}`: {f.message}").replace("|", "\\|") for f in r.findings)
+        fs = "<br>".join(markdown_text(f"`{f.rule}` {f.gate} `{f.where}`: {f.message}") for f in r.findings)
         if r.draft_architecture:
-            draft = clean(f"draft {r.draft_architecture} (`{r.draft_class}`)").replace("|", "\\|")
+            draft = markdown_text(f"draft {r.draft_architecture} (`{r.draft_class}`)")
             fs = draft + ("<br>" + fs if fs else "")
-        arch = clean(r.architecture).replace("|", "\\|")
+        arch = markdown_text(r.architecture)
         out.append(f"| {arch} | {r.method} | **{r.verdict.value}** | {', '.join(r.blocking) or '—'} | {fs or '—'} |")
     out += ["", summary_line(report)]
     return "\n".join(out) + "\n"
@@ -394,23 +409,24 @@ def compare_markdown(report) -> str:
     """A comparison (:class:`auditor.orchestration.compare.CompareReport`) as Markdown: one row per
     target with each engine's verdict and blocking gates, then the reasons per engine, then the
     conclusion (which engine supports every target)."""
-    names = [s.name for s in report.sides]
+    names = [markdown_text(s.name) for s in report.sides]
     lines = ["# eagle-audit compare", "",
              "| target | method | " + " | ".join(names) + " |",
              "|---|---|" + "---|" * len(names)]
     for r in report.rows:
-        cells = [c.verdict + (f" ({', '.join(c.blocking)})" if c.blocking else "") for c in r.cells]
-        lines.append(f"| {clean(r.architecture)} | {r.method} | " + " | ".join(cells) + " |")
+        cells = [markdown_text(c.verdict + (f" ({', '.join(c.blocking)})" if c.blocking else "")) for c in r.cells]
+        lines.append(f"| {markdown_text(r.architecture)} | {markdown_text(r.method)} | " + " | ".join(cells) + " |")
     for i, side in enumerate(report.sides):
         why = [(r.architecture, c) for r in report.rows for c in [r.cells[i]] if c.reasons]
         if why:
-            lines += ["", f"## {clean(side.name)}: why ({clean(side.source)})", ""]
+            lines += ["", f"## {markdown_text(side.name)}: why ({markdown_text(side.source)})", ""]
             for arch, c in why:
-                lines += [f"- **{clean(arch)}** ({c.verdict}):"] + [f"  - {clean(x)}" for x in c.reasons]
+                lines += [f"- **{markdown_text(arch)}** ({markdown_text(c.verdict)}):"] + [
+                    f"  - {markdown_text(x)}" for x in c.reasons]
     for name, per in report.unresolved.items():
         for engine, msg in per.items():
-            lines.append(f"- `{clean(name)}` in {engine}: {clean(msg)}")
-    ok = [s.name for s, good in zip(report.sides, report.supports_all) if good]
+            lines.append(f"- `{markdown_text(name)}` in {markdown_text(engine)}: {markdown_text(msg)}")
+    ok = [markdown_text(s.name) for s, good in zip(report.sides, report.supports_all) if good]
     lines += ["", f"**Supports every target:** {', '.join(ok)}" if ok else "**No engine supports every target.**"]
     return "\n".join(lines) + "\n"
 

@@ -823,7 +823,7 @@ def _python_version_of(cfg: dict[str, str] | None, interpreter: pathlib.Path | N
     if interpreter is not None:
         try:
             name = interpreter.resolve().name
-        except OSError:
+        except (OSError, RuntimeError):  # RuntimeError: a symbolic-link loop (Python < 3.13)
             name = interpreter.name
         m = re.fullmatch(r"python(\d+)\.(\d+)t?(?:\.exe)?", name)
         if m:
@@ -844,7 +844,7 @@ def _site_folders(prefix: pathlib.Path, version: str | None) -> list[pathlib.Pat
             try:
                 names = sorted((p.name for p in base.iterdir() if re.fullmatch(r"python3\.\d+t?", p.name)),
                                reverse=True)
-            except OSError:
+            except (OSError, ValueError):  # ValueError: a NUL in a path read from pyvenv.cfg
                 continue
         for name in names:
             for leaf in ("site-packages", "dist-packages"):
@@ -855,7 +855,7 @@ def _site_folders(prefix: pathlib.Path, version: str | None) -> list[pathlib.Pat
         try:
             if folder.is_dir() and folder.resolve() not in [f.resolve() for f in seen]:
                 seen.append(folder)
-        except OSError:
+        except (OSError, RuntimeError, ValueError):  # RuntimeError: a symbolic-link loop (Python < 3.13)
             continue
     return seen
 
@@ -897,7 +897,7 @@ def environment_site_packages(python: str | os.PathLike[str]) -> list[pathlib.Pa
     if interpreter is not None:
         try:
             real = prefix_of(interpreter.resolve())
-        except OSError:
+        except (OSError, RuntimeError):  # RuntimeError: a symbolic-link loop (Python < 3.13)
             real = prefixes[0]
         if real != prefixes[0]:
             prefixes.append(real)
@@ -907,7 +907,8 @@ def environment_site_packages(python: str | os.PathLike[str]) -> list[pathlib.Pa
         folders = _site_folders(prefix, version)
         if cfg is None and not folders:
             continue  # not an environment: try where the interpreter's link leads
-        if cfg is not None and cfg.get("include-system-site-packages", "").lower() == "true" and cfg.get("home"):
+        if cfg is not None and cfg.get("include-system-site-packages", "").lower() == "true" \
+                and cfg.get("home") and "\0" not in cfg["home"]:
             base = pathlib.Path(cfg["home"])
             folders += [f for f in _site_folders(prefix_of(base / "python"), version) if f not in folders]
         if folders:
@@ -923,7 +924,7 @@ def _same_environment(prefix: str) -> bool:
 
     try:
         return pathlib.Path(prefix).resolve() == pathlib.Path(sys.prefix).resolve()
-    except OSError:
+    except (OSError, RuntimeError, ValueError):  # RuntimeError: a symbolic-link loop (Python < 3.13)
         return False
 
 

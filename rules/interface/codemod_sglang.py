@@ -87,6 +87,40 @@ def setter_source(params: dict) -> str:
     return "".join(lines)
 
 
+def _name(value: object, what: str) -> str:
+    """One identifier (no dots)."""
+    out = identifier(value, what)
+    if "." in out:
+        raise NotAutoFixable(f"{what} {value!r} is not a single Python identifier")
+    return out
+
+
+def getter_source(g: dict) -> tuple[str, str]:
+    """``(name, source)`` of a getter the EAGLE workers call (4-space indentation): ``kind``
+    ``return`` returns the ``self.`` ``paths`` (a tuple, or one path when ``single``), ``delegate``
+    returns ``self.<attr>.<name>()``. Every name is checked to be an identifier."""
+    if not isinstance(g, dict):
+        raise NotAutoFixable("a getter that is not described by a mapping")
+    name = _name(g.get("name"), "the getter")
+    if g.get("kind") == "delegate":
+        attr = _name(g.get("attr"), "the language model attribute")
+        return name, f"def {name}(self):\n    return self.{attr}.{name}()\n"
+    if g.get("kind") != "return":
+        raise NotAutoFixable(f"unknown getter kind {g.get('kind')!r}")
+    paths = g.get("paths")
+    if not isinstance(paths, list) or not 1 <= len(paths) <= 8:
+        raise NotAutoFixable("the getter's returned attributes are not a short list")
+    texts = []
+    for path in paths:
+        if not isinstance(path, list) or not 1 <= len(path) <= 6:
+            raise NotAutoFixable("a returned attribute path that is not a short list of names")
+        texts.append("self." + ".".join(_name(a, "a returned attribute") for a in path))
+    single = g.get("single") is True
+    if single and len(texts) != 1:
+        raise NotAutoFixable("a single returned value with several paths")
+    return name, f"def {name}(self):\n    return {', '.join(texts)}\n"
+
+
 def _assigns_self(node: cst.CSTNode, attr: str) -> bool:
     """True when ``node`` holds an assignment to ``self.<attr>`` (or a class-level ``<attr>``)."""
     found = False
@@ -185,7 +219,12 @@ class SGLangInterfaceCodemod(EagleCodemod):
     ``shape`` (the donor's :class:`~auditor.engines.sglang.donor.SetterShape` as a dict),
     ``wrapper`` (its :class:`~auditor.engines.sglang.donor.WrapperShape`), ``guard`` (how to return
     early off the last pipeline rank where the donor does: one of :data:`GUARDS`, or None), ``donor`` (the donor's
-    class name, for the report). ``module`` / ``is_package`` name this file.
+    class name, for the report). ``module`` / ``is_package`` name this file. ``kind`` None: no
+    setter (it is there already, or the method is ``mtp``). ``getters``: the methods the EAGLE
+    workers call on the target, each ``{"name", "kind": "return", "paths", "single", "donor"}``
+    (``return self.model.embed_tokens.weight, self.lm_head.weight``, the donor's attributes) or
+    ``{"name", "kind": "delegate", "attr"}`` (``return self.language_model.<name>()``); see
+    :func:`getter_source`.
 
     ``direct`` also initialises the capture flag to ``False`` at the end of ``__init__`` and makes
     ``forward`` unpack ``hidden_states, aux_hidden_states = hidden_states`` under
@@ -194,14 +233,15 @@ class SGLangInterfaceCodemod(EagleCodemod):
     ``aux_hidden_states`` to each ``self.<logits processor>(...)`` call that takes the hidden
     states, at the donor's position. It refuses (:class:`NotAutoFixable`) a ``forward`` where that
     statement is not one plain assignment at the top of the body, or where no such call exists.
-    Idempotent: an existing setter, flag or unpack is left as it is.
+    Idempotent: an existing setter, getter, flag or unpack is left as it is.
     """
 
     NAME = "sglang-interface"
     GATE = "interface"
     DESCRIPTION = ("Add set_eagle3_layers_to_capture (SGLang) to the class that holds the code, with the capture "
                    "flag and the forward that hands the aux hidden states to the logits processor, as the tree's "
-                   "donor model does; multimodal wrappers delegate to their language model.")
+                   "donor model does, and the getters the EAGLE workers call (get_embed_and_head); multimodal "
+                   "wrappers delegate to their language model.")
     _SHAPE = {"flag": "capture_aux_hidden_states", "capture_attr": "layers_to_capture",
               "num_layers": ["config", "num_hidden_layers"], "default": [["const", 2], ["//", 2], ["-", 3]],
               "offset": 1, "guard": True}
@@ -330,28 +370,93 @@ class SGLangInterfaceCodemod(EagleCodemod):
             '''),
             note="a multimodal wrapper delegates to its language model",
         ),
+        CodemodExample(
+            {"class": "ToyForCausalLM", "kind": None,
+             "getters": [{"name": "get_embed_and_head", "kind": "return", "single": False,
+                          "paths": [["model", "embed_tokens", "weight"], ["lm_head", "weight"]],
+                          "donor": "LlamaForCausalLM"}]},
+            before=dedent('''\
+                class ToyForCausalLM(nn.Module):
+                    def __init__(self, config):
+                        self.model = ToyModel(config)
+                        self.lm_head = ParallelLMHead(config.vocab_size, config.hidden_size)
+            '''),
+            after=dedent('''\
+                class ToyForCausalLM(nn.Module):
+                    def __init__(self, config):
+                        self.model = ToyModel(config)
+                        self.lm_head = ParallelLMHead(config.vocab_size, config.hidden_size)
+
+                    def get_embed_and_head(self):
+                        return self.model.embed_tokens.weight, self.lm_head.weight
+            '''),
+            note="the getter the EAGLE worker calls, returning what the donor returns",
+        ),
+        CodemodExample(
+            {"class": "ToyVLForConditionalGeneration", "setter": "set_eagle3_layers_to_capture", "kind": "delegate",
+             "attr": "language_model",
+             "getters": [{"name": "get_embed_and_head", "kind": "delegate", "attr": "language_model"}]},
+            before=dedent('''\
+                class ToyVLForConditionalGeneration(nn.Module):
+                    def __init__(self, config):
+                        self.language_model = ToyForCausalLM(config.text_config)
+            '''),
+            after=dedent('''\
+                class ToyVLForConditionalGeneration(nn.Module):
+                    def __init__(self, config):
+                        self.language_model = ToyForCausalLM(config.text_config)
+
+                    def set_eagle3_layers_to_capture(self, layer_ids=None):
+                        self.language_model.set_eagle3_layers_to_capture(layer_ids)
+
+                    def get_embed_and_head(self):
+                        return self.language_model.get_embed_and_head()
+            '''),
+            note="a multimodal wrapper delegates the setter and the getter to its language model",
+        ),
     ]
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         p = self.params
         qualname = identifier(p["class"], "the class")
-        setter = identifier(p["setter"], "the setter")
-        source = setter_source(p)  # validates every name and number first
+        has_setter = p.get("kind") is not None
+        getters = p.get("getters") or []
+        if not isinstance(getters, list) or len(getters) > 8:
+            raise NotAutoFixable("the getters are not a short list")
+        sources = [getter_source(g) for g in getters]  # validates every name first
+        if has_setter:
+            setter = identifier(p["setter"], "the setter")
+            source = setter_source(p)  # validates every name and number first
+        elif not sources:
+            raise NotAutoFixable("nothing to add: neither a setter nor a getter")
         cls, depth = find_class(tree, qualname)
         if cls is None:
-            raise NotAutoFixable(f"class {qualname} not found in this module", f"define {setter} on {qualname}")
+            what = setter if has_setter else sources[0][0]
+            raise NotAutoFixable(f"class {qualname} not found in this module", f"define {what} on {qualname}")
         new_cls = cls
-        donor = p.get("donor")
-        as_in = f" (as in {identifier(donor, 'the donor')})" if donor else ""
-        if p["kind"] == "direct":
-            flag = identifier(p["shape"]["flag"], "the capture flag")
-            new_cls = self._flag_init(tree, new_cls, qualname, flag)
-            new_cls = self._forward(tree, new_cls, qualname, flag, depth)
-        if setter not in class_methods(cls):
-            new_cls = append_to_class(new_cls, [parse_member(source, tree)])
-            what = (f"delegates {setter} to self.{p['attr']}" if p["kind"] == "delegate"
-                    else f"implemented {setter}: fills self.{p['attr']}.{p['shape']['capture_attr']}{as_in}")
-            self.changes.append(f"{qualname} {what}")
+        if has_setter:
+            donor = p.get("donor")
+            as_in = f" (as in {identifier(donor, 'the donor')})" if donor else ""
+            if p["kind"] == "direct":
+                flag = identifier(p["shape"]["flag"], "the capture flag")
+                new_cls = self._flag_init(tree, new_cls, qualname, flag)
+                new_cls = self._forward(tree, new_cls, qualname, flag, depth)
+            if setter not in class_methods(cls):
+                new_cls = append_to_class(new_cls, [parse_member(source, tree)])
+                what = (f"delegates {setter} to self.{p['attr']}" if p["kind"] == "delegate"
+                        else f"implemented {setter}: fills self.{p['attr']}.{p['shape']['capture_attr']}{as_in}")
+                self.changes.append(f"{qualname} {what}")
+        for g, (name, src) in zip(getters, sources):
+            if name in class_methods(new_cls):
+                continue
+            new_cls = append_to_class(new_cls, [parse_member(src, tree)])
+            if g["kind"] == "delegate":
+                self.changes.append(f"{qualname} delegates {name} to self.{g['attr']}")
+            else:
+                donor = g.get("donor")
+                as_in = f" (as in {identifier(donor, 'the donor')})" if donor else ""
+                self.changes.append(f"{qualname} implemented {name}: returns "
+                                    f"{', '.join('self.' + '.'.join(x) for x in g['paths'])}{as_in}")
         if new_cls is cls:
             return tree
         return replace(tree, cls, new_cls)

@@ -1,7 +1,10 @@
 """Fix planner of the ``interface`` gate on SGLang trees: the setter the runner calls, on the class
 of the target's MRO that holds the code, in the shape of the tree's donor model
 (:func:`auditor.engines.sglang.donor.find_donor`); multimodal wrappers delegate to their language
-model, whose class gets the setter in turn.
+model, whose class gets the setter in turn. The getters the EAGLE workers call on the target
+(``get_embed_and_head``) are planned the same way (:func:`getter_route`): ``return self.model
+.embed_tokens.weight, self.lm_head.weight`` in the shape of the tree's donors, when the target's
+``__init__`` builds those attributes, or a delegation to the language model.
 
 :func:`route` is shared with the ``aux-capture`` planner: it follows (or plans) the setter from the
 target to the inner model whose ``forward`` must capture."""
@@ -12,7 +15,13 @@ import ast
 from dataclasses import dataclass, field
 
 from auditor.engines.base import init_assign
-from auditor.engines.sglang.donor import DonorSearch, find_donor, method_ast
+from auditor.engines.sglang.donor import (
+    DonorSearch,
+    GetterSearch,
+    find_donor,
+    find_getter_donor,
+    method_ast,
+)
 from auditor.engines.sglang.facts import (
     CAPTURE_ATTR,
     attr_class,
@@ -21,6 +30,7 @@ from auditor.engines.sglang.facts import (
 )
 from auditor.engines.vllm.facts import HOLDER_ATTRS, LANGUAGE_MODEL_ATTRS, target_facts
 from auditor.index.resolve import ClassRef, External, FunctionRef
+from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding
 from auditor.model.results import TargetResult
 from rules.planning import Invocation, Planner, module_params
@@ -59,8 +69,12 @@ def _code_holder(p: Planner, ref: ClassRef) -> ClassRef:
 def _wrapper_like(p: Planner, cls: ClassRef, name: str) -> bool:
     """True when ``cls`` is itself a wrapper (it has the setter, or builds an inner model and
     its ``forward`` loops over no layers), so the setter should be delegated to it."""
-    if find_setter(p.r, cls, name) is not None:
-        return True
+    return find_setter(p.r, cls, name) is not None or _builds_inner(p, cls)
+
+
+def _builds_inner(p: Planner, cls: ClassRef) -> bool:
+    """True when ``cls`` is itself a wrapper: it builds an inner model and its ``forward`` loops
+    over no layers."""
     fc = forward_capture(p.r, cls)
     return not fc.loops and not fc.layer_loops and init_assign(p.r, cls, HOLDER_ATTRS) is not None
 
@@ -201,16 +215,117 @@ def _walk(p: Planner, ref: ClassRef, depth: int, out: Route) -> None:
     out.holder = cls
 
 
+def getter_donor(p: Planner, name: str) -> GetterSearch:
+    """The tree's donor for the getter ``name`` (computed once per tree)."""
+    key = ("sglang-getter-donor", name)
+    if key not in p.ctx.cache:
+        p.ctx.cache[key] = find_getter_donor(p.r, p.registry, name)
+    return p.ctx.cache[key]
+
+
+def _builds(p: Planner, ref: ClassRef, path: tuple[str, ...]) -> str | None:
+    """Why ``self.<path>`` (all but its last attribute, a parameter such as ``weight``) is not
+    known to exist on an instance of ``ref`` (None when every step is assigned in an ``__init__``
+    of the MRO of the class built at the step before)."""
+    steps = path[:-1] if len(path) > 1 else path
+    cur = ref
+    for i, attr in enumerate(steps):
+        if init_assign(p.r, cur, (attr,)) is None:
+            return f"no __init__ on {cur.name}'s MRO sets self.{attr}"
+        if i < len(steps) - 1:
+            cls, _, why = attr_class(p.r, cur, attr)
+            if cls is None:
+                return why
+            cur = cls
+    return None
+
+
+def getter_route(p: Planner, ref: ClassRef, name: str, depth: int = 0) -> Route:
+    """Plan the getter ``name`` on ``ref`` (nothing when its MRO has it): a delegation to the
+    language model for a wrapper (whose class is planned in turn), else the donor's ``return``
+    of ``self`` attributes, checked against what ``ref``'s ``__init__`` builds."""
+    out = Route()
+    _getter_walk(p, ref, name, depth, out)
+    return out
+
+
+def _getter_walk(p: Planner, ref: ClassRef, name: str, depth: int, out: Route) -> None:
+    if depth > 3:
+        out.fails = ("wrappers nested too deep to plan", "")
+        return
+    hit = p.r.lookup(ref, name)
+    if hit is not None:
+        if isinstance(hit[1], MethodFact) and hit[1].is_stub:
+            out.fails = (f"{hit[0].name}.{name} is a stub", f"make {hit[0].name}.{name} return what the donors return")
+        return
+    holder = _code_holder(p, ref)
+    loc = p.r.location(holder)
+    if loc is None:
+        out.fails = (f"{holder.name} is not defined in the tree", "")
+        return
+    params = {"class": holder.qualname}
+    params.update(module_params(holder, loc[0]))
+    found = init_assign(p.r, ref, LANGUAGE_MODEL_ATTRS) or init_assign(p.r, ref, HOLDER_ATTRS)
+    if found is not None:
+        attr = found[1]
+        cls, _, _why = attr_class(p.r, ref, attr)
+        if cls is not None and (p.r.lookup(cls, name) is not None or _builds_inner(p, cls)):
+            params["getters"] = [{"name": name, "kind": "delegate", "attr": attr}]
+            out.invocations.append(Invocation(CODEMOD, "interface", loc[0], params))
+            _getter_walk(p, cls, name, depth + 1, out)
+            return
+    search = getter_donor(p, name)
+    d = search.donor
+    if d is None:
+        out.fails = (f"no model of this tree to copy {name} from: {search.why_none()}", f"define {name} on {holder.name}")
+        return
+    first_why = None
+    for cand in search.shapes:  # the most shared shape whose attributes the target builds
+        why = next((f"the donor {cand.ref.name}.{name} returns self.{'.'.join(path)}, and {w}"
+                    for path in cand.shape.paths for w in [_builds(p, ref, path)] if w is not None), None)
+        if why is None:
+            d = cand
+            break
+        first_why = first_why or why
+    else:
+        more = (f" (nor do the other {len(search.shapes) - 1} shapes of the tree's donors fit)"
+                if len(search.shapes) > 1 else "")
+        out.fails = (f"{first_why}{more}", f"define {name} on {holder.name}")
+        return
+    params["getters"] = [{"name": name, "kind": "return", **d.shape.as_dict(), "donor": d.ref.name}]
+    out.invocations.append(Invocation(CODEMOD, "interface", loc[0], params))
+
+
 def plan(p: Planner, result: TargetResult, f: Finding) -> None:
-    """Plan the setter for ``result``'s target (see the module docstring)."""
+    """Plan what ``result``'s target lacks (see the module docstring): the setter (when it is
+    missing, or only raises) and each getter the workers call."""
     facts = target_facts(p.r, p.registry, result.architecture)
     if facts.ref is None:
         p.no(result.architecture, f, f"cannot resolve the class of {result.architecture}")
         return
-    r = route(p, facts.ref)
-    if r.fails is not None:
-        p.no(result.architecture, f, r.fails[0], r.fails[1])
+    setter = p.ctx.facts.setter_name()
+    data = f.data
+    missing = list(getattr(data, "missing", None) or [])
+    stub = getattr(data, "stub", None)
+    invocations: list[Invocation] = []
+    if stub is not None and stub != setter:
+        r = getter_route(p, facts.ref, stub)
+        p.no(result.architecture, f, r.fails[0] if r.fails else f"{stub} is a stub", r.fails[1] if r.fails else "")
         return
-    for inv in r.invocations:
+    if not missing or setter in missing:
+        r = route(p, facts.ref)
+        if r.fails is not None:
+            p.no(result.architecture, f, r.fails[0], r.fails[1])
+            return
+        invocations += r.invocations
+    for name in missing:
+        if name == setter:
+            continue
+        r = getter_route(p, facts.ref, name)
+        if r.fails is not None:
+            p.no(result.architecture, f, r.fails[0], r.fails[1])
+            return
+        invocations += r.invocations
+    for inv in invocations:
         inv.architectures = [result.architecture]
         p.add(inv)

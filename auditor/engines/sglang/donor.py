@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
+from typing import Iterator
 
 from auditor.engines.sglang.facts import (
     CAPTURE_ATTR,
@@ -287,6 +288,29 @@ def _function(tree: ast.Module, qualname: str, name: str):
                  and st.name == name), None)
 
 
+def target_owners(registry, lookup) -> Iterator[ClassRef]:
+    """The classes that define a member for the registered targets, each once, in registry order.
+
+    Args:
+        registry: the tree's SGLang registry (``auditor.engines.sglang.registry``).
+        lookup: ``ClassRef -> (owner ClassRef, ...) | None``, the MRO lookup of the member.
+    Yields:
+        The owner class of each target's hit, skipping targets without the member and owners
+        already seen."""
+    seen: set[ClassRef] = set()
+    for arch in registry.architectures():
+        if registry.role(arch) != "target":
+            continue
+        ref = registry.class_ref(arch)
+        if not isinstance(ref, ClassRef):
+            continue
+        hit = lookup(ref)
+        if hit is None or hit[0] in seen:
+            continue
+        seen.add(hit[0])
+        yield hit[0]
+
+
 def find_donor(resolver: Resolver, registry, name: str = SETTER) -> DonorSearch:
     """The tree's EAGLE-3 pattern (see the module docstring): over every registered class whose
     MRO defines the setter ``name``, the shape that most of them share (ties: the first donor by
@@ -294,19 +318,8 @@ def find_donor(resolver: Resolver, registry, name: str = SETTER) -> DonorSearch:
     inner model's ``forward`` captures and returns the aux hidden states."""
     out = DonorSearch(None)
     parsed: dict[str, ast.Module | None] = {}
-    seen: set[ClassRef] = set()
     groups: dict[tuple, list[Donor]] = {}
-    for arch in registry.architectures():
-        if registry.role(arch) != "target":
-            continue
-        ref = registry.class_ref(arch)
-        if not isinstance(ref, ClassRef):
-            continue
-        hit = find_setter(resolver, ref, name)
-        if hit is None or hit[0] in seen:
-            continue
-        owner = hit[0]
-        seen.add(owner)
+    for owner in target_owners(registry, lambda ref: find_setter(resolver, ref, name)):
         loc = resolver.location(owner)
         if loc is None:
             continue
@@ -340,4 +353,107 @@ def find_donor(resolver: Resolver, registry, name: str = SETTER) -> DonorSearch:
         best.sort(key=lambda d: d.ref.dotted)
         out.donor = best[0]
         out.donor.peers = [d.ref.name for d in best[1:]]
+    return out
+
+
+# ------------------------------------------------------------------ getters the workers call
+
+@dataclass(frozen=True)
+class GetterShape:
+    """How a donor writes a getter the EAGLE workers call on the target (``get_embed_and_head``):
+    ``return self.<path>, self.<path>`` — ``paths`` are the ``self.`` attribute paths returned
+    (``(("model", "embed_tokens", "weight"), ("lm_head", "weight"))``), ``single`` when it returns
+    one path rather than a tuple."""
+
+    paths: tuple[tuple[str, ...], ...]
+    single: bool = False
+
+    def as_dict(self) -> dict:
+        return {"paths": [list(p) for p in self.paths], "single": self.single}
+
+
+@dataclass
+class GetterDonor:
+    """The getter pattern chosen for the tree: the donor class (``ref``, its ``path`` and the
+    getter's ``line``), the ``shape``, and ``peers`` (the other donors sharing it)."""
+
+    ref: ClassRef
+    path: str
+    line: int
+    shape: GetterShape
+    peers: list[str] = field(default_factory=list)
+
+
+@dataclass
+class GetterSearch:
+    """The outcome of :func:`find_getter_donor`: the ``donor`` (None when none) and why the
+    classes that define the getter were not taken (``rejected``)."""
+
+    name: str
+    donor: GetterDonor | None
+    rejected: dict[str, str] = field(default_factory=dict)
+    #: every shape found, most shared first (each as its first donor); ``donor`` is the first
+    shapes: list[GetterDonor] = field(default_factory=list)
+
+    def why_none(self) -> str:
+        """One sentence: why no donor was found."""
+        if not self.rejected:
+            return f"no registered model of this tree defines {self.name}"
+        items = sorted(self.rejected.items())
+        some = "; ".join(f"{k}: {v}" for k, v in items[:3]) + (f"; and {len(items) - 3} more" if len(items) > 3 else "")
+        return (f"none of the {len(self.rejected)} models of this tree that define {self.name} returns plain "
+                f"self attributes ({some})")
+
+
+def getter_shape(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> GetterShape:
+    """The :class:`GetterShape` of a getter whose body (docstring aside) is one ``return`` of
+    ``self.a.b`` paths (a tuple of them, or one).
+
+    Raises:
+        ValueError: another shape (the message says which).
+    """
+    a = fn.args
+    if len(a.posonlyargs) + len(a.args) != 1 or a.vararg or a.kwarg or a.kwonlyargs:
+        raise ValueError("the getter takes arguments besides self")
+    body = [st for st in fn.body if not _is_docstring(st)]
+    if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
+        raise ValueError("the getter is not one return statement")
+    v = body[0].value
+    items = v.elts if isinstance(v, ast.Tuple) else [v]
+    paths = []
+    for e in items:
+        p = _self_path(e) if isinstance(e, ast.Attribute) else None
+        if not p or len(p) > 6:
+            raise ValueError("the getter returns something other than self attributes")
+        paths.append(p)
+    if not 1 <= len(paths) <= 8:
+        raise ValueError("the getter returns too many values")
+    return GetterShape(tuple(paths), single=not isinstance(v, ast.Tuple))
+
+
+def find_getter_donor(resolver: Resolver, registry, name: str) -> GetterSearch:
+    """The tree's patterns for the getter ``name``: over every registered target class whose MRO
+    defines it, each :class:`GetterShape` found, the one most of them share first (ties: the first
+    donor by dotted name)."""
+    out = GetterSearch(name, None)
+    parsed: dict[str, ast.Module | None] = {}
+    groups: dict[GetterShape, list[GetterDonor]] = {}
+    for owner in target_owners(registry, lambda ref: resolver.lookup(ref, name)):
+        loc = resolver.location(owner)
+        fn = method_ast(resolver, owner, name, parsed) if loc is not None else None
+        if fn is None:
+            out.rejected[owner.name] = f"its {name} cannot be read"
+            continue
+        try:
+            shape = getter_shape(fn)
+        except ValueError as exc:
+            out.rejected[owner.name] = str(exc)
+            continue
+        groups.setdefault(shape, []).append(GetterDonor(owner, loc[0], fn.lineno, shape))
+    ordered = sorted(groups.values(), key=lambda g: (-len(g), min(d.ref.dotted for d in g)))
+    for g in ordered:
+        g.sort(key=lambda d: d.ref.dotted)
+        g[0].peers = [d.ref.name for d in g[1:]]
+        out.shapes.append(g[0])
+    out.donor = out.shapes[0] if out.shapes else None
     return out

@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, field
 
 from auditor.engines.base import TreeFactsBase, init_assign
+from auditor.engines.sglang.workers import worker_members
 from auditor.index.resolve import ClassRef, External, Resolver, Unresolved
 from auditor.index.summary import Extractor, MethodFact
 
@@ -286,6 +287,7 @@ class TreeFacts(TreeFactsBase):
     def __init__(self, resolver: Resolver, registry):
         super().__init__(resolver, registry)
         self._runner: list[RunnerCall] | None = None
+        self._workers = None
 
     def runner_calls(self) -> list[RunnerCall]:
         """The runner's calls of a ``set_eagle3*`` method on the model, outside the model files
@@ -312,6 +314,13 @@ class TreeFacts(TreeFactsBase):
             calls.sort(key=lambda c: (not c.checked, "model_runner" not in c.path))
             self._runner = calls
         return self._runner
+
+    def worker_members(self):
+        """The members SGLang's EAGLE workers call on the target model
+        (:class:`auditor.engines.sglang.workers.WorkerMembers`, computed once)."""
+        if self._workers is None:
+            self._workers = worker_members(self)
+        return self._workers
 
     def setter_name(self) -> str:
         """The setter the runner calls (the first name :meth:`runner_calls` finds; else

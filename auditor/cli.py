@@ -211,9 +211,15 @@ def _hf_config_opt():
                         "architectures, model_type, text_config.model_type.")
 
 
+def _stdout_dash(value: Optional[Path]) -> Optional[Path]:
+    """``-o -``: standard output (no file named ``-``)."""
+    return None if value is not None and str(value) == "-" else value
+
+
 def _output_opt(what: str = "the report"):
-    return typer.Option(None, "--output", "-o", metavar="FILE", show_default=False,
-                        help=f"Write {what} to FILE (stdout when absent).")
+    return typer.Option(None, "--output", "-o", metavar="FILE", show_default=False, callback=_stdout_dash,
+                        help=f"Write {what} to FILE (- or absent: stdout). Its suffix names the format when "
+                        "--format is absent: .txt table, .json, .md markdown, .sarif, .xml JUnit.")
 
 
 def _no_cache_opt():
@@ -356,19 +362,65 @@ def _platform_opt(all_ok: bool = False):
                         help=_PLATFORM_HELP + (" all: audit every platform and show where verdicts differ." if all_ok else ""))
 
 
-#: Output format by the suffix of ``-o``.
-_SUFFIX_FORMATS = {".json": "json", ".sarif": "sarif", ".xml": "junit", ".md": "markdown", ".markdown": "markdown"}
+#: The report format each suffix of ``-o`` names (every command that writes a report).
+SUFFIX_FORMATS = {".txt": "table", ".json": "json", ".md": "markdown", ".markdown": "markdown", ".sarif": "sarif",
+                  ".xml": "junit"}
 
 
-def _output_format(fmt: Optional["Format"], output: Optional[Path]) -> "Format":
-    """The scan's format: ``--format``, else the one the ``-o`` suffix names, else table (Markdown
-    in a file). A ``--format`` that contradicts a known suffix is refused (exit 2)."""
-    by_suffix = _SUFFIX_FORMATS.get(output.suffix.lower()) if output is not None else None
+def _report_format(fmt: Optional[Enum], output: Optional[Path], choices: type[Enum]) -> Enum:
+    """The format of a report, the same way on every command: ``--format``, else the one the
+    ``-o`` suffix names (:data:`SUFFIX_FORMATS`), else ``table``.
+
+    Args:
+        fmt: the ``--format`` given (None: absent).
+        output: the ``-o`` file (None: stdout).
+        choices: the command's format enum (its values are the formats it writes).
+
+    Returns:
+        The member of ``choices`` to write.
+
+    Refused (exit 2, one line, before any work): a suffix naming a format the command does not
+    write, a ``--format`` that contradicts the suffix, and without ``--format`` a suffix that
+    names no format (``-o report``, ``-o r.html``).
+    """
+    known = [c.value for c in choices]
+    if output is None:
+        return fmt if fmt is not None else choices("table")
+    suffix = output.suffix.lower()
+    by_suffix = SUFFIX_FORMATS.get(suffix)
+    if by_suffix is not None and by_suffix not in known:
+        _fail(f"-o {output.name} names {by_suffix}, which this command does not write (--format {'|'.join(known)})")
     if fmt is None:
-        return Format(by_suffix) if by_suffix else Format.table
-    if by_suffix and fmt.value != by_suffix and not (fmt is Format.table and by_suffix == "markdown"):
+        if by_suffix is None:
+            names = ", ".join(s for s, f in SUFFIX_FORMATS.items() if f in known and s != ".markdown")
+            _fail(f"-o {output.name}: the suffix names no format; use {names} or give --format {'|'.join(known)}")
+        return choices(by_suffix)
+    if by_suffix is not None and fmt.value != by_suffix:
         _fail(f"--format {fmt.value} contradicts -o {output.name} (a {by_suffix} file name)")
     return fmt
+
+
+def _plain_text(draw) -> str:
+    """What ``draw(console)`` prints, as plain text: no colour, laid out in ``COLUMNS`` (else
+    160 columns), long lines wrapped there, no trailing spaces (a table written to a file reads
+    as it does piped)."""
+    import io
+
+    from rich.console import Console
+
+    buf = io.StringIO()
+    draw(Console(file=buf, width=_columns() or 160, color_system=None, force_terminal=False, soft_wrap=True,
+                 highlight=False))
+    return "\n".join(line.rstrip(" ") for line in buf.getvalue().split("\n"))
+
+
+def _emit_table(draw, output: Optional[Path]) -> None:
+    """A ``table`` report: ``draw(console)`` on stdout (rich on a terminal, plain piped), or its
+    plain text written to ``output``."""
+    if output is None:
+        draw(_out())
+    else:
+        _write(_plain_text(draw), output)
 
 
 def _fail(message: str) -> None:
@@ -468,10 +520,13 @@ def _write(text: str, output: Optional[Path]) -> None:
     _err().print(f"eagle-audit: wrote {clean(str(output))}", markup=False, highlight=False, soft_wrap=True)
 
 
-def _check_output(path: Optional[Path], label: str, force: bool, append: bool = False) -> None:
+def _check_output(path: Optional[Path], label: str, force: bool, append: bool = False,
+                  make_folders: bool = False) -> None:
     """Refuse, before any work, an output path that cannot be written (exit 2, one line): a
     folder, an existing file without ``--force`` (unless ``append``), a folder on the way that is
-    a file, or a folder where no file can be created (tested by creating and removing one)."""
+    a file, a parent folder that does not exist (unless ``make_folders``: ``fix --out-dir``
+    creates its folder), or a folder where no file can be created (tested by creating and
+    removing one)."""
     if path is None:
         return
     import os
@@ -504,6 +559,8 @@ def _check_output(path: Optional[Path], label: str, force: bool, append: bool = 
         except (FileNotFoundError, NotADirectoryError):
             if folder == folder.parent:
                 _fail(f"{label} {path}: cannot be created")
+            if not make_folders and folder == path.parent and _is_missing(folder):
+                _fail(f"{label} {path}: cannot be created: the folder {folder} does not exist")
             folder = folder.parent
             continue
         except OSError as exc:
@@ -517,6 +574,22 @@ def _check_output(path: Optional[Path], label: str, force: bool, append: bool = 
         os.unlink(probe)
     except OSError as exc:
         _fail(f"{label} {path}: cannot write in {folder}: {exc.strerror or exc}")
+
+
+def _is_missing(folder: Path) -> bool:
+    """True when nothing exists at ``folder`` and every folder above it that exists is a folder
+    (a path through a file is reported as such)."""
+    import os
+    import stat
+
+    for up in folder.parents:
+        try:
+            return stat.S_ISDIR(os.stat(up).st_mode)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError:
+            return False
+    return True
 
 
 ForceOpt = typer.Option(False, "--force", help="Overwrite an existing output file.")
@@ -548,7 +621,7 @@ def _out_name(codemods: Optional[Path], model: List[str], engine: str, version: 
            f"{_safe_name(method, 16)}"
 
 
-@app.command(cls=_Command)
+@app.command(cls=_Command, short_help="Verdict per target and method, with the gates that block.")
 def scan(
     path: Optional[str] = PathArg,
     vllm_version: Optional[str] = VersionOpt,
@@ -564,7 +637,7 @@ def scan(
     num_speculative_tokens: Optional[int] = _num_spec_opt(),
     fmt: Optional[Format] = typer.Option(
         None, "--format", "-f", metavar="table|json|markdown|sarif|junit", show_default=False,
-        help="Output format (default: table, or as the -o suffix says: .json, .sarif, .xml for JUnit, .md)."),
+        help="Output format (default: as the -o suffix says, else table)."),
     output: Optional[Path] = _output_opt(),
     force: bool = ForceOpt,
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every target and warning in the table."),
@@ -608,7 +681,7 @@ def scan(
         _fail(f"{settings.label('model_type')} is the text model_type of the targets named with --model: give "
               "--model (a full scan finds each target's own model_type)")
     _check_output(output, "--output", force)
-    fmt = _output_format(fmt, output)
+    fmt = _report_format(fmt, output, Format)
     run = settings.run_options(methods[0], "cuda" if platform is PlatformOpt.all else platform.value)
     cfg = load_hf_config(hf_config, settings.label("hf_config")) if hf_config else None
     if platform is PlatformOpt.all:
@@ -626,8 +699,8 @@ def scan(
     result = _with_progress2(show and full, ("indexing modules", "auditing architectures"),
                              lambda idx, aud: auditor.scan(specs, methods, cfg, progress=aud, prefetch=full,
                                                            prefetch_progress=idx, options=run))
-    if fmt is Format.table and output is None:
-        rep.scan_table(result, _out(), verbose=verbose or not full)
+    if fmt is Format.table:
+        _emit_table(lambda console: rep.scan_table(result, console, verbose=verbose or not full), output)
     else:
         _write(_render(result, fmt), output)
     if fmt in (Format.table, Format.markdown):  # never mixed with a CI format's stream
@@ -736,9 +809,12 @@ def _scan_all_platforms(path, vllm_version, model, model_type, cfg, methods, fmt
         _write(json.dumps({"platform": "all", "reports": {p: r.as_dict() for p, r in reports.items()},
                            "differences": diffs}, indent=2), output)
     else:
-        for plat, r in reports.items():
-            _out().print(f"[bold]{plat}[/bold]: {rep.summary_line(r)}", highlight=False)
-        rep.platform_differences_table(diffs, _out())
+        def draw(console) -> None:
+            for plat, r in reports.items():
+                console.print(f"[bold]{plat}[/bold]: {rep.summary_line(r)}", highlight=False)
+            rep.platform_differences_table(diffs, console)
+
+        _emit_table(draw, output)
     if exit_zero:
         raise typer.Exit(0)
     ok = all(r.targets and all(t.verdict.value == "supported" for t in r.targets) for r in reports.values())
@@ -750,7 +826,7 @@ def _render(result, fmt: Format) -> str:
 
     if fmt is Format.json:
         return rep.scan_json(result)
-    if fmt is Format.markdown or fmt is Format.table:
+    if fmt is Format.markdown:
         return rep.scan_markdown(result)
     if fmt is Format.sarif:
         from auditor.render import ci_formats
@@ -806,7 +882,7 @@ def _with_progress2(show: bool, labels: tuple[str, str], fn):
         return fn(make(tasks[0]), make(tasks[1]))
 
 
-@app.command(cls=_Command)
+@app.command(cls=_Command, short_help="The resolved class hierarchy of an architecture.")
 def explain(
     arch: Optional[str] = typer.Argument(None, metavar="ARCH", show_default=False,
                                          help="Architecture (DeepseekV3ForCausalLM) or model_type (kimi_k2; each of "
@@ -816,10 +892,10 @@ def explain(
     sglang_version: Optional[str] = SglangVersionOpt,
     python: Optional[str] = _python_opt(),
     model: List[str] = _model_opt("give ARCH or --all"),
-    all_archs: bool = typer.Option(False, "--all", help="Every registry architecture (JSON list)."),
-    fmt: ExplainFormat = typer.Option(ExplainFormat.table, "--format", "-f", metavar="table|json",
-                                      help="Output format."),
-    output: Optional[Path] = _output_opt("the JSON explanation"),
+    all_archs: bool = typer.Option(False, "--all", help="Every registry architecture."),
+    fmt: Optional[ExplainFormat] = typer.Option(None, "--format", "-f", metavar="table|json", show_default=False,
+                                                help="Output format (default: as the -o suffix says, else table)."),
+    output: Optional[Path] = _output_opt("the explanation"),
     force: bool = ForceOpt,
     no_cache: bool = _no_cache_opt(),
     no_progress: bool = _no_progress_opt(),
@@ -854,12 +930,16 @@ def explain(
     if not names and not all_archs:
         _fail("give an architecture (or --model NAME, or models in [tool.eagle-audit]), or --all")
     _check_output(output, "--output", force)
+    fmt = _report_format(fmt, output, ExplainFormat)
     auditor = _open(path, vllm_version, no_progress, no_cache, platform=platform.value,
                     sglang_version=sglang_version, engine=engine, python=python)
     if all_archs:
         _with_progress(_progress_enabled(no_progress), "indexing modules", auditor.prefetch_all)
         infos = [do_explain(auditor, a) for a in auditor.registry.architectures()]
-        _write(json.dumps(infos, indent=2), output)
+        if fmt is ExplainFormat.json:
+            _write(json.dumps(infos, indent=2), output)
+        else:
+            _emit_table(lambda console: [rep.explain_tree(info, console) for info in infos], output)
         return
     archs: list[str] = []
     for name in names:
@@ -873,17 +953,19 @@ def explain(
                 found = [name]  # explain's own error names the closest architectures
         archs += [a for a in found if a not in archs]
     infos = [do_explain(auditor, a) for a in archs]
-    if fmt is ExplainFormat.json or output is not None:
+    if fmt is ExplainFormat.json:
         _write(json.dumps(infos[0] if len(infos) == 1 else infos, indent=2), output)
     else:
-        for info in infos:
-            rep.explain_tree(info, _out())
+        _emit_table(lambda console: [rep.explain_tree(info, console) for info in infos], output)
 
 
-@app.command("rules", cls=_Command)
+@app.command("rules", cls=_Command, short_help="The rules: why each gate blocks, and how to fix it.")
 def list_rules(
-    fmt: RulesFormat = typer.Option(RulesFormat.table, "--format", "-f", metavar="table|json|markdown",
-                                    help="Output format."),
+    fmt: Optional[RulesFormat] = typer.Option(None, "--format", "-f", metavar="table|json|markdown",
+                                              show_default=False,
+                                              help="Output format (default: as the -o suffix says, else table)."),
+    output: Optional[Path] = _output_opt("the rule reference"),
+    force: bool = ForceOpt,
 ) -> None:
     """The rules: code, gate, whether it blocks, whether a fix exists, why and how to fix.
 
@@ -893,29 +975,21 @@ def list_rules(
     Examples:
       eagle-audit rules
       eagle-audit rules --format json
+      eagle-audit rules -o rules.md
     """
     from auditor.render import report as rep
 
+    _check_output(output, "--output", force)
+    fmt = _report_format(fmt, output, RulesFormat)
     if fmt is RulesFormat.json:
-        _write(rep.rules_json(), None)
-        return
-    if fmt is RulesFormat.markdown:
-        _write(rep.rules_markdown(), None)
-        return
-    from rich.table import Table
-
-    from rules.registry import RULES
-
-    t = Table(show_lines=True)
-    for c in ("code", "gate", "blocks", "fix", "why / how to fix"):
-        t.add_column(c)
-    for code, r in RULES.items():
-        t.add_row(code, r.GATE, "yes" if r.BLOCKING else "warning", "yes" if r.FIX_AVAILABLE else "no",
-                  f"{r.WHY}\n[bold]Fix:[/bold] {r.HOW_TO_FIX}")
-    _out().print(t)
+        _write(rep.rules_json(), output)
+    elif fmt is RulesFormat.markdown:
+        _write(rep.rules_markdown(details=True), output)
+    else:
+        _emit_table(rep.rules_table, output)
 
 
-@app.command("fix", cls=_Command)
+@app.command("fix", cls=_Command, short_help="Write the patch that makes the targets pass.")
 def fix_cmd(
     path: Optional[str] = PathArg,
     vllm_version: Optional[str] = VersionOpt,
@@ -1012,8 +1086,8 @@ def fix_cmd(
     named = model or [a for a in (hf or {}).get("architectures") or [] if isinstance(a, str)]  # --hf-config alone
     name = _out_name(codemods, named, auditor.engine.name, auditor.tree.version(), loaded[1] if loaded else method)
     if out_dir is not None:
-        _check_output(out_dir / f"{name}.patch", "--out-dir", force)
-        _check_output(out_dir / f"{name}.codemods.json", "--out-dir", force)
+        _check_output(out_dir / f"{name}.patch", "--out-dir", force, make_folders=True)
+        _check_output(out_dir / f"{name}.codemods.json", "--out-dir", force, make_folders=True)
     only = None
     if loaded is not None:
         specs, method, only = loaded
@@ -1103,17 +1177,6 @@ SummaryOpt = typer.Option(
     show_default=False)
 
 
-def _print_markdown(markdown: str) -> None:
-    """A Markdown report on stdout: rendered by rich on a terminal; piped or captured, the
-    Markdown itself (rich would crop or wrap its lines at a fixed width)."""
-    if _out().is_terminal:
-        from rich.markdown import Markdown
-
-        _out().print(Markdown(clean(markdown, multiline=True)))
-    else:
-        _write(clean(markdown, multiline=True), None)
-
-
 def _append(text: str, path: Optional[Path]) -> None:
     if path is None:
         return
@@ -1137,7 +1200,7 @@ def _open_side(label: str, value: str, no_progress: bool, no_cache: bool, platfo
     return side
 
 
-@app.command("gate", cls=_Command)
+@app.command("gate", cls=_Command, short_help="Before an upgrade: does the candidate release still work?")
 def gate_cmd(
     candidate_version: Optional[str] = typer.Option(
         None, "--candidate-version", help="The release to upgrade to: a version (fetched, cached) or a PATH "
@@ -1164,8 +1227,9 @@ def gate_cmd(
     fail_on_warnings: Optional[bool] = typer.Option(
         None, "--fail-on-warnings/--no-fail-on-warnings", help="Break the gate on a warning that is not allowed "
         "(default: report it only).", show_default=False),
-    fmt: GateFormat = typer.Option(GateFormat.table, "--format", "-f", metavar="table|json|markdown|sarif|junit",
-                                   help="Output format."),
+    fmt: Optional[GateFormat] = typer.Option(None, "--format", "-f", metavar="table|json|markdown|sarif|junit",
+                                             show_default=False,
+                                             help="Output format (default: as the -o suffix says, else table)."),
     output: Optional[Path] = _output_opt(),
     force: bool = ForceOpt,
     summary: Optional[Path] = SummaryOpt,
@@ -1216,6 +1280,7 @@ def gate_cmd(
         _fail("give --candidate-version X|PATH (or candidate-version in [tool.eagle-audit], pyproject.toml)")
     _check_output(output, "--output", force)
     _check_output(summary, "--summary", force, append=True)
+    fmt = _report_format(fmt, output, GateFormat)
     if cfg.codemods is not None and not Path(cfg.codemods).is_file():
         _fail(f"{cfg.label('codemods')}: no such file: {cfg.codemods}")
     if cfg.codemods is not None:
@@ -1237,13 +1302,12 @@ def gate_cmd(
                             options=run))
     report.config = cfg.path
     markdown = ci_formats.gate_markdown(report)
-    if fmt is GateFormat.table and output is None:
-        _print_markdown(markdown)
+    if fmt is GateFormat.table:
+        _emit_table(lambda console: ci_formats.gate_table(report, console), output)
     else:
         text = {
             GateFormat.json: lambda: json.dumps(report.as_dict(), indent=2),
             GateFormat.markdown: lambda: markdown,
-            GateFormat.table: lambda: markdown,
             GateFormat.sarif: lambda: ci_formats.gate_sarif(report),
             GateFormat.junit: lambda: ci_formats.gate_junit(report),
         }[fmt]()
@@ -1255,7 +1319,7 @@ def gate_cmd(
     raise typer.Exit(0 if exit_zero else report.exit_code)
 
 
-@app.command("matrix", cls=_Command)
+@app.command("matrix", cls=_Command, short_help="Verdicts of the targets across releases.")
 def matrix_cmd(
     versions: Optional[str] = typer.Option(
         None, "--versions", help="Releases: a list (0.16.0,0.18.0), a range over released versions "
@@ -1270,8 +1334,9 @@ def matrix_cmd(
     jobs: Optional[int] = typer.Option(
         None, "--jobs", "-j", min=1, metavar="N", help="Worker processes auditing releases (default: the CPU "
         "count; 1: in this process).", show_default=False),
-    fmt: MatrixFormat = typer.Option(MatrixFormat.table, "--format", "-f", metavar="table|json|markdown",
-                                     help="Output format."),
+    fmt: Optional[MatrixFormat] = typer.Option(None, "--format", "-f", metavar="table|json|markdown",
+                                               show_default=False,
+                                               help="Output format (default: as the -o suffix says, else table)."),
     output: Optional[Path] = _output_opt(),
     force: bool = ForceOpt,
     summary: Optional[Path] = SummaryOpt,
@@ -1308,6 +1373,7 @@ def matrix_cmd(
         _fail("give --versions SPEC (or versions in [tool.eagle-audit], pyproject.toml)")
     _check_output(output, "--output", force)
     _check_output(summary, "--summary", force, append=True)
+    fmt = _report_format(fmt, output, MatrixFormat)
     run = cfg.run_options(platform=platform.value)
     try:
         report = _matrix_progress(_progress_enabled(no_progress), lambda cb: run_matrix(
@@ -1317,13 +1383,13 @@ def matrix_cmd(
         text = str(exc)
         _fail(cfg.label("versions") + text[len("--versions"):] if text.startswith("--versions") else text)
     markdown = ci_formats.matrix_markdown(report)
-    if fmt is MatrixFormat.table and output is None:
-        _print_markdown(markdown)
+    if fmt is MatrixFormat.table:
+        _emit_table(lambda console: ci_formats.matrix_table(report, console), output)
     else:
         _write(json.dumps(report.as_dict(), indent=2) if fmt is MatrixFormat.json else markdown, output)
     _append(markdown, summary)
-    n = len(report.releases)
-    _err().print(f"eagle-audit matrix: {count(n, 'release')}, {count(len(report.rows), 'row')} in "
+    n = len(report.releases)  # one table row per release, one column per target
+    _err().print(f"eagle-audit matrix: {count(n, 'release')} × {count(len(report.architectures), 'target')} in "
                  f"{report.seconds:.1f}s ({count(report.jobs, 'worker')})", markup=False, highlight=False)
     for v, e in sorted(report.errors.items()):
         name = "vLLM" if engine is EngineOpt.vllm else "SGLang"
@@ -1339,7 +1405,7 @@ class CompareFormat(str, Enum):
     markdown = "markdown"
 
 
-@app.command("compare", cls=_Command)
+@app.command("compare", cls=_Command, short_help="The same targets in vLLM and in SGLang, side by side.")
 def compare_cmd(
     model: List[str] = _model_opt("give --model"),
     vllm_version: Optional[str] = typer.Option(
@@ -1355,8 +1421,9 @@ def compare_cmd(
     draft_config: Optional[Path] = _draft_config_opt(),
     parallel_drafting: Optional[bool] = _parallel_drafting_opt(),
     num_speculative_tokens: Optional[int] = _num_spec_opt(),
-    fmt: CompareFormat = typer.Option(CompareFormat.table, "--format", "-f", metavar="table|json|markdown",
-                                      help="Output format."),
+    fmt: Optional[CompareFormat] = typer.Option(None, "--format", "-f", metavar="table|json|markdown",
+                                                show_default=False,
+                                                help="Output format (default: as the -o suffix says, else table)."),
     output: Optional[Path] = _output_opt(),
     force: bool = ForceOpt,
     no_cache: bool = _no_cache_opt(),
@@ -1392,6 +1459,7 @@ def compare_cmd(
     if not vllm_version or not sglang_version:
         _fail("give both --vllm-version X|PATH and --sglang-version Y|PATH")
     _check_output(output, "--output", force)
+    fmt = _report_format(fmt, output, CompareFormat)
     sides = []
     for engine, value in (("vllm", vllm_version), ("sglang", sglang_version)):
         try:
@@ -1401,8 +1469,8 @@ def compare_cmd(
             _fail(f"--{engine}-version {value}: {exc}")
     report = run_compare(cfg.models, sides, method=cfg.methods[0], model_type=cfg.model_type, hf_config=hf,
                          options=run)
-    if fmt is CompareFormat.table and output is None:
-        rep.compare_table(report, _out())
+    if fmt is CompareFormat.table:
+        _emit_table(lambda console: rep.compare_table(report, console), output)
     elif fmt is CompareFormat.json:
         _write(json.dumps(report.as_dict(), indent=2), output)
     else:

@@ -95,6 +95,7 @@ def _prepare(tmp: Path) -> SimpleNamespace:
     (i.not_vllm / "pkg").mkdir(parents=True)
     (i.not_vllm / "pkg" / "__init__.py").write_text("x = 1\n")
     i.output = tmp / "out" / "sub" / "report.json"
+    i.output.parent.mkdir(parents=True)  # -o never creates folders: a missing one is refused
     return i
 
 
@@ -114,9 +115,9 @@ COMMANDS = {
     "evil-scan": lambda i: ["scan", i.evil, "-f", "json"],
     # `explain --all PATH` takes PATH as the architecture (see test_explain_all_with_path):
     # an empty architecture lets PATH reach its own slot
-    "evil-explain-all": lambda i: ["explain", "", i.evil, "--all"],
+    "evil-explain-all": lambda i: ["explain", "", i.evil, "--all", "-f", "json"],
     "evil-explain": lambda i: ["explain", "EvilForCausalLM", i.evil],
-    "explain-all-path": lambda i: ["explain", "--all", MINIVLLM],
+    "explain-all-path": lambda i: ["explain", "--all", MINIVLLM, "-f", "json"],
     "explain-toy3": lambda i: ["explain", "ToyV3ForCausalLM", MINIVLLM, "-f", "json"],
     "explain-toy32": lambda i: ["explain", "ToyV32ForCausalLM", MINIVLLM, "-f", "json"],
     "explain-toyvl": lambda i: ["explain", "ToyVLForConditionalGeneration", MINIVLLM, "-f", "json"],

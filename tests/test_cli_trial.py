@@ -120,8 +120,8 @@ def cli(tmp_path_factory):
 def test_matrix_says_first_among_the_releases_listed(cli):
     p = cli.r["matrix"]
     assert p.returncode == 0, p.stderr
-    assert "- first with native support for all, among the releases listed: 0.33.0" in p.stdout
-    assert "- first with native support for DeepseekV3ForCausalLM, among the releases listed: 0.33.0" in p.stdout
+    assert "first with native support for all, among the releases listed: 0.33.0" in p.stdout
+    assert "first with native support for DeepseekV3ForCausalLM, among the releases listed: 0.33.0" in p.stdout
     assert "first release with native support" not in p.stdout
     assert "first of the releases listed" in " ".join(cli.r["help-matrix"].stdout.split())
 

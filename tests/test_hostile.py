@@ -796,6 +796,7 @@ def test_outputs_follow_the_umask_and_force_overwrites(tmp_path):
     from tests.conftest import MINIVLLM
 
     report = tmp_path / "new" / "report.json"
+    report.parent.mkdir()
     old = os.umask(0o027)
     try:
         r = cli("scan", MINIVLLM, "--model", "LlamaForCausalLM", "-f", "json", "-o", report)

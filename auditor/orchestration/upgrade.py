@@ -254,6 +254,14 @@ class UpgradeTarget:
         after = set(self.patched.blocking)
         return [g for g in self.candidate.blocking if g not in after]
 
+    @property
+    def not_evaluated(self) -> dict[str, str]:
+        """Gate id → why this run did not check it (a gate of another method, or one that needs a
+        run option such as ``--draft-config``), as the candidate's scan says (see
+        :attr:`auditor.model.results.TargetResult.not_evaluated`); empty when the target is absent."""
+        scan = self.patched or self.candidate
+        return dict(scan.not_evaluated) if scan is not None else {}
+
     def as_dict(self) -> dict:
         fixed = set(self.fixed_gates)
         findings = []
@@ -278,6 +286,7 @@ class UpgradeTarget:
             "warnings": [{"rule": f.rule, "gate": f.gate, "message": f.message, "path": f.path, "line": f.line}
                          for f in self.warnings],
             "findings": findings,
+            "not_evaluated": [{"gate": g, "reason": why} for g, why in self.not_evaluated.items()],
         }
 
 

@@ -1,5 +1,6 @@
-"""CI formats of a scan: SARIF 2.1.0 (through ``sarif-om``, Microsoft's SARIF object model) and
-JUnit XML (through ``junitparser``). Rule metadata comes from ``rules/``."""
+"""CI formats of a scan, a gate and a matrix: SARIF 2.1.0 (through ``sarif-om``, Microsoft's SARIF
+object model), JUnit XML (through ``junitparser``) and Markdown; and the rich tables that
+``--format table`` prints for a gate and a matrix. Rule metadata comes from ``rules/``."""
 
 from __future__ import annotations
 
@@ -217,8 +218,9 @@ def gate_sarif(report) -> str:
 def gate_junit(report) -> str:
     """A gate report as JUnit XML: one suite per method, one test case per target and blocking
     gate (classname the architecture, name the gate): a failure when the gate breaks the target
-    (the message names the codemod and why), an error when it is unknown, passed when the gate
-    passes natively or once patched (the system-out says which codemod fixed it). A problem on
+    (the message names the codemod and why), an error when it is unknown, skipped with the reason
+    when the run did not evaluate it (as :func:`scan_junit` does) or the target is absent, passed
+    when the gate passes natively or once patched (the system-out says which codemod fixed it). A problem on
     another gate (a disallowed warning, an absent target, an invalid patch) adds a failing case."""
     from rules.registry import blocking_gates
 
@@ -231,6 +233,7 @@ def gate_junit(report) -> str:
         for p in t.problems:
             problems.setdefault(p.gate, []).append(p)
         fixed = set(t.fixed_gates)
+        skipped = t.not_evaluated
         regression = (f" Regression: supported by {report.current.name}." if t.regression and report.current else "")
         for gate in list(BLOCKING_GATES) + [g for g in problems if g not in BLOCKING_GATES]:
             case = TestCase(name=gate, classname=t.architecture)
@@ -241,6 +244,10 @@ def gate_junit(report) -> str:
                 case.result = [kind(p.text() + regression, type_=p.codemod or gate) for p in ps]
             elif gate in fixed:
                 case.system_out = f"blocks {report.candidate.name}; fixed in the patched candidate by codemod {gate}"
+            elif gate in skipped:
+                case.result = [Skipped(f"not evaluated: {skipped[gate]}")]
+            elif t.candidate is None:
+                case.result = [Skipped(f"not in the registry of {report.candidate.name}")]
             suite.add_testcase(case)
     out = xml.tostring()
     return clean(out.decode() if isinstance(out, bytes) else str(out), multiline=True)  # XML 1.0 forbids controls
@@ -261,13 +268,20 @@ def _md(text: object) -> str:
     return markdown_text(text)
 
 
+def _gate_heading(report) -> str:
+    """The outcome a gate report's heading names: a locally patched tree supports its targets
+    "as is" (not natively), so the heading and the cells say the same."""
+    if not report.candidate.patched_locally:
+        return _outcome_word(report.outcome)
+    word = "as is" if report.outcome is UpgradeOutcome.NATIVE else _outcome_word(report.outcome)
+    return word + " (a locally patched tree)"
+
+
 def gate_markdown(report) -> str:
     """A gate report as GitHub-flavoured Markdown (for a job summary): the outcome, a table of
     targets, then the problems, regressions and warnings."""
     patched_tree = report.candidate.patched_locally
-    # a locally patched tree supports its targets "as is" (not natively): the heading and the cells say the same
-    outcome = (("as is" if report.outcome is UpgradeOutcome.NATIVE else _outcome_word(report.outcome))
-               + " (a locally patched tree)") if patched_tree else _outcome_word(report.outcome)
+    outcome = _gate_heading(report)
     lines = [f"## eagle-audit gate: {outcome}", "", _md(report.message()), ""]
     sides = [f"candidate: **{_md(report.candidate.described)}** (`{_md(report.candidate.source)}`)"]
     if report.current:
@@ -349,3 +363,138 @@ def matrix_markdown(report) -> str:
     for v, why in skipped.items():
         lines.append(f"- skipped {_md(v)}: {_md(why)}")
     return clean("\n".join(lines), multiline=True) + "\n"
+
+
+# -- the same reports as rich tables (``--format table``) --------------------------------------
+
+
+def _verdict_text(verdict: str, gates: list[str] | tuple[str, ...] = ()):
+    """A verdict cell: the verdict in its colour, then each gate on a line of its own (a gate id
+    is never cut)."""
+    from rich.text import Text
+
+    style = {"supported": "green", "blocked": "red", "unknown": "yellow"}.get(verdict, "")
+    t = Text(verdict, style=style)
+    for g in gates:
+        t.append(f"\n{g}")
+    return t
+
+
+def gate_table(report, console) -> None:
+    """Print a gate report (:class:`auditor.orchestration.upgrade.UpgradeReport`) as
+    ``--format table`` shows it: the outcome and what it means, the sides compared, a rich table
+    of targets (current, candidate and patched verdicts with their blocking gates, the outcome;
+    architecture names fold, gate ids stay whole), then why it is broken, the regressions and
+    the warnings. The same content as :func:`gate_markdown`."""
+    from rich.table import Table
+    from rich.text import Text
+
+    patched_tree = report.candidate.patched_locally
+    outcome = _gate_heading(report)
+    head = Text("eagle-audit gate: ", style="bold")
+    head.append(outcome, style={"broken": "red", "patched": "yellow"}.get(report.outcome.value, "green") + " bold")
+    console.print(head)
+    console.print(clean(report.message()), markup=False, highlight=False)
+    console.print(clean(f"candidate: {report.candidate.described} ({report.candidate.source})"), markup=False,
+                  highlight=False)
+    if report.current:
+        console.print(clean(f"current: {report.current.described} ({report.current.source})"), markup=False,
+                      highlight=False)
+    if report.codemods:
+        written = f", written for {report.codemods_source}" if report.codemods_source else ""
+        console.print(clean(f"codemods: {report.codemods.name} ({', '.join(report.codemods_names)}{written})"),
+                      markup=False, highlight=False)
+    table = Table()
+    table.add_column("target", overflow="fold", min_width=12)
+    table.add_column("method", no_wrap=True)
+    for name in ("current", "candidate", "with codemods"):
+        table.add_column(name, overflow="fold", min_width=9)
+    table.add_column("outcome", no_wrap=True)
+    for t in report.targets:
+        cur = _verdict_text(t.current_verdict.value) if t.current_verdict else Text("—")
+        cand = _verdict_text(t.candidate_verdict.value, t.candidate.blocking if t.candidate else ())
+        if t.regression:
+            cand.append("\nregression", style="red")
+        patched = (_verdict_text(t.patched_verdict.value, t.patched.blocking if t.patched else ())
+                   if t.patched_verdict else Text("—"))
+        word = "as is" if patched_tree and t.outcome is UpgradeOutcome.NATIVE else t.outcome.value
+        table.add_row(Text(clean(t.architecture)), t.method, cur, cand, patched, Text(word, style="bold"))
+    console.print(table)
+    problems = [(t, p) for t in report.targets for p in t.problems]
+    if problems:
+        console.print("why it is broken:", style="bold")
+        for t, p in problems:
+            cm = f" (codemod {p.codemod})" if p.codemod else ""
+            where = f" {p.where}" if p.where else ""
+            hint = f" — {p.hint}" if p.hint else ""
+            console.print(clean(f"  {t.architecture} {p.gate}{cm}{where}: {p.reason}{hint}"), markup=False,
+                          highlight=False)
+    if report.regressions:
+        console.print("regressions:", style="bold")
+        for t in report.regressions:
+            console.print(clean(f"  {t.architecture} ({t.method}): supported by {report.current.described}, "
+                                f"{t.candidate_verdict.value} in {report.candidate.described}"), markup=False,
+                          highlight=False)
+    warned = [(t, f) for t in report.targets for f in t.warnings]
+    if warned:
+        console.print("warnings:", style="bold")
+        for t, f in warned:
+            console.print(clean(f"  {t.architecture} {f.gate} ({f.rule}) {f.where}: {f.message}"), markup=False,
+                          highlight=False)
+
+
+def matrix_table(report, console) -> None:
+    """Print a matrix report (:class:`auditor.orchestration.matrix.MatrixReport`) as ``--format
+    table`` shows it: a rich table with one row per release and one column per architecture (the
+    verdict, then each blocking gate or warning on a line of its own; the first release with
+    native support in bold), then the first native release per architecture and the skipped
+    releases with the reason. The same content as :func:`matrix_markdown`."""
+    from rich.table import Table
+    from rich.text import Text
+
+    archs = report.architectures
+    run = report.run_options.describe() if getattr(report, "run_options", None) else ""
+    engine = {"vllm": "vLLM", "sglang": "SGLang"}.get(getattr(report, "engine", "vllm"), "vLLM")
+    title = clean(f"eagle-audit matrix: {', '.join(report.model)} ({report.method}{', ' + run if run else ''}), "
+                  f"{engine} {report.versions}")
+    table = Table(title=Text(title))
+    table.add_column(engine, no_wrap=True)
+    for a in archs:
+        table.add_column(Text(clean(a)), overflow="fold", min_width=9)
+    by = {(r.vllm_version, r.architecture): r for r in report.rows}
+    for v in report.releases:
+        cells = []
+        for a in archs:
+            row = by.get((v, a))
+            if row is None:
+                cells.append(Text("—"))
+            elif row.verdict is ReleaseVerdict.BLOCKED:
+                cells.append(_verdict_text("blocked", row.blocking))
+            elif row.verdict is ReleaseVerdict.SUPPORTED:
+                t = _verdict_text("supported")
+                if row.first_native:
+                    t.stylize("bold")
+                    t.append("\n← first native")
+                if row.warnings:
+                    t.append("\nwarnings:")
+                    for w in dict.fromkeys(row.warnings):
+                        t.append(f"\n{w}")
+                cells.append(t)
+            else:
+                cells.append(Text(row.verdict.value, style="dim"))
+        first = any(by.get((v, a)) is not None and by[(v, a)].first_native for a in archs)
+        table.add_row(Text(v, style="bold" if first else ""), *cells)
+    console.print(table)
+    for a, v in report.first_supported.items():
+        console.print(clean(f"first with native support for {a}, among the releases listed: {v or 'none of them'}"),
+                      markup=False, highlight=False)
+    if len(archs) > 1:
+        console.print("first with native support for all, among the releases listed: "
+                      f"{report.first_all_supported or 'none of them'}",
+                      markup=False, highlight=False)
+    skipped: dict[str, str] = {}
+    for r in report.rows:
+        if r.verdict is ReleaseVerdict.SKIPPED:
+            skipped.setdefault(r.vllm_version, r.reason)
+    for v, why in skipped.items():
+        console.print(clean(f"skipped {v}: {why}"), markup=False, highlight=False)

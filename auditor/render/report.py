@@ -21,17 +21,44 @@ if TYPE_CHECKING:  # rich is imported by the functions that print, so that JSON 
 _STYLE = {"supported": "green", "blocked": "red", "unknown": "yellow", "not-a-target": "dim"}
 
 
-def rules_markdown() -> str:
-    """The rule reference as a Markdown table (code, gate, blocks, fix, methods, what), generated
-    from the registry table ``rules.registry.TABLE``; the README embeds it and a test keeps the
-    two equal."""
+def rules_markdown(details: bool = False) -> str:
+    """The rule reference as Markdown, generated from the registry table ``rules.registry.TABLE``:
+    a table (code, gate, blocks, fix, methods, what), which the README embeds (a test keeps the
+    two equal), and with ``details`` one section per rule with its why and how to fix (what
+    ``eagle-audit rules --format markdown`` writes)."""
     from rules.registry import RULES
 
     rows = ["| code | gate | blocks | fix | methods | what |", "|---|---|---|---|---|---|"]
     for code, r in RULES.items():
         rows.append(f"| {code} | `{r.GATE}` | {'yes' if r.BLOCKING else 'warning'} | "
                     f"{'yes' if r.FIX_AVAILABLE else '—'} | {', '.join(r.METHODS)} | {r.SUMMARY} |")
+    if details:
+        for code, r in RULES.items():
+            engines = ", ".join(r.ENGINES)
+            rows += ["", f"### {code} `{r.GATE}` ({engines})", "", f"**Why:** {r.WHY}", "",
+                     f"**How to fix:** {r.HOW_TO_FIX}"]
     return "\n".join(rows) + "\n"
+
+
+def rules_table(console: Console) -> None:
+    """Print the rule reference as a rich table: code, gate, blocks, fix, and the why and how to
+    fix of each rule. The short columns keep their words whole; the last one wraps (and folds a
+    long identifier rather than cutting it)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from rules.registry import RULES
+
+    t = Table(show_lines=True)
+    t.add_column("code", no_wrap=True)
+    t.add_column("gate", no_wrap=True)
+    t.add_column("blocks", no_wrap=True)
+    t.add_column("fix", no_wrap=True)
+    t.add_column("why / how to fix", overflow="fold", ratio=1)
+    for code, r in RULES.items():
+        t.add_row(code, r.GATE, "yes" if r.BLOCKING else "warning", "yes" if r.FIX_AVAILABLE else "no",
+                  f"{escape(r.WHY)}\n[bold]Fix:[/bold] {escape(r.HOW_TO_FIX)}")
+    console.print(t)
 
 
 def rules_json() -> str:
@@ -289,8 +316,9 @@ def _escape_all(value):
 
 
 def explain_tree(info: dict, console: Console) -> None:
-    """Print an explanation (see :func:`auditor.orchestration.explain.explain`) as a rich tree.
-    Every string of ``info`` is cleaned and markup-escaped first."""
+    """Print an explanation (see :func:`auditor.orchestration.explain.explain`) as a rich tree,
+    each label wrapped at the console's width (a long name folds; nothing is cut). Every string
+    of ``info`` is cleaned and markup-escaped first."""
     from rich.text import Text
     from rich.tree import Tree as RichTree
 
@@ -347,7 +375,7 @@ def explain_tree(info: dict, console: Console) -> None:
         for b in info["branches"]:
             where = f"  [cyan]{b['path']}:{b['line']}[/cyan]" if b.get("line") else ""
             node.add(Text.from_markup(f"{b['name']} in {b['module']}: {b['branch']}{where}"))  # escaped above
-    console.print(root)
+    console.print(root, soft_wrap=False)  # wrapped at the console's width (piped: COLUMNS), never cropped
 
 
 def _yes_no(value) -> str:

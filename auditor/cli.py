@@ -1538,9 +1538,51 @@ def _matrix_progress(show: bool, fn):
         return fn(cb)
 
 
+class _ClosedPipeSafe:
+    """``sys.stdout`` that outlives its reader: once the reader has gone (``eagle-audit ... | head``),
+    further output is dropped silently and the command runs to its own exit code (the reader
+    closing early changes nothing about the answer)."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+        self._closed = False
+
+    def _drop(self) -> None:
+        """Point file descriptor 1 at the null device, so that no later flush (ours or Python's at
+        exit) can fail on the closed pipe."""
+        self._closed = True
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self._stream.fileno())
+            os.close(null)
+        except (OSError, ValueError):
+            pass
+
+    def write(self, text: str) -> int:
+        if not self._closed:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._drop()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._closed:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._drop()
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     """Console entry point. Every error the user can cause ends as one line on stderr and exit
-    2: an AuditError from the analysis, or a usage error from the command line."""
+    2: an AuditError from the analysis, or a usage error from the command line. Output to a
+    reader that stops early (``| head``) is dropped silently; the exit code stays the answer's."""
+    if not isinstance(sys.stdout, _ClosedPipeSafe):
+        sys.stdout = _ClosedPipeSafe(sys.stdout)
     try:
         rv = app(args=argv, standalone_mode=False, prog_name="eagle-audit")
     except AuditError as exc:

@@ -595,30 +595,13 @@ def _is_missing(folder: Path) -> bool:
 ForceOpt = typer.Option(False, "--force", help="Overwrite an existing output file.")
 
 
-def _safe_name(text: str, limit: int = 120, default: str = "fix") -> str:
-    """A file name made of ``text`` (characters other than letters, digits, ``_.+-`` become ``_``;
-    at most ``limit`` characters; never starting with a dot), else ``default`` when none is left."""
-    import re
-
-    name = re.sub(r"[^A-Za-z0-9_.+-]", "_", text).lstrip(".")[:limit]
-    return name or default
-
-
-def _out_name(codemods: Optional[Path], model: List[str], engine: str, version: Optional[str], method: str) -> str:
-    """The stem of the files ``fix --out-dir`` writes: the targets as named (or the replayed
-    codemods file's own stem, without the release and method it was written for), the engine
-    release and the method: ``kimi_k2.vllm-0.16.0.eagle3``."""
-    import re
-
-    if codemods is not None:
-        base = codemods.name.removesuffix(".json").removesuffix(".codemods")
-        base = re.sub(r"\.(vllm|sglang)-.+\.(eagle3|eagle|mtp)$", "", base)
-    else:
-        base = "+".join(model)
-    # each part bounded on its own, so that a long release label (read from the tree) can never cut
-    # off the method: two methods never share a file
-    return f"{_safe_name(base, 100)}.{_safe_name(engine, 16)}-{_safe_name(version or '', 60, 'unversioned')}." \
-           f"{_safe_name(method, 16)}"
+def _one_codemods(files: List[Path]) -> Optional[Path]:
+    """The one ``--codemods`` FILE given, or None; a repeated ``--codemods`` is refused (exit 2):
+    a codemods file names all its targets, and ``fix`` with several ``--model`` writes one."""
+    if len(files) > 1:
+        _fail(f"--codemods given {len(files)} times ({', '.join(f.name for f in files)}): give one file; "
+              "write one for every target with eagle-audit fix --model A --model B ... --out-dir DIR")
+    return files[0] if files else None
 
 
 @app.command(cls=_Command, short_help="Verdict per target and method, with the gates that block.")
@@ -993,6 +976,7 @@ def list_rules(
 def fix_cmd(
     path: Optional[str] = PathArg,
     vllm_version: Optional[str] = VersionOpt,
+    sglang_version: Optional[str] = SglangVersionOpt,
     python: Optional[str] = _python_opt(),
     model: List[str] = _model_opt("give --model or --codemods"),
     model_type: Optional[str] = _model_type_opt(),
@@ -1006,8 +990,8 @@ def fix_cmd(
         None, "--out-dir", metavar="DIR", show_default=False,
         help="Write DIR/<name>.patch and DIR/<name>.codemods.json instead of printing the diff."),
     out_old: Optional[Path] = typer.Option(None, "--out", hidden=True, help="Deprecated: --out-dir."),
-    codemods: Optional[Path] = typer.Option(
-        None, "--codemods", metavar="FILE", show_default=False,
+    codemods: List[Path] = typer.Option(
+        [], "--codemods", metavar="FILE", show_default=False,
         help="Replay a codemods file written by --out-dir on this tree (re-planned from its scan)."),
     apply: bool = typer.Option(False, "--apply", help="Edit the folder tree in place (atomic writes, backup kept)."),
     revert: bool = typer.Option(False, "--revert", help="Restore the files changed by the last --apply on this tree."),
@@ -1015,12 +999,12 @@ def fix_cmd(
     no_cache: bool = _no_cache_opt(),
     no_progress: bool = _no_progress_opt(),
     platform: OnePlatform = _platform_opt(),
-    sglang_version: Optional[str] = SglangVersionOpt,
     engine: Optional[EngineOpt] = EngineOption,
     config: Optional[Path] = _config_opt(),
     no_config: bool = _no_config_opt(),
 ) -> None:
-    """Write the patch that makes the targets pass every EAGLE-3 gate: a unified diff on stdout
+    """Write the patch that makes the targets pass every gate of the method (EAGLE-3 unless --method
+    says eagle or mtp): a unified diff on stdout
     (dry run, the default), DIR/<name>.patch plus a re-runnable codemods file (--out-dir), or the
     tree itself (--apply; --revert undoes it). Nothing is written unless the patched tree,
     re-scanned in memory, gives supported for every target.
@@ -1040,6 +1024,9 @@ def fix_cmd(
     from auditor.orchestration import fix as fx
 
     out_dir = _renamed(out_old, "--out", out_dir, "--out-dir")
+    codemods = _one_codemods(codemods)
+    if apply and out_dir is not None:
+        _fail("give one of --out-dir DIR (write the patch and codemods files) or --apply (edit the tree), not both")
     if revert:
         if apply or out_dir or codemods or model or vllm_version or sglang_version:
             _fail("--revert takes only the PATH of the tree to restore")
@@ -1084,7 +1071,7 @@ def fix_cmd(
                     sglang_version=sglang_version, engine=engine)
     # DIR/<targets>.vllm-<release>.<method>.patch: the patches of two releases or methods never collide
     named = model or [a for a in (hf or {}).get("architectures") or [] if isinstance(a, str)]  # --hf-config alone
-    name = _out_name(codemods, named, auditor.engine.name, auditor.tree.version(), loaded[1] if loaded else method)
+    name = fx.out_name(codemods, named, auditor.engine.name, auditor.tree.version(), loaded[1] if loaded else method)
     if out_dir is not None:
         _check_output(out_dir / f"{name}.patch", "--out-dir", force, make_folders=True)
         _check_output(out_dir / f"{name}.codemods.json", "--out-dir", force, make_folders=True)
@@ -1211,9 +1198,10 @@ def gate_cmd(
     candidate_old: Optional[str] = typer.Option(None, "--candidate", hidden=True, help="Deprecated: --candidate-version."),
     current_old: Optional[str] = typer.Option(None, "--current", hidden=True, help="Deprecated: --current-version."),
     model: List[str] = _model_opt("those of the --codemods file"),
-    codemods: Optional[Path] = typer.Option(
-        None, "--codemods", metavar="FILE", help="The codemods file written by 'eagle-audit fix --out-dir', "
-        "replayed on the candidate in memory.", show_default=False),
+    codemods: List[Path] = typer.Option(
+        [], "--codemods", metavar="FILE", help="The codemods file written by 'eagle-audit fix --out-dir', "
+        "replayed on the candidate in memory (one file: fix with several --model writes one for them all).",
+        show_default=False),
     method: Optional[str] = _method_opt(all_ok=True),
     model_type: Optional[str] = _model_type_opt(),
     hf_config: Optional[Path] = _hf_config_opt(),
@@ -1267,6 +1255,7 @@ def gate_cmd(
     from auditor.orchestration.upgrade import run_gate
     from auditor.render import ci_formats
 
+    codemods = _one_codemods(codemods)
     candidate_version = _renamed(candidate_old, "--candidate", candidate_version, "--candidate-version")
     current_version = _renamed(current_old, "--current", current_version, "--current-version")
     cfg = _settings(config, no_config, models=model, candidate_version=candidate_version,

@@ -290,6 +290,8 @@ def test_a_broken_gate_gives_the_exact_fix_command(cli):
     assert p.returncode == 1, p.stderr
     doc = json.loads(p.stdout)
     hints = {pr["hint"] for t in doc["targets"] for pr in t["problems"] if pr.get("hint")}
-    assert ("no codemods were given (--codemods); write them with: eagle-audit fix --vllm-version 0.16.0 --model "
-            "DeepseekV3ForCausalLM --method eagle3 --out-dir eagle-audit, then rerun the gate with --codemods and "
-            "the .codemods.json file it writes") in hints
+    assert "a codemod fixes it; no codemods were given (--codemods): see the next step" in hints
+    assert doc["next_steps"] == [
+        "eagle-audit fix --vllm-version 0.16.0 --model kimi_k2 --method eagle3 --out-dir eagle-audit  (writes the "
+        "codemods to eagle-audit/kimi_k2.vllm-0.16.0.eagle3.codemods.json; then rerun this gate with --codemods "
+        "eagle-audit/kimi_k2.vllm-0.16.0.eagle3.codemods.json)"]

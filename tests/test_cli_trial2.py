@@ -51,3 +51,50 @@ def test_p1_closed_pipe_keeps_the_answers_exit_code_silently():
         assert "Exception ignored" not in closed.stderr
     assert run_closed_reader("gate", "-m", "kimi_k2", "--candidate-version", "0.17.1").returncode == 1
     assert run_closed_reader("explain", "--all", "--vllm-version", "0.33.0").returncode == 0
+
+
+def test_p2_broken_gate_says_one_fix_command_with_the_users_names_once(tmp_path):
+    p = run("gate", "-m", "kimi_k2", "--candidate-version", "0.17.1")
+    assert p.returncode == 1, p.stderr
+    assert p.stdout.count("eagle-audit fix ") == 1
+    assert ("next step: eagle-audit fix --vllm-version 0.17.1 --model kimi_k2 --method eagle3 --out-dir eagle-audit"
+            in " ".join(p.stdout.split()))
+    assert "eagle-audit/kimi_k2.vllm-0.17.1.eagle3.codemods.json" in p.stdout.replace("\n", "")
+    assert "--model DeepseekV3ForCausalLM" not in p.stdout
+    # following it writes one file, and the gate accepts it
+    f = run("fix", "--vllm-version", "0.17.1", "--model", "kimi_k2", "--method", "eagle3",
+            "--out-dir", tmp_path / "eagle-audit")
+    assert f.returncode == 0, f.stderr
+    assert [x.name for x in (tmp_path / "eagle-audit").glob("*.codemods.json")] == [
+        "kimi_k2.vllm-0.17.1.eagle3.codemods.json"]
+    g = run("gate", "-m", "kimi_k2", "--candidate-version", "0.17.1", "--codemods",
+            tmp_path / "eagle-audit" / "kimi_k2.vllm-0.17.1.eagle3.codemods.json")
+    assert g.returncode == 0, g.stdout[-2000:]
+    assert "next step" not in g.stdout
+
+
+def test_p2_repeated_codemods_is_refused(tmp_path):
+    a, b = tmp_path / "a.codemods.json", tmp_path / "b.codemods.json"
+    for args in (["gate", "--candidate-version", "0.17.1"], ["fix", "--vllm-version", "0.17.1"]):
+        p = run(*args, "--codemods", a, "--codemods", b)
+        assert p.returncode == 2 and "Traceback" not in p.stderr
+        assert "--codemods given 2 times (a.codemods.json, b.codemods.json): give one file" in p.stderr, p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_p11_fix_refuses_apply_with_out_dir(tmp_path):
+    p = run("fix", tmp_path, "--model", "kimi_k2", "--apply", "--out-dir", tmp_path / "out")
+    assert p.returncode == 2, p.stderr
+    assert "give one of --out-dir DIR (write the patch and codemods files) or --apply (edit the tree), not both" \
+        in p.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_p12_fix_help_lists_sglang_version_beside_vllm_version_and_every_method():
+    p = run("fix", "--help")
+    assert p.returncode == 0
+    options = [line.split()[0] for line in p.stdout.splitlines() if line.startswith("  --")]
+    assert options.index("--sglang-version") == options.index("--vllm-version") + 1, options
+    text = " ".join(p.stdout.split())
+    assert "every EAGLE-3 gate" not in text
+    assert "every gate of the method (EAGLE-3 unless --method says eagle or mtp)" in text

@@ -33,6 +33,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 from auditor.model.errors import AuditError
 from auditor.model.findings import Severity, Verdict
@@ -266,6 +267,33 @@ class FixResult:
                     if f.severity in (Severity.ERROR, Severity.UNKNOWN):
                         lines.append(f"  {f.gate} {f.where}: {f.message}")
         return "\n".join(lines)
+
+
+def _safe_name(text: str, limit: int = 120, default: str = "fix") -> str:
+    """A file name made of ``text`` (characters other than letters, digits, ``_.+-`` become ``_``;
+    at most ``limit`` characters; never starting with a dot), else ``default`` when none is left."""
+    import re
+
+    name = re.sub(r"[^A-Za-z0-9_.+-]", "_", text).lstrip(".")[:limit]
+    return name or default
+
+
+def out_name(codemods: Path | None, model: Sequence[str], engine: str, version: str | None, method: str) -> str:
+    """The stem of the files ``fix --out-dir`` writes: the targets as named (or the replayed
+    codemods file's own stem, without the release and method it was written for), the engine
+    release and the method: ``kimi_k2.vllm-0.16.0.eagle3`` (the gate's next step names the same
+    file)."""
+    import re
+
+    if codemods is not None:
+        base = codemods.name.removesuffix(".json").removesuffix(".codemods")
+        base = re.sub(r"\.(vllm|sglang)-.+\.(eagle3|eagle|mtp)$", "", base)
+    else:
+        base = "+".join(model)
+    # each part bounded on its own, so that a long release label (read from the tree) can never cut
+    # off the method: two methods never share a file
+    return f"{_safe_name(base, 100)}.{_safe_name(engine, 16)}-{_safe_name(version or '', 60, 'unversioned')}." \
+           f"{_safe_name(method, 16)}"
 
 
 def unified_diff(path: str, old: str, new: str) -> list[str]:

@@ -311,6 +311,8 @@ class UpgradeReport:
     fail_on_warnings: bool = False
     config: Path | None = None
     seconds: float = 0.0
+    #: What to do next, each said once (e.g. the ``fix`` command that writes the missing codemods).
+    next_steps: list[str] = field(default_factory=list)
 
     @property
     def outcome(self) -> UpgradeOutcome:
@@ -371,6 +373,7 @@ class UpgradeReport:
                             for t in self.regressions],
             "targets": [t.as_dict() for t in self.targets],
             "summary": {o.value: sum(1 for t in self.targets if t.outcome is o) for o in UpgradeOutcome},
+            "next_steps": list(self.next_steps),
             "seconds": round(self.seconds, 3),
         }
 
@@ -455,6 +458,7 @@ def run_gate(
             ordered.append(s)
 
     targets: list[UpgradeTarget] = []
+    next_steps: list[str] = []
     for method in methods:
         in_cand = [s for s in ordered if s.architecture in candidate.registry.entries]
         cand = {r.architecture: r for r in candidate.scan(in_cand, [method], hf_config, options=options).results}
@@ -468,14 +472,12 @@ def run_gate(
             from auditor.orchestration.fix import plan_fix
 
             fix = plan_fix(candidate, need, method, only, options, hf_config)
-        for s in ordered:
-            write = ("no codemods were given (--codemods); write them with: "
-                     + fix_command(candidate_spec or candidate.tree.version() or "PATH", candidate.engine.name,
-                                   [s.architecture], method, options, model_type)
-                     + ", then rerun the gate with --codemods and the .codemods.json file it writes")
-            targets.append(_judge(s.architecture, method, cand.get(s.architecture), cur.get(s.architecture),
-                                  current is not None, fix, codemods, file_method, allowed, fail_on_warnings,
-                                  candidate.registry.path, write))
+        judged = [_judge(s.architecture, method, cand.get(s.architecture), cur.get(s.architecture),
+                         current is not None, fix, codemods, file_method, allowed, fail_on_warnings,
+                         candidate.registry.path, NO_CODEMODS_HINT) for s in ordered]
+        targets += judged
+        if codemods is None and any(p.hint == NO_CODEMODS_HINT for t in judged for p in t.problems):
+            next_steps.append(_write_codemods_step(candidate, candidate_spec, names, method, options, model_type))
     return UpgradeReport(
         model=names or [s.architecture for s in file_specs],
         methods=methods,
@@ -488,7 +490,27 @@ def run_gate(
         allowed_warnings=allowed,
         fail_on_warnings=fail_on_warnings,
         seconds=time.perf_counter() - t0,
+        next_steps=next_steps,
     )
+
+
+#: The hint of a blocking gate a codemod fixes when no codemods were given: the command that
+#: writes them is the report's next step, said once (:attr:`UpgradeReport.next_steps`).
+NO_CODEMODS_HINT = "a codemod fixes it; no codemods were given (--codemods): see the next step"
+
+
+def _write_codemods_step(candidate: Auditor, candidate_spec: str, names: Sequence[str], method: str,
+                         options: RunOptions | None, model_type: str | None) -> str:
+    """The one next step of a gate broken by gates a codemod fixes: the ``fix`` command that
+    writes the codemods of every target as the user named them (one file), then the gate
+    command to rerun with that file."""
+    from auditor.orchestration.fix import out_name
+
+    spec = candidate_spec or candidate.tree.version() or "PATH"
+    file = f"{FIX_OUT_DIR}/{out_name(None, names, candidate.engine.name, candidate.tree.version(), method)}" \
+           ".codemods.json"
+    return (f"{fix_command(spec, candidate.engine.name, names, method, options, model_type)}  (writes the codemods "
+            f"to {file}; then rerun this gate with --codemods {file})")
 
 
 def _codemods_source(path: Path) -> str | None:

@@ -321,6 +321,11 @@ def gate_markdown(report) -> str:
         for t, f in warned:
             lines.append(f"- **{_md(t.architecture)}** `{_md(f.gate)}` ({_md(f.rule)}) `{_md(f.where)}`: "
                          f"{_md(f.message)}")
+    if report.next_steps:
+        lines += ["", "### Next step", ""]
+        for step in report.next_steps:
+            command, _, note = step.partition("  (")
+            lines.append(f"- `{command}`" + (f" ({_md(note)}" if note else ""))
     return clean("\n".join(lines), multiline=True) + "\n"
 
 
@@ -441,6 +446,8 @@ def gate_table(report, console) -> None:
         for t, f in warned:
             console.print(clean(f"  {t.architecture} {f.gate} ({f.rule}) {f.where}: {f.message}"), markup=False,
                           highlight=False)
+    for step in report.next_steps:
+        console.print(clean(f"next step: {step}"), markup=False, highlight=False, soft_wrap=True)
 
 
 def matrix_table(report, console) -> None:

@@ -930,10 +930,9 @@ def explain(
         if name not in auditor.registry.entries:  # a model_type names its architectures, as in scan
             from auditor.engines.vllm.targets import resolve_targets
 
-            try:
-                found = [s.architecture for s in resolve_targets(auditor.registry, [name])]
-            except AuditError:
-                found = [name]  # explain's own error names the closest architectures
+            # an unknown name: resolve_targets' error, as scan says it (closest architectures and
+            # model_types, or how to give a Hugging Face repo id's config)
+            found = [s.architecture for s in resolve_targets(auditor.registry, [name])]
         archs += [a for a in found if a not in archs]
     infos = [do_explain(auditor, a) for a in archs]
     if fmt is ExplainFormat.json:

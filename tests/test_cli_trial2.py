@@ -98,3 +98,43 @@ def test_p12_fix_help_lists_sglang_version_beside_vllm_version_and_every_method(
     text = " ".join(p.stdout.split())
     assert "every EAGLE-3 gate" not in text
     assert "every gate of the method (EAGLE-3 unless --method says eagle or mtp)" in text
+
+
+def one_line_error(p: subprocess.CompletedProcess) -> str:
+    """The one stderr line of an input error (exit 2, no traceback), without its prefix."""
+    assert p.returncode == 2, (p.returncode, p.stdout[-1000:], p.stderr[-1000:])
+    assert "Traceback" not in p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0].removeprefix("eagle-audit: error: ")
+
+
+def test_p6_explain_suggests_close_names_like_scan():
+    explain = one_line_error(run("explain", "kimi_k3", "--vllm-version", "0.16.0"))
+    scan = one_line_error(run("scan", "-m", "kimi_k3", "--vllm-version", "0.16.0", "--no-progress"))
+    assert explain == scan == ("unknown model 'kimi_k3': not an architecture in this tree's registry nor a known "
+                               "model_type; did you mean: kimi_k2, kimi_k25?")
+
+
+def test_p8_a_hugging_face_repo_id_gets_a_hint_and_suggestions():
+    for args in (["scan", "-m", "moonshotai/Kimi-K2-Instruct", "--vllm-version", "0.16.0", "--no-progress"],
+                 ["explain", "moonshotai/Kimi-K2-Instruct", "--vllm-version", "0.16.0"]):
+        assert one_line_error(run(*args)) == (
+            "unknown model 'moonshotai/Kimi-K2-Instruct': a Hugging Face repo id, and eagle-audit reads no hub; "
+            "give the checkpoint's config.json (or its folder) with --hf-config, or its model_type or architecture "
+            "with --model; did you mean: kimi_k2, kimi_k25?")
+
+
+def test_p10_a_release_with_only_wheels_says_a_downloaded_wheel_is_a_path():
+    msg = one_line_error(run("gate", "-m", "kimi_k2", "--candidate-version", "0.15.0"))
+    assert "vLLM 0.15.0 has no source archive (sdist) on the package index" in msg and "only wheels" in msg
+    assert ("only wheels; download its wheel (pip download vllm==0.15.0 --no-deps --only-binary :all:) and give "
+            "the .whl file as the PATH, or pick another release; nearest releases with an sdist: 0.14.0, ") in msg
+
+
+def test_p13_readme_explain_synopsis_names_sglang_version():
+    readme = (REPO / "README.md").read_text()
+    synopsis = [line for line in readme.splitlines() if line.startswith("eagle-audit explain ")]
+    assert len(synopsis) == 2 and all("--sglang-version X" in line for line in synopsis)
+    p = run("explain", "--help")
+    assert "--sglang-version" in p.stdout

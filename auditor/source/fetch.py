@@ -950,6 +950,9 @@ def fetch_release(
             )
         else:
             problem = f"{display} {version} is not on the package index ({client.shown_index})"
+        if wanted in known and project not in WHEEL_FALLBACK:  # a wheel is read in place, given as a PATH
+            problem += (f"; download its wheel (pip download {project}=={version} --no-deps --only-binary :all:) "
+                        "and give the .whl file as the PATH, or pick another release")
         hint = f"; nearest releases with an sdist: {nearest}" if nearest else ""
         raise SourceError(problem + hint)
     sdist = next((s for s in matches if not s.yanked), matches[0])

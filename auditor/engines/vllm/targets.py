@@ -118,6 +118,11 @@ def resolve_targets(
             for a in derived:
                 specs.append(TargetSpec(a, name, model_type or name, "--model-type" if model_type else "given model_type"))
             continue
+        if "/" in name.strip("/"):  # a Hugging Face repo id (org/name): no hub is read
+            repo = name.strip("/").rsplit("/", 1)[1]
+            raise AuditError(f"unknown model {name!r}: a Hugging Face repo id, and eagle-audit reads no hub; give "
+                             "the checkpoint's config.json (or its folder) with --hf-config, or its model_type or "
+                             f"architecture with --model{_close(repo.lower().replace('-', '_'), registry)}")
         raise AuditError(f"unknown model {name!r}: not an architecture in this tree's registry nor a known model_type{_close(name, registry)}")
     seen: set[str] = set()
     out = []

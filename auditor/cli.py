@@ -255,6 +255,7 @@ def _settings(config: Optional[Path], no_config: bool, **flags):
     from auditor.orchestration.config import load_settings
 
     cfg = load_settings(config, enabled=not no_config).merged(**flags)
+    _state["settings"] = cfg  # an unknown model the file named is blamed on the file and key
     for note in cfg.deprecations:
         _warn(note)
     return cfg
@@ -1574,7 +1575,8 @@ def main(argv: Optional[list[str]] = None) -> None:
     try:
         rv = app(args=argv, standalone_mode=False, prog_name="eagle-audit")
     except AuditError as exc:
-        _err().print(f"[bold red]eagle-audit: error:[/bold red] {escape(clean(exc))}", highlight=False, soft_wrap=True)
+        _err().print(f"[bold red]eagle-audit: error:[/bold red] {escape(clean(_blamed(exc)))}", highlight=False,
+                     soft_wrap=True)
         sys.exit(2)
     except (KeyboardInterrupt, typer.Abort):
         _err().print("eagle-audit: interrupted")
@@ -1594,6 +1596,19 @@ def main(argv: Optional[list[str]] = None) -> None:
     if rv == 130:  # click turned a KeyboardInterrupt (Ctrl-C, or SIGTERM during fix) into this code
         _err().print("eagle-audit: interrupted")
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _blamed(exc: AuditError) -> str:
+    """The message of ``exc``, prefixed with the file and key that set the value it is about
+    (``FILE [tool.eagle-audit] models: unknown model ...``) when the settings file named it."""
+    from auditor.model.errors import UnknownModel
+
+    cfg = _state.get("settings")
+    if isinstance(exc, UnknownModel) and cfg is not None and exc.name in cfg.models:
+        where = dict(cfg.origins).get("models")
+        if where:
+            return f"{where}: {exc}"
+    return str(exc)
 
 
 def _internal_error(exc: BaseException) -> None:

@@ -138,3 +138,24 @@ def test_p13_readme_explain_synopsis_names_sglang_version():
     assert len(synopsis) == 2 and all("--sglang-version X" in line for line in synopsis)
     p = run("explain", "--help")
     assert "--sglang-version" in p.stdout
+
+
+def test_p7_settings_errors_name_the_file_and_key_in_one_format(tmp_path):
+    cases = {
+        'models = ["kimi_k3"]': "models: unknown model 'kimi_k3': not an architecture in this tree's registry nor "
+                                "a known model_type; did you mean: kimi_k2, kimi_k25?",
+        'num-speculative-tokens = "3"': "num-speculative-tokens: '3' is not of type 'integer'",
+        'draft-config = "nope.json"': f"draft-config: no such file: {tmp_path / 'nope.json'}",
+        'modls = ["kimi_k2"]': "modls: not a setting; did you mean 'models'?",
+    }
+    for body, reason in cases.items():
+        (tmp_path / "pyproject.toml").write_text(f"[tool.eagle-audit]\n{body}\n")
+        msg = one_line_error(run("scan", "--vllm-version", "0.16.0", "--no-progress", cwd=tmp_path))
+        assert msg == f"{tmp_path / 'pyproject.toml'} [tool.eagle-audit] {reason}", msg
+    (tmp_path / "pyproject.toml").write_text('[tool.eagle-audit]\nmodels = ["kimi_k3"]\n')
+    for args in (["explain"], ["fix"]):
+        assert one_line_error(run(*args, "--vllm-version", "0.16.0", cwd=tmp_path)).startswith(
+            f"{tmp_path / 'pyproject.toml'} [tool.eagle-audit] models: unknown model 'kimi_k3'")
+    # the flag is the user's own word: no file is blamed
+    assert one_line_error(run("scan", "--vllm-version", "0.16.0", "-m", "kimi_k4", "--no-progress", cwd=tmp_path)
+                          ).startswith("unknown model 'kimi_k4'")

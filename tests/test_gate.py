@@ -330,7 +330,7 @@ def test_input_errors_are_audit_errors(gates, files, releases):
         (lambda: run_gate(drift, ["kimi_k2"], codemods=files.tmp / "nope.json"), "no such file"),
         (lambda: run_gate(drift, ["kimi_k2"], codemods=files.not_codemods), "not an eagle-audit codemods file"),
         (lambda: Settings().merged(allow_warnings=["no-such-warning"]), "not a warning rule"),
-        (lambda: load_settings(start=files.bad_proj), "unknown key 'modls'; did you mean 'models'?"),
+        (lambda: load_settings(start=files.bad_proj), "[tool.eagle-audit] modls: not a setting; did you mean 'models'?"),
         (lambda: run_matrix(["kimi_k2"], "0.18.0..0.16.0", releases=releases), "is empty"),
         (lambda: run_matrix(["kimi_k2"], "0.99.99", releases=releases), "0.99.99 is not on the package index"),
         (lambda: run_matrix(["NoSuchForCausalLM"], "0.18.0", releases=releases, jobs=1), "NoSuchForCausalLM"),
@@ -402,7 +402,7 @@ def test_config_file_parsing(tmp_path):
     ('fail-on-warnings = "yes"', "fail-on-warnings: 'yes' is not of type 'boolean'"),
     ('allow-warnings = ["allowlist"]', "not a warning rule"),
     ("codemods = 1", "codemods: 1 is not of type 'string'"),
-    ('models = ["a"]\ntargets = ["b"]', "'targets' and 'models' are the same setting"),
+    ('models = ["a"]\ntargets = ["b"]', "[tool.eagle-audit] targets: the same setting as 'models'; keep 'models'"),
     ("[tool.eagle-audit", "not valid TOML"),
 ])
 def test_config_errors(tmp_path, body, needle):
@@ -673,7 +673,7 @@ def test_cli_gate_reads_pyproject_from_a_subfolder(cli, files):
 @pytest.mark.parametrize("case, needle", [
     ("no_candidate", "--candidate"),
     ("missing_codemods", "no such file"),
-    ("config_bad", "unknown key 'modls'; did you mean 'models'?"),
+    ("config_bad", "[tool.eagle-audit] modls: not a setting; did you mean 'models'?"),
 ])
 def test_cli_usage_errors_exit_2_with_one_line(cli, case, needle):
     p = getattr(cli, case)

@@ -29,6 +29,22 @@ class AuditError(Exception):
         return self.message
 
 
+class UnknownModel(AuditError):
+    """A model name (``--model``, or ``models`` in the settings) that names neither an
+    architecture of the tree's registry nor a known model_type.
+
+    Args:
+        name: the name as the user gave it (kept as :attr:`name`, so that the command line can
+            blame the file and key that set it).
+        message: the one-line description, with the closest names.
+    """
+
+    def __init__(self, name: str, message: str) -> None:
+        """Store ``message`` and the unknown ``name``."""
+        super().__init__(message)
+        self.name = name
+
+
 class SourceError(AuditError):
     """The vLLM source tree to audit cannot be located, fetched or read.
 

@@ -296,8 +296,11 @@ def _parse(table: dict, path: Path) -> Settings:
         if key not in _BY_KEY:
             close = difflib.get_close_matches(key, [s.key for s in SETTINGS], n=1)
             hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(s.key for s in SETTINGS)}"
-            raise AuditError(f"{where}: unknown key {key!r}{hint}")
-    check_json(table, where, "settings")  # the form of every value (the message names the key)
+            raise AuditError(f"{where} {key}: not a setting{hint}")
+    try:
+        check_json(table, where, "settings")  # the form of every value (the message names the key)
+    except AuditError as exc:  # one format for every settings error: FILE [tool.eagle-audit] KEY: reason
+        raise AuditError(str(exc).replace(f"{where}: ", f"{where} ", 1)) from None
     base = path.parent
     values: dict[str, Any] = {}
     notes: list[str] = []
@@ -309,7 +312,7 @@ def _parse(table: dict, path: Path) -> Settings:
         origins.append((field, label))
         if key != setting.key:
             if setting.key in table:
-                raise AuditError(f"{where}: {key!r} and {setting.key!r} are the same setting; keep {setting.key!r}")
+                raise AuditError(f"{where} {key}: the same setting as {setting.key!r}; keep {setting.key!r}")
             notes.append(f"{path}: setting {key!r} is deprecated; call it {setting.key!r} (like {setting.flag})")
         if field in ("models", "methods", "allow_warnings"):
             value = [value] if isinstance(value, str) else list(value)

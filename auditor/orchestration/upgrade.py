@@ -24,7 +24,7 @@ from typing import Iterable, Sequence
 from packaging.version import InvalidVersion, Version
 
 from auditor.engines.vllm.targets import resolve_targets
-from auditor.model.errors import AuditError
+from auditor.model.errors import AuditError, UnknownModel
 from auditor.model.findings import Finding, Severity, Verdict
 from auditor.model.options import RunOptions
 from auditor.model.outcomes import ReleaseVerdict, UpgradeOutcome
@@ -382,11 +382,11 @@ class UpgradeReport:
 
 
 def _try_resolve(auditor: Auditor, names: Sequence[str], model_type: str | None,
-                 hf_config: dict | None) -> tuple[list[TargetSpec], str | None]:
+                 hf_config: dict | None) -> tuple[list[TargetSpec], AuditError | None]:
     try:
         return resolve_targets(auditor.registry, names, model_type, hf_config), None
     except AuditError as exc:
-        return [], str(exc)
+        return [], exc
 
 
 def run_gate(
@@ -444,6 +444,8 @@ def run_gate(
         specs, error = _try_resolve(candidate, names, model_type, hf_config)
         cur_specs, cur_error = (_try_resolve(current, names, model_type, hf_config) if current else ([], None))
         if error and (current is None or cur_error):
+            if isinstance(error, UnknownModel):
+                raise UnknownModel(error.name, f"candidate: {error}")
             raise AuditError(f"candidate: {error}")
     elif file_specs:
         specs = [s for s in file_specs if s.architecture in candidate.registry.entries]

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Iterable
 
 from auditor.engines.vllm.registry import Registry
-from auditor.model.errors import AuditError
+from auditor.model.errors import AuditError, UnknownModel
 from auditor.model.inputs import check_model_type, checkpoint_config, read_json
 from auditor.model.results import TargetSpec
 
@@ -120,10 +120,11 @@ def resolve_targets(
             continue
         if "/" in name.strip("/"):  # a Hugging Face repo id (org/name): no hub is read
             repo = name.strip("/").rsplit("/", 1)[1]
-            raise AuditError(f"unknown model {name!r}: a Hugging Face repo id, and eagle-audit reads no hub; give "
+            raise UnknownModel(name, f"unknown model {name!r}: a Hugging Face repo id, and eagle-audit reads no hub; give "
                              "the checkpoint's config.json (or its folder) with --hf-config, or its model_type or "
                              f"architecture with --model{_close(repo.lower().replace('-', '_'), registry)}")
-        raise AuditError(f"unknown model {name!r}: not an architecture in this tree's registry nor a known model_type{_close(name, registry)}")
+        raise UnknownModel(name, f"unknown model {name!r}: not an architecture in this tree's registry nor a known "
+                                 f"model_type{_close(name, registry)}")
     seen: set[str] = set()
     out = []
     for s in specs:

@@ -58,7 +58,9 @@ def test_p2_broken_gate_says_one_fix_command_with_the_users_names_once(tmp_path)
     assert p.returncode == 1, p.stderr
     assert p.stdout.count("eagle-audit fix ") == 1
     assert ("next step: eagle-audit fix --vllm-version 0.17.1 --model kimi_k2 --method eagle3 --out-dir eagle-audit"
-            in " ".join(p.stdout.split()))
+            in " ".join(p.stdout.replace(" \\\n", " ").split()))  # a shell line continuation joins the command
+    command = p.stdout.split("next step:\n", 1)[1].split("\n  (")[0]
+    assert all(len(line) <= 80 for line in command.splitlines())  # copied as printed, it runs as one command
     assert "eagle-audit/kimi_k2.vllm-0.17.1.eagle3.codemods.json" in p.stdout.replace("\n", "")
     assert "--model DeepseekV3ForCausalLM" not in p.stdout
     # following it writes one file, and the gate accepts it

@@ -447,7 +447,32 @@ def gate_table(report, console) -> None:
             console.print(clean(f"  {t.architecture} {f.gate} ({f.rule}) {f.where}: {f.message}"), markup=False,
                           highlight=False)
     for step in report.next_steps:
-        console.print(clean(f"next step: {step}"), markup=False, highlight=False, soft_wrap=True)
+        command, _, note = step.partition("  (")
+        console.print("next step:", style="bold")
+        for line in _shell_lines(clean(command), console.width):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+        if note:
+            console.print(clean(f"  ({note}"), markup=False, highlight=False)
+
+
+def _shell_lines(command: str, width: int) -> list[str]:
+    """``command`` (shell-quoted) laid out in lines of at most ``width`` columns where its words
+    allow, each but the last ending with `` \\`` (a shell line continuation: the lines copied
+    together still run as one command), continuation lines indented by four spaces."""
+    import shlex
+
+    try:
+        words = [shlex.quote(w) for w in shlex.split(command)]
+    except ValueError:
+        return [command]
+    lines = ["  " + words[0]] if words else []
+    for w in words[1:]:
+        if len(lines[-1]) + 1 + len(w) + 2 <= width:
+            lines[-1] += " " + w
+        else:
+            lines[-1] += " \\"
+            lines.append("    " + w)
+    return lines
 
 
 def matrix_table(report, console) -> None:

@@ -325,7 +325,7 @@ def gate_markdown(report) -> str:
         lines += ["", "### Next step", ""]
         for step in report.next_steps:
             command, _, note = step.partition("  (")
-            lines.append(f"- `{command}`" + (f" ({_md(note)}" if note else ""))
+            lines.append(f"- {_md(command)}" + (f" ({_md(note)}" if note else ""))
     return clean("\n".join(lines), multiline=True) + "\n"
 
 

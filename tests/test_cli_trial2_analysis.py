@@ -63,3 +63,21 @@ def test_ea312_cites_the_runners_eagle3_read(configs, version, read, setter):
     flat = "".join(text.stdout.split())
     assert f"EA312aux-layerserror{runner}:{read[1]}" in flat
     assert "extract_hidden_states" not in text.stdout
+
+
+def test_kimi_k25_mtp_heading_and_finding_name_the_model_type_the_gate_used():
+    args = ("scan", "-m", "kimi_k2", "--method", "all", "--vllm-version", "0.16.0", "--no-progress")
+    p = run(*args, "--format", "json")
+    (r,) = [r for r in json.loads(p.stdout)["results"]
+            if (r["architecture"], r["method"]) == ("KimiK25ForConditionalGeneration", "mtp")]
+    assert (r["model_type"], r["text_model_type"]) == ("kimi_k25", "kimi_k2")
+    (f,) = [f for f in r["findings"] if f["gate"] == "mtp-draft"]
+    # hf_config_override tests the HF config's own model_type, not the text config's
+    assert "model_type 'kimi_k25' (hf_config.model_type, which SpeculativeConfig.hf_config_override tests, " \
+           "not the text model_type 'kimi_k2'; alias table)" in f["message"]
+    text = " ".join(run(*args).stdout.split())
+    heading = "KimiK25ForConditionalGeneration (mtp, model_type 'kimi_k25', text model_type 'kimi_k2': alias table)"
+    assert heading in text
+    assert text.split(heading, 1)[1].split("KimiK25ForConditionalGeneration (", 1)[0].count("'kimi_k25'") == 1
+    # a target whose two model_types agree keeps the one-name heading
+    assert "DeepseekV3ForCausalLM (mtp, text model_type 'kimi_k2': alias table)" in text

@@ -216,10 +216,17 @@ def _stdout_dash(value: Optional[Path]) -> Optional[Path]:
     return None if value is not None and str(value) == "-" else value
 
 
-def _output_opt(what: str = "the report"):
+#: How ``-o`` help names each format's suffix.
+_SUFFIX_HELP = {"table": ".txt table", "json": ".json", "markdown": ".md markdown", "sarif": ".sarif",
+                "junit": ".xml JUnit"}
+
+
+def _output_opt(choices: type[Enum], what: str = "the report"):
+    """``-o``: its help lists only the suffixes of the formats in ``choices`` (the command's format enum)."""
+    suffixes = ", ".join(_SUFFIX_HELP[c.value] for c in choices)
     return typer.Option(None, "--output", "-o", metavar="FILE", show_default=False, callback=_stdout_dash,
                         help=f"Write {what} to FILE (- or absent: stdout). Its suffix names the format when "
-                        "--format is absent: .txt table, .json, .md markdown, .sarif, .xml JUnit.")
+                        f"--format is absent: {suffixes}.")
 
 
 def _no_cache_opt():
@@ -638,7 +645,7 @@ def scan(
     fmt: Optional[Format] = typer.Option(
         None, "--format", "-f", metavar="table|json|markdown|sarif|junit", show_default=False,
         help="Output format (default: as the -o suffix says, else table)."),
-    output: Optional[Path] = _output_opt(),
+    output: Optional[Path] = _output_opt(Format),
     force: bool = ForceOpt,
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every target and warning in the table."),
     no_cache: bool = _no_cache_opt(),
@@ -895,7 +902,7 @@ def explain(
     all_archs: bool = typer.Option(False, "--all", help="Every registry architecture."),
     fmt: Optional[ExplainFormat] = typer.Option(None, "--format", "-f", metavar="table|json", show_default=False,
                                                 help="Output format (default: as the -o suffix says, else table)."),
-    output: Optional[Path] = _output_opt("the explanation"),
+    output: Optional[Path] = _output_opt(ExplainFormat, "the explanation"),
     force: bool = ForceOpt,
     no_cache: bool = _no_cache_opt(),
     no_progress: bool = _no_progress_opt(),
@@ -964,7 +971,7 @@ def list_rules(
     fmt: Optional[RulesFormat] = typer.Option(None, "--format", "-f", metavar="table|json|markdown",
                                               show_default=False,
                                               help="Output format (default: as the -o suffix says, else table)."),
-    output: Optional[Path] = _output_opt("the rule reference"),
+    output: Optional[Path] = _output_opt(RulesFormat, "the rule reference"),
     force: bool = ForceOpt,
 ) -> None:
     """The rules: code, gate, whether it blocks, whether a fix exists, why and how to fix.
@@ -1230,7 +1237,7 @@ def gate_cmd(
     fmt: Optional[GateFormat] = typer.Option(None, "--format", "-f", metavar="table|json|markdown|sarif|junit",
                                              show_default=False,
                                              help="Output format (default: as the -o suffix says, else table)."),
-    output: Optional[Path] = _output_opt(),
+    output: Optional[Path] = _output_opt(GateFormat),
     force: bool = ForceOpt,
     summary: Optional[Path] = SummaryOpt,
     no_cache: bool = _no_cache_opt(),
@@ -1337,7 +1344,7 @@ def matrix_cmd(
     fmt: Optional[MatrixFormat] = typer.Option(None, "--format", "-f", metavar="table|json|markdown",
                                                show_default=False,
                                                help="Output format (default: as the -o suffix says, else table)."),
-    output: Optional[Path] = _output_opt(),
+    output: Optional[Path] = _output_opt(MatrixFormat),
     force: bool = ForceOpt,
     summary: Optional[Path] = SummaryOpt,
     no_cache: bool = _no_cache_opt(),
@@ -1424,7 +1431,7 @@ def compare_cmd(
     fmt: Optional[CompareFormat] = typer.Option(None, "--format", "-f", metavar="table|json|markdown",
                                                 show_default=False,
                                                 help="Output format (default: as the -o suffix says, else table)."),
-    output: Optional[Path] = _output_opt(),
+    output: Optional[Path] = _output_opt(CompareFormat),
     force: bool = ForceOpt,
     no_cache: bool = _no_cache_opt(),
     no_progress: bool = _no_progress_opt(),

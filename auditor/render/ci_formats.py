@@ -12,7 +12,7 @@ from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
 
 from auditor.model.outcomes import ReleaseVerdict, UpgradeOutcome
 from auditor.model.results import ScanReport
-from auditor.render.report import clean, markdown_text
+from auditor.render.report import clean, markdown_text, print_wrapped
 from rules.registry import RULES
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -427,20 +427,18 @@ def gate_table(report, console) -> None:
             cm = f" (codemod {p.codemod})" if p.codemod else ""
             where = f" {p.where}" if p.where else ""
             hint = f" — {p.hint}" if p.hint else ""
-            console.print(clean(f"  {t.architecture} {p.gate}{cm}{where}: {p.reason}{hint}"), markup=False,
-                          highlight=False)
+            print_wrapped(console, Text(clean(f"{t.architecture} {p.gate}{cm}{where}: {p.reason}{hint}")))
     if report.regressions:
         console.print("regressions:", style="bold")
         for t in report.regressions:
-            console.print(clean(f"  {t.architecture} ({t.method}): supported by {report.current.described}, "
-                                f"{t.candidate_verdict.value} in {report.candidate.described}"), markup=False,
-                          highlight=False)
+            print_wrapped(console, Text(clean(f"{t.architecture} ({t.method}): supported by "
+                                              f"{report.current.described}, {t.candidate_verdict.value} in "
+                                              f"{report.candidate.described}")))
     warned = [(t, f) for t in report.targets for f in t.warnings]
     if warned:
         console.print("warnings:", style="bold")
         for t, f in warned:
-            console.print(clean(f"  {t.architecture} {f.gate} ({f.rule}) {f.where}: {f.message}"), markup=False,
-                          highlight=False)
+            print_wrapped(console, Text(clean(f"{t.architecture} {f.gate} ({f.rule}) {f.where}: {f.message}")))
 
 
 def matrix_table(report, console) -> None:

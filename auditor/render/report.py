@@ -120,6 +120,39 @@ def _clean_all(value):
     return value
 
 
+def print_wrapped(console: Console, units, indent: int = 2, hanging: int = 4) -> None:
+    """Print one report line wrapped at the console's width (piped: ``COLUMNS``, else 160):
+    the first line indented by ``indent`` spaces, each continuation by ``hanging``; nothing is cut.
+
+    Args:
+        console: the rich console printed on.
+        units: a :class:`rich.text.Text` or str (wrapped between words; a word longer than the
+            line folds), or a list of them: pieces kept whole on one line when they fit (a
+            ``file:line``, ``(fix available)``), joined by spaces.
+    """
+    from rich.text import Text
+
+    pieces = [u if isinstance(u, Text) else Text(u) for u in (units if isinstance(units, list) else [units])]
+    room = max(console.width - max(indent, hanging), 20)
+    lines: list = []
+    if len(pieces) == 1:
+        lines = list(pieces[0].wrap(console, room, overflow="fold"))
+    else:
+        line = None
+        for piece in pieces:
+            if line is not None and line.cell_len + 1 + piece.cell_len <= room:
+                line.append(" ")
+                line.append_text(piece)
+                continue
+            if line is not None:
+                lines.append(line)
+            line = piece.copy()
+        lines.append(line)
+        lines = [part for line in lines for part in line.wrap(console, room, overflow="fold")]
+    for i, line in enumerate(lines):
+        console.print(Text(" " * (hanging if i else indent)) + line, soft_wrap=True, highlight=False)
+
+
 def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> None:
     """Print a scan: a rich table (architecture, method, verdict, blocking gates, and the
     ``file:line`` of each finding when the console is wide enough to show it unbroken), then
@@ -129,6 +162,7 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
     scan (more than 30 results) without ``verbose``, supported targets without findings,
     drafters, pooling models and warnings are left out of the table."""
     from rich.markup import escape
+    from rich.text import Text
 
     many = len(report.results) > 30 and not verbose
     shown = []
@@ -158,10 +192,11 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
                       f"{escape(clean(repr(r.text_model_type)))}: {escape(clean(r.model_type_source))})")
         for f in findings:
             style = {"error": "red", "warning": "yellow", "unknown": "magenta"}[f.severity.value]
-            fix = " [dim](fix available)[/dim]" if f.fix_available else ""
-            console.print(f"  [{style}]{f.rule} {f.gate} {f.severity.value}[/{style}] [cyan]{escape(clean(f.where))}"
-                          f"[/cyan]{fix}", highlight=False)
-            console.print(f"    {clean(f.message)}", highlight=False, markup=False)
+            head = [Text(f"{f.rule} {f.gate} {f.severity.value}", style=style), Text(clean(f.where), style="cyan")]
+            if f.fix_available:
+                head.append(Text("(fix available)", style="dim"))
+            print_wrapped(console, head, indent=2, hanging=4)
+            print_wrapped(console, Text(clean(f.message)), indent=4, hanging=4)
     if many:
         supported = sorted({r.architecture for r in report.results if r.verdict.value == "supported"})
         console.print(f"supported ({len(supported)}): {clean(', '.join(supported) or '-')}", highlight=False,

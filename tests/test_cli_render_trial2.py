@@ -101,3 +101,21 @@ def test_finding_details_wrap_at_the_width_keeping_their_indent(cli, key):
     # the allowlist message is whole, in order
     assert ("text model_type 'kimi_k2' (alias table) is not admitted by the eagle3 allowlist "
             "eagle3_target_supported ['llama', 'qwen',") in joined
+
+
+# -- P15: gate JUnit lists the warnings the table lists -------------------------------------------
+
+
+def test_gate_junit_has_a_case_per_warning_the_table_lists(cli):
+    table, junit = cli.r["gate33"], cli.r["gate33-junit"]
+    assert table.returncode == 0 and junit.returncode == 0, (table.stderr, junit.stderr)
+    assert "stale-member (EA306)" in table.stdout
+    root = ET.fromstring(junit.stdout)
+    cases = {(c.get("classname"), c.get("name")): c for c in root.iter("testcase")}
+    for arch, where in (("DeepseekV3ForCausalLM", "vllm/model_executor/models/deepseek_v2.py:1958"),
+                        ("KimiK25ForConditionalGeneration", "vllm/model_executor/models/kimi_k25.py:473")):
+        case = cases[(arch, "stale-member")]
+        assert case.find("failure") is None and case.find("skipped") is None  # reported, not failing
+        out = case.find("system-out").text
+        assert out.startswith(f"warning EA306 {where}: ")
+        assert "get_eagle3_aux_hidden_state_layers" in out

@@ -109,7 +109,8 @@ def _suite(xml: JUnitXml, suites: dict[str, TestSuite], name: str) -> TestSuite:
 def scan_junit(report: ScanReport) -> str:
     """The scan as JUnit XML: one suite per method, one test case per target and blocking gate
     (a failure when the gate blocks, an error when it is unknown, skipped with the reason when
-    the gate was not evaluated for the run, passed otherwise)."""
+    the gate was not evaluated for the run, passed otherwise), then a passed case per warning gate
+    whose system-out is the warning (:func:`_warning_cases`)."""
     from rules.registry import blocking_gates
 
     gates = blocking_gates(report.engine)
@@ -132,6 +133,8 @@ def scan_junit(report: ScanReport) -> str:
             elif res.class_name is None:
                 case.result = [Skipped("class not resolved")]
             suite.add_testcase(case)
+        _warning_cases(suite, res.architecture,
+                       [f for f in res.findings if f.severity.value == "warning" and f.gate not in gates])
     out = xml.tostring()
     return clean(out.decode() if isinstance(out, bytes) else str(out), multiline=True)  # XML 1.0 forbids controls
 
@@ -221,7 +224,8 @@ def gate_junit(report) -> str:
     (the message names the codemod and why), an error when it is unknown, skipped with the reason
     when the run did not evaluate it (as :func:`scan_junit` does) or the target is absent, passed
     when the gate passes natively or once patched (the system-out says which codemod fixed it). A problem on
-    another gate (a disallowed warning, an absent target, an invalid patch) adds a failing case."""
+    another gate (a disallowed warning, an absent target, an invalid patch) adds a failing case; each
+    other warning gate a passed case whose system-out is the warning (:func:`_warning_cases`)."""
     from rules.registry import blocking_gates
 
     BLOCKING_GATES = blocking_gates(getattr(report.candidate, "engine", "vllm"))  # the candidate engine's
@@ -249,8 +253,24 @@ def gate_junit(report) -> str:
             elif t.candidate is None:
                 case.result = [Skipped(f"not in the registry of {report.candidate.name}")]
             suite.add_testcase(case)
+        _warning_cases(suite, t.architecture, t.warnings, skip=set(problems))
     out = xml.tostring()
     return clean(out.decode() if isinstance(out, bytes) else str(out), multiline=True)  # XML 1.0 forbids controls
+
+
+def _warning_cases(suite: TestSuite, architecture: str, warnings, skip: set = frozenset()) -> None:
+    """Add to ``suite`` one passed test case per warning gate of ``architecture`` (name the gate,
+    classname the architecture), its system-out each warning (``warning RULE where: message``):
+    a warning does not fail the run but a CI report lists it, as the table does. Gates in ``skip``
+    (already a failing case) are left out."""
+    by_gate: dict[str, list] = {}
+    for f in warnings:
+        if f.gate not in skip:
+            by_gate.setdefault(f.gate, []).append(f)
+    for gate, fs in by_gate.items():
+        case = TestCase(name=gate, classname=architecture)
+        case.system_out = "\n".join(f"warning {f.rule} {f.where}: {f.message}" for f in fs)
+        suite.add_testcase(case)
 
 
 def _value(v) -> str | None:

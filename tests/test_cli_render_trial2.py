@@ -119,3 +119,18 @@ def test_gate_junit_has_a_case_per_warning_the_table_lists(cli):
         out = case.find("system-out").text
         assert out.startswith(f"warning EA306 {where}: ")
         assert "get_eagle3_aux_hidden_state_layers" in out
+
+
+# -- P16: the gate table keeps architecture names whole; empty columns are left out ---------------
+
+
+@pytest.mark.parametrize("key", ["gate16", "gate33"])
+def test_gate_table_keeps_architecture_names_whole(cli, key):
+    p = cli.r[key]
+    assert p.returncode == (1 if key == "gate16" else 0), p.stderr
+    rows = [line for line in p.stdout.splitlines() if line.startswith(("│", "┃"))]
+    cells = [[c.strip() for c in line.strip("│┃").split("│" if line.startswith("│") else "┃")] for line in rows]
+    assert cells[0] == ["target", "method", "candidate", "outcome"]  # no current tree, no codemods: no "—" columns
+    targets = [c[0] for c in cells[1:] if c[0]]
+    assert targets == ["DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration"]
+    assert all(len(line) <= 80 for line in rows)

@@ -404,7 +404,8 @@ def gate_table(report, console) -> None:
     """Print a gate report (:class:`auditor.orchestration.upgrade.UpgradeReport`) as
     ``--format table`` shows it: the outcome and what it means, the sides compared, a rich table
     of targets (current, candidate and patched verdicts with their blocking gates, the outcome;
-    architecture names fold, gate ids stay whole), then why it is broken, the regressions and
+    the current and patched columns only when some target has one; architecture names whole
+    when the console has room, else folded; gate ids stay whole), then why it is broken, the regressions and
     the warnings. The same content as :func:`gate_markdown`."""
     from rich.table import Table
     from rich.text import Text
@@ -424,21 +425,39 @@ def gate_table(report, console) -> None:
         written = f", written for {report.codemods_source}" if report.codemods_source else ""
         console.print(clean(f"codemods: {report.codemods.name} ({', '.join(report.codemods_names)}{written})"),
                       markup=False, highlight=False)
+    # a column that would say "—" on every row (no current tree, no codemods) is left out, and the
+    # target column is as wide as the longest name when the console has room: names stay whole
+    show_current = any(t.current_verdict for t in report.targets)
+    show_patched = any(t.patched_verdict for t in report.targets)
+    names = [clean(t.architecture) for t in report.targets]
+    verdicts = ["regression"] + [g for t in report.targets for side in (t.candidate, t.patched) if side
+                                 for g in side.blocking]
+    cell = max([len(v) for v in verdicts] + [9])
+    others = (len("method") + len("outcome") + cell * (1 + show_current + show_patched)
+              + 3 * (3 + show_current + show_patched) + 4)  # the other columns, padding and borders
+    longest = max([len(n) for n in names] + [12])
     table = Table()
-    table.add_column("target", overflow="fold", min_width=12)
+    table.add_column("target", overflow="fold", min_width=max(12, min(longest, console.width - others)))
     table.add_column("method", no_wrap=True)
-    for name in ("current", "candidate", "with codemods"):
-        table.add_column(name, overflow="fold", min_width=9)
+    if show_current:
+        table.add_column("current", overflow="fold", min_width=9)
+    table.add_column("candidate", overflow="fold", min_width=9)
+    if show_patched:
+        table.add_column("with codemods", overflow="fold", min_width=9)
     table.add_column("outcome", no_wrap=True)
-    for t in report.targets:
-        cur = _verdict_text(t.current_verdict.value) if t.current_verdict else Text("—")
+    for t, name in zip(report.targets, names):
+        cells = [Text(name), t.method]
+        if show_current:
+            cells.append(_verdict_text(t.current_verdict.value) if t.current_verdict else Text("—"))
         cand = _verdict_text(t.candidate_verdict.value, t.candidate.blocking if t.candidate else ())
         if t.regression:
             cand.append("\nregression", style="red")
-        patched = (_verdict_text(t.patched_verdict.value, t.patched.blocking if t.patched else ())
-                   if t.patched_verdict else Text("—"))
+        cells.append(cand)
+        if show_patched:
+            cells.append(_verdict_text(t.patched_verdict.value, t.patched.blocking if t.patched else ())
+                         if t.patched_verdict else Text("—"))
         word = "as is" if patched_tree and t.outcome is UpgradeOutcome.NATIVE else t.outcome.value
-        table.add_row(Text(clean(t.architecture)), t.method, cur, cand, patched, Text(word, style="bold"))
+        table.add_row(*cells, Text(word, style="bold"))
     console.print(table)
     problems = [(t, p) for t in report.targets for p in t.problems]
     if problems:

@@ -128,14 +128,18 @@ def _columns() -> Optional[int]:
 @functools.cache
 def _out():
     """The rich console on stdout. On a terminal: its width, lines wrapped there. Piped or
-    captured: no colour, lines never wrapped nor padded with trailing spaces, and tables laid out
-    in ``COLUMNS`` when set, else in up to 160 columns."""
+    captured: no colour, no trailing spaces, tables laid out in ``COLUMNS`` when set, else in up to
+    160 columns; report lines (a finding's details) wrapped at ``COLUMNS`` keeping their indent
+    when set, else whole on one line."""
     from rich.console import Console
+
+    from auditor.render.report import keep_lines_whole
 
     console = Console(soft_wrap=False)
     if console.is_terminal:
         return console
-    return Console(file=_PipedLines(), width=_columns() or 160, soft_wrap=True)
+    piped = Console(file=_PipedLines(), width=_columns() or 160, soft_wrap=True)
+    return piped if _columns() else keep_lines_whole(piped)
 
 
 @functools.cache
@@ -408,16 +412,19 @@ def _report_format(fmt: Optional[Enum], output: Optional[Path], choices: type[En
 
 
 def _plain_text(draw) -> str:
-    """What ``draw(console)`` prints, as plain text: no colour, laid out in ``COLUMNS`` (else
-    160 columns), long lines wrapped there, no trailing spaces (a table written to a file reads
-    as it does piped)."""
+    """What ``draw(console)`` prints, as plain text: no colour, laid out as piped output is
+    (:func:`_out`: ``COLUMNS``, else 160 columns and report lines whole), no trailing spaces (a
+    table written to a file reads as it does piped)."""
     import io
 
     from rich.console import Console
 
+    from auditor.render.report import keep_lines_whole
+
     buf = io.StringIO()
-    draw(Console(file=buf, width=_columns() or 160, color_system=None, force_terminal=False, soft_wrap=True,
-                 highlight=False))
+    console = Console(file=buf, width=_columns() or 160, color_system=None, force_terminal=False, soft_wrap=True,
+                      highlight=False)
+    draw(console if _columns() else keep_lines_whole(console))
     return "\n".join(line.rstrip(" ") for line in buf.getvalue().split("\n"))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import weakref
 from typing import TYPE_CHECKING
 
 from auditor.model.results import ScanReport
@@ -120,9 +121,21 @@ def _clean_all(value):
     return value
 
 
+#: Consoles whose report lines are printed whole (piped without ``COLUMNS``): see :func:`keep_lines_whole`.
+_WHOLE_LINES: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def keep_lines_whole(console: Console) -> Console:
+    """Mark ``console`` so that :func:`print_wrapped` prints each report line whole, on one line
+    (the tables still fit the console's width). Returns ``console``."""
+    _WHOLE_LINES.add(console)
+    return console
+
+
 def print_wrapped(console: Console, units, indent: int = 2, hanging: int = 4) -> None:
-    """Print one report line wrapped at the console's width (piped: ``COLUMNS``, else 160):
-    the first line indented by ``indent`` spaces, each continuation by ``hanging``; nothing is cut.
+    """Print one report line wrapped at the console's width (a terminal's, or ``COLUMNS``): the
+    first line indented by ``indent`` spaces, each continuation by ``hanging``; nothing is cut. On
+    a console marked by :func:`keep_lines_whole`, the line is printed whole.
 
     Args:
         console: the rich console printed on.
@@ -133,23 +146,36 @@ def print_wrapped(console: Console, units, indent: int = 2, hanging: int = 4) ->
     from rich.text import Text
 
     pieces = [u if isinstance(u, Text) else Text(u) for u in (units if isinstance(units, list) else [units])]
-    room = max(console.width - max(indent, hanging), 20)
+    whole = Text(" ").join(pieces)
+    if console in _WHOLE_LINES:
+        console.print(Text(" " * indent) + whole, soft_wrap=True, highlight=False)
+        return
+    first, rest = max(console.width - indent, 20), max(console.width - hanging, 20)
     lines: list = []
-    if len(pieces) == 1:
-        lines = list(pieces[0].wrap(console, room, overflow="fold"))
-    else:
-        line = None
-        for piece in pieces:
-            if line is not None and line.cell_len + 1 + piece.cell_len <= room:
-                line.append(" ")
-                line.append_text(piece)
-                continue
-            if line is not None:
-                lines.append(line)
-            line = piece.copy()
-        lines.append(line)
-        lines = [part for line in lines for part in line.wrap(console, room, overflow="fold")]
-    for i, line in enumerate(lines):
+    line = None
+    for piece in (pieces if len(pieces) > 1 else [whole]):
+        room = rest if lines else first
+        if line is not None and line.cell_len + 1 + piece.cell_len <= room:
+            line.append(" ")
+            line.append_text(piece)
+            continue
+        if line is not None:
+            lines.append(line)
+        line = piece.copy()
+    lines.append(line)
+    out: list = []
+    for line in lines:  # a line still too long (one piece, or the whole text) wraps between words
+        room = rest if out else first
+        if line.cell_len <= room:
+            out.append(line)
+            continue
+        head = line.wrap(console, room, overflow="fold")[0]
+        out.append(head)
+        tail = line[len(head.plain):]
+        tail = tail[len(tail.plain) - len(tail.plain.lstrip(" ")):]
+        if tail.plain:
+            out += list(tail.wrap(console, rest, overflow="fold"))
+    for i, line in enumerate(out):
         console.print(Text(" " * (hanging if i else indent)) + line, soft_wrap=True, highlight=False)
 
 

@@ -134,3 +134,21 @@ def test_gate_table_keeps_architecture_names_whole(cli, key):
     targets = [c[0] for c in cells[1:] if c[0]]
     assert targets == ["DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration"]
     assert all(len(line) <= 80 for line in rows)
+
+
+# -- P17: fix says each reason once ----------------------------------------------------------------
+
+
+def test_fix_says_the_mtp_draft_reason_once(cli):
+    p = cli.r["fix-mtp"]
+    assert p.returncode == 1, p.stderr
+    assert p.stdout == ""
+    out = p.stderr  # the fix report
+    for arch, model_type in (("DeepseekV3ForCausalLM", "kimi_k2"), ("KimiK25ForConditionalGeneration", "kimi_k25")):
+        reason = (f"no branch of SpeculativeConfig.hf_config_override yields an MTP draft architecture for "
+                  f"model_type '{model_type}' (alias table) and architecture {arch}")
+        assert out.count(reason) == 1, out
+        assert f"  {arch}: blocked (mtp-draft); no codemod applies, nothing was patched" in out
+    assert out.count("to fix by hand:") == 2
+    assert "still failing" not in out  # the per-target lines and "not auto-fixable" already say it
+    assert out.rstrip().endswith("not fixed: nothing was written")

@@ -152,3 +152,19 @@ def test_fix_says_the_mtp_draft_reason_once(cli):
     assert out.count("to fix by hand:") == 2
     assert "still failing" not in out  # the per-target lines and "not auto-fixable" already say it
     assert out.rstrip().endswith("not fixed: nothing was written")
+
+
+# -- P14: EA306 says what the dead override costs and what to do ----------------------------------
+
+
+def test_stale_member_warning_says_the_consequence_and_the_rename(cli):
+    p = cli.r["gate33"]
+    assert p.returncode == 0, p.stderr
+    warnings = " ".join(line.strip() for line in p.stdout.split("warnings:\n", 1)[1].splitlines())
+    assert ("KimiK25ForConditionalGeneration stale-member (EA306) vllm/model_executor/models/kimi_k25.py:473: "
+            "KimiK25ForConditionalGeneration.get_eagle3_aux_hidden_state_layers is never called by this tree: the "
+            "layer choice it returns is ignored; the runner takes the aux hidden state layers from "
+            "get_eagle3_default_aux_hidden_state_layers, or the drafter config's eagle_aux_hidden_state_layer_ids "
+            "when it lists them. To keep the model's choice, rename the method to "
+            "get_eagle3_default_aux_hidden_state_layers") in warnings
+    assert "the override is dead" not in warnings

@@ -214,8 +214,8 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
                           highlight=False)
         if not findings:
             continue
-        console.print(f"[bold]{escape(clean(r.architecture))}[/bold] ({r.method}, text model_type "
-                      f"{escape(clean(repr(r.text_model_type)))}: {escape(clean(r.model_type_source))})")
+        console.print(f"[bold]{escape(clean(r.architecture))}[/bold] ({r.method}, {escape(clean(model_types(r)))}: "
+                      f"{escape(clean(r.model_type_source))})")
         for f in findings:
             style = {"error": "red", "warning": "yellow", "unknown": "magenta"}[f.severity.value]
             head = [Text(f"{f.rule} {f.gate} {f.severity.value}", style=style), Text(clean(f.where), style="cyan")]
@@ -291,6 +291,15 @@ def run_text(report: ScanReport) -> str:
         if r.run_options is not None:
             return r.run_options.describe()
     return ""
+
+
+def model_types(r) -> str:
+    """The model_types a result was judged with, for its heading: ``text model_type 'llama'``, or
+    ``model_type 'kimi_k25', text model_type 'kimi_k2'`` when the HF config's own model_type (the
+    one the MTP rewrite tests) differs from its text config's (the one the EAGLE-3 allowlist
+    checks)."""
+    text = f"text model_type {r.text_model_type!r}"
+    return f"model_type {r.model_type!r}, {text}" if r.model_type and r.model_type != r.text_model_type else text
 
 
 def summary_line(report: ScanReport) -> str:

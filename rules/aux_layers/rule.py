@@ -10,7 +10,13 @@ from auditor.cache import cacheable
 from auditor.model.findings import Finding, Severity
 from auditor.model.options import RunOptions
 from rules.aux_capture.rule import holder_and_forward
-from rules.aux_layers.facts import EXTRACTOR, KEY, layer_ids, num_hidden_layers
+from rules.aux_layers.facts import (
+    EXTRACTOR,
+    KEY,
+    eagle3_reads,
+    layer_ids,
+    num_hidden_layers,
+)
 from rules.base import AuditTarget, Context, Example, Rule
 
 _RUNNER = '''"""The GPU runner (synthetic): the drafter's aux layer ids win over the target's defaults."""
@@ -21,6 +27,18 @@ def aux_layers_from_config(hf_config):
     if layer_ids:
         return tuple(layer_ids)
     return None
+
+
+def setup_aux_layers(model, hf_config):
+    model.set_aux_hidden_state_layers(aux_layers_from_config(hf_config) or model.default_aux_layers())
+'''
+
+_OTHER_METHOD = '''"""A proposer of another method (synthetic): reads the ids only to size its buffers."""
+
+
+class HiddenStatesExtractor:
+    def __init__(self, hf_config):
+        self.num_states = len(getattr(hf_config, "eagle_aux_hidden_state_layer_ids", None) or ())
 '''
 
 _TREE = {"vllm/v1/worker/eagle3_layers.py": _RUNNER}
@@ -94,6 +112,10 @@ class AuxLayersRule(Rule):
         Example({"vllm/v1/worker/gpu_model_runner.py": _RUNNER_WITHOUT_IDS}, "LlamaForCausalLM",
                 options=_run(2, 16, 29), hf_config=_HF, expect_severity=Severity.WARNING,
                 note="a release that never reads the ids"),
+        Example({"vllm/v1/worker/gpu_model_runner.py": _RUNNER_WITHOUT_IDS,
+                 "vllm/v1/spec_decode/extract_hidden_states.py": _OTHER_METHOD}, "LlamaForCausalLM",
+                options=_run(2, 16, 29), hf_config=_HF, expect_severity=Severity.WARNING,
+                note="only another method's proposer reads the ids: EAGLE-3 ignores them"),
     ]
 
     def applies(self, target: AuditTarget) -> bool:
@@ -103,16 +125,19 @@ class AuxLayersRule(Rule):
     def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
         ids = layer_ids(target.options.draft_config or {}) or []
         where = target.options.draft_config_path or "--draft-config"
-        reads = ctx.facts.found(EXTRACTOR)
+        reads = eagle3_reads(ctx)
         if not reads:
             if ctx.facts.unanalysed(EXTRACTOR):
                 path, why = ctx.facts.unanalysed(EXTRACTOR)[0]
                 yield self.finding(Severity.UNKNOWN, f"{path} may read {KEY} but is missing from the analysis ({why})",
                                    path, None, ids=ids)
                 return
-            yield self.finding(Severity.WARNING, f"this release never reads {KEY}: the drafter's ids {ids} ({where}) "
-                               "are ignored and the target's default aux layers are used", target.facts.path,
-                               target.facts.line, ids=ids)
+            others = ctx.facts.found(EXTRACTOR)
+            elsewhere = (f" (only {others[0][1].function} at {others[0][0]}:{others[0][1].line} reads it, and not "
+                         "for set_aux_hidden_state_layers)") if others else ""
+            yield self.finding(Severity.WARNING, f"this release never reads {KEY} on the EAGLE-3 path{elsewhere}: "
+                               f"the drafter's ids {ids} ({where}) are ignored and the target's default aux layers "
+                               "are used", target.facts.path, target.facts.line, ids=ids)
             return
         rpath, read = reads[0]
         n = num_hidden_layers(target.hf_config)
@@ -135,5 +160,6 @@ class AuxLayersRule(Rule):
             Severity.ERROR,
             f"the drafter config {where} asks for aux hidden states of layers {bad}, but the target has "
             f"{count} layers ({label} of --hf-config; its inner model captures {how}): {read.function} "
-            f"({rpath}:{read.line}) passes them to set_aux_hidden_state_layers and those states are never captured",
+            f"({rpath}:{read.line}) reads them and {read.setter_function} ({rpath}:{read.setter_line}) passes them "
+            "to set_aux_hidden_state_layers; those states are never captured",
             rpath, read.line, ids=ids, num_layers=count, out_of_range=bad)

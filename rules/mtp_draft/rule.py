@@ -180,7 +180,9 @@ class MtpDraftRule(Rule):
             return
         path, fact, d = found
         fname = f"{fact.owner + '.' if fact.owner else ''}{fact.function}"
-        src = f"model_type {target.model_type!r} ({target.model_type_source})"
+        also = (f"hf_config.model_type, which {fname} tests, not the text model_type {target.text_model_type!r}; "
+                if target.text_model_type and target.text_model_type != target.model_type else "")
+        src = f"model_type {target.model_type!r} ({also}{target.model_type_source})"
         if d.unknown:
             yield self.finding(Severity.UNKNOWN, f"cannot interpret {fname}: {d.unknown}", path, fact.line)
             return

@@ -214,8 +214,9 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
                           highlight=False)
         if not findings:
             continue
-        console.print(f"[bold]{escape(clean(r.architecture))}[/bold] ({r.method}, {escape(clean(model_types(r)))}: "
-                      f"{escape(clean(r.model_type_source))})")
+        heading = Text(clean(r.architecture), style="bold")
+        heading.append(clean(f" ({r.method}, {model_types(r)}: {r.model_type_source})"))
+        print_wrapped(console, heading, indent=0, hanging=2)
         for f in findings:
             style = {"error": "red", "warning": "yellow", "unknown": "magenta"}[f.severity.value]
             head = [Text(f"{f.rule} {f.gate} {f.severity.value}", style=style), Text(clean(f.where), style="cyan")]

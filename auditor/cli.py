@@ -128,14 +128,18 @@ def _columns() -> Optional[int]:
 @functools.cache
 def _out():
     """The rich console on stdout. On a terminal: its width, lines wrapped there. Piped or
-    captured: no colour, lines never wrapped nor padded with trailing spaces, and tables laid out
-    in ``COLUMNS`` when set, else in up to 160 columns."""
+    captured: no colour, no trailing spaces, tables laid out in ``COLUMNS`` when set, else in up to
+    160 columns; report lines (a finding's details) wrapped at ``COLUMNS`` keeping their indent
+    when set, else whole on one line."""
     from rich.console import Console
+
+    from auditor.render.report import keep_lines_whole
 
     console = Console(soft_wrap=False)
     if console.is_terminal:
         return console
-    return Console(file=_PipedLines(), width=_columns() or 160, soft_wrap=True)
+    piped = Console(file=_PipedLines(), width=_columns() or 160, soft_wrap=True)
+    return piped if _columns() else keep_lines_whole(piped)
 
 
 @functools.cache
@@ -216,10 +220,17 @@ def _stdout_dash(value: Optional[Path]) -> Optional[Path]:
     return None if value is not None and str(value) == "-" else value
 
 
-def _output_opt(what: str = "the report"):
+#: How ``-o`` help names each format's suffix.
+_SUFFIX_HELP = {"table": ".txt table", "json": ".json", "markdown": ".md markdown", "sarif": ".sarif",
+                "junit": ".xml JUnit"}
+
+
+def _output_opt(choices: type[Enum], what: str = "the report"):
+    """``-o``: its help lists only the suffixes of the formats in ``choices`` (the command's format enum)."""
+    suffixes = ", ".join(_SUFFIX_HELP[c.value] for c in choices)
     return typer.Option(None, "--output", "-o", metavar="FILE", show_default=False, callback=_stdout_dash,
                         help=f"Write {what} to FILE (- or absent: stdout). Its suffix names the format when "
-                        "--format is absent: .txt table, .json, .md markdown, .sarif, .xml JUnit.")
+                        f"--format is absent: {suffixes}.")
 
 
 def _no_cache_opt():
@@ -402,16 +413,19 @@ def _report_format(fmt: Optional[Enum], output: Optional[Path], choices: type[En
 
 
 def _plain_text(draw) -> str:
-    """What ``draw(console)`` prints, as plain text: no colour, laid out in ``COLUMNS`` (else
-    160 columns), long lines wrapped there, no trailing spaces (a table written to a file reads
-    as it does piped)."""
+    """What ``draw(console)`` prints, as plain text: no colour, laid out as piped output is
+    (:func:`_out`: ``COLUMNS``, else 160 columns and report lines whole), no trailing spaces (a
+    table written to a file reads as it does piped)."""
     import io
 
     from rich.console import Console
 
+    from auditor.render.report import keep_lines_whole
+
     buf = io.StringIO()
-    draw(Console(file=buf, width=_columns() or 160, color_system=None, force_terminal=False, soft_wrap=True,
-                 highlight=False))
+    console = Console(file=buf, width=_columns() or 160, color_system=None, force_terminal=False, soft_wrap=True,
+                      highlight=False)
+    draw(console if _columns() else keep_lines_whole(console))
     return "\n".join(line.rstrip(" ") for line in buf.getvalue().split("\n"))
 
 
@@ -622,7 +636,7 @@ def scan(
     fmt: Optional[Format] = typer.Option(
         None, "--format", "-f", metavar="table|json|markdown|sarif|junit", show_default=False,
         help="Output format (default: as the -o suffix says, else table)."),
-    output: Optional[Path] = _output_opt(),
+    output: Optional[Path] = _output_opt(Format),
     force: bool = ForceOpt,
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every target and warning in the table."),
     no_cache: bool = _no_cache_opt(),
@@ -879,7 +893,7 @@ def explain(
     all_archs: bool = typer.Option(False, "--all", help="Every registry architecture."),
     fmt: Optional[ExplainFormat] = typer.Option(None, "--format", "-f", metavar="table|json", show_default=False,
                                                 help="Output format (default: as the -o suffix says, else table)."),
-    output: Optional[Path] = _output_opt("the explanation"),
+    output: Optional[Path] = _output_opt(ExplainFormat, "the explanation"),
     force: bool = ForceOpt,
     no_cache: bool = _no_cache_opt(),
     no_progress: bool = _no_progress_opt(),
@@ -947,7 +961,7 @@ def list_rules(
     fmt: Optional[RulesFormat] = typer.Option(None, "--format", "-f", metavar="table|json|markdown",
                                               show_default=False,
                                               help="Output format (default: as the -o suffix says, else table)."),
-    output: Optional[Path] = _output_opt("the rule reference"),
+    output: Optional[Path] = _output_opt(RulesFormat, "the rule reference"),
     force: bool = ForceOpt,
 ) -> None:
     """The rules: code, gate, whether it blocks, whether a fix exists, why and how to fix.
@@ -1218,7 +1232,7 @@ def gate_cmd(
     fmt: Optional[GateFormat] = typer.Option(None, "--format", "-f", metavar="table|json|markdown|sarif|junit",
                                              show_default=False,
                                              help="Output format (default: as the -o suffix says, else table)."),
-    output: Optional[Path] = _output_opt(),
+    output: Optional[Path] = _output_opt(GateFormat),
     force: bool = ForceOpt,
     summary: Optional[Path] = SummaryOpt,
     no_cache: bool = _no_cache_opt(),
@@ -1326,7 +1340,7 @@ def matrix_cmd(
     fmt: Optional[MatrixFormat] = typer.Option(None, "--format", "-f", metavar="table|json|markdown",
                                                show_default=False,
                                                help="Output format (default: as the -o suffix says, else table)."),
-    output: Optional[Path] = _output_opt(),
+    output: Optional[Path] = _output_opt(MatrixFormat),
     force: bool = ForceOpt,
     summary: Optional[Path] = SummaryOpt,
     no_cache: bool = _no_cache_opt(),
@@ -1413,7 +1427,7 @@ def compare_cmd(
     fmt: Optional[CompareFormat] = typer.Option(None, "--format", "-f", metavar="table|json|markdown",
                                                 show_default=False,
                                                 help="Output format (default: as the -o suffix says, else table)."),
-    output: Optional[Path] = _output_opt(),
+    output: Optional[Path] = _output_opt(CompareFormat),
     force: bool = ForceOpt,
     no_cache: bool = _no_cache_opt(),
     no_progress: bool = _no_progress_opt(),

@@ -219,7 +219,8 @@ class FixResult:
 
     def report(self) -> str:
         """A plain-text account: verdicts before → after, each codemod's changes, what is not
-        auto-fixable and why."""
+        auto-fixable and why, and what still fails (each reason said once: a gate explained as
+        not auto-fixable is not explained again)."""
         name = "SGLang" if self.engine == "sglang" else "vLLM"
         lines = [f"eagle-audit fix: {self.source} ({name} {self.vllm_version or '?'}), method {self.method}"]
         after = {r.architecture: r for r in self.after}
@@ -260,12 +261,19 @@ class FixResult:
                     seen.add(t)
                     lines.append(f"  {t}")
         if self.after and not self.ok:
+            # each reason once: a gate "not auto-fixable" above already says why; unpatched, the
+            # per-target line above already names the gates
+            explained = {(u.architecture, u.gate) for u in self.unfixable}
             for arch, gates in self.still_failing.items():
+                details = [f for f in next(r for r in self.after if r.architecture == arch).findings
+                           if f.severity in (Severity.ERROR, Severity.UNKNOWN) and (arch, f.gate) not in explained]
+                if not self.patched and not details:
+                    continue
                 what = "still failing after the codemods" if self.patched else "still failing (no codemod applies)"
-                lines.append(f"{what}: {arch}: {', '.join(gates)}")
-                for f in next(r for r in self.after if r.architecture == arch).findings:
-                    if f.severity in (Severity.ERROR, Severity.UNKNOWN):
-                        lines.append(f"  {f.gate} {f.where}: {f.message}")
+                shown = [g + (" (not auto-fixable, above)" if (arch, g) in explained else "") for g in gates]
+                lines.append(f"{what}: {arch}: {', '.join(shown)}")
+                for f in details:
+                    lines.append(f"  {f.gate} {f.where}: {f.message}")
         return "\n".join(lines)
 
 

@@ -12,7 +12,7 @@ from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
 
 from auditor.model.outcomes import ReleaseVerdict, UpgradeOutcome
 from auditor.model.results import ScanReport
-from auditor.render.report import clean, markdown_text
+from auditor.render.report import clean, markdown_text, print_wrapped
 from rules.registry import RULES
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -109,7 +109,8 @@ def _suite(xml: JUnitXml, suites: dict[str, TestSuite], name: str) -> TestSuite:
 def scan_junit(report: ScanReport) -> str:
     """The scan as JUnit XML: one suite per method, one test case per target and blocking gate
     (a failure when the gate blocks, an error when it is unknown, skipped with the reason when
-    the gate was not evaluated for the run, passed otherwise)."""
+    the gate was not evaluated for the run, passed otherwise), then a passed case per warning gate
+    whose system-out is the warning (:func:`_warning_cases`)."""
     from rules.registry import blocking_gates
 
     gates = blocking_gates(report.engine)
@@ -132,6 +133,8 @@ def scan_junit(report: ScanReport) -> str:
             elif res.class_name is None:
                 case.result = [Skipped("class not resolved")]
             suite.add_testcase(case)
+        _warning_cases(suite, res.architecture,
+                       [f for f in res.findings if f.severity.value == "warning" and f.gate not in gates])
     out = xml.tostring()
     return clean(out.decode() if isinstance(out, bytes) else str(out), multiline=True)  # XML 1.0 forbids controls
 
@@ -221,7 +224,8 @@ def gate_junit(report) -> str:
     (the message names the codemod and why), an error when it is unknown, skipped with the reason
     when the run did not evaluate it (as :func:`scan_junit` does) or the target is absent, passed
     when the gate passes natively or once patched (the system-out says which codemod fixed it). A problem on
-    another gate (a disallowed warning, an absent target, an invalid patch) adds a failing case."""
+    another gate (a disallowed warning, an absent target, an invalid patch) adds a failing case; each
+    other warning gate a passed case whose system-out is the warning (:func:`_warning_cases`)."""
     from rules.registry import blocking_gates
 
     BLOCKING_GATES = blocking_gates(getattr(report.candidate, "engine", "vllm"))  # the candidate engine's
@@ -249,8 +253,24 @@ def gate_junit(report) -> str:
             elif t.candidate is None:
                 case.result = [Skipped(f"not in the registry of {report.candidate.name}")]
             suite.add_testcase(case)
+        _warning_cases(suite, t.architecture, t.warnings, skip=set(problems))
     out = xml.tostring()
     return clean(out.decode() if isinstance(out, bytes) else str(out), multiline=True)  # XML 1.0 forbids controls
+
+
+def _warning_cases(suite: TestSuite, architecture: str, warnings, skip: set = frozenset()) -> None:
+    """Add to ``suite`` one passed test case per warning gate of ``architecture`` (name the gate,
+    classname the architecture), its system-out each warning (``warning RULE where: message``):
+    a warning does not fail the run but a CI report lists it, as the table does. Gates in ``skip``
+    (already a failing case) are left out."""
+    by_gate: dict[str, list] = {}
+    for f in warnings:
+        if f.gate not in skip:
+            by_gate.setdefault(f.gate, []).append(f)
+    for gate, fs in by_gate.items():
+        case = TestCase(name=gate, classname=architecture)
+        case.system_out = "\n".join(f"warning {f.rule} {f.where}: {f.message}" for f in fs)
+        suite.add_testcase(case)
 
 
 def _value(v) -> str | None:
@@ -389,7 +409,8 @@ def gate_table(report, console) -> None:
     """Print a gate report (:class:`auditor.orchestration.upgrade.UpgradeReport`) as
     ``--format table`` shows it: the outcome and what it means, the sides compared, a rich table
     of targets (current, candidate and patched verdicts with their blocking gates, the outcome;
-    architecture names fold, gate ids stay whole), then why it is broken, the regressions and
+    the current and patched columns only when some target has one; architecture names whole
+    when the console has room, else folded; gate ids stay whole), then why it is broken, the regressions and
     the warnings. The same content as :func:`gate_markdown`."""
     from rich.table import Table
     from rich.text import Text
@@ -409,21 +430,39 @@ def gate_table(report, console) -> None:
         written = f", written for {report.codemods_source}" if report.codemods_source else ""
         console.print(clean(f"codemods: {report.codemods.name} ({', '.join(report.codemods_names)}{written})"),
                       markup=False, highlight=False)
+    # a column that would say "—" on every row (no current tree, no codemods) is left out, and the
+    # target column is as wide as the longest name when the console has room: names stay whole
+    show_current = any(t.current_verdict for t in report.targets)
+    show_patched = any(t.patched_verdict for t in report.targets)
+    names = [clean(t.architecture) for t in report.targets]
+    verdicts = ["regression"] + [g for t in report.targets for side in (t.candidate, t.patched) if side
+                                 for g in side.blocking]
+    cell = max([len(v) for v in verdicts] + [9])
+    others = (len("method") + len("outcome") + cell * (1 + show_current + show_patched)
+              + 3 * (3 + show_current + show_patched) + 4)  # the other columns, padding and borders
+    longest = max([len(n) for n in names] + [12])
     table = Table()
-    table.add_column("target", overflow="fold", min_width=12)
+    table.add_column("target", overflow="fold", min_width=max(12, min(longest, console.width - others)))
     table.add_column("method", no_wrap=True)
-    for name in ("current", "candidate", "with codemods"):
-        table.add_column(name, overflow="fold", min_width=9)
+    if show_current:
+        table.add_column("current", overflow="fold", min_width=9)
+    table.add_column("candidate", overflow="fold", min_width=9)
+    if show_patched:
+        table.add_column("with codemods", overflow="fold", min_width=9)
     table.add_column("outcome", no_wrap=True)
-    for t in report.targets:
-        cur = _verdict_text(t.current_verdict.value) if t.current_verdict else Text("—")
+    for t, name in zip(report.targets, names):
+        cells = [Text(name), t.method]
+        if show_current:
+            cells.append(_verdict_text(t.current_verdict.value) if t.current_verdict else Text("—"))
         cand = _verdict_text(t.candidate_verdict.value, t.candidate.blocking if t.candidate else ())
         if t.regression:
             cand.append("\nregression", style="red")
-        patched = (_verdict_text(t.patched_verdict.value, t.patched.blocking if t.patched else ())
-                   if t.patched_verdict else Text("—"))
+        cells.append(cand)
+        if show_patched:
+            cells.append(_verdict_text(t.patched_verdict.value, t.patched.blocking if t.patched else ())
+                         if t.patched_verdict else Text("—"))
         word = "as is" if patched_tree and t.outcome is UpgradeOutcome.NATIVE else t.outcome.value
-        table.add_row(Text(clean(t.architecture)), t.method, cur, cand, patched, Text(word, style="bold"))
+        table.add_row(*cells, Text(word, style="bold"))
     console.print(table)
     problems = [(t, p) for t in report.targets for p in t.problems]
     if problems:
@@ -432,20 +471,18 @@ def gate_table(report, console) -> None:
             cm = f" (codemod {p.codemod})" if p.codemod else ""
             where = f" {p.where}" if p.where else ""
             hint = f" — {p.hint}" if p.hint else ""
-            console.print(clean(f"  {t.architecture} {p.gate}{cm}{where}: {p.reason}{hint}"), markup=False,
-                          highlight=False)
+            print_wrapped(console, Text(clean(f"{t.architecture} {p.gate}{cm}{where}: {p.reason}{hint}")))
     if report.regressions:
         console.print("regressions:", style="bold")
         for t in report.regressions:
-            console.print(clean(f"  {t.architecture} ({t.method}): supported by {report.current.described}, "
-                                f"{t.candidate_verdict.value} in {report.candidate.described}"), markup=False,
-                          highlight=False)
+            print_wrapped(console, Text(clean(f"{t.architecture} ({t.method}): supported by "
+                                              f"{report.current.described}, {t.candidate_verdict.value} in "
+                                              f"{report.candidate.described}")))
     warned = [(t, f) for t in report.targets for f in t.warnings]
     if warned:
         console.print("warnings:", style="bold")
         for t, f in warned:
-            console.print(clean(f"  {t.architecture} {f.gate} ({f.rule}) {f.where}: {f.message}"), markup=False,
-                          highlight=False)
+            print_wrapped(console, Text(clean(f"{t.architecture} {f.gate} ({f.rule}) {f.where}: {f.message}")))
     for step in report.next_steps:
         command, _, note = step.partition("  (")
         console.print("next step:", style="bold")

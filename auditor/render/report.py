@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import weakref
 from typing import TYPE_CHECKING
 
 from auditor.model.results import ScanReport
@@ -120,6 +121,64 @@ def _clean_all(value):
     return value
 
 
+#: Consoles whose report lines are printed whole (piped without ``COLUMNS``): see :func:`keep_lines_whole`.
+_WHOLE_LINES: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def keep_lines_whole(console: Console) -> Console:
+    """Mark ``console`` so that :func:`print_wrapped` prints each report line whole, on one line
+    (the tables still fit the console's width). Returns ``console``."""
+    _WHOLE_LINES.add(console)
+    return console
+
+
+def print_wrapped(console: Console, units, indent: int = 2, hanging: int = 4) -> None:
+    """Print one report line wrapped at the console's width (a terminal's, or ``COLUMNS``): the
+    first line indented by ``indent`` spaces, each continuation by ``hanging``; nothing is cut. On
+    a console marked by :func:`keep_lines_whole`, the line is printed whole.
+
+    Args:
+        console: the rich console printed on.
+        units: a :class:`rich.text.Text` or str (wrapped between words; a word longer than the
+            line folds), or a list of them: pieces kept whole on one line when they fit (a
+            ``file:line``, ``(fix available)``), joined by spaces.
+    """
+    from rich.text import Text
+
+    pieces = [u if isinstance(u, Text) else Text(u) for u in (units if isinstance(units, list) else [units])]
+    whole = Text(" ").join(pieces)
+    if console in _WHOLE_LINES:
+        console.print(Text(" " * indent) + whole, soft_wrap=True, highlight=False)
+        return
+    first, rest = max(console.width - indent, 20), max(console.width - hanging, 20)
+    lines: list = []
+    line = None
+    for piece in (pieces if len(pieces) > 1 else [whole]):
+        room = rest if lines else first
+        if line is not None and line.cell_len + 1 + piece.cell_len <= room:
+            line.append(" ")
+            line.append_text(piece)
+            continue
+        if line is not None:
+            lines.append(line)
+        line = piece.copy()
+    lines.append(line)
+    out: list = []
+    for line in lines:  # a line still too long (one piece, or the whole text) wraps between words
+        room = rest if out else first
+        if line.cell_len <= room:
+            out.append(line)
+            continue
+        head = line.wrap(console, room, overflow="fold")[0]
+        out.append(head)
+        tail = line[len(head.plain):]
+        tail = tail[len(tail.plain) - len(tail.plain.lstrip(" ")):]
+        if tail.plain:
+            out += list(tail.wrap(console, rest, overflow="fold"))
+    for i, line in enumerate(out):
+        console.print(Text(" " * (hanging if i else indent)) + line, soft_wrap=True, highlight=False)
+
+
 def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> None:
     """Print a scan: a rich table (architecture, method, verdict, blocking gates, and the
     ``file:line`` of each finding when the console is wide enough to show it unbroken), then
@@ -129,6 +188,7 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
     scan (more than 30 results) without ``verbose``, supported targets without findings,
     drafters, pooling models and warnings are left out of the table."""
     from rich.markup import escape
+    from rich.text import Text
 
     many = len(report.results) > 30 and not verbose
     shown = []
@@ -154,14 +214,16 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
                           highlight=False)
         if not findings:
             continue
-        console.print(f"[bold]{escape(clean(r.architecture))}[/bold] ({r.method}, {escape(clean(model_types(r)))}: "
-                      f"{escape(clean(r.model_type_source))})")
+        heading = Text(clean(r.architecture), style="bold")
+        heading.append(clean(f" ({r.method}, {model_types(r)}: {r.model_type_source})"))
+        print_wrapped(console, heading, indent=0, hanging=2)
         for f in findings:
             style = {"error": "red", "warning": "yellow", "unknown": "magenta"}[f.severity.value]
-            fix = " [dim](fix available)[/dim]" if f.fix_available else ""
-            console.print(f"  [{style}]{f.rule} {f.gate} {f.severity.value}[/{style}] [cyan]{escape(clean(f.where))}"
-                          f"[/cyan]{fix}", highlight=False)
-            console.print(f"    {clean(f.message)}", highlight=False, markup=False)
+            head = [Text(f"{f.rule} {f.gate} {f.severity.value}", style=style), Text(clean(f.where), style="cyan")]
+            if f.fix_available:
+                head.append(Text("(fix available)", style="dim"))
+            print_wrapped(console, head, indent=2, hanging=4)
+            print_wrapped(console, Text(clean(f.message)), indent=4, hanging=4)
     if many:
         supported = sorted({r.architecture for r in report.results if r.verdict.value == "supported"})
         console.print(f"supported ({len(supported)}): {clean(', '.join(supported) or '-')}", highlight=False,

@@ -15,6 +15,8 @@ from auditor.cache import cacheable
 from auditor.engines.vllm.facts import INTERFACES_MODULE
 from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding, Severity
+from rules.aux_layers.facts import EXTRACTOR as LAYER_IDS_READS
+from rules.aux_layers.facts import KEY as LAYER_IDS_KEY
 from rules.base import AuditTarget, Context, Example, Rule
 from rules.interface.facts import duck_typed_eagle3_members, runtime_eagle3_calls
 
@@ -264,6 +266,7 @@ class StaleMemberRule(Rule):
         live = set(proto.members) if proto else set()
         live |= runtime_eagle3_calls(ctx)
         seen: set[str] = set()
+        called = sorted(n for n in live if n.startswith("get_eagle3"))
         for entry in facts.mro:
             c = ctx.resolver.cls(entry) if hasattr(entry, "qualname") else None
             if c is None or (proto and proto.is_protocol_class(entry)):
@@ -272,9 +275,20 @@ class StaleMemberRule(Rule):
                 if name.startswith("get_eagle3") and name not in live and name not in seen:
                     seen.add(name)
                     loc = ctx.resolver.location(entry)
-                    yield self.finding(
-                        Severity.WARNING,
-                        f"{entry.name}.{name} is never called by this tree (its protocol declares "
-                        f"{sorted(n for n in live if n.startswith('get_eagle3'))}): the override is dead",
-                        loc[0] if loc else None, mf.line, member=name,
-                    )
+                    yield self.finding(Severity.WARNING, _stale_message(ctx, f"{entry.name}.{name}", called),
+                                       loc[0] if loc else None, mf.line, member=name)
+
+
+def _stale_message(ctx: Context, member: str, called: list[str]) -> str:
+    """EA306's message: the dead ``member`` (``Class.method``), what this tree calls instead
+    (``called``: the protocol's and the runner's ``get_eagle3*`` names), the drafter config's layer
+    ids when the runner reads them (the ``aux-layers`` facts), and the rename that keeps the choice."""
+    if not called:
+        return (f"{member} is never called by this tree (neither its protocol nor its runner calls a get_eagle3 "
+                "method): the layer choice it returns is ignored")
+    instead = called[0] if len(called) == 1 else f"one of {', '.join(called)}"
+    # the runner's read of a drafter's layer ids (the aux-layers facts) is cited by EA312; here, only whether it exists
+    drafter = f", or the drafter config's {LAYER_IDS_KEY} when it lists them" if ctx.facts.found(LAYER_IDS_READS) else ""
+    return (f"{member} is never called by this tree: the layer choice it returns is ignored; the runner takes "
+            f"the aux hidden state layers from {', '.join(called)}{drafter}. To keep the model's choice, rename "
+            f"the method to {instead}")

@@ -139,3 +139,22 @@ class Planner:
                 self.no(arch, f, f"no codemod exists for gate {f.gate}: {f.message}", hint)
                 continue
             handler(self, result, f)
+
+
+def code_holder(p: "Planner", ref):
+    """The class whose body holds ``ref``'s code: the nearest class of ``ref``'s C3 MRO whose body
+    is not empty (``ref`` itself when every class found is empty, as for an unresolved chain).
+
+    Args:
+        p: the planner (its resolver ``p.r`` is used).
+        ref: an ``auditor.index.resolve.ClassRef``.
+    Returns:
+        A ``ClassRef``: where a codemod adds members the class lacks."""
+    from auditor.index.resolve import ClassRef
+
+    for e in p.r.mro(ref).entries:
+        if isinstance(e, ClassRef):
+            c = p.r.cls(e)
+            if c is not None and not c.empty:
+                return e
+    return ref

@@ -19,7 +19,7 @@ from auditor.model.findings import Finding
 from auditor.model.results import TargetResult
 from rules.interface.facts import duck_typed_eagle3_members
 from rules.interface.rule import PROTOCOL_FOR_METHOD
-from rules.planning import Invocation, Planner, module_params
+from rules.planning import Invocation, Planner, code_holder, module_params
 
 
 def plan(p: Planner, result: TargetResult, f: Finding) -> None:
@@ -29,15 +29,6 @@ def plan(p: Planner, result: TargetResult, f: Finding) -> None:
         return
     _interface_on(p, facts.ref, result.architecture, f)
 
-
-def _code_holder(p: Planner, ref: ClassRef) -> ClassRef:
-    """The nearest class of ``ref``'s MRO whose body is not empty (``ref`` itself if none)."""
-    for e in p.r.mro(ref).entries:
-        if isinstance(e, ClassRef):
-            c = p.r.cls(e)
-            if c is not None and not c.empty:
-                return e
-    return ref
 
 
 def _assigned_class(p: Planner, ref: ClassRef, owner: ClassRef, callee: str) -> ClassRef | None:
@@ -68,7 +59,7 @@ def _interface_on(p: Planner, ref: ClassRef, arch: str, f: Finding, depth: int =
     if depth > 3:
         p.no(arch, f, "wrappers nested too deep to plan")
         return False
-    holder = _code_holder(p, ref)
+    holder = code_holder(p, ref)
     loc = p.r.location(holder)
     if loc is None:
         p.no(arch, f, f"{holder.name} is not defined in the tree")
@@ -121,7 +112,7 @@ def _interface_on(p: Planner, ref: ClassRef, arch: str, f: Finding, depth: int =
         default_path = default_path and layers == "layers"  # the default getter reads .model.layers
     if defaults and relation == "delegate" and inner is not None and default_path:
         # the protocol default unwraps the language model, then needs its .model(.layers)
-        iholder = _code_holder(p, inner)
+        iholder = code_holder(p, inner)
         ifound = init_assign(p.r, iholder, HOLDER_ATTRS)
         ih = find_holder(p.r, p.registry, inner)
         default_path = (ifound is not None and ifound[1] == "model" and ih.ref is not None

@@ -33,7 +33,7 @@ from auditor.index.resolve import ClassRef, External, FunctionRef
 from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding
 from auditor.model.results import TargetResult
-from rules.planning import Invocation, Planner, module_params
+from rules.planning import Invocation, Planner, code_holder, module_params
 
 #: Codemod names (``rules.registry.CODEMODS``).
 CODEMOD = "sglang-interface"
@@ -56,14 +56,6 @@ def donor(p: Planner) -> DonorSearch:
         p.ctx.cache[key] = find_donor(p.r, p.registry, p.ctx.facts.setter_name())
     return p.ctx.cache[key]
 
-
-def _code_holder(p: Planner, ref: ClassRef) -> ClassRef:
-    for e in p.r.mro(ref).entries:
-        if isinstance(e, ClassRef):
-            c = p.r.cls(e)
-            if c is not None and not c.empty:
-                return e
-    return ref
 
 
 def _wrapper_like(p: Planner, cls: ClassRef, name: str) -> bool:
@@ -162,7 +154,7 @@ def _walk(p: Planner, ref: ClassRef, depth: int, out: Route) -> None:
             return
         out.fails = (f"{owner.name}.{name} fills no {CAPTURE_ATTR} and delegates to no model", "")
         return
-    holder = _code_holder(p, ref)
+    holder = code_holder(p, ref)
     loc = p.r.location(holder)
     if loc is None:
         out.fails = (f"{holder.name} is not defined in the tree", "")
@@ -258,7 +250,7 @@ def _getter_walk(p: Planner, ref: ClassRef, name: str, depth: int, out: Route) -
         if isinstance(hit[1], MethodFact) and hit[1].is_stub:
             out.fails = (f"{hit[0].name}.{name} is a stub", f"make {hit[0].name}.{name} return what the donors return")
         return
-    holder = _code_holder(p, ref)
+    holder = code_holder(p, ref)
     loc = p.r.location(holder)
     if loc is None:
         out.fails = (f"{holder.name} is not defined in the tree", "")

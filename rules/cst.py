@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import keyword
 from dataclasses import dataclass
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar, Iterator, Sequence
 
 import libcst as cst
 from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
@@ -73,6 +73,18 @@ class EagleCodemod(VisitorBasedCodemodCommand):
 #: Kinds of node :func:`nodes_at` indexes, by the name the index's facts use for them.
 _KINDS = {"literal": (cst.List, cst.Tuple, cst.Set), "comparison": (cst.Comparison,), "for": (cst.For,),
           "if": (cst.If,), "assign": (cst.Assign,), "line": (cst.SimpleStatementLine,)}
+
+
+def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """``node`` and every node below it, depth first (pre-order)."""
+    yield node
+    for c in node.children:
+        yield from walk(c)
+
+
+def names_used(node: cst.CSTNode) -> set[str]:
+    """Every ``Name`` under ``node`` (attribute names included: ``a.b`` gives ``{"a", "b"}``)."""
+    return {n.value for n in walk(node) if isinstance(n, cst.Name)}
 
 
 def nodes_at(module: cst.Module) -> dict[tuple[tuple[int, int], str], cst.CSTNode]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Union
 
 from auditor.index.summary import AttrFact, ClassFact, MethodFact, ModuleSummary
+from auditor.index.tables import COMPARISONS
 from auditor.index.tree import Tree
 
 
@@ -159,19 +160,13 @@ def _truth(node: ast.expr, conditions: Mapping[str, object]) -> bool | None:
         (lk, lv), (rk, rv) = _lookup(node.left, conditions), _lookup(node.comparators[0], conditions)
         if not (lk and rk):
             return None
-        op = node.ops[0]
+        compare = COMPARISONS.get(type(node.ops[0]))
+        if compare is None:
+            return None
         try:
-            if isinstance(op, ast.Eq):
-                return lv == rv
-            if isinstance(op, ast.NotEq):
-                return lv != rv
-            if isinstance(op, ast.In):
-                return lv in rv
-            if isinstance(op, ast.NotIn):
-                return lv not in rv
+            return compare(lv, rv)
         except TypeError:
             return None
-        return None
     known, value = _lookup(node, conditions)
     return bool(value) if known else None
 

@@ -6,7 +6,16 @@ the model registry and the HF config registry) through an :class:`~auditor.index
 from __future__ import annotations
 
 import ast
-from typing import Any
+from typing import Any, Callable
+
+#: The comparison operators evaluated statically, by ``ast`` operator type: ``==``, ``!=``,
+#: ``in``, ``not in`` (each ``(left, right) -> bool``; may raise TypeError on odd operands).
+COMPARISONS: dict[type, Callable[[Any, Any], bool]] = {
+    ast.Eq: lambda a, b: a == b,
+    ast.NotEq: lambda a, b: a != b,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+}
 
 
 class _Unresolvable(Exception):
@@ -82,15 +91,9 @@ def _eval_cond(node: ast.AST, env: dict[str, Any]) -> bool:
     if isinstance(node, ast.Compare) and len(node.ops) == 1:
         a = _eval_table(node.left, env)
         b = _eval_table(node.comparators[0], env)
-        op = node.ops[0]
-        if isinstance(op, ast.Eq):
-            return a == b
-        if isinstance(op, ast.NotEq):
-            return a != b
-        if isinstance(op, ast.In):
-            return a in b
-        if isinstance(op, ast.NotIn):
-            return a not in b
+        compare = COMPARISONS.get(type(node.ops[0]))
+        if compare is not None:
+            return compare(a, b)
     if isinstance(node, ast.BoolOp):
         vals = [_eval_cond(v, env) for v in node.values]
         return all(vals) if isinstance(node.op, ast.And) else any(vals)

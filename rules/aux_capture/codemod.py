@@ -23,19 +23,11 @@ from rules.cst import (
     find_class,
     has_base,
     identifier,
+    names_used,
     nodes_at,
     replace,
+    walk,
 )
-
-
-def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    yield node
-    for c in node.children:
-        yield from walk(c)
-
-
-def names_used(node: cst.CSTNode) -> set[str]:
-    return {n.value for n in walk(node) if isinstance(n, cst.Name)}
 
 
 def _sub_blocks(stmt: cst.CSTNode) -> Iterator[cst.IndentedBlock]:

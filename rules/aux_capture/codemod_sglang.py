@@ -14,10 +14,9 @@ from rules.aux_capture.codemod import (
     AuxCaptureCodemod,
     fresh_name,
     layer_call_names,
-    names_used,
     path_to,
 )
-from rules.cst import CodemodExample, NotAutoFixable, identifier, nodes_at
+from rules.cst import CodemodExample, NotAutoFixable, identifier, names_used, nodes_at
 
 
 class _Rewrite(cst.CSTTransformer):

@@ -25,6 +25,7 @@ from rules.cst import (
     identifier,
     insert_items,
     is_exploded,
+    names_used,
     parse_member,
     replace,
     too_long,
@@ -146,17 +147,6 @@ def _fresh(name: str, used: set[str]) -> str:
     i, out = 2, name
     while out in used:
         out, i = f"{name}_{i}", i + 1
-    return out
-
-
-def _names(node: cst.CSTNode) -> set[str]:
-    out: set[str] = set()
-
-    class V(cst.CSTVisitor):
-        def visit_Name(self, n: cst.Name) -> None:
-            out.add(n.value)
-
-    node.visit(V())
     return out
 
 
@@ -512,7 +502,7 @@ class SGLangInterfaceCodemod(EagleCodemod):
                 f"runs {inner}, so where the aux hidden states arrive is not clear",
                 f"unpack (hidden_states, aux_hidden_states) when self.{flag} and pass them to self.{call}")
         at, hidden = hits[0]
-        aux = _fresh("aux_hidden_states", _names(fwd))
+        aux = _fresh("aux_hidden_states", names_used(fwd))
         # hand aux to each self.<call>(...) that takes the hidden states
         calls = _Calls(call)
         fwd.visit(calls)

@@ -115,6 +115,27 @@ def _guard(p: Planner, ref: ClassRef, holder: ClassRef) -> str | None:
     return None
 
 
+def _placed(p: Planner, ref: ClassRef, out: Route) -> tuple[ClassRef, tuple[str, int], dict] | None:
+    """Where members of ``ref`` are written: its code holder (:func:`rules.planning.code_holder`),
+    the holder's ``(path, line)``, and the codemod parameters naming the class and its module.
+    None, with ``out.fails`` set, when the holder is not defined in the tree."""
+    holder = code_holder(p, ref)
+    loc = p.r.location(holder)
+    if loc is None:
+        out.fails = (f"{holder.name} is not defined in the tree", "")
+        return None
+    params = {"class": holder.qualname}
+    params.update(module_params(holder, loc[0]))
+    return holder, loc, params
+
+
+def _inner_attr(p: Planner, ref: ClassRef):
+    """The ``__init__`` assignment on ``ref``'s MRO that builds its language model, else its inner
+    model (:func:`auditor.engines.base.init_assign` over the attribute names vLLM's facts use);
+    None when neither is built."""
+    return init_assign(p.r, ref, LANGUAGE_MODEL_ATTRS) or init_assign(p.r, ref, HOLDER_ATTRS)
+
+
 def route(p: Planner, ref: ClassRef, depth: int = 0) -> Route:
     """Follow the setter of ``ref`` (or plan it where it is missing) to the model that captures."""
     out = Route()
@@ -154,12 +175,11 @@ def _walk(p: Planner, ref: ClassRef, depth: int, out: Route) -> None:
             return
         out.fails = (f"{owner.name}.{name} fills no {CAPTURE_ATTR} and delegates to no model", "")
         return
-    holder = code_holder(p, ref)
-    loc = p.r.location(holder)
-    if loc is None:
-        out.fails = (f"{holder.name} is not defined in the tree", "")
+    placed = _placed(p, ref, out)
+    if placed is None:
         return
-    found = init_assign(p.r, ref, LANGUAGE_MODEL_ATTRS) or init_assign(p.r, ref, HOLDER_ATTRS)
+    holder, loc, params = placed
+    found = _inner_attr(p, ref)
     if found is None:
         out.fails = (f"no __init__ on {ref.name}'s MRO builds an inner model (self.{', self.'.join(HOLDER_ATTRS)})",
                      f"define {name} on {holder.name}")
@@ -169,8 +189,7 @@ def _walk(p: Planner, ref: ClassRef, depth: int, out: Route) -> None:
     if cls is None:
         out.fails = (f"the inner model of {holder.name} is not known statically: {why}", f"define {name} on {holder.name}")
         return
-    params = {"class": holder.qualname, "setter": name, "attr": attr}
-    params.update(module_params(holder, loc[0]))
+    params.update(setter=name, attr=attr)
     if _wrapper_like(p, cls, name):
         why = _routes_through(p, ref, attr, cls)
         if why is not None:
@@ -250,14 +269,11 @@ def _getter_walk(p: Planner, ref: ClassRef, name: str, depth: int, out: Route) -
         if isinstance(hit[1], MethodFact) and hit[1].is_stub:
             out.fails = (f"{hit[0].name}.{name} is a stub", f"make {hit[0].name}.{name} return what the donors return")
         return
-    holder = code_holder(p, ref)
-    loc = p.r.location(holder)
-    if loc is None:
-        out.fails = (f"{holder.name} is not defined in the tree", "")
+    placed = _placed(p, ref, out)
+    if placed is None:
         return
-    params = {"class": holder.qualname}
-    params.update(module_params(holder, loc[0]))
-    found = init_assign(p.r, ref, LANGUAGE_MODEL_ATTRS) or init_assign(p.r, ref, HOLDER_ATTRS)
+    holder, loc, params = placed
+    found = _inner_attr(p, ref)
     if found is not None:
         attr = found[1]
         cls, _, _why = attr_class(p.r, ref, attr)

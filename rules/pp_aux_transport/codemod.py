@@ -30,24 +30,13 @@ from rules.cst import (
     identifier,
     insert_items,
     is_exploded,
+    names_used,
     replace,
     too_long,
 )
 
 FLAG = "supports_aux_hidden_states_over_pp"
 REMOTE = "remote_aux"
-
-
-def _names(node: cst.CSTNode) -> set[str]:
-    """Every Name and attribute name used under ``node``."""
-    out: set[str] = set()
-
-    class V(cst.CSTVisitor):
-        def visit_Name(self, n: cst.Name) -> None:
-            out.add(n.value)
-
-    node.visit(V())
-    return out
 
 
 def _stmt(source: str, module: cst.Module) -> cst.BaseStatement:
@@ -167,11 +156,11 @@ class PPAuxTransportCodemod(EagleCodemod):
     def _forward(self, tree: cst.Module, fwd: cst.FunctionDef, aux: str, cname: str) -> cst.FunctionDef:
         before = len(self.changes)
         stmts = list(fwd.body.body)
-        loop_i = next((i for i, s in enumerate(stmts) if isinstance(s, cst.For) and "layers" in _names(s.iter)), None)
+        loop_i = next((i for i, s in enumerate(stmts) if isinstance(s, cst.For) and "layers" in names_used(s.iter)), None)
         if loop_i is None:
             raise NotAutoFixable(f"{cname}.forward has no top-level loop over its layers")
         loop = stmts[loop_i]
-        if aux not in _names(loop.body) and not _calls_method(loop, "_maybe_add_hidden_state"):
+        if aux not in names_used(loop.body) and not _calls_method(loop, "_maybe_add_hidden_state"):
             raise NotAutoFixable(f"{cname}.forward's layer loop does not capture {aux}", "fix aux-capture first")
         # 1. an absolute layer index
         it = loop.iter
@@ -227,7 +216,7 @@ class PPAuxTransportCodemod(EagleCodemod):
             self.changes.append(f"{cname}.forward sends this stage's aux states on in the IntermediateTensors")
         # 4. the last stage prepends the earlier stages' states
         joined = any(isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.Assign)
-                     and REMOTE in _names(s.body[0].value) for s in stmts)
+                     and REMOTE in names_used(s.body[0].value) for s in stmts)
         if not joined:
             ret_i = next((i for i, s in enumerate(stmts) if i > loop_i and self._returns_aux(s, aux)), None)
             if ret_i is None:
@@ -256,7 +245,7 @@ class PPAuxTransportCodemod(EagleCodemod):
         """The ``if not <last rank>: return IntermediateTensors({...})`` after the loop: ``(index,
         if statement, return, call, dict literal)``."""
         for i, s in enumerate(stmts):
-            if i <= loop_i or not isinstance(s, cst.If) or "is_last_rank" not in _names(s.test):
+            if i <= loop_i or not isinstance(s, cst.If) or "is_last_rank" not in names_used(s.test):
                 continue
             body = s.body.body if isinstance(s.body, cst.IndentedBlock) else []
             for line in body:

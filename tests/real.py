@@ -68,3 +68,55 @@ class SessionReleases:
     def auditor(self, version: str) -> Auditor:
         """The session's shared :class:`Auditor` over ``version`` (see :func:`release_auditor`)."""
         return release_auditor(version)
+
+
+def case_id(case: dict) -> str:
+    """A readable test id for an acceptance case: release, architecture, method and run options."""
+    release = case.get("sglang") if case.get("engine") == "sglang" else case["vllm"]
+    parts = [case.get("engine", "vllm"), release, case["architecture"], case.get("method", "eagle3")]
+    if "platform" in case:
+        parts.append(case["platform"])
+    if "pipeline_parallel_size" in case:
+        parts.append(f"pp{case['pipeline_parallel_size']}")
+    return "-".join(parts)
+
+
+def audit_case(case: dict):
+    """Audit one acceptance case (``expected.toml`` / ``next.toml`` format) on its real release:
+    ``engine`` (``vllm`` or ``sglang``, naming the release under that key), ``architecture``,
+    ``method``, and optionally ``model_type``/``text_model_type``, ``platform`` and
+    ``pipeline_parallel_size``. Returns the :class:`auditor.model.results.TargetResult`."""
+    from auditor.engines.vllm.targets import resolve_targets
+    from auditor.model.options import RunOptions
+    from auditor.model.results import TargetSpec
+
+    engine = case.get("engine", "vllm")
+    base = release_auditor(case[engine], engine)
+    platform = case.get("platform", base.platform)
+    a = base if platform == base.platform else _platform_auditor(case[engine], engine, platform)
+    if "model_type" in case:
+        spec = TargetSpec(case["architecture"], case["model_type"], case.get("text_model_type", case["model_type"]),
+                          "case")
+    else:
+        (spec,) = resolve_targets(a.registry, [case["architecture"]])
+    options = RunOptions(pipeline_parallel_size=case.get("pipeline_parallel_size", 1))
+    return a.audit(spec, case.get("method", "eagle3"), None, options)
+
+
+@functools.lru_cache(maxsize=None)
+def _platform_auditor(version: str, engine: str, platform: str) -> Auditor:
+    """The release's auditor for another ``platform`` (the same index, one resolver per platform)."""
+    return Auditor(release_auditor(version, engine).tree, platform=platform)
+
+
+def check_case(case: dict) -> None:
+    """Assert that the tool gives ``case`` its verdict, exactly its blocking gates, at least its
+    warnings, and a ``file:line`` for every blocking finding."""
+    r = audit_case(case)
+    assert r.verdict.value == case["verdict"], [f.message for f in r.findings]
+    assert set(r.blocking) == set(case["blocking"]), [f.message for f in r.findings]
+    gates = {f.gate for f in r.findings if f.severity.value == "warning"}
+    assert set(case.get("warnings", [])) <= gates
+    for f in r.findings:
+        if f.severity.value == "error":
+            assert f.path and f.line, f

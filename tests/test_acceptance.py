@@ -5,29 +5,15 @@ from __future__ import annotations
 import pytest
 
 from auditor.engines.vllm.targets import resolve_targets
-from auditor.model.results import TargetSpec
 from rules.allowlist.facts import allowlist_for
-from tests.real import expected_cases, release_auditor
+from tests.real import case_id, check_case, expected_cases, release_auditor
 
 CASES = expected_cases()
 
 
-@pytest.mark.parametrize("case", CASES, ids=[f"{c['vllm']}-{c['architecture']}-{c['method']}" for c in CASES])
+@pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
 def test_expected_case(case):
-    a = release_auditor(case["vllm"])
-    if "model_type" in case:
-        spec = TargetSpec(case["architecture"], case["model_type"],
-                          case.get("text_model_type", case["model_type"]), "case")
-    else:
-        (spec,) = resolve_targets(a.registry, [case["architecture"]])
-    r = a.audit(spec, case["method"])
-    assert r.verdict.value == case["verdict"], [f.message for f in r.findings]
-    assert set(r.blocking) == set(case["blocking"])
-    gates = {f.gate for f in r.findings if f.severity.value == "warning"}
-    assert set(case.get("warnings", [])) <= gates
-    for f in r.findings:
-        if f.severity.value == "error":
-            assert f.path and f.line, f
+    check_case(case)
 
 
 def test_allowlist_points_at_the_list_assignment_0_16_0():

@@ -10,16 +10,7 @@ import pytest
 from auditor.engines.vllm.targets import resolve_targets
 from auditor.model.results import TargetSpec
 from auditor.orchestration.scan import Auditor
-from tests.real import next_cases, release_auditor
-
-
-def _owned(case: dict) -> bool:
-    """The next.toml cases of this issue: not the pipeline-parallel, MTP or SGLang ones (other
-    issues own those)."""
-    return not ({"pipeline_parallel_size", "engine"} & set(case)) and case.get("method") != "mtp"
-
-
-FIDELITY = [c for c in next_cases() if _owned(c)]
+from tests.real import release_auditor
 
 
 def _auditor(version: str, platform: str = "cuda") -> Auditor:
@@ -36,15 +27,6 @@ def _audit(case: dict):
     else:
         (spec,) = resolve_targets(a.registry, [case["architecture"]])
     return a.audit(spec, case["method"])
-
-
-@pytest.mark.parametrize("case", FIDELITY, ids=[f"{c['vllm']}-{c['architecture']}-{c['method']}" for c in FIDELITY])
-def test_next_case(case):
-    r = _audit(case)
-    assert r.verdict.value == case["verdict"], [f.message for f in r.findings]
-    assert set(r.blocking) == set(case["blocking"])
-    gates = {f.gate for f in r.findings if f.severity.value == "warning"}
-    assert set(case.get("warnings", [])) <= gates
 
 
 # -- kind 1: EAGLE-1 has no target-side protocol gate ---------------------------------------

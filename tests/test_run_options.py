@@ -17,7 +17,7 @@ from auditor.model.errors import AuditError
 from auditor.model.options import RunOptions, check_methods, load_draft_config
 from auditor.model.results import TargetSpec
 from auditor.orchestration.config import load_settings
-from tests.real import next_cases, release_auditor
+from tests.real import expected_cases, release_auditor
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -158,20 +158,7 @@ def test_older_mtp_method_strings_as_the_tree_maps_them():
 
 # -- the run-option cases of next.toml -------------------------------------------------------------
 
-RUN_CASES = [c for c in next_cases() if "engine" not in c and (c.get("method") == "mtp" or "pipeline_parallel_size" in c)]
-
-
-@pytest.mark.parametrize("case", RUN_CASES, ids=[
-    f"{c['vllm']}-{c['architecture']}-{c['method']}-pp{c.get('pipeline_parallel_size', 1)}" for c in RUN_CASES])
-def test_next_run_option_case(case):
-    options = RunOptions(pipeline_parallel_size=case.get("pipeline_parallel_size", 1))
-    r = _audit(case["vllm"], case["architecture"], case["method"], options, model_type=case.get("model_type"))
-    assert r.verdict.value == case["verdict"], [f.message for f in r.findings]
-    assert set(r.blocking) == set(case["blocking"])
-    assert r.run_options.pipeline_parallel_size == options.pipeline_parallel_size
-    for f in r.findings:
-        if f.severity.value == "error":
-            assert f.path and f.line, f
+RUN_CASES = [c for c in expected_cases() if "engine" not in c and (c.get("method") == "mtp" or "pipeline_parallel_size" in c)]
 
 
 def test_run_option_cases_cover_pp_and_mtp():

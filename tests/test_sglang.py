@@ -31,7 +31,7 @@ from rules.base import AuditTarget
 from rules.cst import NotAutoFixable
 from rules.interface.codemod_sglang import SGLangInterfaceCodemod
 from rules.registry import RULES, run_codemod
-from tests.real import next_cases, release_auditor
+from tests.real import release_auditor
 
 REPO = Path(__file__).resolve().parents[1]
 MINI = REPO / "fixtures" / "minisglang"
@@ -61,21 +61,6 @@ def _audit(a: Auditor, arch: str):
 
 
 # -- acceptance: the SGLang cases of next.toml, on the real releases ---------------------------
-
-SGLANG_CASES = [c for c in next_cases() if c.get("engine") == "sglang"]
-
-
-@pytest.mark.parametrize("case", SGLANG_CASES, ids=[f"{c['sglang']}-{c['architecture']}" for c in SGLANG_CASES])
-def test_next_sglang_case(case):
-    a = release_auditor(case["sglang"], "sglang")
-    assert a.engine.name == "sglang"
-    r = _audit(a, case["architecture"])
-    assert r.verdict.value == case["verdict"], [f.message for f in r.findings]
-    assert set(r.blocking) == set(case["blocking"])
-    for f in r.findings:
-        if f.severity is Severity.ERROR:
-            assert f.path and f.line, f
-
 
 def test_sglang_0_5_10_post1_reasons_point_at_the_code():
     a = release_auditor("0.5.10.post1", "sglang")

@@ -19,10 +19,12 @@ from rules import (
     aux_layers,
     draft_pp,
     draft_registry,
+    embed_sharing,
     image_token,
     interface,
     mtp_draft,
     parallel_drafting_mm,
+    platform_spec_decode,
     pp_aux_transport,
 )
 from rules.allowlist import facts as allowlist_facts
@@ -34,6 +36,7 @@ from rules.aux_layers import facts as aux_layers_facts
 from rules.base import Rule
 from rules.draft_pp import facts as draft_pp_facts
 from rules.draft_registry import facts as draft_registry_facts
+from rules.embed_sharing import facts as embed_sharing_facts
 from rules.image_token import facts as image_token_facts
 from rules.image_token import planner as image_token_planner
 from rules.interface import planner as interface_planner
@@ -42,6 +45,7 @@ from rules.interface import sglang as interface_sglang
 from rules.mtp_draft import facts as mtp_draft_facts
 from rules.nextn_draft import SGLangMTPDraftRule
 from rules.parallel_drafting_mm import facts as parallel_drafting_mm_facts
+from rules.platform_spec_decode import facts as platform_spec_decode_facts
 from rules.pp_aux_transport import facts as pp_aux_transport_facts
 from rules.pp_aux_transport import planner as pp_aux_transport_planner
 
@@ -84,6 +88,9 @@ TABLE: tuple[Entry, ...] = (
     Entry(draft_registry.DraftRegistryRule, None, None, (draft_registry_facts.EXTRACTOR,)),
     Entry(aux_layers.AuxLayersRule, None, None, (aux_layers_facts.EXTRACTOR,)),
     Entry(parallel_drafting_mm.ParallelDraftingMMRule, None, None, (parallel_drafting_mm_facts.EXTRACTOR,)),
+    Entry(embed_sharing.EmbedSharingRule, None, None, (embed_sharing_facts.EXTRACTOR,)),
+    Entry(platform_spec_decode.PlatformSpecDecodeRule, None, None,
+          (platform_spec_decode_facts.WORKER_EXTRACTOR, platform_spec_decode_facts.RUNNER_EXTRACTOR)),
     # SGLang (rules whose ENGINES name sglang): the same gate ids, SGLang's mechanism
     Entry(interface_sglang.SGLangInterfaceRule, interface_planner_sglang.plan,
           "rules.interface.codemod_sglang:SGLangInterfaceCodemod", name=interface_planner_sglang.CODEMOD),

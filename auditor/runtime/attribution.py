@@ -1,0 +1,126 @@
+"""Which gate an engine exception belongs to, decided by where the engine raised it.
+
+The scan records, for each blocking finding, the ``file:line`` of the construct that fails. An
+exception the engine raised is attributed to a gate when one of its traceback frames inside the
+engine's package is in the same function as one of the target's findings (the allowlist test,
+the proposer's sharing of the embedding, the holder's ``forward``), or is the function that
+tests the gate's protocol with the tree's own checker (``supports_eagle3(model)`` in the model
+runner, for ``interface``). The innermost such frame wins. No match is ``unmodelled``: the engine
+refused for a reason the tool does not model, which is a finding about the tool.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+from auditor.model.findings import Finding, Severity
+
+UNMODELLED = "unmodelled"
+
+
+@dataclass
+class Attribution:
+    """``gate``: the gate id, or :data:`UNMODELLED`; ``where``: ``path:line`` of the innermost frame
+    inside the engine's package (POSIX, relative to the folder that holds the package), or None
+    when no frame is inside it; ``function``: that frame's function."""
+
+    gate: str
+    where: str | None
+    function: str | None = None
+
+
+def engine_frames(frames: list[dict], package_root: str, package: str) -> list[tuple[str, int, str]]:
+    """The frames inside the engine's package, innermost last, as ``(relative path, line, function)``.
+
+    Args:
+        frames: the child's frames (``file``, ``line``, ``function``), innermost last.
+        package_root: the folder that contains the package (``site-packages``).
+        package: ``vllm`` or ``sglang``.
+    """
+    root = package_root.rstrip("/") + "/"
+    out = []
+    for fr in frames:
+        file = str(fr.get("file", ""))
+        line = fr.get("line")
+        if not file.startswith(root + package + "/") or not isinstance(line, int):
+            continue
+        out.append((file[len(root):], line, str(fr.get("function", ""))))
+    return out
+
+
+class FunctionSpans:
+    """The function definitions of the tree's modules, parsed once each (never executed)."""
+
+    def __init__(self, read) -> None:
+        """``read``: a callable ``relative path -> bytes`` (the tree's :meth:`Tree.read`)."""
+        self._read = read
+        self._cache: dict[str, list[ast.AST] | None] = {}
+
+    def defs(self, path: str) -> list[ast.AST]:
+        """Every ``def`` of the module at ``path`` (empty when it cannot be read or parsed)."""
+        if path not in self._cache:
+            try:
+                mod = ast.parse(self._read(path), filename=path)
+                self._cache[path] = [n for n in ast.walk(mod) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+            except (KeyError, OSError, SyntaxError, ValueError, RecursionError):
+                self._cache[path] = None
+        return self._cache[path] or []
+
+    def enclosing(self, path: str, line: int) -> ast.AST | None:
+        """The innermost ``def`` of ``path`` whose lines hold ``line``."""
+        best = None
+        for d in self.defs(path):
+            start = min([d.lineno] + [x.lineno for x in d.decorator_list])
+            if start <= line <= (d.end_lineno or d.lineno):
+                if best is None or d.lineno >= best.lineno:
+                    best = d
+        return best
+
+
+def _protocol_checker(protocol: str) -> str:
+    """The runner's checker function of a protocol: ``SupportsEagle3`` -> ``supports_eagle3``."""
+    name = protocol[len("Supports"):] if protocol.startswith("Supports") else protocol
+    return "supports_" + re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _calls(node: ast.AST, name: str) -> bool:
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Call):
+            fn = sub.func
+            if (isinstance(fn, ast.Name) and fn.id == name) or (isinstance(fn, ast.Attribute) and fn.attr == name):
+                return True
+    return False
+
+
+def attribute(frames: list[tuple[str, int, str]], findings: list[Finding], spans: FunctionSpans) -> Attribution:
+    """The gate of the innermost engine frame that matches a finding (see the module docstring).
+
+    Args:
+        frames: :func:`engine_frames`, innermost last.
+        findings: the target's findings from the scan of the same tree.
+        spans: the tree's function spans.
+    Returns:
+        An :class:`Attribution` (``gate`` :data:`UNMODELLED` when nothing matches).
+    """
+    where = f"{frames[-1][0]}:{frames[-1][1]}" if frames else None
+    function = frames[-1][2] if frames else None
+    blocking = [f for f in findings if f.severity in (Severity.ERROR, Severity.UNKNOWN) and f.path and f.line]
+    checkers = {}
+    for f in blocking:
+        protocol = getattr(f.data, "protocol", None)
+        if f.gate == "interface" and isinstance(protocol, str):
+            checkers[_protocol_checker(protocol)] = f.gate
+    for path, line, _fn in reversed(frames):
+        fdef = spans.enclosing(path, line)
+        for f in blocking:
+            if f.path != path:
+                continue
+            if f.line == line or (fdef is not None and spans.enclosing(path, f.line) is fdef):
+                return Attribution(f.gate, where, function)
+        if fdef is not None:
+            for checker, gate in checkers.items():
+                if _calls(fdef, checker):
+                    return Attribution(gate, where, function)
+    return Attribution(UNMODELLED, where, function)

@@ -1,0 +1,256 @@
+"""Tiny config-only model folders for ``eagle-audit verify``: pure functions on config dicts.
+
+A shrunk target keeps what the engine's gates read (``model_type``, ``architectures``, layer-type
+patterns, nested text and vision configs, the token id attributes) and makes every size tiny:
+:data:`TINY` layers (at least 6, because vLLM's default EAGLE-3 aux layers are
+``(2, L // 2, L - 3)`` and collapse below that), hidden 256, 4 heads, vocabulary 2048. Token ids
+that would fall outside the shrunk vocabulary are moved below it. An HF config class may store a
+size under its own name (GPT-2's ``n_embd``): its ``attribute_map`` (read by the child from the
+environment's transformers) is honoured.
+
+The matching EAGLE-3 drafter is vLLM's ``LlamaForCausalLMEagle3`` with one layer at the target's
+hidden size, or the user's drafter config shrunk the same way.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+#: The tiny sizes (canonical HF names). ``num_hidden_layers`` must stay >= 6.
+TINY = {"num_hidden_layers": 8, "hidden_size": 256, "num_attention_heads": 4, "head_dim": 64,
+        "intermediate_size": 512, "vocab_size": 2048, "max_position_embeddings": 512}
+
+#: Sizes set only when the config has the key (canonical or mapped name), with their tiny value.
+OPTIONAL_SIZES = {
+    "ffn_dim": 512, "ffn_hidden_size": 512, "word_embed_proj_dim": 256, "n_inner": 512,
+    "moe_intermediate_size": 128, "shared_expert_intermediate_size": 128,
+    "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
+    "first_k_dense_replace": 1, "n_group": 1, "topk_group": 1, "decoder_sparse_step": 1,
+    "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 64, "v_head_dim": 64,
+    "q_lora_rank": 128, "linear_key_head_dim": 64, "linear_value_head_dim": 64,
+    "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+}
+
+#: Keys whose values are removed: remote code, quantization of real weights, the source path.
+DROPPED = ("auto_map", "quantization_config", "_name_or_path", "compression_config")
+
+#: The nested configs of a multimodal wrapper, and how each is shrunk.
+TEXT_SUBCONFIGS = ("text_config", "language_config", "llm_config")
+OTHER_SUBCONFIGS = ("vision_config", "audio_config", "vision_tower_config")
+
+#: Layer-count names of vision and audio encoders.
+ENCODER_LAYER_KEYS = ("num_hidden_layers", "depth", "num_layers", "encoder_layers")
+
+TOKEN_KEYS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
+
+
+@dataclass
+class ShrunkTarget:
+    """A shrunk target config and what the drafter must match.
+
+    ``config``: the dict to write as ``config.json``; ``hidden_size``/``vocab_size``/``layers``:
+    of the language model (the text config of a wrapper); ``moved_token_ids``: ``{key: (old, new)}``
+    for token ids moved below the vocabulary."""
+
+    config: dict
+    hidden_size: int
+    vocab_size: int
+    layers: int
+    moved_token_ids: dict
+
+
+def _stored(key: str, cfg: dict, attribute_map: dict) -> str:
+    """The name ``cfg`` stores the canonical ``key`` under (``attribute_map``: canonical → stored)."""
+    mapped = attribute_map.get(key)
+    if isinstance(mapped, str) and (mapped in cfg or key not in cfg):
+        return mapped
+    return key
+
+
+def _resize_layer_list(value: list, old: int, new: int) -> list:
+    if old <= 0:
+        return value
+    if len(value) >= new:
+        return list(value[:new])
+    return [value[i % len(value)] for i in range(new)]
+
+
+def _is_token_key(key: str) -> bool:
+    return key in TOKEN_KEYS or key.endswith(("_token_id", "_token_index", "_token_ids"))
+
+
+def _move_token_ids(cfg: dict, vocab: int, moved: dict, prefix: str = "") -> None:
+    """Move every token id at or above ``vocab`` to a distinct id below it (from the top down)."""
+    used: dict[int, int] = {}
+
+    def new_id(old: int) -> int:
+        if old not in used:
+            used[old] = vocab - 1 - len(used)
+        return used[old]
+
+    for key, value in list(cfg.items()):
+        if not _is_token_key(key):
+            continue
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int) and value >= vocab:
+            cfg[key] = new_id(value)
+            moved[prefix + key] = (value, cfg[key])
+        elif isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            if any(v >= vocab for v in value):
+                cfg[key] = [new_id(v) if v >= vocab else v for v in value]
+                moved[prefix + key] = (value, cfg[key])
+
+
+def _shrink_language(cfg: dict, attribute_map: dict, sizes: dict) -> tuple[int, int, int]:
+    """Shrink a language model config in place; returns (hidden, vocab, layers)."""
+    layers_key = _stored("num_hidden_layers", cfg, attribute_map)
+    old_layers = cfg.get(layers_key)
+    old_layers = old_layers if isinstance(old_layers, int) and not isinstance(old_layers, bool) else 0
+    heads_key = _stored("num_attention_heads", cfg, attribute_map)
+    old_heads = cfg.get(heads_key)
+    for key in ("num_key_value_heads", "num_kv_heads", "multi_query_group_num"):
+        stored = _stored(key, cfg, attribute_map)
+        old_kv = cfg.get(stored)
+        if isinstance(old_kv, int) and not isinstance(old_kv, bool):
+            if old_kv == 1:
+                cfg[stored] = 1
+            elif isinstance(old_heads, int) and old_kv < old_heads:
+                cfg[stored] = 2
+            else:
+                cfg[stored] = sizes["num_attention_heads"]
+    for key, value in sizes.items():
+        stored = _stored(key, cfg, attribute_map)
+        if key == "head_dim" and cfg.get(stored) is None:
+            continue  # derived from hidden / heads by the config class
+        cfg[stored] = value
+    for key, value in OPTIONAL_SIZES.items():
+        stored = _stored(key, cfg, attribute_map)
+        current = cfg.get(stored)
+        if stored in cfg and current is not None and not isinstance(current, bool):
+            if key == "n_shared_experts":
+                continue
+            cfg[stored] = value
+    if isinstance(cfg.get("n_shared_experts"), int) and cfg["n_shared_experts"] > 1:
+        cfg["n_shared_experts"] = 1
+    new_layers = sizes["num_hidden_layers"]
+    if old_layers:
+        for key, value in list(cfg.items()):
+            if isinstance(value, list) and len(value) == old_layers and key not in TOKEN_KEYS:
+                cfg[key] = _resize_layer_list(value, old_layers, new_layers)
+    for key in ("sliding_window", "attention_chunk_size"):
+        if isinstance(cfg.get(key), int) and not isinstance(cfg.get(key), bool) and cfg[key] > 128:
+            cfg[key] = 128
+    for key in ("layer_types_pattern",):
+        cfg.pop(key, None)
+    return sizes["hidden_size"], sizes["vocab_size"], new_layers
+
+
+def shrink_target(config: dict, architecture: str, *, attribute_map: dict | None = None,
+                  sub_attribute_maps: dict | None = None, dtype: str = "bfloat16",
+                  layers: int = TINY["num_hidden_layers"]) -> ShrunkTarget:
+    """A tiny copy of a target's HF config (``config`` is not changed).
+
+    Args:
+        config: the checkpoint's ``config.json`` (``--hf-config``) or the dict of the HF config
+            class the environment's transformers defines.
+        architecture: the registry architecture to run (written to ``architectures``).
+        attribute_map: the config class's ``attribute_map`` (canonical name → stored name).
+        sub_attribute_maps: the same for nested configs, by key (``text_config``, …).
+        dtype: the dtype to write (``bfloat16``, ``float32``).
+        layers: the decoder layers of the language model (at least 6).
+
+    Returns:
+        A :class:`ShrunkTarget`.
+
+    Raises:
+        ValueError: ``layers`` is below 6.
+    """
+    if layers < 6:
+        raise ValueError("a verify target needs at least 6 layers (the default EAGLE-3 aux layers are 2, L//2, L-3)")
+    cfg = copy.deepcopy(config)
+    sub_maps = sub_attribute_maps or {}
+    for key in DROPPED:
+        cfg.pop(key, None)
+    sizes = dict(TINY, num_hidden_layers=layers)
+    moved: dict = {}
+    text_key = next((k for k in TEXT_SUBCONFIGS if isinstance(cfg.get(k), dict)), None)
+    if text_key is not None:
+        text = cfg[text_key]
+        for key in DROPPED:
+            text.pop(key, None)
+        hidden, vocab, n = _shrink_language(text, sub_maps.get(text_key, {}), sizes)
+        text["tie_word_embeddings"] = False
+        _move_token_ids(text, vocab, moved, text_key + ".")
+        if "vocab_size" in cfg:
+            cfg["vocab_size"] = vocab
+        for key in ("hidden_size",):
+            if key in cfg and isinstance(cfg[key], int):
+                cfg[key] = hidden
+    else:
+        hidden, vocab, n = _shrink_language(cfg, attribute_map or {}, sizes)
+    for key in OTHER_SUBCONFIGS:
+        sub = cfg.get(key)
+        if isinstance(sub, dict):
+            for lk in ENCODER_LAYER_KEYS:
+                if isinstance(sub.get(lk), int) and not isinstance(sub.get(lk), bool):
+                    sub[lk] = 2
+            if "out_hidden_size" in sub:
+                sub["out_hidden_size"] = hidden
+            sub.pop("auto_map", None)
+    _move_token_ids(cfg, vocab, moved)
+    cfg["architectures"] = [architecture]
+    cfg["tie_word_embeddings"] = False
+    cfg["dtype"] = dtype
+    cfg["torch_dtype"] = dtype
+    return ShrunkTarget(cfg, hidden, vocab, n, moved)
+
+
+def drafter_config(target: ShrunkTarget, *, dtype: str = "bfloat16", user: dict | None = None,
+                   original_layers: int | None = None) -> dict:
+    """The EAGLE-3 drafter config matching a shrunk target.
+
+    Args:
+        target: the shrunk target (its hidden size and vocabulary are matched).
+        dtype: the dtype to write.
+        user: the user's drafter ``config.json`` (``--draft-config``), shrunk to the same sizes
+            (its architecture, model_type and other keys kept), or None for vLLM's
+            ``LlamaForCausalLMEagle3`` with one layer.
+        original_layers: the real target's layer count, to scale the user's
+            ``eagle_aux_hidden_state_layer_ids`` onto the shrunk target.
+
+    Returns:
+        The drafter's ``config.json`` as a dict.
+    """
+    base = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "num_hidden_layers": 1,
+            "hidden_act": "silu", "rms_norm_eps": 1e-5, "rope_theta": 10000.0}
+    cfg = copy.deepcopy(user) if user else base
+    for key in DROPPED:
+        cfg.pop(key, None)
+    user_draft_vocab = cfg.get("draft_vocab_size")
+    user_vocab = cfg.get("vocab_size")
+    cfg.update(hidden_size=target.hidden_size, num_attention_heads=TINY["num_attention_heads"],
+               num_key_value_heads=TINY["num_attention_heads"], head_dim=TINY["head_dim"],
+               intermediate_size=TINY["intermediate_size"], vocab_size=target.vocab_size,
+               target_hidden_size=target.hidden_size, max_position_embeddings=TINY["max_position_embeddings"],
+               tie_word_embeddings=False, dtype=dtype, torch_dtype=dtype)
+    cfg["num_hidden_layers"] = min(int(cfg.get("num_hidden_layers") or 1), 2)
+    if isinstance(user_draft_vocab, int) and isinstance(user_vocab, int) and user_draft_vocab < user_vocab:
+        cfg["draft_vocab_size"] = target.vocab_size // 2
+    else:
+        cfg["draft_vocab_size"] = target.vocab_size
+    ids = cfg.get("eagle_aux_hidden_state_layer_ids")
+    if isinstance(ids, list) and original_layers and all(isinstance(i, int) for i in ids):
+        cfg["eagle_aux_hidden_state_layer_ids"] = sorted({min(target.layers - 1, i * target.layers // original_layers)
+                                                          for i in ids})
+    for key in TOKEN_KEYS:
+        cfg.pop(key, None)
+    return cfg
+
+
+def original_layer_count(config: dict, attribute_map: dict | None = None) -> int | None:
+    """The language model's layer count of an unshrunk config (its text config's for a wrapper)."""
+    text = next((config[k] for k in TEXT_SUBCONFIGS if isinstance(config.get(k), dict)), config)
+    value = text.get(_stored("num_hidden_layers", text, attribute_map or {}))
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

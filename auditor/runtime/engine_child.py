@@ -1,0 +1,392 @@
+"""The child process of ``eagle-audit verify``: runs inside the *engine's* environment.
+
+This file is never imported by eagle-audit. ``auditor.runtime.child`` starts it as
+``PYTHON -I engine_child.py REQUEST.json RESULT.json`` with the interpreter of the environment the
+user named, in a temporary folder, with a time limit. It imports only the standard library, the
+engine (vLLM), torch and transformers of that environment, and writes one JSON object to
+RESULT.json (written whole through a temporary file and a rename, so a crash leaves no half
+result). Requests (``"action"``):
+
+- ``config``: the HF config class transformers (or vLLM's own config registry) defines for a
+  model_type, as ``{"config": to_dict(), "attribute_map": {...}, "sub_attribute_maps": {...}}``.
+- ``run``: start the engine on a config-only model folder with dummy weights, with or without a
+  speculative config, decode greedily, and report what happened: started or not, the exception
+  and its frames, token ids and top-2 log-prob margins, the aux hidden state layers the runner
+  set and which layer boundaries the captured states match, accepted drafts, wall times.
+
+What makes the run mean something (measured, see the design note): the dummy weights are widened
+from U(-1e-3, 1e-3) to U(-scale, scale) before packing, so outputs depend on the prompt, and all
+but the first few lm_head rows of target and drafter are zeroed, so some drafts are accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+
+T0 = time.monotonic()
+
+
+def _write(path: str, obj: dict) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(obj, fh)
+    os.replace(tmp, path)
+
+
+def _progress(phase: str) -> None:
+    """Announce a phase to the parent (a progress line while the engine loads)."""
+    print("@@eagle-audit " + phase, flush=True)
+
+
+def _frames(exc: BaseException) -> list[dict]:
+    """The traceback frames of ``exc`` (and its causes), innermost last: file, line, function."""
+    out = []
+    seen = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        for fr in traceback.extract_tb(e.__traceback__):
+            out.append({"file": fr.filename, "line": fr.lineno, "function": fr.name})
+        e = e.__cause__ or e.__context__
+    return out
+
+
+def _exception(exc: BaseException) -> dict:
+    root = exc
+    # report the innermost cause: the engine's own error, not a wrapper's
+    while (root.__cause__ or root.__context__) is not None and len(_frames(root)) < 400:
+        nxt = root.__cause__ or root.__context__
+        if nxt is root:
+            break
+        root = nxt
+    return {
+        "type": type(root).__name__,
+        "message": str(root)[:2000],
+        "outer_type": type(exc).__name__,
+        "frames": _frames(exc)[-60:],
+    }
+
+
+def action_config(req: dict) -> dict:
+    model_type = req["model_type"]
+    cls = None
+    source = None
+    try:
+        from transformers import AutoConfig
+
+        cfg = AutoConfig.for_model(model_type)
+        cls = type(cfg)
+        source = "transformers"
+    except Exception:  # noqa: BLE001 - not a transformers model_type: try the engine's own registry
+        cfg = None
+    if cfg is None:
+        try:
+            from vllm.transformers_utils import config as vcfg
+
+            reg = getattr(vcfg, "_CONFIG_REGISTRY", {})
+            entry = reg.get(model_type)
+            if entry is not None:
+                cls = entry if isinstance(entry, type) else type(entry)
+                cfg = cls()
+                source = "vllm"
+        except Exception as exc:  # noqa: BLE001
+            return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
+    if cfg is None:
+        return {"ok": False, "error": f"no HF config class for model_type {model_type!r} in transformers "
+                                      "or the engine's config registry"}
+    sub = {}
+    for name in ("text_config", "vision_config", "audio_config"):
+        s = getattr(cfg, name, None)
+        if s is not None and hasattr(s, "attribute_map"):
+            sub[name] = dict(s.attribute_map)
+    return {"ok": True, "config": cfg.to_dict(), "class": f"{cls.__module__}.{cls.__qualname__}",
+            "source": source, "attribute_map": dict(getattr(cls, "attribute_map", {}) or {}),
+            "sub_attribute_maps": sub}
+
+
+# -- the run -----------------------------------------------------------------------------------
+
+STATE: dict = {"entering": {}, "aux": None, "aux_layers": None, "hooked": False, "hook_error": None}
+
+
+WEIGHTS = {"scale": 0.1, "live_rows": None}
+
+
+def _patch_dummy_weights() -> str | None:
+    """Widen the dummy weights and keep only ``live_rows`` lm_head rows, before packing.
+
+    Returns None when patched, else what could not be patched (the run is then weaker)."""
+    try:
+        import torch
+        from vllm.model_executor.model_loader import dummy_loader
+    except Exception as exc:  # noqa: BLE001
+        return f"dummy loader not found: {exc}"
+    notes = []
+    init = getattr(dummy_loader, "initialize_single_dummy_weight", None)
+    if init is not None:
+        def widened(param, low=-1e-3, high=1e-3, seed=1234, _init=init):  # noqa: ANN001
+            return _init(param, low=-WEIGHTS["scale"], high=WEIGHTS["scale"], seed=seed)
+
+        dummy_loader.initialize_single_dummy_weight = widened
+    else:
+        init_all = getattr(dummy_loader, "initialize_dummy_weights", None)
+        if init_all is None:
+            notes.append("no dummy weight initialiser to widen")
+        else:
+            def widened_all(model, *a, _init=init_all, **k):  # noqa: ANN001
+                k["low"], k["high"] = -WEIGHTS["scale"], WEIGHTS["scale"]
+                return _init(model, **k)
+
+            dummy_loader.initialize_dummy_weights = widened_all
+    loader = getattr(dummy_loader, "DummyModelLoader", None)
+    if loader is None:
+        notes.append("no DummyModelLoader")
+    else:
+        orig = loader.load_weights
+
+        def load_weights(self, model, *a, _orig=orig, **k):  # noqa: ANN001
+            out = _orig(self, model, *a, **k)
+            live_rows = WEIGHTS["live_rows"]
+            if live_rows is None:
+                return out
+            with torch.no_grad():
+                for name, mod in model.named_modules():
+                    if name.split(".")[-1] == "lm_head" and isinstance(getattr(mod, "weight", None), torch.Tensor):
+                        w = mod.weight
+                        if w.dim() == 2 and w.shape[0] > live_rows:
+                            w[live_rows:].zero_()
+            return out
+
+        loader.load_weights = load_weights
+    return "; ".join(notes) or None
+
+
+def _holder_of(model):
+    """The module whose ``aux_hidden_state_layers`` the runner set, and its decoder layer list."""
+    for mod in model.modules():
+        layers = getattr(mod, "layers", None)
+        if hasattr(mod, "aux_hidden_state_layers") and layers is not None:
+            return mod, layers
+    for mod in model.modules():  # no capture attribute: the first module holding the layer list
+        for attr in ("layers", "h", "blocks"):
+            layers = getattr(mod, attr, None)
+            if isinstance(layers, __import__("torch").nn.ModuleList) and len(layers) > 1:
+                return mod, layers
+    return None, None
+
+
+def _install_hooks(model) -> str:
+    import inspect
+
+    import torch
+
+    holder, layers = _holder_of(model)
+    if holder is None:
+        return "no decoder layer list found"
+    aux = getattr(holder, "aux_hidden_state_layers", None)
+    STATE["aux_layers"] = list(aux) if aux is not None else None
+
+    def pre_hook(idx):
+        def hook(mod, args, kwargs):
+            if idx in STATE["entering"]:
+                return None
+            try:
+                bound = inspect.signature(mod.forward).bind_partial(*args, **kwargs).arguments
+            except (TypeError, ValueError):
+                bound = {}
+            hs = bound.get("hidden_states")
+            if hs is None:
+                tensors = [a for a in args if isinstance(a, torch.Tensor) and a.dim() == 2 and a.is_floating_point()]
+                hs = tensors[0] if tensors else None
+            res = bound.get("residual")
+            if isinstance(hs, torch.Tensor):
+                state = hs + res if isinstance(res, torch.Tensor) else hs
+                STATE["entering"][idx] = state.detach().float().cpu().clone()
+            return None
+        return hook
+
+    for i, layer in enumerate(layers):
+        layer.register_forward_pre_hook(pre_hook(i), with_kwargs=True)
+
+    def out_hook(mod, args, output):
+        if STATE["aux"] is not None:
+            return None
+        if isinstance(output, tuple) and len(output) == 2 and isinstance(output[1], (list, tuple)):
+            STATE["aux"] = [t.detach().float().cpu().clone() for t in output[1] if isinstance(t, torch.Tensor)]
+        return None
+
+    model.register_forward_hook(out_hook)
+    STATE["hooked"] = True
+    return ""
+
+
+def _match_aux() -> list:
+    """For each captured aux tensor, the layer ids whose entering hidden state it equals."""
+    import torch
+
+    if not STATE["aux"]:
+        return []
+    out = []
+    for t in STATE["aux"]:
+        hits = []
+        for idx, ent in sorted(STATE["entering"].items()):
+            if ent.shape == t.shape and torch.allclose(ent, t, rtol=1e-2, atol=1e-3 * max(1.0, float(ent.abs().max()))):
+                hits.append(idx)
+        out.append(hits)
+    return out
+
+
+def _spec_metrics(llm) -> dict:
+    """The engine's speculative-decoding counters (``vllm:spec_decode_*``), summed per name."""
+    try:
+        metrics = llm.get_metrics()
+    except Exception as exc:  # noqa: BLE001
+        return {"error": f"{type(exc).__name__}: {exc}"[:200]}
+    out: dict = {}
+    for m in metrics:
+        if "spec_decode" not in m.name:
+            continue
+        value = getattr(m, "value", None)
+        if value is None and getattr(m, "values", None) is not None:
+            value = sum(m.values)
+        if isinstance(value, (int, float)):
+            out[m.name] = out.get(m.name, 0) + value
+    return out
+
+
+def _accepted(metrics: dict) -> int | None:
+    for name in ("vllm:spec_decode_num_accepted_tokens", "vllm:spec_decode_num_accepted_tokens_total"):
+        if name in metrics:
+            return int(metrics[name])
+    return None
+
+
+def _one_run(LLM, SamplingParams, TokensPrompt, req: dict, run: dict) -> dict:
+    """One engine start and greedy decode: ``run`` gives ``speculative`` (a speculative config or
+    None) and ``live_rows`` (lm_head rows kept; None keeps all)."""
+    import gc
+
+    WEIGHTS["live_rows"] = run.get("live_rows")
+    STATE.update(entering={}, aux=None, aux_layers=None, hooked=False)
+    result: dict = {"name": run.get("name"), "ok": False, "started": False, "phase": "start"}
+    timing: dict = {}
+    kwargs = dict(model=req["model_dir"], load_format="dummy", skip_tokenizer_init=True, enforce_eager=True,
+                  max_model_len=int(req.get("max_model_len", 256)), dtype=req.get("dtype", "auto"),
+                  seed=0, disable_log_stats=False, trust_remote_code=False)
+    if run.get("speculative"):
+        kwargs["speculative_config"] = run["speculative"]
+    t = time.monotonic()
+    llm = None
+    _progress(f"{run.get('name')}: starting the engine")
+    try:
+        try:
+            llm = LLM(**kwargs)
+        except BaseException as exc:  # noqa: BLE001
+            result["exception"] = _exception(exc)
+            return result
+        finally:
+            timing["start_s"] = round(time.monotonic() - t, 2)
+            result["timing"] = timing
+        result["started"] = True
+        try:
+            note = llm.apply_model(_install_hooks)
+            result["hook_note"] = note[0] if note else "no worker answered"
+        except Exception as exc:  # noqa: BLE001
+            result["hook_note"] = f"{type(exc).__name__}: {exc}"[:300]
+        result["phase"] = "generate"
+        _progress(f"{run.get('name')}: decoding")
+        t = time.monotonic()
+        try:
+            params = SamplingParams(temperature=0.0, max_tokens=int(req.get("max_tokens", 16)), logprobs=2,
+                                    ignore_eos=True)
+            prompts = [TokensPrompt(prompt_token_ids=list(p)) for p in req["prompts"]]
+            outs = llm.generate(prompts, params, use_tqdm=False)
+        except BaseException as exc:  # noqa: BLE001
+            result["exception"] = _exception(exc)
+            return result
+        finally:
+            timing["generate_s"] = round(time.monotonic() - t, 2)
+        ids, margins = [], []
+        for o in outs:
+            c = o.outputs[0]
+            ids.append(list(c.token_ids))
+            m = []
+            for lp in c.logprobs or []:
+                vals = sorted((v.logprob for v in lp.values()), reverse=True)
+                m.append(round(vals[0] - vals[1], 6) if len(vals) > 1 else None)
+            margins.append(m)
+        metrics = _spec_metrics(llm)
+        result.update(ok=True, phase="done", token_ids=ids, margins=margins, aux_layers=STATE["aux_layers"],
+                      aux_matches=_match_aux(), aux_count=len(STATE["aux"] or []), spec_metrics=metrics,
+                      accepted=_accepted(metrics), entering_layers=sorted(STATE["entering"]))
+        return result
+    finally:
+        del llm
+        gc.collect()
+        try:
+            from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+
+            cleanup_dist_env_and_memory()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def action_run(req: dict) -> dict:
+    """Every run of ``req["runs"]`` in order, in this one process; after a speculative run that
+    did not start, the later runs are skipped (they meet the same refusal)."""
+    out: dict = {"ok": False, "runs": []}
+    _progress("importing the engine")
+    try:
+        import torch
+
+        if req.get("cpu") and hasattr(torch.cpu, "_init_amx"):
+            try:
+                torch.cpu._init_amx()
+            except Exception:  # noqa: BLE001
+                pass
+        torch.manual_seed(0)
+        from vllm import LLM, SamplingParams
+        from vllm.inputs import TokensPrompt
+    except BaseException as exc:  # noqa: BLE001
+        out["exception"] = _exception(exc)
+        return out
+    out["import_s"] = round(time.monotonic() - T0, 2)
+    out["weights_note"] = _patch_dummy_weights()
+    WEIGHTS["scale"] = float(req.get("scale", 0.1))
+    for run in req["runs"]:
+        r = _one_run(LLM, SamplingParams, TokensPrompt, req, run)
+        out["runs"].append(r)
+        if not r["ok"] and run.get("speculative"):
+            break
+    out["ok"] = True
+    out["total_s"] = round(time.monotonic() - T0, 2)
+    return out
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3:
+        print("usage: engine_child.py REQUEST.json RESULT.json", file=sys.stderr)
+        return 2
+    with open(argv[1], encoding="utf-8") as fh:
+        req = json.load(fh)
+    action = req.get("action")
+    try:
+        if action == "config":
+            out = action_config(req)
+        elif action == "run":
+            out = action_run(req)
+        else:
+            out = {"ok": False, "error": f"unknown action {action!r}"}
+    except BaseException as exc:  # noqa: BLE001 - every failure is a result
+        out = {"ok": False, "started": False, "exception": _exception(exc)}
+    _write(argv[2], out)
+    sys.stdout.flush()
+    os._exit(0)  # the engine's threads and atexit handlers must not outlive the answer
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

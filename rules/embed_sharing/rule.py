@@ -1,0 +1,232 @@
+"""EA314 ``embed-sharing``: the proposer cannot find the target's embedding to share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from auditor.cache import cacheable
+from auditor.engines.base import init_assign
+from auditor.engines.vllm.facts import find_holder, is_multimodal
+from auditor.index.resolve import ClassRef
+from auditor.model.findings import Finding, Severity
+from auditor.model.options import RunOptions
+from rules.base import AuditTarget, Context, Example, Rule
+from rules.embed_sharing.facts import EXTRACTOR
+
+_PROPOSER = '''"""A speculative proposer (synthetic)."""
+
+
+class SpecDecodeBaseProposer:
+    def load_model(self, target_model):
+        self._maybe_share_embeddings(target_model)
+
+    def _maybe_share_embeddings(self, target_language_model):
+        if get_pp_group().world_size == 1:
+            inner_model = getattr(target_language_model, "model", None)
+            if inner_model is None:
+                raise AttributeError("Target model does not have 'model' attribute")
+            if hasattr(inner_model, "embed_tokens"):
+                target_embed_tokens = inner_model.embed_tokens
+            elif hasattr(inner_model, "embedding"):
+                target_embed_tokens = inner_model.embedding
+            else:
+                raise AttributeError("Target model does not have 'embed_tokens' or 'embedding' attribute")
+            self.embed = target_embed_tokens
+'''
+
+_GPT = '''"""A GPT-2-shaped model (synthetic): the inner model is self.transformer."""
+import torch.nn as nn
+
+
+class ToyGPTModel(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.wte = nn.Embedding(10, 4)
+
+
+class ToyGPTForCausalLM(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.transformer = ToyGPTModel(config)
+'''
+
+_OPT = '''"""An OPT-shaped model (synthetic): the embedding is one level further down."""
+import torch.nn as nn
+
+
+class ToyOPTDecoder(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(10, 4)
+
+
+class ToyOPTModel(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.decoder = ToyOPTDecoder(config)
+
+
+class ToyOPTForCausalLM(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.model = ToyOPTModel(config)
+'''
+
+_PROPOSER_PATH = "vllm/v1/spec_decode/eagle.py"
+
+
+def _tree(model_file: str | None = None, name: str = "toygpt") -> dict[str, str]:
+    files = {_PROPOSER_PATH: _PROPOSER}
+    if model_file:
+        files[f"vllm/model_executor/models/{name}.py"] = model_file
+    return files
+
+
+@cacheable
+@dataclass
+class EmbedSharingData:
+    """EA314 details: the ``language_model`` class the proposer reads, the attribute ``missing``
+    (the alternatives of the step that fails), the ``chain`` walked before it, and the proposer
+    ``function`` that raises."""
+
+    language_model: str | None = None
+    missing: list[str] = field(default_factory=list)
+    chain: list[str] = field(default_factory=list)
+    function: str | None = None
+
+
+def _defines(ctx: Context, ref: ClassRef, names: list[str]) -> tuple[str | None, bool]:
+    """``(name, complete)``: the first of ``names`` that ``ref``'s MRO defines (an ``__init__``
+    assignment ``self.<name> = ...``, a class attribute or a method/property), or None; ``complete``
+    is False when part of the MRO could not be resolved (then a miss decides nothing)."""
+    mro = ctx.resolver.mro(ref)
+    for entry in mro.entries:
+        if not isinstance(entry, ClassRef):
+            continue
+        c = ctx.resolver.cls(entry)
+        if c is None:
+            continue
+        init = c.methods.get("__init__")
+        for name in names:
+            if (init and name in init.self_assigns) or name in c.attrs or name in c.methods:
+                return name, True
+    complete = mro.error is None and not mro.unresolved
+    return None, complete
+
+
+def _attr_class(ctx: Context, ref: ClassRef, attr: str) -> ClassRef | None:
+    """The class ``self.<attr>`` is built from in ``ref``'s ``__init__`` (a direct constructor
+    call, or what :func:`find_holder` follows for the inner model), or None."""
+    found = init_assign(ctx.resolver, ref, (attr,))
+    if found is None or found[2] is None:
+        return None
+    owner, _, (callee, _kwargs, _line), _ = found
+    if not callee.startswith("self."):
+        t = ctx.resolver.resolve_dotted(owner.module, callee)
+        return t if isinstance(t, ClassRef) else None
+    h = find_holder(ctx.resolver, ctx.registry, ref)
+    if h.ref is not None and h.via.startswith(f"self.{attr} = {callee}(") and " → " not in h.via:
+        return h.ref
+    return None
+
+
+class EmbedSharingRule(Rule):
+    """The proposer's sharing of the target's embedding with the drafter.
+
+    What it does: finds, in the tree's proposer, the function that raises unless the target
+    language model has a chain of attributes (:mod:`rules.embed_sharing.facts`: ``.model``, then
+    ``.embed_tokens`` or ``.embedding``), takes the class the proposer hands it (the wrapper's
+    language model for a multimodal target), and looks each step up: an ``__init__`` assignment,
+    a class attribute or a method on the MRO, then the class the attribute is built from.
+    """
+
+    CODE = "EA314"
+    GATE = "embed-sharing"
+    NAME = "target-embedding-not-found"
+    SUMMARY = ("the proposer cannot find the target's embedding to share with the drafter (`.model` then "
+               "`.embed_tokens` or `.embedding`)")
+    WHY = (
+        "When the drafter loads (load_model), vLLM's EAGLE/MTP proposer shares the target's input embedding "
+        "with it (_maybe_share_embeddings, vllm/v1/spec_decode/eagle.py, llm_base_proposer.py from 0.20). With "
+        "one pipeline stage it reads target_language_model.model and then its .embed_tokens or .embedding, and "
+        "raises AttributeError when either is missing, whatever the drafter checkpoint holds. GPT-2, Falcon and "
+        "BLOOM keep their inner model at .transformer; OPT keeps its embedding at .model.decoder.embed_tokens."
+    )
+    HOW_TO_FIX = (
+        "Expose the inner model as .model and its token embedding as .embed_tokens on the target's classes (for "
+        "example read-only properties that return self.transformer and self.wte), or serve a model whose classes "
+        "follow the Llama layout. No codemod writes this yet: the engine must prove such a patch first."
+    )
+    FIX_AVAILABLE = False
+    METHODS = ("eagle", "eagle3", "mtp")
+    DATA = EmbedSharingData
+    VALID = [
+        Example(_tree(), "LlamaForCausalLM", note="the Llama layout: .model.embed_tokens"),
+        Example(_tree(_GPT), "ToyGPTForCausalLM", options=RunOptions(pipeline_parallel_size=2),
+                rows=[("ToyGPTForCausalLM", "toygpt", "ToyGPTForCausalLM", "_TEXT_GENERATION_MODELS")],
+                note="two pipeline stages: the proposer loads the drafter's own embedding"),
+    ]
+    INVALID = [
+        Example(_tree(_GPT), "ToyGPTForCausalLM", expect_severity=Severity.ERROR,
+                rows=[("ToyGPTForCausalLM", "toygpt", "ToyGPTForCausalLM", "_TEXT_GENERATION_MODELS")],
+                note="the inner model is .transformer: no .model"),
+        Example(_tree(_OPT, "toyopt"), "ToyOPTForCausalLM", expect_severity=Severity.ERROR,
+                rows=[("ToyOPTForCausalLM", "toyopt", "ToyOPTForCausalLM", "_TEXT_GENERATION_MODELS")],
+                note=".model has no embedding of its own (it is .model.decoder.embed_tokens)"),
+    ]
+
+    def applies(self, target: AuditTarget) -> bool:
+        return target.method in self.METHODS and target.facts.ref is not None
+
+    def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
+        chains = ctx.facts.found(EXTRACTOR)
+        for path, fact in chains:
+            if fact.single_stage and target.options.pipeline_parallel_size > 1:
+                continue
+            yield from self._check_chain(ctx, target, path, fact)
+            return
+
+    def _check_chain(self, ctx: Context, target: AuditTarget, path: str, fact) -> Iterator[Finding]:
+        ref = target.facts.ref
+        if is_multimodal(ctx.resolver, ref):
+            h = find_holder(ctx.resolver, ctx.registry, ref)
+            lm = h.language_ref
+            if lm is None:
+                yield self.finding(Severity.UNKNOWN, f"{target.architecture} is multimodal: the proposer shares the "
+                                   f"embedding of its language model, which the tool cannot resolve "
+                                   f"({h.unknown or h.via})", path, fact.raise_lines[0], function=fact.function)
+                return
+        else:
+            lm = ref
+        cur: ClassRef | None = lm
+        walked: list[str] = []
+        for i, names in enumerate(fact.steps):
+            assert cur is not None
+            hit, complete = _defines(ctx, cur, names)
+            where = f"{path}:{fact.raise_lines[i]}"
+            if hit is None:
+                shown = " or ".join(f".{n}" for n in names)
+                on = ".".join([lm.name] + walked)
+                if not complete:
+                    yield self.finding(Severity.UNKNOWN, f"the proposer's {fact.function} ({where}) needs {on}{shown}; "
+                                       f"{cur.name}'s MRO is not fully resolved", path, fact.raise_lines[i],
+                                       language_model=lm.name, missing=names, chain=walked, function=fact.function)
+                    return
+                stage = " with one pipeline stage" if fact.single_stage else ""
+                msg = f": {fact.messages[i]!r}" if fact.messages[i] else ""
+                yield self.finding(Severity.ERROR, f"{on} has no {shown}: the proposer's {fact.function} ({where}) "
+                                   f"raises AttributeError{msg} when the drafter loads{stage}",
+                                   path, fact.raise_lines[i], language_model=lm.name, missing=names, chain=walked,
+                                   function=fact.function)
+                return
+            walked.append(hit)
+            if i + 1 < len(fact.steps):
+                nxt = _attr_class(ctx, cur, hit)
+                if nxt is None:
+                    yield self.finding(Severity.UNKNOWN, f"the proposer's {fact.function} ({path}:{fact.raise_lines[i + 1]}) "
+                                       f"reads {'.'.join([lm.name] + walked)}, whose class the tool cannot resolve",
+                                       path, fact.raise_lines[i + 1], language_model=lm.name, missing=fact.steps[i + 1],
+                                       chain=walked, function=fact.function)
+                    return
+                cur = nxt

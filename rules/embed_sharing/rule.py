@@ -7,7 +7,7 @@ from typing import Iterator
 
 from auditor.cache import cacheable
 from auditor.engines.base import init_assign
-from auditor.engines.vllm.facts import find_holder, is_multimodal
+from auditor.engines.vllm.facts import LANGUAGE_MODEL_ATTRS, class_keyword, find_holder, is_multimodal
 from auditor.index.resolve import ClassRef
 from auditor.model.findings import Finding, Severity
 from auditor.model.options import RunOptions
@@ -131,6 +131,22 @@ def _attr_class(ctx: Context, ref: ClassRef, attr: str) -> ClassRef | None:
     return None
 
 
+def _language_model(ctx: Context, ref: ClassRef) -> ClassRef | None:
+    """The class a wrapper builds its language model from (``get_language_model()``'s object):
+    ``self.language_model = X(...)``, or a factory handed the class
+    (``initialize_model(..., model_class=Llama4ForCausalLM)``)."""
+    found = init_assign(ctx.resolver, ref, LANGUAGE_MODEL_ATTRS)
+    if found is None or found[2] is None:
+        return None
+    owner, _, (callee, kwargs, _line), _ = found
+    if not callee.startswith("self."):
+        t = ctx.resolver.resolve_dotted(owner.module, callee)
+        if isinstance(t, ClassRef):
+            return t
+    hit = class_keyword(ctx.resolver, owner.module, kwargs)
+    return hit[1] if hit is not None else None
+
+
 class EmbedSharingRule(Rule):
     """The proposer's sharing of the target's embedding with the drafter.
 
@@ -190,8 +206,10 @@ class EmbedSharingRule(Rule):
     def _check_chain(self, ctx: Context, target: AuditTarget, path: str, fact) -> Iterator[Finding]:
         ref = target.facts.ref
         if is_multimodal(ctx.resolver, ref):
-            h = find_holder(ctx.resolver, ctx.registry, ref)
-            lm = h.language_ref
+            from rules.aux_capture.rule import holder_and_forward  # the holder as aux-capture follows it
+
+            h = holder_and_forward(ctx, target)[0]
+            lm = h.language_ref or _language_model(ctx, ref)
             if lm is None:
                 yield self.finding(Severity.UNKNOWN, f"{target.architecture} is multimodal: the proposer shares the "
                                    f"embedding of its language model, which the tool cannot resolve "
@@ -224,8 +242,12 @@ class EmbedSharingRule(Rule):
             if i + 1 < len(fact.steps):
                 nxt = _attr_class(ctx, cur, hit)
                 if nxt is None:
+                    built = init_assign(ctx.resolver, cur, (hit,))
+                    how = f" (self.{hit} = {built[3][:80]})" if built is not None and built[3] else ""
                     yield self.finding(Severity.UNKNOWN, f"the proposer's {fact.function} ({path}:{fact.raise_lines[i + 1]}) "
-                                       f"reads {'.'.join([lm.name] + walked)}, whose class the tool cannot resolve",
+                                       f"needs {'.'.join([lm.name] + walked)}.{' or .'.join(fact.steps[i + 1])}, and "
+                                       f"the class of .{hit} is not resolved in the tree{how}: whether it has one "
+                                       "depends on code outside it",
                                        path, fact.raise_lines[i + 1], language_model=lm.name, missing=fact.steps[i + 1],
                                        chain=walked, function=fact.function)
                     return

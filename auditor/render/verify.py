@@ -1,0 +1,87 @@
+"""Rendering of ``verify`` reports (table, JSON). No analysis here.
+
+The engine's messages and the tree's names pass through :func:`auditor.render.report.clean`
+and rich's escape before they reach a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from auditor.render.report import clean
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from auditor.orchestration.verify import VerifyReport, VerifyResult
+
+_STYLE = {"proven": "green", "refused": "red", "broken": "red", "not-lossless": "red", "wrong-capture": "red",
+          "inconclusive": "yellow", "crashed": "red", "timeout": "red", "unknown": "yellow"}
+
+
+def verify_json(report: VerifyReport) -> str:
+    """The report as JSON (``engine``, ``settings``, ``results``, ``summary``)."""
+    return json.dumps(report.as_dict(), indent=2) + "\n"
+
+
+def _engine_cell(r: VerifyResult) -> str:
+    if r.outcome == "refused" and r.exception:
+        return f"refused: {r.exception.get('type')} → {r.exception.get('gate')}"
+    if r.outcome == "broken" and r.exception:
+        return f"broken without speculation: {r.exception.get('type')} → {r.exception.get('gate')}"
+    return r.outcome
+
+
+def _aux_cell(r: VerifyResult) -> str:
+    if r.aux_layers is None:
+        return "—"
+    matched = ", ".join("/".join(map(str, hits)) or "none" for hits in (r.aux_matches or []))
+    return f"{r.aux_layers} → entering [{matched}]"
+
+
+def _ids_cell(r: VerifyResult) -> str:
+    if r.ids_equal is None:
+        return "—"
+    if r.ids_equal:
+        return "equal"
+    d = r.divergence or {}
+    return f"differ at {d.get('prompt')}:{d.get('position')} (margin {d.get('margin')})"
+
+
+def verify_table(report: VerifyReport, console: Console) -> None:
+    """Print the report: one row per target (scan verdict, what the engine did, the aux layers and
+    the layer boundaries their states match, token ids, accepted drafts, wall time), then one line
+    per target that did not prove, with the engine's exception, its ``file:line`` and gate."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    e = report.engine
+    console.print(escape(clean(f"{e.get('distribution')} {e.get('version')} — {e.get('python')} ({e.get('how')})"
+                               f"{', CPU backend' if e.get('cpu') else ''}")), highlight=False)
+    t = Table()
+    for col, kw in (("architecture", {"no_wrap": True}), ("scan", {}), ("engine", {}), ("agrees", {}),
+                    ("aux layers", {}), ("token ids", {}), ("accepted", {}), ("time", {"justify": "right"})):
+        t.add_column(col, **kw)
+    for r in report.results:
+        scan = r.scan_verdict + (f": {', '.join(r.scan_blocking)}" if r.scan_blocking else "")
+        style = _STYLE.get(r.outcome, "")
+        accepted = "—" if r.accepted is None else f"{r.accepted}/{r.draft_tokens}" if r.draft_tokens else str(r.accepted)
+        agrees = {True: "yes", False: "NO", None: "—"}[r.agrees]
+        wall = r.times.get("wall_s")
+        t.add_row(escape(clean(r.architecture)), escape(clean(scan)), f"[{style}]{escape(clean(_engine_cell(r)))}[/]",
+                  agrees, escape(_aux_cell(r)), escape(_ids_cell(r)), accepted, f"{wall:.0f} s" if wall else "—")
+    console.print(t)
+    for r in report.results:
+        if r.outcome == "proven":
+            continue
+        parts = [f"{r.architecture}: {r.outcome}"]
+        if r.reason:
+            parts.append(r.reason)
+        if r.exception:
+            x = r.exception
+            parts.append(f"{x.get('type')}: {x.get('message', '')[:300]} at {x.get('where')} "
+                         f"({x.get('function')}) → gate {x.get('gate')}")
+        console.print(escape(clean(" — ".join(parts))), highlight=False, soft_wrap=True)
+    summary = report.as_dict()["summary"]
+    console.print(", ".join(f"{n} {o}" for o, n in summary.items() if n) or "no target", highlight=False)

@@ -1115,6 +1115,13 @@ def fix_cmd(
         help="Replay a codemods file written by --out-dir on this tree (re-planned from its scan)."),
     apply: bool = typer.Option(False, "--apply", help="Edit the folder tree in place (atomic writes, backup kept)."),
     revert: bool = typer.Option(False, "--revert", help="Restore the files changed by the last --apply on this tree."),
+    verify_run: bool = typer.Option(
+        False, "--verify", help="With --apply on an installed vLLM: RUN the engine on the patched tree (as "
+        "eagle-audit verify does) and revert on its own when the engine does not prove every target."),
+    timeout: float = typer.Option(600.0, "--timeout", min=10, max=86400, metavar="SECONDS",
+                                  help="With --verify: the limit per target."),
+    dtype: str = typer.Option("bfloat16", "--dtype", metavar="bfloat16|float32", help="With --verify: the dtype "
+                              "of the tiny models."),
     force: bool = typer.Option(False, "--force", help="With --out-dir: overwrite existing patch and codemods files."),
     no_cache: bool = _no_cache_opt(),
     no_progress: bool = _no_progress_opt(),
@@ -1147,6 +1154,8 @@ def fix_cmd(
     codemods = _one_codemods(codemods)
     if apply and out_dir is not None:
         _fail("give one of --out-dir DIR (write the patch and codemods files) or --apply (edit the tree), not both")
+    if verify_run and not apply:
+        _fail("--verify runs the engine on the tree --apply patched: give --apply too")
     if revert:
         if apply or out_dir or codemods or model or vllm_version or sglang_version:
             _fail("--revert takes only the PATH of the tree to restore")
@@ -1222,8 +1231,9 @@ def fix_cmd(
         _err().print("[bold red]not fixed:[/bold red] nothing was written", highlight=False)
         raise typer.Exit(1)
     _err().print(clean(result.report(), multiline=True), markup=False, highlight=False, soft_wrap=True)
-    _err().print(f"{result.diffstat()} (validated: re-scan gives supported; {result.seconds:.1f}s)",
-              markup=False, highlight=False)
+    _err().print(f"{result.diffstat()} (checked: re-scan gives supported; {result.seconds:.1f}s; "
+                 f"{'the engine runs it next' if verify_run else 'not run by the engine: fix --apply --verify runs it'})",
+                 markup=False, highlight=False)
     if out_dir is None and not apply:
         diff = result.diff()
         sys.stdout.write(clean(diff, multiline=True) if sys.stdout.isatty() else diff)  # a pipe gets the exact patch
@@ -1246,7 +1256,48 @@ def fix_cmd(
         _err().print(clean(f"applied to {home}; originals kept in {bdir}; undo with: "
                            f"eagle-audit fix --revert {shlex.quote(str(home))}"), markup=False, highlight=False,
                      soft_wrap=True)
+        if verify_run:
+            raise typer.Exit(_verify_applied(python, root, home, specs, method, run, hf, timeout, dtype, no_progress))
     raise typer.Exit(0)
+
+
+def _verify_applied(python, root, home, specs, method, run, hf, timeout, dtype, no_progress) -> int:
+    """``fix --apply --verify``: run the engine on the patched tree; revert on its own unless every
+    target is proven. Returns the exit code (0 proven, 1 reverted)."""
+    from auditor.orchestration import fix as fx
+    from auditor.orchestration.scan import Auditor, open_tree
+    from auditor.orchestration.verify import Verifier, locate_engine
+    from auditor.render.verify import engine_cell
+
+    env = locate_engine(python if python else str(Path(root).resolve().parents[2]) if root else None)
+    auditor = Auditor(open_tree(None, None, progress=False, use_cache=False, python=str(env.python)),
+                      platform="cpu" if env.cpu else "cuda")
+    show = _progress_enabled(no_progress)
+    status = _err().status("starting the engine", spinner="dots") if show else None
+    if status is not None:
+        status.start()
+    try:
+        verifier = Verifier(env, auditor, timeout=timeout, dtype=dtype,
+                            progress=(lambda line: status.update(escape(clean(line)))) if status else None)
+        results = [verifier.verify(spec, method, hf, run) for spec in specs]
+    finally:
+        if status is not None:
+            status.stop()
+    for r in results:
+        line = f"engine on the patched tree: {r.architecture}: {engine_cell(r)}"
+        if r.outcome == "proven":
+            line += f" (aux {r.aux_layers}, ids equal, {r.accepted} drafts accepted)"
+        elif r.reason or r.exception:
+            x = r.exception or {}
+            line += f" — {r.reason} {x.get('message', '')[:200]} {x.get('where') or ''}".rstrip()
+        _err().print(clean(line), markup=False, highlight=False, soft_wrap=True)
+    if all(r.outcome == "proven" for r in results):
+        _err().print("validated: the engine ran the patched tree and proved every target", highlight=False)
+        return 0
+    fx.revert_folder(root, home)
+    _err().print("[bold red]not validated:[/bold red] the engine did not prove every target; the apply was "
+                 "reverted", highlight=False)
+    return 1
 
 
 def _sigterm_interrupts() -> None:

@@ -130,6 +130,9 @@ class Rule:
     DATA: ClassVar[type | None] = None
     VALID: ClassVar[list[Example]] = []
     INVALID: ClassVar[list[Example]] = []
+    #: set by :meth:`check` when the gate depends on code outside the tree (yielding nothing): the
+    #: reason, reported as "not evaluated" beside the verdict instead of a finding
+    not_evaluated: str | None = None
 
     def applies(self, target: AuditTarget) -> bool:
         """True when the rule checks the target's speculative method."""

@@ -128,8 +128,8 @@ def test_stderr_lines_are_not_wrapped_when_piped():
     p = run("fix", "--vllm-version", "0.16.0", "-m", "kimi_k2", "--method", "eagle", "--no-progress", columns=80)
     assert p.returncode == 0, p.stderr
     err = p.stderr.splitlines()
-    assert re.fullmatch(r"1 file changed, 4 insertions\(\+\), 0 deletions\(-\) \(validated: re-scan gives "
-                        r"supported; [0-9.]+s\)", err[-1]), err[-1]
+    assert re.fullmatch(r"1 file changed, 4 insertions\(\+\), 0 deletions\(-\) \(checked: re-scan gives "
+                        r"supported; [0-9.]+s; not run by the engine: fix --apply --verify runs it\)", err[-1]), err[-1]
     long = [ln for ln in err if len(ln) > 80]
     assert any(ln.startswith("not evaluated for this run") for ln in long)
 
@@ -172,7 +172,7 @@ def test_a_blocked_scan_prints_the_exact_fix_command(tmp_path, full033):
     # a full scan names no 129 targets one by one
     assert "next step" not in full033.json.stderr
     p = full033.piped
-    assert ("next step (129 blocked targets with a fix available; name one or several with --model): "
+    assert ("next step (102 blocked targets with a fix available; name one or several with --model): "
             "eagle-audit fix --vllm-version 0.33.0 --model ARCHITECTURE --method eagle3") in p.stderr
 
 
@@ -272,7 +272,7 @@ def test_fix_eagle_says_what_is_already_supported_and_lists_only_its_gates():
     assert "  DeepseekV3ForCausalLM: already supported, nothing to patch" in err
     assert "  KimiK25ForConditionalGeneration: blocked (image-token) -> supported after the patch" in err
     assert "supported -> supported" not in err
-    assert "scope: the patch makes the gates evaluated for this run pass (image-token), as re-scanned" in err
+    assert "scope: the patch makes the gates evaluated for this run pass (image-token, embed-sharing, platform-spec-decode), as re-scanned" in err
     skipped = next(ln for ln in err.splitlines() if ln.startswith("not evaluated for this run"))
     for gate in ("draft-pp", "draft-registry", "parallel-drafting-mm"):
         assert f"{gate} (needs --" in skipped

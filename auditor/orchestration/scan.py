@@ -211,8 +211,12 @@ class Auditor:
             for rule_cls in self.rules.values():
                 rule = rule_cls()
                 if rule.applies(target):
+                    found = list(rule.check(self.ctx, target))
+                    if rule.not_evaluated is not None and not found:
+                        skipped.setdefault(rule.GATE, rule.not_evaluated)  # the rule could not reach a decision
+                        continue
                     evaluated.add(rule.GATE)
-                    findings.extend(rule.check(self.ctx, target))
+                    findings.extend(found)
                 else:
                     skipped.setdefault(rule.GATE, rule.skip_reason(target))
         holder = lm = None

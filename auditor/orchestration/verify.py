@@ -35,6 +35,10 @@ from auditor.runtime.configs import drafter_config, original_layer_count, shrink
 #: Token-id prompts (below the shrunk vocabulary): three, so that prompt dependence shows.
 PROMPTS = ([1, 5, 9, 13, 200, 7], [1, 300, 44, 18, 901, 3, 77], [1, 1000, 1500, 20, 33])
 
+#: Dummy weight ranges U(-s, s) tried, in order, until the outputs depend on the prompt (vLLM's own
+#: default, 1e-3, gives a short cycle that ignores it).
+SCALES = (0.1, 0.4, 1.0)
+
 #: Default limit of one target's child process, in seconds.
 DEFAULT_TIMEOUT = 600.0
 
@@ -242,8 +246,8 @@ class Verifier:
                                original_layers=original_layer_count(base, amap))
         speculative = {"method": "eagle3", "model": "{workdir}/drafter", "num_speculative_tokens": self.k}
         request = {"action": "run", "model_dir": "{workdir}/target", "cpu": self.env.cpu, "dtype": self.dtype,
-                   "prompts": [list(p) for p in PROMPTS], "max_tokens": 16, "scale": 0.1,
-                   "runs": [{"name": "context", "speculative": None, "live_rows": None},
+                   "prompts": [list(p) for p in PROMPTS], "max_tokens": 16, "scale": SCALES[0], "scales": list(SCALES),
+                   "runs": [{"name": "context", "speculative": None, "live_rows": None, "probe": True},
                             {"name": "context-spec", "speculative": speculative, "live_rows": None},
                             {"name": "accept", "speculative": None, "live_rows": 1},
                             {"name": "accept-spec", "speculative": speculative, "live_rows": 1}]}
@@ -281,6 +285,7 @@ class Verifier:
             res.reason = "the model does not run even without speculation"
             return res
         res.prompt_dependent = len({tuple(ids) for ids in context.get("token_ids", [])}) > 1
+        res.times["dummy_scale"] = context.get("scale")
         res.started = bool(cspec and cspec.get("ok"))
         if not res.started:
             res.outcome = "refused"

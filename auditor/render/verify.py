@@ -25,7 +25,8 @@ def verify_json(report: VerifyReport) -> str:
     return json.dumps(report.as_dict(), indent=2) + "\n"
 
 
-def _engine_cell(r: VerifyResult) -> str:
+def engine_cell(r: VerifyResult) -> str:
+    """What the engine did, in a few words (``refused: RuntimeError → interface``)."""
     if r.outcome == "refused" and r.exception:
         return f"refused: {r.exception.get('type')} → {r.exception.get('gate')}"
     if r.outcome == "broken" and r.exception:
@@ -69,7 +70,7 @@ def verify_table(report: VerifyReport, console: Console) -> None:
         accepted = "—" if r.accepted is None else f"{r.accepted}/{r.draft_tokens}" if r.draft_tokens else str(r.accepted)
         agrees = {True: "yes", False: "NO", None: "—"}[r.agrees]
         wall = r.times.get("wall_s")
-        t.add_row(escape(clean(r.architecture)), escape(clean(scan)), f"[{style}]{escape(clean(_engine_cell(r)))}[/]",
+        t.add_row(escape(clean(r.architecture)), escape(clean(scan)), f"[{style}]{escape(clean(engine_cell(r)))}[/]",
                   agrees, escape(_aux_cell(r)), escape(_ids_cell(r)), accepted, f"{wall:.0f} s" if wall else "—")
     console.print(t)
     for r in report.results:

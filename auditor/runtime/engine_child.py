@@ -357,8 +357,19 @@ def action_run(req: dict) -> dict:
     out["import_s"] = round(time.monotonic() - T0, 2)
     out["weights_note"] = _patch_dummy_weights()
     WEIGHTS["scale"] = float(req.get("scale", 0.1))
+    scales = [float(x) for x in req.get("scales", [WEIGHTS["scale"]])]
     for run in req["runs"]:
         r = _one_run(LLM, SamplingParams, TokensPrompt, req, run)
+        if run.get("probe"):
+            # a run whose outputs must depend on the prompt: widen the dummy range until they do
+            # (the scale found is kept for every later run)
+            for scale in scales[1:]:
+                ids = r.get("token_ids") or []
+                if not r["ok"] or len({tuple(x) for x in ids}) > 1:
+                    break
+                WEIGHTS["scale"] = scale
+                r = _one_run(LLM, SamplingParams, TokensPrompt, req, run)
+        r["scale"] = WEIGHTS["scale"]
         out["runs"].append(r)
         if not r["ok"] and run.get("speculative"):
             break

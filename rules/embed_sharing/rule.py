@@ -213,7 +213,8 @@ class EmbedSharingRule(Rule):
             if lm is None:
                 yield self.finding(Severity.UNKNOWN, f"{target.architecture} is multimodal: the proposer shares the "
                                    f"embedding of its language model, which the tool cannot resolve "
-                                   f"({h.unknown or h.via})", path, fact.raise_lines[0], function=fact.function)
+                                   f"({h.unknown or h.via}); pass --hf-config with the checkpoint's config.json, or "
+                                   "run eagle-audit verify", path, fact.raise_lines[0], function=fact.function)
                 return
         else:
             lm = ref
@@ -228,7 +229,7 @@ class EmbedSharingRule(Rule):
                 on = ".".join([lm.name] + walked)
                 if not complete:
                     yield self.finding(Severity.UNKNOWN, f"the proposer's {fact.function} ({where}) needs {on}{shown}; "
-                                       f"{cur.name}'s MRO is not fully resolved", path, fact.raise_lines[i],
+                                       f"{cur.name}'s MRO is not fully resolved (pass --hf-config, or run eagle-audit verify)", path, fact.raise_lines[i],
                                        language_model=lm.name, missing=names, chain=walked, function=fact.function)
                     return
                 stage = " with one pipeline stage" if fact.single_stage else ""
@@ -243,12 +244,11 @@ class EmbedSharingRule(Rule):
                 nxt = _attr_class(ctx, cur, hit)
                 if nxt is None:
                     built = init_assign(ctx.resolver, cur, (hit,))
-                    how = f" (self.{hit} = {built[3][:80]})" if built is not None and built[3] else ""
-                    yield self.finding(Severity.UNKNOWN, f"the proposer's {fact.function} ({path}:{fact.raise_lines[i + 1]}) "
-                                       f"needs {'.'.join([lm.name] + walked)}.{' or .'.join(fact.steps[i + 1])}, and "
-                                       f"the class of .{hit} is not resolved in the tree{how}: whether it has one "
-                                       "depends on code outside it",
-                                       path, fact.raise_lines[i + 1], language_model=lm.name, missing=fact.steps[i + 1],
-                                       chain=walked, function=fact.function)
+                    how = f"self.{hit} = {built[3][:80]}" if built is not None and built[3] else f".{hit}"
+                    self.not_evaluated = (
+                        f"{'.'.join([lm.name] + walked)} is built outside the tree ({how}): whether it has "
+                        f".{' or .'.join(fact.steps[i + 1])}, as the proposer's {fact.function} "
+                        f"({path}:{fact.raise_lines[i + 1]}) needs, depends on that code (eagle-audit verify runs "
+                        "the engine and decides)")
                     return
                 cur = nxt

@@ -92,9 +92,14 @@ def extract_worker_facts(tree: ast.Module) -> list[WorkerFacts]:
     return [facts] if (facts.runners or facts.refusals) else []
 
 
+def _worker_or_runner(source: bytes) -> bool:
+    """A module that builds a model runner or reads the speculative config."""
+    return b"model_runner" in source or b"speculative_config" in source
+
+
 #: The platform modules' worker classes.
 WORKER_EXTRACTOR = Extractor("platform-worker", extract_worker_cls, prefixes=("vllm/platforms/",),
                              needles=(b"worker_cls",))
 #: The workers' model runners and the runners' refusals of speculative decoding.
 RUNNER_EXTRACTOR = Extractor("worker-runner", extract_worker_facts, prefixes=("vllm/v1/worker/",),
-                             prefilter=lambda b: b"model_runner" in b or b"speculative_config" in b)
+                             prefilter=_worker_or_runner)

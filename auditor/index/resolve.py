@@ -430,11 +430,39 @@ class Resolver:
         return result
 
     def mro(self, ref: ClassRef) -> MroResult:
-        """C3 linearisation of ``ref``, as ``type.mro()`` computes it. Never raises: an
-        inconsistent hierarchy is returned as ``MroResult.error``."""
+        """C3 linearisation of ``ref``, as ``type.mro()`` computes it.
+
+        Args:
+            ref: the class.
+
+        Returns:
+            Its MRO; an inconsistent or recursive hierarchy is returned as ``MroResult.error``.
+
+        Raises:
+            RecursionError: the inheritance chain is too deep to follow (a thousand classes deriving
+                from each other); no partial result of this call stays cached, so the classes of
+                other targets are linearised afresh.
+        """
         if ref in self._mro:
             return self._mro[ref]
-        self._mro[ref] = MroResult([ref, External("object")], error="recursive hierarchy")
+        started = self.__dict__.setdefault("_mro_started", [])
+        top = not started
+        try:
+            return self._linearise(ref, started)
+        except RecursionError:
+            if top:  # forget the placeholders of the classes whose linearisation was cut short
+                for r, placeholder in started:
+                    if self._mro.get(r) is placeholder:
+                        del self._mro[r]
+            raise
+        finally:
+            if top:
+                started.clear()
+
+    def _linearise(self, ref: ClassRef, started: list) -> MroResult:
+        placeholder = MroResult([ref, External("object")], error="recursive hierarchy")
+        started.append((ref, placeholder))
+        self._mro[ref] = placeholder
         unresolved: list[Unresolved] = []
         seqs: list[list] = []
         direct: list = []

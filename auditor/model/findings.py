@@ -13,6 +13,12 @@ from typing import Any
 from auditor.cache import cacheable
 
 
+#: The rule code of the finding that stands for a failure of the tool itself while auditing one
+#: target (a rule or the index raised): the target is ``unknown`` and the command exits 3 after
+#: its complete report.
+INTERNAL_RULE = "EA000"
+
+
 @cacheable
 class Severity(str, Enum):
     """How a finding bears on the verdict."""

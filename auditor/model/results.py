@@ -123,6 +123,17 @@ class ScanReport:
         """The results of target rows (the ones with a verdict)."""
         return [r for r in self.results if r.role == "target"]
 
+    def internal_errors(self) -> list[TargetResult]:
+        """The targets whose audit failed inside the tool (a rule or the index raised): each is
+        ``unknown`` with an :data:`~auditor.model.findings.INTERNAL_RULE` finding saying why.
+
+        Returns:
+            Those results, in report order (empty when every audit ran to its end).
+        """
+        from auditor.model.findings import INTERNAL_RULE
+
+        return [r for r in self.results if any(f.rule == INTERNAL_RULE for f in r.findings)]
+
     def fixable(self) -> dict[str, list[str]]:
         """Method → the blocked targets (architectures, in report order) that ``eagle-audit fix``
         can patch: every blocking finding has a fix available and no verdict is left unknown."""

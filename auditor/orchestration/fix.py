@@ -27,7 +27,6 @@ import hashlib
 import json
 import os
 import secrets
-import shlex
 import stat
 import time
 from contextlib import contextmanager
@@ -40,7 +39,7 @@ from auditor.model.findings import Severity, Verdict
 from auditor.model.inputs import check_model_type
 from auditor.model.options import RunOptions
 from auditor.model.results import TargetResult, TargetSpec
-from auditor.model.wording import count
+from auditor.model.wording import count, one_line, shell_quote
 from auditor.orchestration.scan import Auditor
 from auditor.source.sources import TreeSource
 from rules.planning import Invocation, Planner, Unfixable
@@ -274,7 +273,7 @@ class FixResult:
                 lines.append(f"{what}: {arch}: {', '.join(shown)}")
                 for f in details:
                     lines.append(f"  {f.gate} {f.where}: {f.message}")
-        return "\n".join(lines)
+        return "\n".join(one_line(x) for x in lines)  # a name from the tree never starts a line of its own
 
 
 def _safe_name(text: str, limit: int = 120, default: str = "fix") -> str:
@@ -383,10 +382,19 @@ def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", 
                 modules[inv.path] = new
                 res.invocations.append(inv)
                 touched.add(inv.path)
+        for p in sorted(touched):
+            try:
+                res.patched[p] = modules[p].code
+            except RecursionError:  # libcst writes code back recursively: a 900-term sum is too deep
+                touched.discard(p)
+                for inv in [i for i in res.invocations if i.path == p]:
+                    res.invocations.remove(inv)
+                    failures.append(Unfixable(inv.architectures[0], inv.gate,
+                                              f"{p} is nested too deeply for the {inv.codemod} codemod to write it "
+                                              "back (RecursionError)", "", p))
+                res.patched.pop(p, None)
         if not touched:
             break
-        for p in touched:
-            res.patched[p] = modules[p].code
         current = overlay_auditor(auditor, res.patched)
         results = [current.audit(s, method, hf_config, options) for s in specs]
         if all(r.verdict is Verdict.SUPPORTED for r in results):
@@ -701,33 +709,111 @@ def _umask() -> int:
 
 @contextmanager
 def _tree_lock(root: Path):
-    """Hold ``root/.eagle-audit.lock`` (a ``filelock`` lock) for the block.
+    """Hold ``root/.eagle-audit.lock`` (an exclusive ``flock``, the lock ``filelock`` takes) for
+    the block. A lock file this call created is removed at the end, while still held; one that was
+    there before is left as it was. A waiter that wakes on a lock file removed meanwhile takes the
+    lock again on the file now at the path, so two holders never hold different files.
 
     Raises:
         FixRefused: the lock path is not a regular file, or another apply/revert holds the lock
             for longer than :data:`LOCK_TIMEOUT` seconds.
     """
-    from filelock import FileLock, Timeout
+    import fcntl
 
     path = root / LOCK_FILE
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        st = None
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        raise FixRefused(f"{path} is not a regular file (a symbolic link?); nothing was written")
-    lock = FileLock(str(path), timeout=LOCK_TIMEOUT)
-    try:
-        lock.acquire()
-    except Timeout:
-        raise FixRefused(f"another 'eagle-audit fix' is writing {root} (its lock {path} is held); nothing was "
-                         "written") from None
-    except OSError as exc:
-        raise FixRefused(f"cannot lock {path}: {exc.strerror or exc}; nothing was written") from None
+    deadline = time.monotonic() + LOCK_TIMEOUT
+    while True:
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            st = None
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            raise FixRefused(f"{path} is not a regular file (a symbolic link?); nothing was written")
+        created = False
+        try:
+            if st is None:
+                try:
+                    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+                    created = True
+                except FileExistsError:
+                    continue  # another one created it first: lock that one
+            else:
+                try:
+                    fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+                except FileNotFoundError:
+                    continue  # removed by its holder meanwhile
+        except OSError as exc:
+            raise FixRefused(f"cannot lock {path}: {exc.strerror or exc}; nothing was written") from None
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise FixRefused(f"another 'eagle-audit fix' is writing {root} (its lock {path} is held); "
+                                         "nothing was written") from None
+                    time.sleep(0.05)
+            try:
+                now = os.lstat(path)
+            except FileNotFoundError:
+                now = None
+            mine = os.fstat(fd)
+            same = now is not None and (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino)
+        except BaseException:
+            os.close(fd)
+            raise
+        if same:
+            break
+        os.close(fd)  # the file was removed (and maybe made again) while waiting: lock what is there now
     try:
         yield
     finally:
-        lock.release()
+        if created:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        os.close(fd)
+
+
+class _SignalsDeferred:
+    """SIGINT and SIGTERM held back for the block (in the main thread, the only one Python runs
+    signal handlers in): their handlers only record the signal, :attr:`pending` tells the block
+    at the points where it can stop cleanly, and on exit the previous handlers come back and a
+    recorded signal is delivered again, to them (Ctrl-C raises KeyboardInterrupt, a default
+    SIGTERM ends the process, after the block has put everything back)."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self.previous: dict[int, object] = {}
+
+    @property
+    def pending(self) -> bool:
+        """A signal arrived since the block began."""
+        return bool(self.received)
+
+    def _record(self, signum, frame) -> None:
+        self.received.append(signum)
+
+    def __enter__(self) -> "_SignalsDeferred":
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                if signal.getsignal(sig) is None:  # installed outside Python: could not be put back
+                    continue
+                self.previous[sig] = signal.signal(sig, self._record)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import signal
+
+        for sig, old in self.previous.items():
+            signal.signal(sig, old)
+        if self.received:
+            signal.raise_signal(self.received[0])
 
 
 def _refuse_links(d: _Dir) -> None:
@@ -787,8 +873,23 @@ def _write_backup(base: _Dir, result: FixResult, states: dict[str, _FileState],
                   originals: dict[str, bytes], patched: dict[str, bytes]) -> str:
     """Write the backup (original bytes + manifest) in a staging folder, then rename it to the
     next number: a numbered backup is always complete. Returns its folder name."""
-    n = 1 + max((int(d) for d in os.listdir(base.fd) if d.isdigit()), default=0)
+    n = 1 + max(_backup_numbers(base), default=0)
     staging = f"{_STAGING}{n}-{secrets.token_hex(4)}"
+    try:
+        _stage_backup(base, staging, result, states, originals, patched)
+        os.rename(staging, str(n), src_dir_fd=base.fd, dst_dir_fd=base.fd)
+    except BaseException:  # a full disk, an unreadable folder: no half-written backup stays behind
+        import shutil
+
+        shutil.rmtree(staging, dir_fd=base.fd, ignore_errors=True)
+        raise
+    base.sync()
+    return str(n)
+
+
+def _stage_backup(base: _Dir, staging: str, result: FixResult, states: dict[str, _FileState],
+                  originals: dict[str, bytes], patched: dict[str, bytes]) -> None:
+    """Write the originals and the manifest into the new folder ``staging`` of ``base``."""
     with base.sub(staging, create=True, exclusive=True) as sdir:
         with sdir.sub("files", create=True) as files:
             for p in sorted(originals):
@@ -812,9 +913,23 @@ def _write_backup(base: _Dir, result: FixResult, states: dict[str, _FileState],
         }
         sdir.put("manifest.json", json.dumps(manifest, indent=2).encode())
         sdir.sync()
-    os.rename(staging, str(n), src_dir_fd=base.fd, dst_dir_fd=base.fd)
-    base.sync()
-    return str(n)
+
+
+def _backup_numbers(base: _Dir) -> list[int]:
+    """The numbers of the backups in the open backup folder: names made of ASCII digits only (a
+    folder named ``²`` or ``٣`` is no backup of this tool, and is left alone)."""
+    return [int(d) for d in os.listdir(base.fd) if d.isascii() and d.isdigit()]
+
+
+def _discard_backup(base: _Dir, name: str) -> None:
+    """Remove the backup ``name``: renamed first to a staging name (one atomic step, so that an
+    interruption never leaves a numbered backup without its manifest), then deleted; a leftover
+    staging folder is removed by the next apply or revert."""
+    import shutil
+
+    gone = f"{_STAGING}{name}-{secrets.token_hex(4)}"
+    os.rename(name, gone, src_dir_fd=base.fd, dst_dir_fd=base.fd)
+    shutil.rmtree(gone, dir_fd=base.fd, ignore_errors=True)
 
 
 def _restore(top: _Dir, p: str, st: _FileState, data: bytes, expect: set[str]) -> None:
@@ -882,26 +997,34 @@ def apply_to_folder(root: Path, result: FixResult, home: Path | None = None) -> 
     """Write the patched files into the folder tree ``root`` (the folder that contains ``vllm/``).
 
     ``home`` (default ``root``; see :func:`backup_home`) is the folder in the tree that holds the
-    lock and the backup. Under a lock on the tree (``home/.eagle-audit.lock``): checks that every
-    file still has the content the patch was planned from, writes the backup
-    ``home/.eagle-audit-backup/<n>/`` (the
-    originals and a ``manifest.json`` journal) completely, then replaces each file atomically,
-    re-checking its hash right before the rename. A symbolic link being patched is replaced by a
-    regular file (``--revert`` puts the link back). When a write fails or a file changes midway,
-    the files already written are restored and the backup removed; if even that fails, the backup
-    stays and ``--revert`` completes the job.
+    lock and the backup. Under a lock on the tree (``home/.eagle-audit.lock``, removed afterwards
+    when this call created it): checks that every file still has the content the patch was planned
+    from, writes the backup ``home/.eagle-audit-backup/<n>/`` (the originals and a
+    ``manifest.json`` journal) completely, then replaces each file atomically, re-checking its hash
+    right before the rename. A symbolic link being patched is replaced by a regular file
+    (``--revert`` puts the link back; a link to a path outside the tree is refused, since no
+    revert would plant it again). When a write fails or a file changes midway, the files already
+    written are restored and the backup removed; if even that fails, the backup stays and
+    ``--revert`` completes the job. SIGINT and SIGTERM are held back while the tree is written:
+    one that arrives before the last file is replaced restores every file the same way, then
+    takes effect.
+
+    Args:
+        root: the folder that contains the engine package.
+        result: a validated :class:`FixResult` (its ``originals`` and ``patched`` texts).
+        home: the folder for the lock and the backup (default ``root``).
 
     Raises:
         FixRefused: the tree or a file is not writable, a folder on a path (or the backup folder,
-            or anything in it) is a symbolic link, a file changed since planning (named), another
-            apply/revert holds the lock; a write failed (the message says what was restored).
-        KeyboardInterrupt: re-raised after the same restoring.
+            or anything in it) is a symbolic link, a patched file is a link to outside the tree, a
+            file changed since planning (named), another apply/revert holds the lock; a write
+            failed (the message says what was restored).
+        KeyboardInterrupt: Ctrl-C (or SIGTERM, as the command line turns it into one), re-raised
+            after the same restoring.
 
     Returns:
         The backup folder.
     """
-    import shutil
-
     root = Path(root)
     paths = sorted(result.patched)
     for p in paths:
@@ -911,7 +1034,8 @@ def apply_to_folder(root: Path, result: FixResult, home: Path | None = None) -> 
     _check_writable(root, paths, home)
     originals = {p: result.originals[p].encode("utf-8") for p in paths}
     patched = {p: result.patched[p].encode("utf-8") for p in paths}
-    with _tree_lock(home), _Dir.open_root(root) as top, _open_home(top, parts_home) as hdir:
+    with _SignalsDeferred() as signals, _tree_lock(home), _Dir.open_root(root) as top, \
+            _open_home(top, parts_home) as hdir:
         states: dict[str, _FileState] = {}
         for p in paths:
             parts = p.split("/")
@@ -922,49 +1046,96 @@ def apply_to_folder(root: Path, result: FixResult, home: Path | None = None) -> 
                     raise FixRefused(f"cannot read {p}: {exc.strerror or exc}; nothing was written") from None
             if st is None or st.data is None or _sha(st.data) != _sha(originals[p]):
                 raise FileChanged(p, f"{p} changed since the diff was computed; nothing was written (run fix again)")
+            if st.kind == "symlink" and not _link_inside(root, p, st.link):
+                raise FixRefused(f"{p} is a symbolic link to {st.link}, outside the tree: --revert could not put it "
+                                 "back; nothing was written (patch the file it points to)")
             states[p] = st
+        had_backups = hdir.lstat(BACKUP_DIR) is not None
         with _backup_base(hdir, create=True) as base:
             try:
                 name = _write_backup(base, result, states, originals, patched)
             except OSError as exc:
+                if not had_backups:
+                    _remove_empty(hdir, BACKUP_DIR)
                 raise FixRefused(f"cannot write the backup in {home / BACKUP_DIR}: {exc.strerror or exc}; the tree "
                                  "was not changed") from None
             bdir = home / BACKUP_DIR / name
             written: list[str] = []
+            p = paths[0] if paths else ""
             try:
                 for p in paths:
+                    if signals.pending:
+                        raise KeyboardInterrupt
                     parts = p.split("/")
                     with top.walk_to(parts) as d:
+                        written.append(p)  # before the rename: restoring a file still original is a no-op
                         d.put(parts[-1], patched[p], mode=states[p].mode, expect={_sha(originals[p])}, shown=p)
-                    written.append(p)
+                if signals.pending:
+                    raise KeyboardInterrupt
             except BaseException as exc:
-                problem = None
-                for w in reversed(written):
-                    try:
-                        _restore(top, w, states[w], originals[w], {_sha(patched[w])})
-                    except (OSError, FixRefused) as again:
-                        problem = f"{w}: {again}"
-                if problem is None:
-                    shutil.rmtree(name, dir_fd=base.fd, ignore_errors=True)
-                    try:
-                        os.rmdir(BACKUP_DIR, dir_fd=hdir.fd)  # only when no other backup is in it
-                    except OSError:
-                        pass
-                    after = (f"{count(len(written), 'file')} already written {'was' if len(written) == 1 else 'were'} "
-                             "restored; nothing was changed")
-                else:
-                    after = (f"restoring the files already written failed ({problem}); the originals are in "
-                             f"{bdir}: run eagle-audit fix --revert {shlex.quote(str(home))}")
-                if not isinstance(exc, Exception):
-                    raise
-                if isinstance(exc, FileChanged):
-                    raise FileChanged(exc.path, f"{exc.path} changed while the patch was being written (your edit "
-                                      f"is kept); {after}") from None
-                if isinstance(exc, FixRefused):
-                    raise FixRefused(f"{exc}; {after}") from None
-                what = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-                raise FixRefused(f"writing {p} failed ({what}); {after}") from None
+                _undo_apply(exc, p, top, hdir, base, name, bdir, home, states, originals, patched, written)
     return bdir
+
+
+def _undo_apply(exc: BaseException, p: str, top: _Dir, hdir: _Dir, base: _Dir, name: str, bdir: Path, home: Path,
+                states: dict[str, _FileState], originals: dict[str, bytes], patched: dict[str, bytes],
+                written: list[str]) -> None:
+    """Put back the files an apply had written (``written``, the last one perhaps never replaced)
+    and remove its backup, then raise what stopped it (``exc``, while writing ``p``), saying what
+    was restored."""
+    problem = None
+    restored = 0
+    for i, w in reversed(list(enumerate(written))):
+        parts = w.split("/")
+        try:
+            if i == len(written) - 1:  # the file in flight: replaced only if it now holds the patch
+                with top.walk_to(parts) as d:
+                    now = d.state(parts[-1])
+                if now is None or now.kind != "file" or now.data is None or _sha(now.data) != _sha(patched[w]):
+                    continue  # stopped before its rename (or refused by someone's edit): left as it is
+            _restore(top, w, states[w], originals[w], {_sha(patched[w])})
+            restored += 1
+        except (OSError, FixRefused) as again:
+            problem = f"{w}: {again}"
+    if problem is None:
+        try:
+            _discard_backup(base, name)
+        except OSError:
+            pass
+        _remove_empty(hdir, BACKUP_DIR)  # only when no other backup is in it
+        after = (f"{count(restored, 'file')} already written {'was' if restored == 1 else 'were'} "
+                 "restored; nothing was changed")
+    else:
+        after = (f"restoring the files already written failed ({problem}); the originals are in "
+                 f"{bdir}: run eagle-audit fix --revert {shell_quote(home)}")
+    if not isinstance(exc, Exception):
+        raise exc
+    if isinstance(exc, FileChanged):
+        raise FileChanged(exc.path, f"{exc.path} changed while the patch was being written (your edit "
+                          f"is kept); {after}") from None
+    if isinstance(exc, FixRefused):
+        raise FixRefused(f"{exc}; {after}") from None
+    what = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+    raise FixRefused(f"writing {p} failed ({what}); {after}") from None
+
+
+def _remove_empty(d: _Dir, name: str) -> None:
+    """Remove the folder ``name`` of ``d`` if it is empty."""
+    try:
+        os.rmdir(name, dir_fd=d.fd)
+    except OSError:
+        pass
+
+
+def _link_inside(root: Path, p: str, link: str | None) -> bool:
+    """Whether the symbolic link ``link``, placed at the tree path ``p``, points inside ``root``
+    (resolved as the system would, through any link on the way)."""
+    if not isinstance(link, str) or not link or "\0" in link:
+        return False
+    folder = os.path.join(os.fspath(root), *p.split("/")[:-1])
+    target = os.path.realpath(os.path.join(folder, link))
+    top = os.path.realpath(os.fspath(root))
+    return target == top or target.startswith(top.rstrip(os.sep) + os.sep)
 
 
 def revert_folder(root: Path, home: Path | None = None) -> tuple[Path, list[str]]:
@@ -976,33 +1147,39 @@ def revert_folder(root: Path, home: Path | None = None) -> tuple[Path, list[str]
     they are), and after a revert that was.
 
     Every path of the manifest must be a ``vllm/**/*.py`` path reached inside the tree without
-    following a symbolic link; the backup folder must be a real folder holding only folders and
-    regular files; the manifest must match its schema.
+    following a symbolic link, and every link it restores must point inside the tree; the backup
+    folder must be a real folder holding only folders and regular files (a sub-folder whose name
+    is not a number is no backup, and is left alone); the manifest must match its schema and be
+    at most :data:`auditor.model.inputs.MAX_JSON_BYTES`. SIGINT and SIGTERM are held back until
+    every file is restored and the backup removed, then take effect. The lock file is removed
+    afterwards when this call created it.
+
+    Args:
+        root: the folder that contains the engine package.
+        home: the folder that holds the lock and the backup (default ``root``).
 
     Raises:
         FixRefused: no backup; a forged or damaged backup (symbolic links, a path outside the tree,
-            a corrupt copy, a manifest that does not match its schema); a file changed after the
-            apply; the tree is not writable; another apply/revert holds the lock. Nothing is
-            written in those cases.
+            a link to outside the tree, a corrupt copy, a manifest that does not match its schema
+            or is too large); a file changed after the apply; the tree is not writable; another
+            apply/revert holds the lock. Nothing is written in those cases.
 
     Returns:
         ``(backup folder used, restored paths)``.
     """
-    import shutil
-
-    from auditor.model.inputs import check_json
+    from auditor.model.inputs import MAX_JSON_BYTES, check_json
 
     root = Path(root)
     home = Path(home) if home is not None else root
     parts_home = _home_parts(root, home)
     if parts_home and not os.path.lexists(home / BACKUP_DIR) and os.path.lexists(root / BACKUP_DIR):
         home, parts_home = root, []  # kept beside the package by an older eagle-audit
-    with _tree_lock(home), _Dir.open_root(root) as top, _open_home(top, parts_home) as hdir:
+    with _SignalsDeferred(), _tree_lock(home), _Dir.open_root(root) as top, _open_home(top, parts_home) as hdir:
         base = _backup_base(hdir, create=False)
         if base is None:
             raise FixRefused(f"no backup of a previous 'fix --apply' in {home / BACKUP_DIR}")
         with base:
-            nums = sorted((int(d) for d in os.listdir(base.fd) if d.isdigit()), reverse=True)
+            nums = sorted(_backup_numbers(base), reverse=True)
             if not nums:
                 if not os.listdir(base.fd):  # only the leftovers of an apply that died before its journal
                     os.rmdir(BACKUP_DIR, dir_fd=hdir.fd)
@@ -1011,7 +1188,12 @@ def revert_folder(root: Path, home: Path | None = None) -> tuple[Path, list[str]
             bdir = home / BACKUP_DIR / name
             with base.sub(name) as b:
                 try:
+                    st = b.lstat("manifest.json")
+                    if st is not None and st.st_size > MAX_JSON_BYTES:
+                        raise ValueError(f"manifest.json is larger than the {MAX_JSON_BYTES >> 20} MiB limit")
                     raw = b.read("manifest.json")
+                    if len(raw) > MAX_JSON_BYTES:
+                        raise ValueError(f"manifest.json is larger than the {MAX_JSON_BYTES >> 20} MiB limit")
                     manifest = check_json(json.loads(raw.decode("utf-8")), f"{bdir}/manifest.json",
                                           "backup-manifest")
                 except (OSError, ValueError, RecursionError, AuditError) as exc:
@@ -1036,6 +1218,9 @@ def revert_folder(root: Path, home: Path | None = None) -> tuple[Path, list[str]
                         kind = info.get("kind", "file")
                         if kind == "symlink" and "link" not in info:
                             raise FixRefused(f"the backup of {p} names no link target; nothing was restored")
+                        if kind == "symlink" and not _link_inside(root, p, info["link"]):
+                            raise FixRefused(f"the backup of {p} names a link to {info['link']!r}, outside the tree "
+                                             "(a forged manifest?); nothing was restored")
                         # permission bits only: a forged manifest never sets set-user-ID, set-group-ID or sticky
                         mode = info.get("mode", 0o666 & ~_umask()) & 0o777
                         want = _FileState(kind, data, mode, info.get("link"))
@@ -1057,7 +1242,7 @@ def revert_folder(root: Path, home: Path | None = None) -> tuple[Path, list[str]
                     parts = p.split("/")
                     with top.walk_to(parts) as d:
                         d.clean_temps(parts[-1])
-            shutil.rmtree(name, dir_fd=base.fd)
+            _discard_backup(base, name)
             empty = not os.listdir(base.fd)
         if empty:
             try:

@@ -293,10 +293,14 @@ def run_matrix(
     from the per-archive result cache when it holds it (``use_cache``), else by a pool of
     ``jobs`` worker processes (default: the CPU count; started on the first miss), or in this
     process when ``jobs`` is 1. A release that cannot be fetched or read is kept as
-    ``skipped`` with the reason, and listed in ``errors``.
+    ``skipped`` with the reason, and listed in ``errors``. An interruption (Ctrl-C) cancels the
+    fetches not started, stops those in progress at their next chunk (no ``.part`` file stays),
+    ends the worker processes (they ignore SIGINT themselves, so none prints a traceback), then
+    propagates.
 
     Raises:
         AuditError: a bad SPEC, or a name that resolves in none of the releases read.
+        KeyboardInterrupt: Ctrl-C, after the cleaning up above.
     """
     from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 
@@ -320,47 +324,82 @@ def run_matrix(
     if progress:
         progress("fetch", 0, len(to_read))
         progress("audit", 0, len(to_read))
-    pool = None
-    try:
-        with ThreadPoolExecutor(max(1, min(fetch_workers, len(to_read) or 1))) as threads:
-            fetching = {threads.submit(releases.fetch, v): v for v in to_read}
-            auditing = {}
-            for fut in as_completed(fetching):
-                v = fetching[fut]
-                try:
-                    archive = str(fut.result())
-                except AuditError as exc:
-                    errors[v] = str(exc)
-                    tick("fetch")
-                    tick("audit")
-                    continue
-                tick("fetch")
-                args = (v, archive, tuple(names), method, model_type, use_cache, platform, options)
-                hit = cached_release_audit(*args[1:5], platform, options) if use_cache else None
-                if hit is not None:
-                    audits[v] = hit
-                    tick("audit")
-                    continue
-                if pool is None and jobs > 1:
-                    import multiprocessing
+    from auditor.source.fetch import allow_downloads, stop_downloads
 
-                    # spawn, not fork: the download threads may hold locks at fork time
-                    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
-                if pool is None:
-                    _collect(v, lambda: audit_release(*args), audits, errors)
-                    tick("audit")
-                else:
-                    auditing[pool.submit(audit_release, *args)] = v
-            for fut in as_completed(auditing):
-                _collect(auditing[fut], fut.result, audits, errors)
+    allow_downloads()
+    pool = None
+    threads = ThreadPoolExecutor(max(1, min(fetch_workers, len(to_read) or 1)))
+    try:
+        fetching = {threads.submit(releases.fetch, v): v for v in to_read}
+        auditing = {}
+        for fut in as_completed(fetching):
+            v = fetching[fut]
+            try:
+                archive = str(fut.result())
+            except AuditError as exc:
+                errors[v] = str(exc)
+                tick("fetch")
                 tick("audit")
+                continue
+            tick("fetch")
+            args = (v, archive, tuple(names), method, model_type, use_cache, platform, options)
+            hit = cached_release_audit(*args[1:5], platform, options) if use_cache else None
+            if hit is not None:
+                audits[v] = hit
+                tick("audit")
+                continue
+            if pool is None and jobs > 1:
+                import multiprocessing
+
+                # spawn, not fork: the download threads may hold locks at fork time
+                pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                                           initializer=_leave_interrupts_to_the_parent)
+            if pool is None:
+                _collect(v, lambda: audit_release(*args), audits, errors)
+                tick("audit")
+            else:
+                auditing[pool.submit(audit_release, *args)] = v
+        for fut in as_completed(auditing):
+            _collect(auditing[fut], fut.result, audits, errors)
+            tick("audit")
+    except BaseException:  # Ctrl-C: cancel what has not started, stop what has, and leave nothing behind
+        stop_downloads()
+        threads.shutdown(wait=True, cancel_futures=True)  # a download stops at its next chunk
+        if pool is not None:
+            _stop_workers(pool)
+            pool = None
+        allow_downloads()  # only once every download has stopped (a second Ctrl-C leaves them stopped)
+        raise
     finally:
+        threads.shutdown(wait=True)  # not in a with block: its exit would wait for every pending download
         if pool is not None:
             pool.shutdown(cancel_futures=True)
     report = _matrix(names, versions, method, plan, audits, errors, time.perf_counter() - t0,
                      jobs if pool is not None else 1, engine=engine)
     report.run_options = (options or RunOptions()).with_method(method).with_platform(platform)
     return report
+
+
+def _leave_interrupts_to_the_parent() -> None:
+    """Worker-process initializer: ignore SIGINT (Ctrl-C reaches the whole process group; the
+    parent stops the workers itself, so none prints a KeyboardInterrupt traceback)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _stop_workers(pool) -> None:
+    """Cancel the pending audits of a process pool and end its worker processes now (an audit in
+    progress is dropped: the run was interrupted)."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in procs:
+        try:
+            proc.terminate()
+        except (OSError, AttributeError):
+            pass
+    for proc in procs:
+        proc.join(timeout=1)
 
 
 def _collect(version: str, get: Callable[[], ReleaseAudit], audits: dict, errors: dict) -> None:

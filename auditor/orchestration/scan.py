@@ -28,7 +28,7 @@ from auditor.engines.vllm.platforms import (
 from auditor.index.resolve import Resolver
 from auditor.index.tree import SummaryCache, Tree
 from auditor.model.errors import AuditError
-from auditor.model.findings import Finding, verdict_of
+from auditor.model.findings import INTERNAL_RULE, Finding, verdict_of
 from auditor.model.options import RunOptions
 from auditor.model.results import ScanReport, TargetResult, TargetSpec
 from rules.base import AuditTarget, Context
@@ -188,6 +188,36 @@ class Auditor:
             result = self._not_a_target(spec, method, role)
             result.run_options = opts
             return result
+        try:
+            return self._audit_target(spec, method, hf_config, opts)
+        except AuditError:
+            raise
+        except (RecursionError, MemoryError) as exc:  # a hierarchy or a construct too deep for the index
+            return self._failed(spec, method, opts, "EA300", "resolve",
+                                f"cannot analyse {spec.architecture}: its class hierarchy or code is nested too "
+                                f"deeply to follow ({type(exc).__name__}); this target is not audited")
+        except Exception as exc:  # a bug in a rule or the index: this target only, the scan goes on
+            what = " ".join(str(exc).split())[:200]
+            return self._failed(spec, method, opts, INTERNAL_RULE, "internal",
+                                f"internal error while auditing {spec.architecture} ({type(exc).__name__}"
+                                f"{': ' + what if what else ''}): this is a bug in eagle-audit, please report it; "
+                                "this target is not audited")
+
+    def _failed(self, spec: TargetSpec, method: str, opts: RunOptions, code: str, gate: str,
+                message: str) -> TargetResult:
+        """The result of a target whose audit raised: ``unknown`` with one finding saying why."""
+        from auditor.model.findings import Severity
+
+        e = self.registry.entries.get(spec.architecture)
+        finding = Finding(code, gate, Severity.UNKNOWN, message,
+                          getattr(e, "path", None) or getattr(self.registry, "path", None), getattr(e, "line", None))
+        return TargetResult(architecture=spec.architecture, class_name=None, method=method,
+                            verdict=verdict_of([finding]), findings=[finding], model_type=spec.model_type,
+                            text_model_type=spec.text_model_type, model_type_source=spec.source or "",
+                            run_options=opts)
+
+    def _audit_target(self, spec: TargetSpec, method: str, hf_config: dict | None,
+                      opts: RunOptions) -> TargetResult:
         spec = self.with_model_type(spec)
         facts = target_facts(self.resolver, self.registry, spec.architecture)
         target = AuditTarget(spec.architecture, method, facts, spec.model_type, spec.text_model_type, spec.source,

@@ -22,6 +22,7 @@ import pathlib
 import re
 import ssl
 import tempfile
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -72,6 +73,22 @@ _JSON_ACCEPT = (
     f"application/{_VENDOR}.simple.v1+html;q=0.2, text/html;q=0.01"
 )
 _CHUNK = 1 << 20
+
+#: Set by :func:`stop_downloads`: every download stops at its next chunk (its ``.part`` file is
+#: deleted) and none starts until :func:`allow_downloads`.
+_STOP = threading.Event()
+
+
+def stop_downloads() -> None:
+    """Make every download in progress, in any thread, stop at its next chunk with a
+    :class:`~auditor.model.errors.SourceError` (its partial file deleted), and refuse new ones
+    until :func:`allow_downloads`. Used when a run is interrupted (Ctrl-C during ``matrix``)."""
+    _STOP.set()
+
+
+def allow_downloads() -> None:
+    """Let downloads run again after :func:`stop_downloads`."""
+    _STOP.clear()
 _DEFAULT_TIMEOUT = 15.0
 _NEAREST = 5
 
@@ -805,9 +822,12 @@ def _download(client: _Client, sdist: SdistFile, target: pathlib.Path, progress:
     tmp = pathlib.Path(tmp_name)
     digest = hashlib.sha256()
     bar = None
+    stopped = SourceError(f"the download of {sdist.filename} was stopped")
     try:
         with os.fdopen(fd, "wb") as out:
             try:
+                if _STOP.is_set():
+                    raise stopped
                 with client.open(sdist.url) as response:
                     length = response.headers.get("Content-Length")
                     total = int(length) if length and length.isdigit() else sdist.size
@@ -817,6 +837,8 @@ def _download(client: _Client, sdist: SdistFile, target: pathlib.Path, progress:
                         bar = progress_bar(f"downloading {sdist.filename}", total)
                         bar[0].start()
                     for chunk in iter(lambda: response.read(_CHUNK), b""):
+                        if _STOP.is_set():
+                            raise stopped
                         _write(out, chunk, target.parent)
                         digest.update(chunk)
                         if bar is not None:

@@ -1045,12 +1045,34 @@ class ArchiveSource(TreeSource):
             raise self._error(exc) from None
         if is_zip:
             self._open_zip()
+        elif self.path.name.lower().endswith((".whl", ".zip")):  # never read as a tarball by its misfortune
+            raise self._error(f"it is not a {'wheel' if self.path.suffix.lower() == '.whl' else 'zip file'} "
+                              f"({self._kind_of_content()})")
         else:
             self._load_tar(progress)
         listed = set(self._members if self._members is not None else self._zip_names) | set(self._unreadable)
         self._files = sorted(listed)
 
     # -- construction ---------------------------------------------------------------
+
+    def _kind_of_content(self) -> str:
+        """What the first bytes of a file that is no zip archive look like, for a message: an
+        empty file, text, a truncated or damaged zip (its signature without the rest), or data."""
+        try:
+            with open(self.path, "rb") as fh:
+                head = fh.read(512)
+        except OSError as exc:
+            return f"unreadable: {exc.strerror or exc}"
+        if not head:
+            return "an empty file"
+        if head.startswith(b"PK"):
+            return "a truncated or damaged zip archive"
+        try:
+            text = head.decode("utf-8")
+        except UnicodeDecodeError:
+            return "binary data, not a zip archive"
+        printable = all(c.isprintable() or c in "\n\r\t" for c in text)
+        return "a text file, not a zip archive" if printable else "binary data, not a zip archive"
 
     def _error(self, reason: object) -> SourceError:
         """Build the 'cannot read archive' error.

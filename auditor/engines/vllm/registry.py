@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from auditor.index.resolve import ClassRef, Resolver, Target, Unresolved
@@ -26,6 +27,10 @@ TABLES_EXTRACTOR = Extractor("tables", extract_all_tables,
 MODELS_PACKAGE = "vllm.model_executor.models"
 CONFIG_REGISTRY_MODULE = "vllm.transformers_utils.config"
 CONFIGS_PACKAGE = "vllm.transformers_utils.configs"
+
+#: Most rows the merged architecture table may have (vLLM 0.33.0 registers 470): a registry
+#: beyond it is refused rather than audited row by row for minutes.
+MAX_ROWS = 5000
 
 #: Roles of registry rows: a target (it generates, a speculative method can serve it), a drafter
 #: (the speculative-decoding table: EAGLE/EAGLE-3/DFlash heads, MTP modules) or a pooling model
@@ -120,11 +125,15 @@ class Registry:
             if not cands:
                 raise AuditError(f"no architecture table found in {m.path}")
             merged_name = max(cands, key=lambda k: len(tables[k]))
+        if len(tables[merged_name]) > MAX_ROWS:
+            raise AuditError(f"the model registry {m.path} has {len(tables[merged_name])} rows in {merged_name}, more "
+                             f"than {MAX_ROWS} (a vLLM release registers under 1000): refusing to audit it")
         self.entries: dict[str, ArchEntry] = {}
+        others = [t for t, v in tables.items() if t != merged_name and _is_arch_table(v)]  # once, not per row
         for arch, val in tables[merged_name].items():
             if not (isinstance(val, tuple) and len(val) == 2 and all(isinstance(x, str) for x in val)):
                 continue
-            in_tables = [t for t, v in tables.items() if t != merged_name and _is_arch_table(v) and arch in v]
+            in_tables = [t for t in others if arch in tables[t]]
             self.entries[arch] = ArchEntry(arch, val[0], val[1], in_tables, key_lines.get(arch))
         self._configs: dict[str, object] | None = None
 
@@ -213,5 +222,5 @@ class Registry:
 def _is_arch_table(v: object) -> bool:
     if not isinstance(v, dict) or not v:
         return False
-    sample = list(v.values())[:5]
+    sample = list(itertools.islice(v.values(), 5))
     return all(isinstance(x, tuple) and len(x) == 2 and all(isinstance(y, str) for y in x) for x in sample)

@@ -1,0 +1,105 @@
+"""Failures that must take down no more than their target (issue 20, "Failures that take down
+more than their target"): a class hierarchy too deep for the index, a rule that raises, an
+expression too deep for libcst, a registry far larger than any release. Each test builds its own
+hostile tree from ``fixtures/minivllm`` and checks the exit code, the verdicts (``unknown`` for
+the target that failed, never ``supported``; the others as usual) and that nothing was written.
+"""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import add_registry_row, make_tree
+from tests.test_hostile import cli, one_line_error, tree_hash
+
+MODELS = "vllm/model_executor/models"
+
+
+def _verdicts(stdout: str) -> dict[str, str]:
+    return {r["architecture"]: r["verdict"] for r in json.loads(stdout)["results"]}
+
+
+def _deep_chain(depth: int = 1000) -> str:
+    lines = ["from .toy import ToyV2ForCausalLM", "", "", "class Deep0(ToyV2ForCausalLM):", "    pass"]
+    for i in range(1, depth):
+        lines += ["", "", f"class Deep{i}(Deep{i - 1}):", "    pass"]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_1000_deep_inheritance_chain_is_unknown_and_the_others_get_verdicts(tmp_path):
+    root = make_tree(tmp_path, {f"{MODELS}/deep.py": _deep_chain()})
+    add_registry_row(root, "DeepForCausalLM", "deep", "Deep999")
+    add_registry_row(root, "DeepHalfForCausalLM", "deep", "Deep500")  # shares half the chain
+    before = tree_hash(root)
+    r = cli("scan", root, "--no-cache", "--format", "json")
+    assert r.exit_code == 1, r.stderr  # a blocked or unknown target, not an internal error
+    assert "Traceback" not in r.stderr
+    verdicts = _verdicts(r.stdout)
+    assert verdicts["DeepForCausalLM"] == "unknown"
+    assert verdicts["DeepHalfForCausalLM"] in ("unknown", "blocked")  # never a cached half-linearised MRO
+    assert verdicts["LlamaForCausalLM"] == "supported"
+    assert verdicts["ToyV3ForCausalLM"] == "blocked"
+    deep = next(x for x in json.loads(r.stdout)["results"] if x["architecture"] == "DeepForCausalLM")
+    assert "nested too deeply" in deep["findings"][0]["message"]
+    assert "RecursionError" in deep["findings"][0]["message"]
+    assert tree_hash(root) == before
+
+
+def test_a_rule_that_raises_for_one_target_gives_unknown_and_exit_3_after_the_report(tmp_path, monkeypatch):
+    from rules.interface.rule import InterfaceRule
+
+    real = InterfaceRule.check
+
+    def check(self, ctx, target):
+        if target.architecture == "ToyV3ForCausalLM":
+            raise KeyError("boom in the rule")
+        return real(self, ctx, target)
+
+    monkeypatch.setattr(InterfaceRule, "check", check)
+    root = make_tree(tmp_path)
+    before = tree_hash(root)
+    r = cli("scan", root, "--no-cache", "--format", "json", "--exit-zero")
+    assert r.exit_code == 3, r.stderr  # --exit-zero never hides an internal error
+    verdicts = _verdicts(r.stdout)  # the report is complete
+    assert verdicts["ToyV3ForCausalLM"] == "unknown"
+    assert verdicts["ToyV2ForCausalLM"] == "blocked" and verdicts["LlamaForCausalLM"] == "supported"
+    failed = next(x for x in json.loads(r.stdout)["results"] if x["architecture"] == "ToyV3ForCausalLM")
+    assert failed["findings"][0]["rule"] == "EA000" and "boom in the rule" in failed["findings"][0]["message"]
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "internal error" in lines[0] and "ToyV3ForCausalLM" in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
+    # the table says it too, and fix refuses to write with the same exit code
+    t = cli("scan", root, "--no-cache", "--model", "ToyV3ForCausalLM")
+    assert t.exit_code == 3 and "unknown" in t.stdout
+    f = cli("fix", root, "--model", "ToyV3ForCausalLM", "--model-type", "toy", "--apply")
+    assert f.exit_code == 3 and "nothing was written" in f.stderr and "Traceback" not in f.stderr
+    assert tree_hash(root) == before
+
+
+def test_fix_with_a_900_term_sum_in_the_patched_file_is_refused_without_a_crash(tmp_path):
+    toy = make_tree(tmp_path / "src") / MODELS / "toy.py"
+    text = toy.read_text() + "\n\nTOTAL = " + " + ".join(f"x{i}" for i in range(900)) + "\n"
+    root = make_tree(tmp_path, {f"{MODELS}/toy.py": text})
+    before = tree_hash(root)
+    r = cli("fix", root, "--model", "ToyV3ForCausalLM", "--model-type", "toy", "--no-cache", "--apply")
+    assert r.exit_code == 1, r.stderr  # a gate cannot be fixed automatically: nothing written
+    assert "RecursionError" in r.stderr and "nothing was written" in r.stderr
+    assert "Traceback" not in r.stderr and "internal error" not in r.stderr
+    assert tree_hash(root) == before and not (root / ".eagle-audit-backup").exists()
+    d = cli("fix", root, "--model", "ToyV3ForCausalLM", "--model-type", "toy", "--no-cache")  # the dry run too
+    assert d.exit_code == 1 and d.stdout == ""
+
+
+def test_a_registry_far_larger_than_any_release_is_refused_in_one_line(tmp_path):
+    from auditor.engines.vllm.registry import MAX_ROWS
+
+    root = make_tree(tmp_path)
+    reg = root / MODELS / "registry.py"
+    rows = "".join(f'    "A{i}": ("toy", "ToyV3ForCausalLM"),\n' for i in range(MAX_ROWS + 1))
+    reg.write_text(reg.read_text().replace("_TEXT_GENERATION_MODELS = {\n", "_TEXT_GENERATION_MODELS = {\n" + rows, 1))
+    before = tree_hash(root)
+    for args in (("scan", root, "--no-cache"), ("scan", root, "--no-cache", "--model", "ToyV3ForCausalLM"),
+                 ("fix", root, "--model", "ToyV3ForCausalLM", "--apply", "--no-cache")):
+        line = one_line_error(cli(*args))
+        assert f"more than {MAX_ROWS}" in line and "refusing" in line, line
+    assert tree_hash(root) == before

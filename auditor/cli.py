@@ -914,19 +914,24 @@ def explain(
       eagle-audit explain kimi_k2 site-packages/vllm --format json
       eagle-audit explain --all --vllm-version 0.16.0 -o explain.json
     """
+    import shlex
+
     from auditor.orchestration.explain import explain as do_explain
+    from auditor.orchestration.explain import positional_is_tree
     from auditor.render import report as rep
 
-    if (all_archs and arch and path is None and not (vllm_version or sglang_version or python)
-            and (Path(arch).exists() or any(c in arch for c in "/\\."))):
-        arch, path = None, arch  # ``explain --all PATH``: the one positional is a tree, not a class name
+    if (arch and path is None and not (vllm_version or sglang_version or python)
+            and positional_is_tree(arch, loose=all_archs)):
+        arch, path = None, arch  # ``explain PATH``: the one positional is a tree, not a class name
     if all_archs and (arch or model):
         _fail(f"--all takes no {'ARCH' if arch else '--model'}: it explains every architecture of the registry; "
               "give either --all or the architectures")
     settings = _settings(config, no_config, models=model)
     names = [arch] if arch else ([] if all_archs else list(settings.models))
     if not names and not all_archs:
-        _fail("give an architecture (or --model NAME, or models in [tool.eagle-audit]), or --all")
+        _fail(f"explain {path}: give the architecture to explain (eagle-audit explain ARCH {shlex.quote(path)}), --model NAME, "
+              "or --all" if path else "give an architecture (or --model NAME, or models in [tool.eagle-audit]), "
+              "or --all")
     _check_output(output, "--output", force)
     fmt = _report_format(fmt, output, ExplainFormat)
     auditor = _open(path, vllm_version, no_progress, no_cache, platform=platform.value,

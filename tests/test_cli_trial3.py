@@ -1,0 +1,131 @@
+"""The rough edges a third new-user trial (issue 21) found, and two items of issue 19, each checked
+as the user meets it: ``eagle-audit`` run as a subprocess (piped, ``COLUMNS=80``, no colour) on
+synthetic trees (``fixtures/minivllm`` laid out as a folder, an environment or an archive).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import make_tree
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _env(**extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX", "FORCE_COLOR")}
+    env.update(NO_COLOR="1", COLUMNS="80")
+    env.update(extra)
+    return env
+
+
+def run(*args, cwd: Path = REPO, **extra: str) -> subprocess.CompletedProcess:
+    """``eagle-audit ARGS`` with stdout and stderr piped, at 80 columns, without colour."""
+    return subprocess.run([sys.executable, "-m", "auditor", *map(str, args)], capture_output=True, text=True,
+                          timeout=600, cwd=cwd, env=_env(**extra))
+
+
+def one_line_error(p: subprocess.CompletedProcess) -> str:
+    """The one stderr line of an input error (exit 2, no traceback), without its prefix."""
+    assert p.returncode == 2, (p.returncode, p.stdout[-1000:], p.stderr[-1000:])
+    assert "Traceback" not in p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0].removeprefix("eagle-audit: error: ")
+
+
+def fake_environment(tmp_path: Path, name: str = "env", with_vllm: bool = True) -> Path:
+    """A virtual environment laid out on disk (``pyvenv.cfg``, ``bin/python3.99`` as a script that
+    would leave a marker if it ever ran, ``lib/python3.99/site-packages``), holding minivllm's
+    ``vllm/`` when ``with_vllm``. Returns its folder."""
+    env = tmp_path / name
+    site = env / "lib" / "python3.99" / "site-packages"
+    site.mkdir(parents=True)
+    (env / "pyvenv.cfg").write_text("home = /nowhere/bin\nversion = 3.99.0\n")
+    (env / "bin").mkdir()
+    exe = env / "bin" / "python3.99"
+    exe.write_text(f"#!/bin/sh\ntouch {shlex.quote(str(env / 'RAN'))}\n")
+    exe.chmod(0o755)
+    if with_vllm:
+        tree = make_tree(tmp_path / f"{name}-src")
+        (tree / "vllm").rename(site / "vllm")
+    return env
+
+
+# -- 1. wrong paths ------------------------------------------------------------------------------
+
+
+def test_an_interpreter_as_path_suggests_python_and_the_suggestion_runs(tmp_path):
+    env = fake_environment(tmp_path)
+    exe = env / "bin" / "python3.99"
+    line = one_line_error(run("scan", exe, "--no-progress"))
+    assert line == (f"{exe} is a Python interpreter, not an engine tree or a release archive: to audit the vllm "
+                    f"(or sglang) installed in its environment, use --python {exe}")
+    assert "checksum" not in line
+    suggested = line.rsplit("use ", 1)[1].split()  # the copied option still runs
+    ok = run("scan", *suggested, "--model", "LlamaForCausalLM", "--no-progress")
+    assert ok.returncode == 0, ok.stderr
+    assert "supported" in ok.stdout
+    assert not (env / "RAN").exists()  # the interpreter was never run
+
+
+def test_a_file_that_is_neither_tree_nor_archive_says_so(tmp_path):
+    plain = tmp_path / "pyproject.toml"
+    plain.write_text("[project]\nname = 'x'\n")
+    assert one_line_error(run("scan", plain, "--no-progress")) == (
+        f"{plain} is neither an engine tree nor a release archive: give a vllm/ (or sglang/) package folder, a "
+        "source checkout, or a release archive (.tar.gz, .whl)")
+    tree = make_tree(tmp_path)  # the pyproject.toml of a checkout: its folder is the tree
+    (tree / "pyproject.toml").write_text("[project]\nname = 'vllm'\n")
+    line = one_line_error(run("scan", tree / "pyproject.toml", "--no-progress"))
+    assert line.endswith(f"; to audit the tree it belongs to, give its folder: {tree}"), line
+    corrupt = tmp_path / "vllm-1.0.tar.gz"  # an archive's name: a corrupt archive, as before
+    corrupt.write_bytes(b"not gzip at all" * 10)
+    assert one_line_error(run("scan", corrupt, "--no-progress")).startswith(f"cannot read archive {corrupt}: ")
+
+
+def test_an_environment_folder_as_path_suggests_python(tmp_path):
+    env = fake_environment(tmp_path)
+    line = one_line_error(run("scan", env, "--no-progress"))
+    assert line == (f"{env} is a Python environment, not an engine tree: to audit the vllm (or sglang) installed "
+                    f"in it, use --python {env}")
+    ok = run("scan", *line.rsplit("use ", 1)[1].split(), "-m", "LlamaForCausalLM", "--no-progress")
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_explain_with_only_a_path_treats_it_as_the_tree(tmp_path):
+    tree = make_tree(tmp_path)
+    pkg = tree / "vllm"
+    assert one_line_error(run("explain", pkg)) == (
+        f"explain {pkg}: give the architecture to explain (eagle-audit explain ARCH {pkg}), --model NAME, or --all")
+    ok = run("explain", pkg, "--model", "LlamaForCausalLM", "-f", "json")
+    assert ok.returncode == 0, ok.stderr
+    assert '"architecture": "LlamaForCausalLM"' in ok.stdout
+    # a name that is no path on disk stays a name: the repo-id hint, not "does not exist"
+    assert "Hugging Face repo id" in one_line_error(run("explain", "moonshotai/Kimi-K2-Instruct", tree))
+
+
+def test_python_given_as_a_command_is_looked_up_on_path(tmp_path):
+    env = fake_environment(tmp_path)
+    path = f"{env / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
+    ok = run("scan", "--python", "python3.99", "-m", "LlamaForCausalLM", "-f", "json", "--no-progress", PATH=path)
+    assert ok.returncode == 0, ok.stderr
+    assert f"--python python3.99 ({env / 'bin' / 'python3.99'})" in ok.stdout
+    assert not (env / "RAN").exists()
+    assert one_line_error(run("scan", "--python", "python3.98", "--no-progress", PATH=str(env / "bin"))) == (
+        "--python python3.98: no such interpreter or environment folder, and no such command on PATH")
+
+
+def test_the_default_environment_error_names_the_environments_searched(tmp_path):
+    empty = fake_environment(tmp_path, "empty", with_vllm=False)
+    line = one_line_error(run("scan", "--no-progress", cwd=tmp_path, VIRTUAL_ENV=str(empty)))
+    assert line == (f"no vllm or sglang installed in the activated environment (VIRTUAL_ENV={empty}) nor in "
+                    f"eagle-audit's own environment ({sys.prefix}); pass a PATH, --python PYTHON (the interpreter "
+                    "or environment folder where it is installed) or --vllm-version X")
+    line = one_line_error(run("scan", "--no-progress", cwd=tmp_path))
+    assert line.startswith(f"no vllm or sglang installed in eagle-audit's own environment ({sys.prefix}); "), line
+

@@ -963,26 +963,38 @@ def explain(
 
 @app.command("rules", cls=_Command, short_help="The rules: why each gate blocks, and how to fix it.")
 def list_rules(
+    name: Optional[str] = typer.Argument(None, metavar="[CODE|GATE]", show_default=False,
+                                         help="One rule (EA302), or the rules of a gate id (interface: its vLLM and "
+                                         "SGLang rules), with their VALID/INVALID examples. Default: every rule."),
     fmt: Optional[RulesFormat] = typer.Option(None, "--format", "-f", metavar="table|json|markdown",
                                               show_default=False,
                                               help="Output format (default: as the -o suffix says, else table)."),
     output: Optional[Path] = _output_opt(RulesFormat, "the rule reference"),
     force: bool = ForceOpt,
 ) -> None:
-    """The rules: code, gate, whether it blocks, whether a fix exists, why and how to fix.
+    """The rules: code, gate, whether it blocks, whether a fix exists, why and how to fix; with
+    CODE or GATE, those rules in full, with their examples.
 
-    Exit codes: 0 listed, 2 usage error, 3 internal error (a bug in eagle-audit; --debug shows the traceback).
+    Exit codes: 0 listed, 2 usage error (an unknown CODE or GATE), 3 internal error (a bug in eagle-audit; --debug shows the traceback).
 
     \b
     Examples:
       eagle-audit rules
-      eagle-audit rules --format json
+      eagle-audit rules EA302
+      eagle-audit rules interface --format json
       eagle-audit rules -o rules.md
     """
     from auditor.render import report as rep
 
     _check_output(output, "--output", force)
     fmt = _report_format(fmt, output, RulesFormat)
+    if name is not None:
+        from rules.registry import select_rules
+
+        chosen = select_rules(name)  # an unknown name: one line, exit 2, with close matches
+        if fmt is RulesFormat.table:
+            return _emit_table(lambda console: rep.print_rule_details(console, chosen), output)
+        return _write((rep.rule_details_json if fmt is RulesFormat.json else rep.rule_details_markdown)(chosen), output)
     if fmt is RulesFormat.json:
         _write(rep.rules_json(), output)
     elif fmt is RulesFormat.markdown:

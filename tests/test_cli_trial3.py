@@ -129,3 +129,57 @@ def test_the_default_environment_error_names_the_environments_searched(tmp_path)
     line = one_line_error(run("scan", "--no-progress", cwd=tmp_path))
     assert line.startswith(f"no vllm or sglang installed in eagle-audit's own environment ({sys.prefix}); "), line
 
+
+# -- 2. rules CODE | GATE --------------------------------------------------------------------------
+
+
+def _prose(text: str) -> str:
+    """The lines of a rules section that are not example code, joined with single spaces."""
+    return " ".join(" ".join(line.split()) for line in text.splitlines() if not line.startswith("    "))
+
+
+def test_rules_of_one_code_show_why_fix_and_examples():
+    from rules.registry import RULES
+
+    rule = RULES["EA302"]
+    p = run("rules", "EA302")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("EA302 interface (vLLM): blocks, fix available (eagle-audit fix); methods eagle3\n")
+    text = _prose(p.stdout)
+    assert f"What: {' '.join(rule.SUMMARY.split())}" in text
+    assert f"Why: {' '.join(rule.WHY.split())}" in text
+    assert f"How to fix: {' '.join(rule.HOW_TO_FIX.split())}" in text
+    for kind in ("VALID", "INVALID"):
+        for i, ex in enumerate(getattr(rule, kind), 1):
+            assert f"{kind} {i}: {ex.architecture}" in text
+    assert "INVALID 1: ToyV4ForCausalLM (empty subclass of a class without SupportsEagle3): reports error" in text
+    assert "    class ToyV4ForCausalLM(ToyV2ForCausalLM):\n        pass\n" in p.stdout  # the example's code, as written
+    assert "EA402" not in p.stdout and "EA301" not in p.stdout
+    assert all(len(line) <= 80 for line in p.stdout.splitlines() if not line.startswith("    "))
+    assert run("rules", "ea302").stdout == p.stdout
+
+
+def test_rules_of_a_gate_show_its_vllm_and_sglang_rules():
+    import json
+
+    p = run("rules", "interface")
+    assert p.returncode == 0, p.stderr
+    heads = [line for line in p.stdout.splitlines() if line.startswith("EA")]
+    assert [h.split(":")[0] for h in heads] == ["EA302 interface (vLLM)", "EA402 interface (SGLang)"]
+    doc = json.loads(run("rules", "interface", "-f", "json").stdout)
+    from rules.registry import RULES
+
+    assert [d["code"] for d in doc] == ["EA302", "EA402"]
+    for d in doc:
+        rule = RULES[d["code"]]
+        assert [(e["kind"], e["architecture"]) for e in d["examples"]] == (
+            [("VALID", e.architecture) for e in rule.VALID] + [("INVALID", e.architecture) for e in rule.INVALID])
+    md = run("rules", "EA302", "-f", "markdown").stdout
+    assert md.startswith("## EA302 `interface` (vLLM)\n") and "```python\n" in md
+
+
+def test_an_unknown_rule_is_one_line_with_close_matches():
+    assert one_line_error(run("rules", "interfce")) == (
+        "unknown rule 'interfce': neither a rule code (EA302) nor a gate id (interface); did you mean: interface?")
+    assert "did you mean: " in one_line_error(run("rules", "EA3O2")) and "EA302" in run("rules", "EA3O2").stderr
+    assert one_line_error(run("rules", "nothing-like-it")).endswith("; eagle-audit rules lists them")

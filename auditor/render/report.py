@@ -72,6 +72,137 @@ def rules_json() -> str:
                         "engines": list(r.ENGINES),
                         "why": r.WHY, "how_to_fix": r.HOW_TO_FIX} for code, r in RULES.items()], indent=2)
 
+
+def _engine_names(rule) -> str:
+    """The engines a rule judges, as the reports name them (vLLM, SGLang)."""
+    from auditor.engines.catalog import ENGINES
+
+    return ", ".join(ENGINES[e].display if e in ENGINES else e for e in rule.ENGINES)
+
+
+def _example_run(ex) -> list[str]:
+    """What an example assumes beyond its files: the method, the text model_type it is audited
+    with, and the run options and checkpoint configs that differ from the defaults."""
+    from auditor.model.options import RunOptions
+
+    out = [f"method {ex.method}", f"text model_type {ex.text_model_type}"]
+    base = RunOptions()
+    o = ex.options
+    if o.pipeline_parallel_size != base.pipeline_parallel_size:
+        out.append(f"--pipeline-parallel-size {o.pipeline_parallel_size}")
+    if o.parallel_drafting:
+        out.append("--parallel-drafting")
+    if o.num_speculative_tokens is not None:
+        out.append(f"--num-speculative-tokens {o.num_speculative_tokens}")
+    if o.draft_config is not None:
+        out.append(f"--draft-config {json.dumps(o.draft_config, sort_keys=True)}")
+    if ex.hf_config is not None:
+        out.append(f"--hf-config {json.dumps(ex.hf_config, sort_keys=True)}")
+    out += [f"registry row {arch} -> {module}.{cls} ({table})" for arch, module, cls, table in ex.rows]
+    return out
+
+
+def _examples(rule):
+    """``(kind, number, example)`` of a rule's VALID then INVALID examples (numbered from 1)."""
+    for kind in ("VALID", "INVALID"):
+        for i, ex in enumerate(getattr(rule, kind), 1):
+            yield kind, i, ex
+
+
+def _expectation(kind: str, ex) -> str:
+    """What the scanner reports on an example (as ``tests/test_rule_examples.py`` checks it)."""
+    if ex.expect_severity is None:
+        return "passes (no finding)"
+    return f"reports {ex.expect_severity.value}"
+
+
+def _rule_detail_lines(rules) -> list[tuple[str, bool]]:
+    """The lines of :func:`print_rule_details`, each with True for a line of example code (kept
+    as written, never wrapped)."""
+    out: list[tuple[str, bool]] = []
+    for r in rules:
+        if out:
+            out.append(("", False))
+        prose = [f"{r.CODE} {r.GATE} ({_engine_names(r)}): {'blocks' if r.BLOCKING else 'warning'}, "
+                 f"{'fix available (eagle-audit fix)' if r.FIX_AVAILABLE else 'no automatic fix'}; "
+                 f"methods {', '.join(r.METHODS)}",
+                 "", f"What: {r.SUMMARY}", "", f"Why: {r.WHY}", "", f"How to fix: {r.HOW_TO_FIX}"]
+        if r.REQUIRES:
+            prose += ["", f"Evaluated only with {r.REQUIRES}."]
+        examples = list(_examples(r))
+        if not examples:
+            prose += ["", "Examples: none yet."]
+        out += [(line, False) for line in prose]
+        for kind, i, ex in examples:
+            note = f" ({ex.note})" if ex.note else ""
+            out += [("", False), (f"{kind} {i}: {ex.architecture}{note}: {_expectation(kind, ex)}", False),
+                    (f"  with {'; '.join(_example_run(ex))}", False)]
+            for path, src in ex.files.items():
+                if src is None:
+                    out.append((f"  {path}: the base tree's file, unchanged", False))
+                    continue
+                out.append((f"  {path}:", False))
+                out += [(f"    {line}".rstrip(), True) for line in src.strip("\n").split("\n")]
+            if not ex.files:
+                out.append(("  the base tree, unchanged", False))
+    return [(clean(line), code) for line, code in out]
+
+
+def rule_details_text(rules) -> str:
+    """One section per rule of ``rules`` (``eagle-audit rules EA302``) as plain text, each line
+    whole: code, gate, engines, whether it blocks and has a fix, the methods, what it checks,
+    why, how to fix, and each VALID/INVALID example (the files laid over the synthetic base tree,
+    the architecture audited, what it assumes and what the scanner reports on it)."""
+    return "\n".join(line for line, _ in _rule_detail_lines(rules)) + "\n"
+
+
+def print_rule_details(console: Console, rules) -> None:
+    """Print :func:`rule_details_text` on ``console``: prose lines wrapped at its width between
+    words (continuations indented two more spaces, see :func:`print_wrapped`), example code as
+    written."""
+    for line, code in _rule_detail_lines(rules):
+        if code or not line:
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        print_wrapped(console, line.lstrip(" "), indent=indent, hanging=indent + 2)
+
+
+def rule_details_markdown(rules) -> str:
+    """The sections of :func:`rule_details_text` as Markdown: a heading per rule, its why and how
+    to fix, and each example's files in fenced code blocks."""
+    out: list[str] = []
+    for r in rules:
+        out += [f"## {r.CODE} `{r.GATE}` ({_engine_names(r)})", "",
+                f"{'Blocks' if r.BLOCKING else 'Warning'}; {'fix available' if r.FIX_AVAILABLE else 'no automatic fix'}; "
+                f"methods {', '.join(r.METHODS)}.", "", f"**What:** {r.SUMMARY}", "", f"**Why:** {r.WHY}", "",
+                f"**How to fix:** {r.HOW_TO_FIX}", ""]
+        for kind, i, ex in _examples(r):
+            note = f" ({ex.note})" if ex.note else ""
+            out += [f"### {kind} {i}: `{ex.architecture}`{note}", "",
+                    f"{_expectation(kind, ex).capitalize()}; with {'; '.join(_example_run(ex))}.", ""]
+            for path, src in ex.files.items():
+                if src is None:
+                    out += [f"`{path}`: the base tree's file, unchanged.", ""]
+                else:
+                    out += [f"`{path}`:", "", "```python", src.strip("\n"), "```", ""]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def rule_details_json(rules) -> str:
+    """The rules of ``rules`` as JSON: the fields of :func:`rules_json` plus ``requires`` and
+    ``examples`` (``kind``, ``architecture``, ``note``, ``method``, ``text_model_type``,
+    ``expect_severity``, ``files``: path → source, null for the base tree's file)."""
+    return json.dumps([{
+        "code": r.CODE, "gate": r.GATE, "name": r.NAME, "summary": r.SUMMARY, "blocking": r.BLOCKING,
+        "fix_available": r.FIX_AVAILABLE, "methods": list(r.METHODS), "engines": list(r.ENGINES), "why": r.WHY,
+        "how_to_fix": r.HOW_TO_FIX, "requires": r.REQUIRES or None,
+        "examples": [{"kind": kind, "architecture": ex.architecture, "note": ex.note, "method": ex.method,
+                      "text_model_type": ex.text_model_type,
+                      "expect_severity": ex.expect_severity.value if ex.expect_severity else None,
+                      "files": dict(ex.files)} for kind, _, ex in _examples(r)],
+    } for r in rules], indent=2)
+
 # C0 and C1 controls, DEL, and the Unicode format characters that reorder or hide text
 # (bidirectional overrides and isolates, line and paragraph separators).
 _BIDI = r"\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"

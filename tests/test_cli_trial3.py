@@ -183,3 +183,91 @@ def test_an_unknown_rule_is_one_line_with_close_matches():
         "unknown rule 'interfce': neither a rule code (EA302) nor a gate id (interface); did you mean: interface?")
     assert "did you mean: " in one_line_error(run("rules", "EA3O2")) and "EA302" in run("rules", "EA3O2").stderr
     assert one_line_error(run("rules", "nothing-like-it")).endswith("; eagle-audit rules lists them")
+
+
+# -- 3. eagle-audit cache ------------------------------------------------------------------------
+
+
+def _cache(tmp_path: Path) -> Path:
+    """A cache folder with one engine archive (and sidecar), one transformers wheel (and sidecar),
+    two module summaries and a folder eagle-audit does not own; the archive was written 40 days
+    ago, the rest now."""
+    root = tmp_path / "cache"
+    (root / "archives").mkdir(parents=True)
+    (root / "index" / "ab").mkdir(parents=True)
+    (root / "runtime").mkdir()
+    files = {"archives/vllm-9.9.9.tar.gz": 3000, "archives/vllm-9.9.9.tar.gz.sha256": 64,
+             "archives/transformers-9.9.9-py3-none-any.whl": 2000,
+             "archives/transformers-9.9.9-py3-none-any.whl.sha256": 64,
+             "index/ab/ab1.json": 300, "index/ab/ab2.json": 200, "runtime/venv.bin": 5000}
+    for rel, size in files.items():
+        (root / rel).write_bytes(b"x" * size)
+    old = os.path.getmtime(root / "index" / "ab" / "ab1.json") - 40 * 86400
+    for rel in ("archives/vllm-9.9.9.tar.gz", "archives/vllm-9.9.9.tar.gz.sha256"):
+        os.utime(root / rel, (old, old))
+    return root
+
+
+def test_cache_says_where_it_is_and_its_size_per_kind(tmp_path):
+    root = _cache(tmp_path)
+    p = run("cache", EAGLE_AUDIT_CACHE_DIR=str(root))
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[:2] == ["cache folder (from EAGLE_AUDIT_CACHE_DIR):", f"  {root}"]  # the path whole
+    rows = {line.split()[0]: line.split() for line in lines[2:] if line.startswith("  ")}
+    assert rows["archives"][1:5] == ["1", "entry", "3.0", "KiB"]  # 3000 + 64 bytes: archive and sidecar
+    assert rows["wheels"][1:5] == ["1", "entry", "2.0", "KiB"]
+    assert rows["summaries"][1:4] == ["2", "entries", "500"]
+    assert rows["total"][1:3] == ["5.5", "KiB"]
+    assert "runtime/ (4.9 KiB): not a kind this eagle-audit writes; left alone by prune and clear" in " ".join(
+        " ".join(lines).split())
+    assert all(len(line) <= 80 for line in lines[2:])
+    empty = run("cache", EAGLE_AUDIT_CACHE_DIR=str(tmp_path / "none"))
+    assert empty.returncode == 0 and "does not exist yet" in empty.stdout
+
+
+def test_cache_prune_by_age_then_by_size_and_clear(tmp_path):
+    root = _cache(tmp_path)
+    env = {"EAGLE_AUDIT_CACHE_DIR": str(root)}
+    p = run("cache", "prune", "--older-than", "30", **env)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "removed 1 entry (archives 1): 3.0 KiB freed; the cache holds 2.5 KiB\n"
+    assert not (root / "archives" / "vllm-9.9.9.tar.gz").exists()
+    assert not (root / "archives" / "vllm-9.9.9.tar.gz.sha256").exists()
+    assert (root / "archives" / "transformers-9.9.9-py3-none-any.whl").exists()
+    p = run("cache", "prune", "--max-size", "1K", **env)  # the oldest first, until 1 KiB or less is left
+    assert p.returncode == 0, p.stderr
+    left = sorted(str(f.relative_to(root)) for f in root.rglob("*") if f.is_file())
+    assert len(left) < 4 and "runtime/venv.bin" in left
+    p = run("cache", "clear", **env)
+    assert p.returncode == 0, p.stderr
+    assert sorted(str(f.relative_to(root)) for f in root.rglob("*") if f.is_file()) == ["runtime/venv.bin"]
+    assert run("cache", "prune", **env).stderr.strip() == (
+        "eagle-audit: error: cache prune: give --older-than DAYS or --max-size SIZE (or both)")
+    assert one_line_error(run("cache", "prune", "--max-size", "lots", **env)) == (
+        "--max-size 'lots': not a size; give bytes or a number with K, M, G or T (500M, 1.5G)")
+
+
+def test_cache_never_deletes_through_a_link(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "vllm-1.0.tar.gz").write_bytes(b"keep me")
+    root = tmp_path / "cache"
+    root.mkdir()
+    (root / "archives").symlink_to(elsewhere, target_is_directory=True)
+    line = one_line_error(run("cache", "clear", EAGLE_AUDIT_CACHE_DIR=str(root)))
+    assert line == (f"refusing to delete in {root / 'archives'}: it is a symbolic link (to {elsewhere}), and "
+                    "nothing is deleted through a link; nothing was removed")
+    assert (elsewhere / "vllm-1.0.tar.gz").read_bytes() == b"keep me"
+    linked_root = tmp_path / "linked"
+    linked_root.symlink_to(elsewhere, target_is_directory=True)
+    assert one_line_error(run("cache", "prune", "--older-than", "0", EAGLE_AUDIT_CACHE_DIR=str(linked_root))) == (
+        f"refusing to delete in the cache folder {linked_root}: it is a symbolic link to {elsewhere}; set "
+        "EAGLE_AUDIT_CACHE_DIR to the folder itself")
+    assert (elsewhere / "vllm-1.0.tar.gz").exists()
+    (root / "archives").unlink()  # a link inside a kind is removed as a link: its target stays
+    (root / "index" / "ab").mkdir(parents=True)
+    (root / "index" / "ab" / "x.json").symlink_to(elsewhere / "vllm-1.0.tar.gz")
+    assert run("cache", "clear", EAGLE_AUDIT_CACHE_DIR=str(root)).returncode == 0
+    assert not (root / "index" / "ab" / "x.json").is_symlink()
+    assert (elsewhere / "vllm-1.0.tar.gz").read_bytes() == b"keep me"

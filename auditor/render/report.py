@@ -668,3 +668,41 @@ def compare_table(report, console: Console) -> None:
     ok = [s.name for s, good in zip(report.sides, report.supports_all) if good]
     console.print(clean(f"supports every target: {', '.join(ok)}") if ok else "no engine supports every target",
                   markup=False, highlight=False)
+
+
+def print_cache(console: Console, usage) -> None:
+    """``eagle-audit cache``: the cache folder (and what set it) on a line of its own, printed
+    whole so that it can be copied; then one line per kind with its entries, size and folder, the
+    total, the entries eagle-audit does not own, and how to free space (wrapped at the width)."""
+    from auditor.orchestration.cachedir import human_size
+
+    link = f", a symbolic link to {usage.root_link}" if usage.root_link is not None else ""
+    print_wrapped(console, f"cache folder (from {usage.origin}{link}):", indent=0)
+    console.print(clean(f"  {usage.root}"), markup=False, highlight=False, soft_wrap=True)
+    if not usage.exists:
+        print_wrapped(console, "empty: the folder does not exist yet (it is created on first use)", indent=0)
+        return
+    width = max(len(k.kind) for k in usage.kinds)
+    for k in usage.kinds:
+        link = f" (a link to {k.link})" if k.link is not None else ""
+        print_wrapped(console, clean(f"{k.kind:<{width}}  {count(len(k.entries), 'entry', 'entries'):>12}  "
+                                     f"{human_size(k.size):>10}  {k.folder.name}/{link}: {k.what}"), hanging=6)
+    print_wrapped(console, f"{'total':<{width}}  {'':>12}  {human_size(usage.size):>10}")
+    for name, size in usage.other:
+        print_wrapped(console, clean(f"{name}/ ({human_size(size)}): not a kind this eagle-audit writes; left alone "
+                                     "by prune and clear"), hanging=6)
+    print_wrapped(console, "free space with: eagle-audit cache prune --older-than DAYS | --max-size SIZE, or "
+                  "eagle-audit cache clear", indent=0)
+
+
+def print_prune(console: Console, result) -> None:
+    """What ``cache prune`` or ``cache clear`` removed, and what the cache holds after."""
+    from auditor.orchestration.cachedir import human_size
+
+    if not result.removed:
+        print_wrapped(console, f"nothing to remove; the cache holds {human_size(result.after.size)}", indent=0)
+        return
+    what = ", ".join(f"{kind} {n}" for kind, n in result.removed.items())
+    total = sum(result.removed.values())
+    print_wrapped(console, f"removed {count(total, 'entry', 'entries')} ({what}): {human_size(result.freed)} freed; "
+                  f"the cache holds {human_size(result.after.size)}", indent=0)

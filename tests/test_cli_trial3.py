@@ -271,3 +271,40 @@ def test_cache_never_deletes_through_a_link(tmp_path):
     assert run("cache", "clear", EAGLE_AUDIT_CACHE_DIR=str(root)).returncode == 0
     assert not (root / "index" / "ab" / "x.json").is_symlink()
     assert (elsewhere / "vllm-1.0.tar.gz").read_bytes() == b"keep me"
+
+
+# -- 4. gate names the current settings key -------------------------------------------------------
+
+
+def _stub_tree(tmp_path: Path) -> Path:
+    """minivllm with the EA305 INVALID example (a class that inherits the protocol's stubs) registered."""
+    from tests.conftest import add_registry_row
+    from rules.registry import RULES
+
+    ex = RULES["EA305"].INVALID[0]
+    tree = make_tree(tmp_path, {p: src for p, src in ex.files.items() if src is not None})
+    add_registry_row(tree, ex.architecture, "stub")
+    return tree
+
+
+def test_gate_fail_on_warnings_and_sarif_name_the_current_key(tmp_path):
+    from auditor.orchestration.config import setting
+
+    allow = setting("allow_warnings")
+    assert (allow.key, allow.flag) == ("allow-warnings", "--allow-warning")
+    tree = _stub_tree(tmp_path)
+    args = ["gate", "-m", "StubForCausalLM", "--model-type", "llama", "--candidate-version", tree, "--no-progress"]
+    p = run(*args, "--fail-on-warnings")
+    assert p.returncode == 1, p.stderr
+    text = " ".join(p.stdout.split())
+    assert ("warning EA305 is not allowed: StubForCausalLM.set_aux_hidden_state_layers is the SupportsEagle3 stub: "
+            "it passes vLLM's check and does nothing at run time — fix it, or accept it with --allow-warning "
+            "stub-member (or stub-member in allow-warnings in [tool.eagle-audit])") in text
+    for fmt in ("table", "markdown", "sarif", "junit", "json"):
+        out = run(*args, "--fail-on-warnings", "-f", fmt)
+        assert "allowed-warnings" not in out.stdout + out.stderr, fmt
+    sarif = run(*args, "--allow-warning", "stub-member", "--allow-warning", "pp-relative-index", "-f", "sarif")
+    assert sarif.returncode == 0, sarif.stderr
+    assert sarif.stdout.count('"justification": "accepted with --allow-warning or allow-warnings in '
+                              '[tool.eagle-audit]"') == 3  # two stub members and the relative index
+    assert "allowed-warnings" not in sarif.stdout

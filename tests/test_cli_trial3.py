@@ -308,3 +308,18 @@ def test_gate_fail_on_warnings_and_sarif_name_the_current_key(tmp_path):
     assert sarif.stdout.count('"justification": "accepted with --allow-warning or allow-warnings in '
                               '[tool.eagle-audit]"') == 3  # two stub members and the relative index
     assert "allowed-warnings" not in sarif.stdout
+
+
+# -- 5. k in words --------------------------------------------------------------------------------
+
+
+def test_the_number_of_speculative_tokens_is_said_in_words():
+    for n, words in ((3, "3 speculative tokens per step"), (1, "1 speculative token per step")):
+        md = run("scan", REPO / "fixtures" / "minivllm", "-m", "LlamaForCausalLM", "--num-speculative-tokens", n,
+                 "-f", "markdown", "--no-progress")
+        assert md.returncode == 0, md.stderr
+        assert md.stdout.splitlines()[0] == f"### eagle-audit: vLLM 0.0.1+mini ({words})"
+        table = run("scan", REPO / "fixtures" / "minivllm", "-m", "LlamaForCausalLM", "--num-speculative-tokens", n,
+                    "--no-progress")
+        assert f"({words})" in table.stdout.splitlines()[0]
+        assert "k=" not in md.stdout + table.stdout

@@ -168,7 +168,8 @@ class RunOptions:
 
     def describe(self) -> str:
         """The options that differ from a default run, as a short text (``PP=2, draft config
-        d/config.json``); empty for the defaults."""
+        d/config.json, 3 speculative tokens per step``); empty for the
+        defaults."""
         parts = []
         if self.pipeline_parallel:
             parts.append(f"PP={self.pipeline_parallel_size}")
@@ -177,5 +178,6 @@ class RunOptions:
         if self.parallel_drafting:
             parts.append("parallel drafting")
         if self.num_speculative_tokens is not None:
-            parts.append(f"k={self.num_speculative_tokens}")
+            n = self.num_speculative_tokens  # in words: "k=3" left readers guessing
+            parts.append(f"{n} speculative token{'' if n == 1 else 's'} per step")
         return ", ".join(parts)

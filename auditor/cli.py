@@ -466,7 +466,7 @@ def _progress_enabled(no_progress: bool) -> bool:
 def _open(path: Optional[str], version: Optional[str], no_progress: bool, no_cache: bool,
           transformers: Optional[str] = None, platform: str = "cuda", sglang_version: Optional[str] = None,
           engine: Optional[EngineOpt] = None, python: Optional[str] = None):
-    from auditor.orchestration.scan import Auditor, check_transformers, open_tree
+    from auditor.orchestration.scan import Auditor, TransformersMissing, check_transformers, open_tree
 
     if path and version:
         _fail("give either a PATH or --vllm-version, not both")
@@ -474,11 +474,18 @@ def _open(path: Optional[str], version: Optional[str], no_progress: bool, no_cac
         _fail(f"give either {'a PATH' if path else '--vllm-version'} or --sglang-version, not both")
     if python and (path or version or sglang_version):
         _fail("--python locates an installed engine: give it without a PATH or a release version")
+    missing = None
     if transformers:
-        check_transformers(transformers)  # before the tree is fetched or read
+        try:
+            check_transformers(transformers)  # before the tree is fetched or read
+        except TransformersMissing as exc:
+            missing = exc  # refused once the tree says which releases it accepts (the suggestions)
     name = engine.value if engine is not None else None
     tree = open_tree(path, version, progress=_progress_enabled(no_progress), use_cache=not no_cache,
                      sglang_version=sglang_version, engine=name, python=python)
+    if missing is not None:
+        check_transformers(transformers, tree.source.requirement("transformers"))
+        raise missing
     _warn_unverified(tree.source)
     a = Auditor(tree, transformers=transformers, platform=platform, engine=name)
     a.progress = _progress_enabled(no_progress)

@@ -323,3 +323,25 @@ def test_the_number_of_speculative_tokens_is_said_in_words():
                     "--no-progress")
         assert f"({words})" in table.stdout.splitlines()[0]
         assert "k=" not in md.stdout + table.stdout
+
+
+# -- 6. --transformers suggestions the tree accepts ------------------------------------------------
+
+
+def test_a_missing_transformers_release_suggests_only_releases_the_tree_accepts(tmp_path):
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    tree = make_tree(tmp_path)
+    (tree / "requirements").mkdir()
+    (tree / "requirements" / "common.txt").write_text("torch\ntransformers >= 4.56.0, < 5\n")
+    line = one_line_error(run("scan", tree, "-m", "LlamaForCausalLM", "--transformers", "9.9.9", "--no-progress"))
+    head = "--transformers 9.9.9: transformers 9.9.9 is not on the package index ("
+    assert line.startswith(head), line
+    assert "as a pure-Python wheel; nearest that the tree accepts (transformers<5,>=4.56.0): " in line
+    suggested = [Version(v) for v in line.rsplit(": ", 1)[1].split(", ")]
+    assert suggested and all(v in SpecifierSet("<5,>=4.56.0") for v in suggested), suggested
+    # a tree that states no requirement: the nearest releases of the index, unfiltered
+    plain = one_line_error(run("scan", REPO / "fixtures" / "minivllm", "-m", "LlamaForCausalLM", "--transformers",
+                               "9.9.9", "--no-progress"))
+    assert plain.startswith(head) and "; nearest: " in plain and "accepts" not in plain

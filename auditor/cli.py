@@ -697,7 +697,9 @@ def scan(
     auditor = _open(path, vllm_version, no_progress, no_cache, transformers, platform.value, sglang_version, engine,
                     python)
     specs = resolve_targets(auditor.registry, model, model_type, cfg)
-    methods = [m for m in methods if m in auditor.engine.methods] or _fail(
+    from auditor.model.options import method_family
+
+    methods = [m for m in methods if method_family(m) in auditor.engine.methods] or _fail(
         f"--method {method}: {auditor.engine.display} trees are audited for {', '.join(auditor.engine.methods)}")
     show = _progress_enabled(no_progress)
     full = not model and cfg is None
@@ -970,7 +972,7 @@ def explain(
 
 @app.command("rules", cls=_Command, short_help="The rules: why each gate blocks, and how to fix it.")
 def list_rules(
-    name: Optional[str] = typer.Argument(None, metavar="[CODE|GATE]", show_default=False,
+    name: Optional[str] = typer.Argument(None, metavar="CODE|GATE", show_default=False,
                                          help="One rule (EA302), or the rules of a gate id (interface: its vLLM and "
                                          "SGLang rules), with their VALID/INVALID examples. Default: every rule."),
     fmt: Optional[RulesFormat] = typer.Option(None, "--format", "-f", metavar="table|json|markdown",

@@ -345,3 +345,71 @@ def test_a_missing_transformers_release_suggests_only_releases_the_tree_accepts(
     plain = one_line_error(run("scan", REPO / "fixtures" / "minivllm", "-m", "LlamaForCausalLM", "--transformers",
                                "9.9.9", "--no-progress"))
     assert plain.startswith(head) and "; nearest: " in plain and "accepts" not in plain
+
+
+# -- 7. issue 19 "Also": old MTP method strings everywhere, and what the table did not check --------
+
+
+def _mtp_tree(tmp_path: Path) -> Path:
+    """minivllm with the EA308 VALID example: a release whose SpeculativeConfig maps the method
+    string toy_mtp to mtp, with ToyV3ForCausalLM's registered MTP draft."""
+    from tests.conftest import add_registry_row
+    from rules.registry import RULES
+
+    ex = RULES["EA308"].VALID[0]
+    tree = make_tree(tmp_path, {p: src for p, src in ex.files.items() if src is not None})
+    for row in ex.rows:
+        add_registry_row(tree, *row)
+    return tree
+
+
+def test_old_mtp_method_strings_are_accepted_by_every_command(tmp_path):
+    tree = _mtp_tree(tmp_path)
+    target = ["-m", "ToyV3ForCausalLM"]
+    scan = run("scan", tree, *target, "--method", "toy_mtp", "--no-progress")
+    assert scan.returncode == 0, scan.stderr
+    assert "ToyV3ForCausalLM (mtp): draft ToyMTPModel → vllm.model_executor.models.toy_mtp.ToyMTP" in scan.stdout
+    fix = run("fix", tree, *target, "--method", "toy_mtp", "--no-progress")
+    assert fix.returncode == 0 and "every target is already supported" in fix.stderr, fix.stderr
+    gate = run("gate", *target, "--candidate-version", tree, "--method", "toy_mtp", "--no-progress")
+    assert gate.returncode == 0 and gate.stdout.startswith("eagle-audit gate: native"), gate.stdout + gate.stderr
+    compare = run("compare", *target, "--vllm-version", tree, "--sglang-version", REPO / "fixtures" / "minisglang",
+                  "--method", "toy_mtp", "--no-progress")
+    assert compare.returncode == 0, compare.stderr
+    assert "supports every target: vLLM 0.0.1+mini" in compare.stdout
+    # a string this release does not map is accepted by the command line and judged by the tree
+    old = run("scan", tree, *target, "--method", "deepseek_mtp", "--no-progress")
+    assert old.returncode == 1, old.stderr
+    assert "SpeculativeConfig refuses it (use --method mtp)" in " ".join(old.stdout.split())
+    assert run("compare", *target, "--vllm-version", tree, "--sglang-version", REPO / "fixtures" / "minisglang",
+               "--method", "deepseek_mtp", "--no-progress").returncode == 1  # audited, not refused (2)
+    matrix = run("matrix", "-m", "kimi_k2", "--versions", "0.16.0", "--method", "deepseek_mtp", "-f", "json",
+                 "--no-progress")
+    assert matrix.returncode == 0, matrix.stderr
+    assert "mtp-draft" in matrix.stdout
+
+
+def test_the_table_says_which_gates_were_not_checked_on_every_verdict(tmp_path):
+    mini = REPO / "fixtures" / "minivllm"
+    p = run("scan", mini, "-m", "LlamaForCausalLM", "--no-progress")
+    assert p.returncode == 0, p.stderr
+    text = " ".join(p.stdout.split())
+    assert "│ LlamaForCausalLM │ eagle3 │ supported │" in p.stdout
+    assert ("LlamaForCausalLM (eagle3, supported): not checked: pipeline parallelism (-pp N), your drafter "
+            "(--draft-config), parallel drafting (--parallel-drafting)") in text
+    both = run("scan", mini, "-m", "LlamaForCausalLM", "-m", "ToyVLForConditionalGeneration", "-pp", "2",
+               "--no-progress")
+    assert ("not checked for any target: your drafter (--draft-config), parallel drafting (--parallel-drafting)"
+            in " ".join(both.stdout.split()))
+    assert "pipeline parallelism (-pp N)" not in both.stdout
+    drafter = tmp_path / "drafter"
+    drafter.mkdir()
+    (drafter / "config.json").write_text('{"architectures": ["LlamaForCausalLM"], "model_type": "llama", '
+                                         '"eagle_aux_hidden_state_layer_ids": [1, 2]}')
+    full = run("scan", mini, "-m", "LlamaForCausalLM", "-pp", "2", "--draft-config", drafter, "--parallel-drafting",
+               "--num-speculative-tokens", "3", "--no-progress")
+    assert full.returncode in (0, 1), full.stderr
+    assert "not checked" not in full.stdout  # every gate of the method was reached
+    mtp = run("scan", mini, "-m", "LlamaForCausalLM", "--method", "mtp", "--no-progress")
+    assert ("LlamaForCausalLM (mtp, blocked): not checked: pipeline parallelism (-pp N), parallel drafting "
+            "(--parallel-drafting)") in " ".join(mtp.stdout.split())

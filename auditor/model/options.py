@@ -39,6 +39,13 @@ def is_method(value: object) -> bool:
     return isinstance(value, str) and (value in METHODS or MTP_ALIAS_RE.fullmatch(value) is not None)
 
 
+def method_family(value: str) -> str:
+    """The method of :data:`METHODS` a requested method belongs to: itself, or ``mtp`` for an
+    older MTP method string (``deepseek_mtp``; whether a release still accepts that string is its
+    ``mtp-draft`` gate's to say). Used to tell whether an engine audits the method at all."""
+    return value if value in METHODS or MTP_ALIAS_RE.fullmatch(value) is None else "mtp"
+
+
 def check_methods(values: list[str] | tuple[str, ...], label: str) -> tuple[str, ...]:
     """Expand and validate requested methods: ``all`` is every method of :data:`METHODS`;
     repeats are dropped, order kept.

@@ -361,12 +361,51 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
                       markup=False)
         console.print("(supported targets, drafters, pooling models and warnings are left out of the table in a "
                       "full scan; --verbose shows all)", style="dim")
+    _print_not_checked(report, shown, console)
     console.print(summary_line(report), highlight=False)
     if report.transformers:
         console.print(f"HF config classes from transformers: {report.transformers['how']}", highlight=False,
                       markup=False)
     for p, e in sorted(report.parse_errors.items()):
         console.print(f"[yellow]does not parse:[/yellow] {escape(clean(p))} {escape(clean(e))}", highlight=False)
+
+
+def not_checked(result, engine: str = "vllm") -> list[str]:
+    """What the run did not reach for a target, in the words of the rules (``your drafter
+    (--draft-config)``, ``pipeline parallelism (-pp N)``): each gate of ``result.not_evaluated``
+    that applies to its method but needs a run option, said once per option, in rule order. Gates
+    of other methods are not listed (they are not part of this verdict)."""
+    from rules.registry import rule_by_gate
+
+    out: list[str] = []
+    if result.role != "target":
+        return out
+    for gate in result.not_evaluated:
+        try:
+            rule = rule_by_gate(gate, engine)
+        except KeyError:
+            continue
+        if rule.CHECKED_WITH and result.method in rule.METHODS and rule.CHECKED_WITH not in out:
+            out.append(rule.CHECKED_WITH)
+    return out
+
+
+def _print_not_checked(report: ScanReport, shown: list, console: Console) -> None:
+    """The ``not checked`` lines of :func:`scan_table`: once for every target when they all share
+    them, else under each target (a bare ``supported`` never hides an unchecked gate)."""
+    from rich.text import Text
+
+    per = [(r, not_checked(r, report.engine)) for r, _ in shown if r.role == "target"]
+    if not any(items for _, items in per):
+        return
+    if len(per) > 1 and all(items == per[0][1] for _, items in per):
+        print_wrapped(console, Text(f"not checked for any target: {', '.join(per[0][1])}"), indent=0, hanging=2)
+        return
+    for r, items in per:
+        if items:
+            head = Text(clean(r.architecture), style="bold")
+            head.append(clean(f" ({r.method}, {r.verdict.value}): not checked: {', '.join(items)}"))
+            print_wrapped(console, head, indent=0, hanging=2)
 
 
 def _results_table(report: ScanReport, shown: list, console: Console, where: bool):

@@ -413,3 +413,54 @@ def test_the_table_says_which_gates_were_not_checked_on_every_verdict(tmp_path):
     mtp = run("scan", mini, "-m", "LlamaForCausalLM", "--method", "mtp", "--no-progress")
     assert ("LlamaForCausalLM (mtp, blocked): not checked: pipeline parallelism (-pp N), parallel drafting "
             "(--parallel-drafting)") in " ".join(mtp.stdout.split())
+
+
+# -- 8. narrow terminals ----------------------------------------------------------------------------
+
+
+def test_compare_keeps_names_and_gate_ids_whole_at_80_columns():
+    p = run("compare", "-m", "ToyVLForConditionalGeneration", "-m", "LlamaForCausalLM", "--vllm-version",
+            REPO / "fixtures" / "minivllm", "--sglang-version", REPO / "fixtures" / "minisglang", "--no-progress")
+    assert p.returncode == 1, p.stderr
+    rows = [line for line in p.stdout.splitlines() if line.startswith("│")]
+    assert all(len(line) <= 80 for line in p.stdout.splitlines())
+    cells = [[c.strip() for c in line.strip("│").split("│")] for line in rows]
+    assert [c[0] for c in cells if c[0]] == ["ToyVLForConditionalGeneration", "LlamaForCausalLM"]
+    vllm = [c[2] for c in cells if c[2]]
+    assert vllm == ["blocked", "allowlist", "interface", "aux-capture", "image-token", "supported"]  # one word a line
+
+
+def test_rules_is_a_list_of_sections_at_80_columns_and_a_table_when_wide():
+    narrow = run("rules")
+    assert narrow.returncode == 0 and "┏" not in narrow.stdout
+    assert narrow.stdout.startswith("EA301 allowlist (vLLM): blocks, fix available; methods eagle3\n  Why: ")
+    assert all(len(line) <= 80 for line in narrow.stdout.splitlines())
+    wide = run("rules", COLUMNS="120")
+    assert wide.returncode == 0 and wide.stdout.startswith("┏")
+
+
+def test_a_copied_next_step_command_still_runs(tmp_path):
+    """gate's next step, wrapped at 80 columns with shell continuations, run as copied into a
+    shell; then the gate again with the codemods file it names."""
+    tree = _stub_tree(tmp_path)
+    gate = ["gate", "-m", "StubForCausalLM", "--candidate-version", tree, "--no-progress"]
+    p = run(*gate, cwd=tmp_path)
+    assert p.returncode == 1, p.stderr
+    lines = p.stdout.splitlines()
+    start = lines.index("next step:") + 1
+    command = []
+    for line in lines[start:]:
+        command.append(line.strip())
+        if not line.endswith("\\"):
+            break
+    assert command[0].startswith("eagle-audit fix ") and len(command) > 1  # wrapped, with continuations
+    assert all(len(line) <= 80 for line in lines[start:start + len(command)])
+    env = _env(PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    copied = subprocess.run(["bash", "-c", "\n".join(command)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert copied.returncode == 0, copied.stderr
+    codemods = tmp_path / "eagle-audit" / "StubForCausalLM.vllm-0.0.1+mini.eagle3.codemods.json"
+    assert codemods.is_file()
+    assert f"then rerun this gate with --codemods {codemods.relative_to(tmp_path)}" in " ".join(lines[start:])
+    again = run(*gate, "--codemods", codemods.relative_to(tmp_path), cwd=tmp_path)
+    assert again.returncode == 0 and again.stdout.startswith("eagle-audit gate: patched"), again.stdout + again.stderr

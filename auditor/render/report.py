@@ -41,14 +41,35 @@ def rules_markdown(details: bool = False) -> str:
     return "\n".join(rows) + "\n"
 
 
+#: Below this console width ``eagle-audit rules`` prints a list of sections, not a table (a
+#: table's text column would be a third of the line).
+RULES_TABLE_MIN_WIDTH = 100
+
+
 def rules_table(console: Console) -> None:
     """Print the rule reference as a rich table: code, gate, blocks, fix, and the why and how to
     fix of each rule. The short columns keep their words whole; the last one wraps (and folds a
-    long identifier rather than cutting it)."""
+    long identifier rather than cutting it). On a console narrower than
+    :data:`RULES_TABLE_MIN_WIDTH`: one section per rule instead (its heading, then its why and
+    how to fix, wrapped between words), so that no name is broken."""
     from rich.markup import escape
     from rich.table import Table
 
     from rules.registry import RULES
+
+    if console.width < RULES_TABLE_MIN_WIDTH:
+        for i, (code, r) in enumerate(RULES.items()):
+            if i:
+                console.print()
+            print_wrapped(console, f"{code} {r.GATE} ({_engine_names(r)}): {'blocks' if r.BLOCKING else 'warning'}, "
+                          f"{'fix available' if r.FIX_AVAILABLE else 'no automatic fix'}; methods "
+                          f"{', '.join(r.METHODS)}", indent=0, hanging=2)
+            print_wrapped(console, f"Why: {r.WHY}", indent=2, hanging=4)
+            print_wrapped(console, f"Fix: {r.HOW_TO_FIX}", indent=2, hanging=4)
+        console.print()
+        print_wrapped(console, "eagle-audit rules CODE shows one rule with its examples; a terminal of "
+                      f"{RULES_TABLE_MIN_WIDTH} columns or more shows the table", indent=0, hanging=2)
+        return
 
     t = Table(show_lines=True)
     t.add_column("code", no_wrap=True)
@@ -683,30 +704,38 @@ def compare_table(report, console: Console) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    # names stay whole when the console has room for the longest one beside the other columns
+    # (each verdict and gate id on a line of its own, so a cell is as wide as its longest word)
+    names = [clean(r.architecture) for r in report.rows]
+    words = [len(w) for r in report.rows for c in r.cells for w in [c.verdict, *c.blocking]]
+    cell = max(words + [9])
+    method = max([len(r.method) for r in report.rows] + [6])
+    others = method + cell * len(report.sides) + 3 * (1 + len(report.sides)) + 4  # padding and borders
+    longest = max([len(n) for n in names] + [6])
     table = Table(title="eagle-audit compare")
-    table.add_column("target", overflow="fold")
-    table.add_column("method", no_wrap=True)
+    table.add_column("target", overflow="fold", min_width=max(6, min(longest, console.width - others)))
+    table.add_column("method", no_wrap=True, min_width=method)
     for s in report.sides:
-        table.add_column(Text(clean(s.name)))
-    for r in report.rows:
+        table.add_column(Text(clean(s.name)), overflow="fold", min_width=cell)
+    for r, name in zip(report.rows, names):
         cells = []
         for c in r.cells:
             t = Text(c.verdict, style=_STYLE.get(c.verdict, ""))
-            if c.blocking:
-                t.append(f" ({', '.join(c.blocking)})")
+            for g in c.blocking:
+                t.append(f"\n{g}")
             cells.append(t)
-        table.add_row(Text(clean(r.architecture)), r.method, *cells)
+        table.add_row(Text(name), r.method, *cells)
     console.print(table)
     for i, side in enumerate(report.sides):
         for r in report.rows:
             c = r.cells[i]
-            if c.reasons:
-                console.print(clean(f"{r.architecture} in {side.name} ({c.verdict}):"), markup=False, highlight=False)
+            if c.reasons:  # wrapped as every report line is (the width, or COLUMNS; whole when piped without)
+                print_wrapped(console, clean(f"{r.architecture} in {side.name} ({c.verdict}):"), indent=0, hanging=2)
                 for x in c.reasons:
-                    console.print(f"  {clean(x)}", markup=False, highlight=False)
+                    print_wrapped(console, clean(x), indent=2, hanging=4)
     ok = [s.name for s, good in zip(report.sides, report.supports_all) if good]
-    console.print(clean(f"supports every target: {', '.join(ok)}") if ok else "no engine supports every target",
-                  markup=False, highlight=False)
+    print_wrapped(console, clean(f"supports every target: {', '.join(ok)}") if ok else "no engine supports every target",
+                  indent=0, hanging=2)
 
 
 def print_cache(console: Console, usage) -> None:

@@ -466,7 +466,7 @@ def _progress_enabled(no_progress: bool) -> bool:
 def _open(path: Optional[str], version: Optional[str], no_progress: bool, no_cache: bool,
           transformers: Optional[str] = None, platform: str = "cuda", sglang_version: Optional[str] = None,
           engine: Optional[EngineOpt] = None, python: Optional[str] = None):
-    from auditor.orchestration.scan import Auditor, check_transformers, open_tree
+    from auditor.orchestration.scan import Auditor, TransformersMissing, check_transformers, open_tree
 
     if path and version:
         _fail("give either a PATH or --vllm-version, not both")
@@ -474,11 +474,18 @@ def _open(path: Optional[str], version: Optional[str], no_progress: bool, no_cac
         _fail(f"give either {'a PATH' if path else '--vllm-version'} or --sglang-version, not both")
     if python and (path or version or sglang_version):
         _fail("--python locates an installed engine: give it without a PATH or a release version")
+    missing = None
     if transformers:
-        check_transformers(transformers)  # before the tree is fetched or read
+        try:
+            check_transformers(transformers)  # before the tree is fetched or read
+        except TransformersMissing as exc:
+            missing = exc  # refused once the tree says which releases it accepts (the suggestions)
     name = engine.value if engine is not None else None
     tree = open_tree(path, version, progress=_progress_enabled(no_progress), use_cache=not no_cache,
                      sglang_version=sglang_version, engine=name, python=python)
+    if missing is not None:
+        check_transformers(transformers, tree.source.requirement("transformers"))
+        raise missing
     _warn_unverified(tree.source)
     a = Auditor(tree, transformers=transformers, platform=platform, engine=name)
     a.progress = _progress_enabled(no_progress)
@@ -690,7 +697,9 @@ def scan(
     auditor = _open(path, vllm_version, no_progress, no_cache, transformers, platform.value, sglang_version, engine,
                     python)
     specs = resolve_targets(auditor.registry, model, model_type, cfg)
-    methods = [m for m in methods if m in auditor.engine.methods] or _fail(
+    from auditor.model.options import method_family
+
+    methods = [m for m in methods if method_family(m) in auditor.engine.methods] or _fail(
         f"--method {method}: {auditor.engine.display} trees are audited for {', '.join(auditor.engine.methods)}")
     show = _progress_enabled(no_progress)
     full = not model and cfg is None
@@ -1034,19 +1043,24 @@ def explain(
       eagle-audit explain kimi_k2 site-packages/vllm --format json
       eagle-audit explain --all --vllm-version 0.16.0 -o explain.json
     """
+    import shlex
+
     from auditor.orchestration.explain import explain as do_explain
+    from auditor.orchestration.explain import positional_is_tree
     from auditor.render import report as rep
 
-    if (all_archs and arch and path is None and not (vllm_version or sglang_version or python)
-            and (Path(arch).exists() or any(c in arch for c in "/\\."))):
-        arch, path = None, arch  # ``explain --all PATH``: the one positional is a tree, not a class name
+    if (arch and path is None and not (vllm_version or sglang_version or python)
+            and positional_is_tree(arch, loose=all_archs)):
+        arch, path = None, arch  # ``explain PATH``: the one positional is a tree, not a class name
     if all_archs and (arch or model):
         _fail(f"--all takes no {'ARCH' if arch else '--model'}: it explains every architecture of the registry; "
               "give either --all or the architectures")
     settings = _settings(config, no_config, models=model)
     names = [arch] if arch else ([] if all_archs else list(settings.models))
     if not names and not all_archs:
-        _fail("give an architecture (or --model NAME, or models in [tool.eagle-audit]), or --all")
+        _fail(f"explain {path}: give the architecture to explain (eagle-audit explain ARCH {shlex.quote(path)}), --model NAME, "
+              "or --all" if path else "give an architecture (or --model NAME, or models in [tool.eagle-audit]), "
+              "or --all")
     _check_output(output, "--output", force)
     fmt = _report_format(fmt, output, ExplainFormat)
     auditor = _open(path, vllm_version, no_progress, no_cache, platform=platform.value,
@@ -1078,26 +1092,38 @@ def explain(
 
 @app.command("rules", cls=_Command, short_help="The rules: why each gate blocks, and how to fix it.")
 def list_rules(
+    name: Optional[str] = typer.Argument(None, metavar="CODE|GATE", show_default=False,
+                                         help="One rule (EA302), or the rules of a gate id (interface: its vLLM and "
+                                         "SGLang rules), with their VALID/INVALID examples. Default: every rule."),
     fmt: Optional[RulesFormat] = typer.Option(None, "--format", "-f", metavar="table|json|markdown",
                                               show_default=False,
                                               help="Output format (default: as the -o suffix says, else table)."),
     output: Optional[Path] = _output_opt(RulesFormat, "the rule reference"),
     force: bool = ForceOpt,
 ) -> None:
-    """The rules: code, gate, whether it blocks, whether a fix exists, why and how to fix.
+    """The rules: code, gate, whether it blocks, whether a fix exists, why and how to fix; with
+    CODE or GATE, those rules in full, with their examples.
 
-    Exit codes: 0 listed, 2 usage error, 3 internal error (a bug in eagle-audit; --debug shows the traceback).
+    Exit codes: 0 listed, 2 usage error (an unknown CODE or GATE), 3 internal error (a bug in eagle-audit; --debug shows the traceback).
 
     \b
     Examples:
       eagle-audit rules
-      eagle-audit rules --format json
+      eagle-audit rules EA302
+      eagle-audit rules interface --format json
       eagle-audit rules -o rules.md
     """
     from auditor.render import report as rep
 
     _check_output(output, "--output", force)
     fmt = _report_format(fmt, output, RulesFormat)
+    if name is not None:
+        from rules.registry import select_rules
+
+        chosen = select_rules(name)  # an unknown name: one line, exit 2, with close matches
+        if fmt is RulesFormat.table:
+            return _emit_table(lambda console: rep.print_rule_details(console, chosen), output)
+        return _write((rep.rule_details_json if fmt is RulesFormat.json else rep.rule_details_markdown)(chosen), output)
     if fmt is RulesFormat.json:
         _write(rep.rules_json(), output)
     elif fmt is RulesFormat.markdown:
@@ -1717,6 +1743,59 @@ def _matrix_progress(show: bool, fn):
             prog.update(tasks[stage], completed=done, total=total)
 
         return fn(cb)
+
+
+cache_app = typer.Typer(name="cache", help="The on-disk cache: where it is, its size per kind, pruning it.\n\n"
+                        "Without a subcommand: where the cache folder is and what each kind holds (release archives, "
+                        "library wheels, module summaries, scan results, matrix audits).\n\n"
+                        "\b\nExamples:\n  eagle-audit cache\n  eagle-audit cache prune --older-than 30\n"
+                        "  eagle-audit cache prune --max-size 2G\n  eagle-audit cache clear",
+                        invoke_without_command=True, no_args_is_help=False, rich_markup_mode=None, add_completion=False)
+app.add_typer(cache_app, name="cache", short_help="Where the cache is, its size per kind; prune or clear it.")
+
+
+@cache_app.callback()
+def cache_cmd(ctx: typer.Context) -> None:
+    """Where the cache folder is (EAGLE_AUDIT_CACHE_DIR, else the user cache folder) and the size
+    of each kind it holds. Exit codes: 0 shown, 3 internal error."""
+    if ctx.invoked_subcommand is None:
+        from auditor.orchestration.cachedir import cache_usage
+        from auditor.render.report import print_cache
+
+        print_cache(_out(), cache_usage())
+
+
+@cache_app.command("prune", cls=_Command, short_help="Remove entries by age or until a total size.")
+def cache_prune(
+    older_than: Optional[float] = typer.Option(None, "--older-than", metavar="DAYS", min=0, show_default=False,
+                                               help="Remove the entries last written more than DAYS days ago."),
+    max_size: Optional[str] = typer.Option(None, "--max-size", metavar="SIZE", show_default=False,
+                                           help="Then remove the oldest entries until the cache holds at most SIZE "
+                                           "(500M, 2G; binary units)."),
+) -> None:
+    """Remove old cache entries, by age (--older-than), by total size (--max-size), or both.
+    Only files inside the cache folder are removed, never through a symbolic link.
+
+    Exit codes: 0 pruned, 2 usage error (no limit, a bad SIZE, a cache folder that is a link).
+    """
+    from auditor.orchestration.cachedir import parse_size, prune
+    from auditor.render.report import print_prune
+
+    limit = parse_size(max_size) if max_size is not None else None
+    print_prune(_out(), prune(older_than, limit))
+
+
+@cache_app.command("clear", cls=_Command, short_help="Remove every entry of every kind.")
+def cache_clear() -> None:
+    """Remove every entry of every kind of the cache (folders eagle-audit does not own stay).
+    Only files inside the cache folder are removed, never through a symbolic link.
+
+    Exit codes: 0 cleared, 2 refused (a cache folder that is a link).
+    """
+    from auditor.orchestration.cachedir import clear
+    from auditor.render.report import print_prune
+
+    print_prune(_out(), clear())
 
 
 class _ClosedPipeSafe:

@@ -123,6 +123,9 @@ class Rule:
     #: for a gate that only some runs reach: what the run needs for the gate to be evaluated
     #: (said when it is not: "needs --parallel-drafting")
     REQUIRES: ClassVar[str] = ""
+    #: for such a gate: what a report names as not checked when the run does not reach it, and
+    #: the option that would evaluate it ("your drafter (--draft-config)")
+    CHECKED_WITH: ClassVar[str] = ""
     #: the engines whose trees the rule judges (a gate id names the same concept in each engine;
     #: an engine whose mechanism differs has its own rule class under the same gate id)
     ENGINES: ClassVar[tuple[str, ...]] = ("vllm",)

@@ -191,3 +191,28 @@ def run_codemod(name: str, code: str, params: dict, filename: str | None = None)
 
     new, changes = apply_codemod(name, cst.parse_module(code), params, filename)
     return (new.code if changes else code), changes
+
+
+def select_rules(name: str) -> list[type[Rule]]:
+    """The rules ``name`` selects (``eagle-audit rules NAME``): the rule of a code (``EA302``, in
+    any case), or every rule of a gate id (``interface``: its vLLM and its SGLang rule), in
+    report order.
+
+    Raises:
+        AuditError: ``name`` is neither a code nor a gate id (one line, with close matches).
+    """
+    import difflib
+
+    from auditor.model.errors import AuditError
+
+    wanted = name.strip()
+    if wanted.upper() in RULES:
+        return [RULES[wanted.upper()]]
+    by_gate = [r for r in RULES.values() if r.GATE == wanted.lower()]
+    if by_gate:
+        return by_gate
+    known = list(RULES) + list(dict.fromkeys(r.GATE for r in RULES.values()))
+    close = difflib.get_close_matches(wanted.upper() if wanted[:2].lower() == "ea" else wanted.lower(),
+                                      known, n=4, cutoff=0.6)
+    hint = f"; did you mean: {', '.join(close)}?" if close else "; eagle-audit rules lists them"
+    raise AuditError(f"unknown rule {wanted!r}: neither a rule code (EA302) nor a gate id (interface){hint}")

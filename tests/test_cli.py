@@ -298,7 +298,7 @@ BAD_NEEDLES = {
     "bad:explain-unknown-arch": "did you mean: ToyV",
     "bad:scan-unknown-model": "did you mean: LlamaForCausalLM",
     "bad:explain-without-arch": "give an architecture",
-    "bad:explain-path-only": "no vllm installed",
+    "bad:explain-path-only": "give the architecture to explain (eagle-audit explain ARCH ",
     "bad:missing-hf-config": "no such file",
     "bad:path-and-version": "not both",
 }

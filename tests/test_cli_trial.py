@@ -210,7 +210,9 @@ def test_the_readme_settings_block_runs_as_copied(cli):
 def test_a_transformers_version_not_on_the_index_is_refused_up_front(cli):
     msg = one_line_error(cli.r["tf-missing"])
     assert msg.startswith("--transformers 9.9.9: transformers 9.9.9 is not on the package index")
-    assert "nearest: " in msg
+    # only releases vLLM 0.16.0's own requirement accepts (issue 21: it suggested 5.22.0 for a tree needing <5)
+    assert "; nearest that the tree accepts (transformers<5,>=4.56.0): " in msg
+    assert all(v.startswith("4.") for v in msg.rsplit(": ", 1)[1].split(", ")), msg
     # a version that exists is read only when a verdict needs it: kimi_k2's verdicts do not
     p = cli.r["tf-unneeded"]
     assert p.returncode == 1, p.stderr

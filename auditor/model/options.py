@@ -39,6 +39,13 @@ def is_method(value: object) -> bool:
     return isinstance(value, str) and (value in METHODS or MTP_ALIAS_RE.fullmatch(value) is not None)
 
 
+def method_family(value: str) -> str:
+    """The method of :data:`METHODS` a requested method belongs to: itself, or ``mtp`` for an
+    older MTP method string (``deepseek_mtp``; whether a release still accepts that string is its
+    ``mtp-draft`` gate's to say). Used to tell whether an engine audits the method at all."""
+    return value if value in METHODS or MTP_ALIAS_RE.fullmatch(value) is None else "mtp"
+
+
 def check_methods(values: list[str] | tuple[str, ...], label: str) -> tuple[str, ...]:
     """Expand and validate requested methods: ``all`` is every method of :data:`METHODS`;
     repeats are dropped, order kept.
@@ -168,7 +175,8 @@ class RunOptions:
 
     def describe(self) -> str:
         """The options that differ from a default run, as a short text (``PP=2, draft config
-        d/config.json``); empty for the defaults."""
+        d/config.json, 3 speculative tokens per step``); empty for the
+        defaults."""
         parts = []
         if self.pipeline_parallel:
             parts.append(f"PP={self.pipeline_parallel_size}")
@@ -177,5 +185,6 @@ class RunOptions:
         if self.parallel_drafting:
             parts.append("parallel drafting")
         if self.num_speculative_tokens is not None:
-            parts.append(f"k={self.num_speculative_tokens}")
+            n = self.num_speculative_tokens  # in words: "k=3" left readers guessing
+            parts.append(f"{n} speculative token{'' if n == 1 else 's'} per step")
         return ", ".join(parts)

@@ -10,7 +10,7 @@ from typing import Sequence
 from auditor.engines.catalog import engine_for
 from auditor.engines.vllm.targets import resolve_targets
 from auditor.model.errors import AuditError
-from auditor.model.options import RunOptions
+from auditor.model.options import RunOptions, method_family
 from auditor.model.results import TargetResult
 from auditor.orchestration.scan import Auditor, open_tree
 from auditor.orchestration.upgrade import side_kind
@@ -162,7 +162,7 @@ def run_compare(names: Sequence[str], auditors: Sequence[tuple[str, Auditor]], *
         raise AuditError("no target: give --model NAME (or models in [tool.eagle-audit], pyproject.toml)")
     sides, results, order, unresolved = [], [], [], {}
     for spec, a in auditors:
-        if method not in a.engine.methods:
+        if method_family(method) not in a.engine.methods:  # deepseek_mtp is read as mtp
             raise AuditError(f"--method {method}: {a.engine.display} trees are audited for "
                              f"{', '.join(a.engine.methods)} only")
         sides.append(EngineSide(a.engine.name, spec, a.tree.version(), getattr(a.tree.source, "label", "")))

@@ -102,6 +102,16 @@ _BY_KEY: dict[str, Setting] = {k: s for s in SETTINGS for k in (s.key, *s.old)}
 _BY_FIELD: dict[str, Setting] = {s.field: s for s in SETTINGS}
 
 
+def setting(field: str) -> Setting:
+    """The setting of a :class:`Settings` field (``allow_warnings``): its current key in
+    ``[tool.eagle-audit]`` and its flag, for messages that tell the user what to write.
+
+    Raises:
+        KeyError: no setting has that field.
+    """
+    return _BY_FIELD[field]
+
+
 @dataclass(frozen=True)
 class Settings:
     """The settings of one run: defaults, replaced by a ``pyproject.toml`` (``path``), replaced

@@ -11,6 +11,25 @@ from auditor.model.errors import AuditError
 from auditor.orchestration.scan import Auditor
 
 
+def positional_is_tree(value: str, loose: bool = False) -> bool:
+    """Tell whether the one positional of ``explain`` names a tree (a folder or an archive that
+    exists: ``explain site-packages/vllm``) rather than an architecture or a model_type, which are
+    bare names. With ``loose`` (``explain --all``, which takes no architecture) a value written
+    as a path (a separator or a dot) counts too, so that a missing path is reported as such.
+
+    A name that does not exist on disk is never a tree: ``moonshotai/Kimi-K2`` stays a name and
+    gets the Hugging Face repo id hint.
+    """
+    from pathlib import Path
+
+    try:
+        if Path(value).expanduser().exists():
+            return True
+    except (OSError, ValueError):
+        return False
+    return loose and any(c in value for c in "/\\.")
+
+
 def explain(auditor: Auditor, arch: str) -> dict:
     """Explain one registry architecture.
 

@@ -480,15 +480,24 @@ def platform_differences(reports: dict[str, ScanReport]) -> list[dict]:
     return out
 
 
+class TransformersMissing(AuditError):
+    """``--transformers VERSION`` names a release the package index does not have (raised by
+    :func:`check_transformers`; the caller may ask again with the tree's requirement, so that the
+    suggestions are releases the tree accepts)."""
+
+
 @functools.cache
-def check_transformers(value: str) -> None:
+def check_transformers(value: str, requirement: str | None = None) -> None:
     """Refuse, before any work, a ``--transformers`` that cannot be used: a folder, wheel or
     sdist without a transformers package, something that is neither a path nor a version, or a
     version the package index does not have (one read of its page, none when the wheel is
     cached; never a download: the release is fetched only when a verdict needs a config class
-    from transformers, see :func:`auditor.source.fetch.check_wheel_release`).
+    from transformers, see :func:`auditor.source.fetch.check_wheel_release`). With
+    ``requirement`` (the tree's own specifier for transformers), a missing release's
+    suggestions are only releases it accepts.
 
     Raises:
+        TransformersMissing: the release is not on the index (one line, nearest releases).
         AuditError: one line naming ``--transformers`` and why.
     """
     if Path(value).expanduser().exists():
@@ -505,6 +514,6 @@ def check_transformers(value: str) -> None:
     except InvalidVersion:
         raise AuditError(f"--transformers: {value} is neither a transformers folder, wheel or "
                          "sdist, nor a release version") from None
-    why = check_wheel_release("transformers", value)
+    why = check_wheel_release("transformers", value, accepts=requirement)
     if why is not None:
-        raise AuditError(f"--transformers {value}: {why}")
+        raise TransformersMissing(f"--transformers {value}: {why}")

@@ -29,6 +29,7 @@ from auditor.model.findings import Finding, Severity, Verdict
 from auditor.model.options import RunOptions
 from auditor.model.outcomes import ReleaseVerdict, UpgradeOutcome
 from auditor.model.results import TargetResult, TargetSpec
+from auditor.orchestration.config import setting
 from auditor.orchestration.releases import Releases
 from auditor.orchestration.scan import Auditor, make_tree
 from rules.registry import BLOCKING_GATES
@@ -558,8 +559,10 @@ def _judge(arch: str, method: str, cand: TargetResult | None, cur: TargetResult 
     t.warnings = [f for f in final.findings if f.severity is Severity.WARNING and f.gate not in allowed]
     if fail_on_warnings and t.warnings:
         t.outcome = UpgradeOutcome.BROKEN
-        t.problems += [Problem(f.gate, f"warning {f.rule} is not in allowed-warnings: {f.message}",
-                               hint="fix it, or add it to allowed-warnings", path=f.path, line=f.line)
+        allow = setting("allow_warnings")  # its current key and flag (never the deprecated spelling)
+        t.problems += [Problem(f.gate, f"warning {f.rule} is not allowed: {f.message}",
+                               hint=f"fix it, or accept it with {allow.flag} {f.gate} (or {f.gate} in {allow.key} "
+                               "in [tool.eagle-audit])", path=f.path, line=f.line)
                        for f in t.warnings]
     return t
 

@@ -149,12 +149,21 @@ def _gate_checks() -> dict:
     return {**RULES, **UPGRADE_CHECKS}
 
 
+def _accepted_text() -> str:
+    """How SARIF justifies a suppressed warning: the flag and the current settings key that
+    accepted it."""
+    from auditor.orchestration.config import setting
+
+    allow = setting("allow_warnings")
+    return f"accepted with {allow.flag} or {allow.key} in [tool.eagle-audit]"
+
+
 def gate_sarif(report) -> str:
     """A gate report (:class:`auditor.orchestration.upgrade.UpgradeReport`) as a SARIF 2.1.0 log, for code-scanning
     upload. One result per finding of the candidate: ``error`` for a gate that breaks the
     target (the message says which codemod failed and why), ``note`` for a gate the codemods
     fix, ``warning`` for a warning, suppressed (``suppressions``, kind ``external``) when
-    ``allowed-warnings`` lists it; plus one result per regression (EA390) and per problem that
+    ``--allow-warning`` (``allow-warnings``) accepts it; plus one result per regression (EA390) and per problem that
     has no finding (EA391 target absent, EA392 invalid patch). Locations are relative to the
     folder that contains the candidate's ``vllm/`` (``SRCROOT``)."""
     from auditor.orchestration.upgrade import UPGRADE_CHECKS
@@ -173,7 +182,7 @@ def gate_sarif(report) -> str:
             rule_id=code, rule_index=index.get(code), level=level,
             message=sarif.Message(text=f"{t.architecture} ({t.method}): {text}"),
             locations=_locations(path, line), properties=props,
-            suppressions=[sarif.Suppression(kind="external", justification="allowed-warnings in [tool.eagle-audit]")]
+            suppressions=[sarif.Suppression(kind="external", justification=_accepted_text())]
             if suppressed else None,
         ))
 

@@ -41,14 +41,35 @@ def rules_markdown(details: bool = False) -> str:
     return "\n".join(rows) + "\n"
 
 
+#: Below this console width ``eagle-audit rules`` prints a list of sections, not a table (a
+#: table's text column would be a third of the line).
+RULES_TABLE_MIN_WIDTH = 100
+
+
 def rules_table(console: Console) -> None:
     """Print the rule reference as a rich table: code, gate, blocks, fix, and the why and how to
     fix of each rule. The short columns keep their words whole; the last one wraps (and folds a
-    long identifier rather than cutting it)."""
+    long identifier rather than cutting it). On a console narrower than
+    :data:`RULES_TABLE_MIN_WIDTH`: one section per rule instead (its heading, then its why and
+    how to fix, wrapped between words), so that no name is broken."""
     from rich.markup import escape
     from rich.table import Table
 
     from rules.registry import RULES
+
+    if console.width < RULES_TABLE_MIN_WIDTH:
+        for i, (code, r) in enumerate(RULES.items()):
+            if i:
+                console.print()
+            print_wrapped(console, f"{code} {r.GATE} ({_engine_names(r)}): {'blocks' if r.BLOCKING else 'warning'}, "
+                          f"{'fix available' if r.FIX_AVAILABLE else 'no automatic fix'}; methods "
+                          f"{', '.join(r.METHODS)}", indent=0, hanging=2)
+            print_wrapped(console, f"Why: {r.WHY}", indent=2, hanging=4)
+            print_wrapped(console, f"Fix: {r.HOW_TO_FIX}", indent=2, hanging=4)
+        console.print()
+        print_wrapped(console, "eagle-audit rules CODE shows one rule with its examples; a terminal of "
+                      f"{RULES_TABLE_MIN_WIDTH} columns or more shows the table", indent=0, hanging=2)
+        return
 
     t = Table(show_lines=True)
     t.add_column("code", no_wrap=True)
@@ -71,6 +92,137 @@ def rules_json() -> str:
                         "blocking": r.BLOCKING, "fix_available": r.FIX_AVAILABLE, "methods": list(r.METHODS),
                         "engines": list(r.ENGINES),
                         "why": r.WHY, "how_to_fix": r.HOW_TO_FIX} for code, r in RULES.items()], indent=2)
+
+
+def _engine_names(rule) -> str:
+    """The engines a rule judges, as the reports name them (vLLM, SGLang)."""
+    from auditor.engines.catalog import ENGINES
+
+    return ", ".join(ENGINES[e].display if e in ENGINES else e for e in rule.ENGINES)
+
+
+def _example_run(ex) -> list[str]:
+    """What an example assumes beyond its files: the method, the text model_type it is audited
+    with, and the run options and checkpoint configs that differ from the defaults."""
+    from auditor.model.options import RunOptions
+
+    out = [f"method {ex.method}", f"text model_type {ex.text_model_type}"]
+    base = RunOptions()
+    o = ex.options
+    if o.pipeline_parallel_size != base.pipeline_parallel_size:
+        out.append(f"--pipeline-parallel-size {o.pipeline_parallel_size}")
+    if o.parallel_drafting:
+        out.append("--parallel-drafting")
+    if o.num_speculative_tokens is not None:
+        out.append(f"--num-speculative-tokens {o.num_speculative_tokens}")
+    if o.draft_config is not None:
+        out.append(f"--draft-config {json.dumps(o.draft_config, sort_keys=True)}")
+    if ex.hf_config is not None:
+        out.append(f"--hf-config {json.dumps(ex.hf_config, sort_keys=True)}")
+    out += [f"registry row {arch} -> {module}.{cls} ({table})" for arch, module, cls, table in ex.rows]
+    return out
+
+
+def _examples(rule):
+    """``(kind, number, example)`` of a rule's VALID then INVALID examples (numbered from 1)."""
+    for kind in ("VALID", "INVALID"):
+        for i, ex in enumerate(getattr(rule, kind), 1):
+            yield kind, i, ex
+
+
+def _expectation(kind: str, ex) -> str:
+    """What the scanner reports on an example (as ``tests/test_rule_examples.py`` checks it)."""
+    if ex.expect_severity is None:
+        return "passes (no finding)"
+    return f"reports {ex.expect_severity.value}"
+
+
+def _rule_detail_lines(rules) -> list[tuple[str, bool]]:
+    """The lines of :func:`print_rule_details`, each with True for a line of example code (kept
+    as written, never wrapped)."""
+    out: list[tuple[str, bool]] = []
+    for r in rules:
+        if out:
+            out.append(("", False))
+        prose = [f"{r.CODE} {r.GATE} ({_engine_names(r)}): {'blocks' if r.BLOCKING else 'warning'}, "
+                 f"{'fix available (eagle-audit fix)' if r.FIX_AVAILABLE else 'no automatic fix'}; "
+                 f"methods {', '.join(r.METHODS)}",
+                 "", f"What: {r.SUMMARY}", "", f"Why: {r.WHY}", "", f"How to fix: {r.HOW_TO_FIX}"]
+        if r.REQUIRES:
+            prose += ["", f"Evaluated only with {r.REQUIRES}."]
+        examples = list(_examples(r))
+        if not examples:
+            prose += ["", "Examples: none yet."]
+        out += [(line, False) for line in prose]
+        for kind, i, ex in examples:
+            note = f" ({ex.note})" if ex.note else ""
+            out += [("", False), (f"{kind} {i}: {ex.architecture}{note}: {_expectation(kind, ex)}", False),
+                    (f"  with {'; '.join(_example_run(ex))}", False)]
+            for path, src in ex.files.items():
+                if src is None:
+                    out.append((f"  {path}: the base tree's file, unchanged", False))
+                    continue
+                out.append((f"  {path}:", False))
+                out += [(f"    {line}".rstrip(), True) for line in src.strip("\n").split("\n")]
+            if not ex.files:
+                out.append(("  the base tree, unchanged", False))
+    return [(clean(line), code) for line, code in out]
+
+
+def rule_details_text(rules) -> str:
+    """One section per rule of ``rules`` (``eagle-audit rules EA302``) as plain text, each line
+    whole: code, gate, engines, whether it blocks and has a fix, the methods, what it checks,
+    why, how to fix, and each VALID/INVALID example (the files laid over the synthetic base tree,
+    the architecture audited, what it assumes and what the scanner reports on it)."""
+    return "\n".join(line for line, _ in _rule_detail_lines(rules)) + "\n"
+
+
+def print_rule_details(console: Console, rules) -> None:
+    """Print :func:`rule_details_text` on ``console``: prose lines wrapped at its width between
+    words (continuations indented two more spaces, see :func:`print_wrapped`), example code as
+    written."""
+    for line, code in _rule_detail_lines(rules):
+        if code or not line:
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        print_wrapped(console, line.lstrip(" "), indent=indent, hanging=indent + 2)
+
+
+def rule_details_markdown(rules) -> str:
+    """The sections of :func:`rule_details_text` as Markdown: a heading per rule, its why and how
+    to fix, and each example's files in fenced code blocks."""
+    out: list[str] = []
+    for r in rules:
+        out += [f"## {r.CODE} `{r.GATE}` ({_engine_names(r)})", "",
+                f"{'Blocks' if r.BLOCKING else 'Warning'}; {'fix available' if r.FIX_AVAILABLE else 'no automatic fix'}; "
+                f"methods {', '.join(r.METHODS)}.", "", f"**What:** {r.SUMMARY}", "", f"**Why:** {r.WHY}", "",
+                f"**How to fix:** {r.HOW_TO_FIX}", ""]
+        for kind, i, ex in _examples(r):
+            note = f" ({ex.note})" if ex.note else ""
+            out += [f"### {kind} {i}: `{ex.architecture}`{note}", "",
+                    f"{_expectation(kind, ex).capitalize()}; with {'; '.join(_example_run(ex))}.", ""]
+            for path, src in ex.files.items():
+                if src is None:
+                    out += [f"`{path}`: the base tree's file, unchanged.", ""]
+                else:
+                    out += [f"`{path}`:", "", "```python", src.strip("\n"), "```", ""]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def rule_details_json(rules) -> str:
+    """The rules of ``rules`` as JSON: the fields of :func:`rules_json` plus ``requires`` and
+    ``examples`` (``kind``, ``architecture``, ``note``, ``method``, ``text_model_type``,
+    ``expect_severity``, ``files``: path → source, null for the base tree's file)."""
+    return json.dumps([{
+        "code": r.CODE, "gate": r.GATE, "name": r.NAME, "summary": r.SUMMARY, "blocking": r.BLOCKING,
+        "fix_available": r.FIX_AVAILABLE, "methods": list(r.METHODS), "engines": list(r.ENGINES), "why": r.WHY,
+        "how_to_fix": r.HOW_TO_FIX, "requires": r.REQUIRES or None,
+        "examples": [{"kind": kind, "architecture": ex.architecture, "note": ex.note, "method": ex.method,
+                      "text_model_type": ex.text_model_type,
+                      "expect_severity": ex.expect_severity.value if ex.expect_severity else None,
+                      "files": dict(ex.files)} for kind, _, ex in _examples(r)],
+    } for r in rules], indent=2)
 
 # C0 and C1 controls, DEL, and the Unicode format characters that reorder or hide text
 # (bidirectional overrides and isolates, line and paragraph separators).
@@ -230,12 +382,51 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
                       markup=False)
         console.print("(supported targets, drafters, pooling models and warnings are left out of the table in a "
                       "full scan; --verbose shows all)", style="dim")
+    _print_not_checked(report, shown, console)
     console.print(summary_line(report), highlight=False)
     if report.transformers:
         console.print(f"HF config classes from transformers: {report.transformers['how']}", highlight=False,
                       markup=False)
     for p, e in sorted(report.parse_errors.items()):
         console.print(f"[yellow]does not parse:[/yellow] {escape(clean(p))} {escape(clean(e))}", highlight=False)
+
+
+def not_checked(result, engine: str = "vllm") -> list[str]:
+    """What the run did not reach for a target, in the words of the rules (``your drafter
+    (--draft-config)``, ``pipeline parallelism (-pp N)``): each gate of ``result.not_evaluated``
+    that applies to its method but needs a run option, said once per option, in rule order. Gates
+    of other methods are not listed (they are not part of this verdict)."""
+    from rules.registry import rule_by_gate
+
+    out: list[str] = []
+    if result.role != "target":
+        return out
+    for gate in result.not_evaluated:
+        try:
+            rule = rule_by_gate(gate, engine)
+        except KeyError:
+            continue
+        if rule.CHECKED_WITH and result.method in rule.METHODS and rule.CHECKED_WITH not in out:
+            out.append(rule.CHECKED_WITH)
+    return out
+
+
+def _print_not_checked(report: ScanReport, shown: list, console: Console) -> None:
+    """The ``not checked`` lines of :func:`scan_table`: once for every target when they all share
+    them, else under each target (a bare ``supported`` never hides an unchecked gate)."""
+    from rich.text import Text
+
+    per = [(r, not_checked(r, report.engine)) for r, _ in shown if r.role == "target"]
+    if not any(items for _, items in per):
+        return
+    if len(per) > 1 and all(items == per[0][1] for _, items in per):
+        print_wrapped(console, Text(f"not checked for any target: {', '.join(per[0][1])}"), indent=0, hanging=2)
+        return
+    for r, items in per:
+        if items:
+            head = Text(clean(r.architecture), style="bold")
+            head.append(clean(f" ({r.method}, {r.verdict.value}): not checked: {', '.join(items)}"))
+            print_wrapped(console, head, indent=0, hanging=2)
 
 
 def _results_table(report: ScanReport, shown: list, console: Console, where: bool):
@@ -513,27 +704,73 @@ def compare_table(report, console: Console) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    # names stay whole when the console has room for the longest one beside the other columns
+    # (each verdict and gate id on a line of its own, so a cell is as wide as its longest word)
+    names = [clean(r.architecture) for r in report.rows]
+    words = [len(w) for r in report.rows for c in r.cells for w in [c.verdict, *c.blocking]]
+    cell = max(words + [9])
+    method = max([len(r.method) for r in report.rows] + [6])
+    others = method + cell * len(report.sides) + 3 * (1 + len(report.sides)) + 4  # padding and borders
+    longest = max([len(n) for n in names] + [6])
     table = Table(title="eagle-audit compare")
-    table.add_column("target", overflow="fold")
-    table.add_column("method", no_wrap=True)
+    table.add_column("target", overflow="fold", min_width=max(6, min(longest, console.width - others)))
+    table.add_column("method", no_wrap=True, min_width=method)
     for s in report.sides:
-        table.add_column(Text(clean(s.name)))
-    for r in report.rows:
+        table.add_column(Text(clean(s.name)), overflow="fold", min_width=cell)
+    for r, name in zip(report.rows, names):
         cells = []
         for c in r.cells:
             t = Text(c.verdict, style=_STYLE.get(c.verdict, ""))
-            if c.blocking:
-                t.append(f" ({', '.join(c.blocking)})")
+            for g in c.blocking:
+                t.append(f"\n{g}")
             cells.append(t)
-        table.add_row(Text(clean(r.architecture)), r.method, *cells)
+        table.add_row(Text(name), r.method, *cells)
     console.print(table)
     for i, side in enumerate(report.sides):
         for r in report.rows:
             c = r.cells[i]
-            if c.reasons:
-                console.print(clean(f"{r.architecture} in {side.name} ({c.verdict}):"), markup=False, highlight=False)
+            if c.reasons:  # wrapped as every report line is (the width, or COLUMNS; whole when piped without)
+                print_wrapped(console, clean(f"{r.architecture} in {side.name} ({c.verdict}):"), indent=0, hanging=2)
                 for x in c.reasons:
-                    console.print(f"  {clean(x)}", markup=False, highlight=False)
+                    print_wrapped(console, clean(x), indent=2, hanging=4)
     ok = [s.name for s, good in zip(report.sides, report.supports_all) if good]
-    console.print(clean(f"supports every target: {', '.join(ok)}") if ok else "no engine supports every target",
-                  markup=False, highlight=False)
+    print_wrapped(console, clean(f"supports every target: {', '.join(ok)}") if ok else "no engine supports every target",
+                  indent=0, hanging=2)
+
+
+def print_cache(console: Console, usage) -> None:
+    """``eagle-audit cache``: the cache folder (and what set it) on a line of its own, printed
+    whole so that it can be copied; then one line per kind with its entries, size and folder, the
+    total, the entries eagle-audit does not own, and how to free space (wrapped at the width)."""
+    from auditor.orchestration.cachedir import human_size
+
+    link = f", a symbolic link to {usage.root_link}" if usage.root_link is not None else ""
+    print_wrapped(console, f"cache folder (from {usage.origin}{link}):", indent=0)
+    console.print(clean(f"  {usage.root}"), markup=False, highlight=False, soft_wrap=True)
+    if not usage.exists:
+        print_wrapped(console, "empty: the folder does not exist yet (it is created on first use)", indent=0)
+        return
+    width = max(len(k.kind) for k in usage.kinds)
+    for k in usage.kinds:
+        link = f" (a link to {k.link})" if k.link is not None else ""
+        print_wrapped(console, clean(f"{k.kind:<{width}}  {count(len(k.entries), 'entry', 'entries'):>12}  "
+                                     f"{human_size(k.size):>10}  {k.folder.name}/{link}: {k.what}"), hanging=6)
+    print_wrapped(console, f"{'total':<{width}}  {'':>12}  {human_size(usage.size):>10}")
+    for name, size in usage.other:
+        print_wrapped(console, clean(f"{name}/ ({human_size(size)}): not a kind this eagle-audit writes; left alone "
+                                     "by prune and clear"), hanging=6)
+    print_wrapped(console, "free space with: eagle-audit cache prune --older-than DAYS | --max-size SIZE, or "
+                  "eagle-audit cache clear", indent=0)
+
+
+def print_prune(console: Console, result) -> None:
+    """What ``cache prune`` or ``cache clear`` removed, and what the cache holds after."""
+    from auditor.orchestration.cachedir import human_size
+
+    if not result.removed:
+        print_wrapped(console, f"nothing to remove; the cache holds {human_size(result.after.size)}", indent=0)
+        return
+    what = ", ".join(f"{kind} {n}" for kind, n in result.removed.items())
+    total = sum(result.removed.values())
+    print_wrapped(console, f"removed {count(total, 'entry', 'entries')} ({what}): {human_size(result.freed)} freed; "
+                  f"the cache holds {human_size(result.after.size)}", indent=0)

@@ -1076,7 +1076,8 @@ def fetch_newest_wheel(
     return target, str(wheel.version)
 
 
-def check_wheel_release(project: str, version: str, *, cache_dir: pathlib.Path | None = None) -> str | None:
+def check_wheel_release(project: str, version: str, *, cache_dir: pathlib.Path | None = None,
+                        accepts: str | None = None) -> str | None:
     """Whether release ``version`` of ``project`` can be fetched as a pure-Python wheel, checked
     without downloading it: a verified wheel of it in the archive cache, else one read of the
     project's page on pip's configured index (the page :func:`fetch_newest_wheel` reads).
@@ -1084,7 +1085,8 @@ def check_wheel_release(project: str, version: str, *, cache_dir: pathlib.Path |
     Returns:
         None when the release is there (or when the index cannot be reached and nothing is
         cached: the fetch, if a verdict ever needs it, will say so); else a one-line reason
-        naming the nearest releases the index has.
+        naming the nearest releases the index has (with ``accepts``, a version specifier such as
+        the tree's own requirement ``<5,>=4.56.0``: only releases it admits).
 
     Raises:
         SourceError: ``version`` is not a version.
@@ -1106,9 +1108,20 @@ def check_wheel_release(project: str, version: str, *, cache_dir: pathlib.Path |
     have = sorted({w.version for w in _pure_wheels(files, project) if not w.yanked})
     if wanted in have:
         return None
+    label = ""
+    if accepts:
+        from packaging.specifiers import InvalidSpecifier
+
+        try:
+            spec = SpecifierSet(accepts)
+        except InvalidSpecifier:
+            spec = None
+        if spec is not None:
+            have = [v for v in have if spec.contains(v, prereleases=True)]
+            label = f" that the tree accepts ({project}{accepts})"
     near = ", ".join(str(v) for v in nearest_versions(wanted, have))
     return (f"{project} {version} is not on the package index ({client.shown_index}) as a pure-Python wheel"
-            + (f"; nearest: {near}" if near else ""))
+            + (f"; nearest{label}: {near}" if near else (f"; none{label} is there" if label else "")))
 
 
 def _cached_wheels(folder: pathlib.Path, project: str, spec) -> list[tuple[pathlib.Path, str]]:

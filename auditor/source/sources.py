@@ -608,6 +608,12 @@ class FolderSource(TreeSource):
                     self._root, self.package = resolved.parent, pkg
                     break
             else:
+                if is_environment(resolved):
+                    import shlex
+
+                    raise SourceError(f"{given} is a Python environment, not an engine tree: to audit the "
+                                      f"{package or 'vllm (or sglang)'} installed in it, use --python "
+                                      f"{shlex.quote(str(given))}")
                 if package:
                     raise SourceError(f"{given} is not a {_ENGINE_NAMES[package]} tree: no {package}/ package found")
                 raise SourceError(f"{given} is not a vLLM tree: no vllm/ package found")
@@ -860,6 +866,97 @@ def _site_folders(prefix: pathlib.Path, version: str | None) -> list[pathlib.Pat
     return seen
 
 
+def _has_separator(text: str) -> bool:
+    """True when ``text`` is written as a path (it holds a folder separator)."""
+    return "/" in text or os.sep in text or (os.altsep is not None and os.altsep in text)
+
+
+def on_path(command: str) -> pathlib.Path | None:
+    """The executable ``command`` names on ``PATH`` (``--python python3``), as the shell would
+    find it (:func:`shutil.which`; nothing is run), or None when ``command`` is written as a path
+    or is not found there."""
+    import shutil
+
+    if not command or _has_separator(command) or "\0" in command:
+        return None
+    found = shutil.which(command)
+    return pathlib.Path(found) if found else None
+
+
+#: File names of Python interpreters (``python``, ``python3.11``, ``python3.13t``, ``pypy3``).
+_INTERPRETER_NAME = re.compile(r"(?:python|pypy)(?:\d+(?:\.\d+)*)?t?(?:\.exe)?", re.IGNORECASE)
+
+
+def is_interpreter(path: pathlib.Path) -> bool:
+    """True when the file ``path`` is named like a Python interpreter, or sits in the ``bin/``
+    (``Scripts/``) folder of an environment (a ``pyvenv.cfg`` or ``conda-meta/`` above it). Only
+    names are looked at: the file is never read nor run."""
+    if _INTERPRETER_NAME.fullmatch(path.name):
+        return True
+    try:
+        return path.parent.name in ("bin", "Scripts") and is_environment(path.parent.parent)
+    except (OSError, ValueError):
+        return False
+
+
+def is_environment(folder: pathlib.Path) -> bool:
+    """True when ``folder`` is laid out as a Python environment: a venv (``pyvenv.cfg``), a conda
+    prefix (``conda-meta/``), or a prefix with ``bin/python*`` (``Scripts/python.exe``) and a
+    ``lib/python3.*`` folder. Only names are looked at."""
+    try:
+        if (folder / "pyvenv.cfg").is_file() or (folder / "conda-meta").is_dir():
+            return True
+        has_python = any(_INTERPRETER_NAME.fullmatch(p.name) for sub in ("bin", "Scripts") if (folder / sub).is_dir()
+                         for p in (folder / sub).iterdir())
+        return has_python and bool(_site_folders(folder, None))
+    except (OSError, RuntimeError, ValueError):
+        return False
+
+
+#: Magic bytes of the archive formats read in place (zip, gzip, bzip2, xz), and the suffixes
+#: that name an archive.
+_ARCHIVE_MAGIC = (b"PK\x03\x04", b"PK\x05\x06", b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")
+_ARCHIVE_SUFFIXES = (".whl", ".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
+
+
+def not_a_tree_or_archive(path: pathlib.Path) -> str | None:
+    """Why the regular file ``path`` is neither an engine tree nor a release archive, or None when
+    it may be an archive (an archive's suffix or magic bytes: a corrupt one is then reported by
+    :class:`ArchiveSource` as such). Reads at most its first 512 bytes, never runs it.
+
+    Returns:
+        A one-line message for the user: an interpreter is pointed at ``--python``, a file
+        inside a tree (``pyproject.toml`` of a checkout) at its folder.
+    """
+    import shlex
+
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):
+            return None  # a FIFO or device: ArchiveSource says it is not a file
+        with open(path, "rb") as fh:
+            head = fh.read(512)
+    except OSError:
+        return None  # ArchiveSource reports the read error
+    if head.startswith(_ARCHIVE_MAGIC) or head[257:262] == b"ustar":
+        return None
+    if path.name.lower().endswith(_ARCHIVE_SUFFIXES):
+        return None
+    if is_interpreter(path):
+        return (f"{path} is a Python interpreter, not an engine tree or a release archive: to audit the vllm (or "
+                f"sglang) installed in its environment, use --python {shlex.quote(str(path))}")
+    hint = ""
+    parent = path.parent if path.parent != pathlib.Path("") else pathlib.Path(".")
+    try:
+        if any(FolderSource._is_package(parent / pkg, pkg) or (parent.resolve().name == pkg
+                                                                and FolderSource._is_package(parent, pkg))
+               for pkg in PACKAGES):
+            hint = f"; to audit the tree it belongs to, give its folder: {shlex.quote(str(parent))}"
+    except (OSError, ValueError):
+        pass
+    return (f"{path} is neither an engine tree nor a release archive: give a vllm/ (or sglang/) package folder, "
+            f"a source checkout, or a release archive (.tar.gz, .whl){hint}")
+
+
 def environment_site_packages(python: str | os.PathLike[str]) -> list[pathlib.Path]:
     """The package folders (``site-packages``) of a Python environment, derived from its layout
     alone: the interpreter is never run, so nothing of that environment (``sitecustomize``,
@@ -883,7 +980,11 @@ def environment_site_packages(python: str | os.PathLike[str]) -> list[pathlib.Pa
     given = pathlib.Path(python).expanduser()
     try:
         if not given.exists():
-            raise SourceError(f"--python {python}: no such interpreter or environment folder")
+            found = on_path(str(python))
+            if found is None:
+                raise SourceError(f"--python {python}: no such interpreter or environment folder"
+                                  + ("" if _has_separator(str(python)) else ", and no such command on PATH"))
+            given = found
         is_dir = given.is_dir()
     except OSError as exc:
         raise SourceError(f"--python {python}: {exc.strerror or exc}") from None
@@ -965,10 +1066,12 @@ def installed_source(package: str | None = None, python: str | os.PathLike[str] 
     if python is not None:
         folders = environment_site_packages(python)
         found = _find_in_folders(folders, wanted)
+        command = on_path(str(python)) if not pathlib.Path(python).expanduser().exists() else None
+        shown = f"{python} ({command})" if command is not None else str(python)  # found on PATH
         if found is None:
-            raise SourceError(f"--python {python}: no {names} installed in that environment (searched "
+            raise SourceError(f"--python {shown}: no {names} installed in that environment (searched "
                               f"{', '.join(map(str, folders))})")
-        return FolderSource(found[0], label=f"installed {found[1]} ({found[0]}, --python {python})", package=found[1])
+        return FolderSource(found[0], label=f"installed {found[1]} ({found[0]}, --python {shown})", package=found[1])
     env = os.environ if environ is None else environ
     searched = None
     for var in ACTIVE_ENV_VARIABLES:
@@ -984,16 +1087,20 @@ def installed_source(package: str | None = None, python: str | os.PathLike[str] 
             return FolderSource(found[0], label=f"installed {found[1]} ({found[0]}, {var})", package=found[1])
         searched = f"{var}={prefix}"
         break  # the activated environment has none: this process's own environment is tried
-    errors = []
     for pkg in wanted:
         try:
             return InstalledSource(pkg)
-        except SourceError as exc:
-            errors.append(exc)
-    if searched is not None:
-        raise SourceError(f"no {names} installed in the activated environment ({searched}) nor in "
-                          f"eagle-audit's own; pass a PATH, --python or --{wanted[0]}-version")
-    raise errors[0]
+        except SourceError:
+            continue
+    import sys
+
+    own = f"eagle-audit's own environment ({sys.prefix})"
+    active = [f"{var}={env[var]}" for var in ACTIVE_ENV_VARIABLES if env.get(var) and _same_environment(env[var])]
+    if active:  # the activated environment is this one
+        own = f"the activated environment ({active[0]}), which is eagle-audit's own"
+    where = f"the activated environment ({searched}) nor in {own}" if searched is not None else own
+    raise SourceError(f"no {names} installed in {where}; pass a PATH, --python PYTHON (the interpreter or "
+                      f"environment folder where it is installed) or --{wanted[0]}-version X")
 
 
 # -------------------------------------------------------------------------- archives
@@ -1554,4 +1661,7 @@ def open_source(
         raise SourceError(f"cannot read {target}: {exc.strerror or exc}") from None
     if is_dir:
         return FolderSource(target, package=package)
+    why = not_a_tree_or_archive(target)
+    if why is not None:
+        raise SourceError(why)
     return ArchiveSource(target, progress=progress, package=package)

@@ -100,6 +100,7 @@ class AuxLayersRule(Rule):
     FIX_AVAILABLE = False
     METHODS = ("eagle3",)
     REQUIRES = "--draft-config with a drafter config that lists eagle_aux_hidden_state_layer_ids"
+    CHECKED_WITH = "your drafter (--draft-config)"
     DATA = AuxLayersData
     VALID = [
         Example(_TREE, "LlamaForCausalLM", options=_run(2, 16, 29), hf_config=_HF, note="ids inside 32 layers"),

@@ -115,6 +115,7 @@ class DraftPPRule(Rule):
     FIX_AVAILABLE = False
     METHODS = ("mtp", "eagle", "eagle3")
     REQUIRES = "--pipeline-parallel-size 2 or more"
+    CHECKED_WITH = "pipeline parallelism (-pp N)"
     DATA = DraftPPData
     VALID = [
         Example(_tree("1"), "ToyV3ForCausalLM", method="mtp", rows=_ROWS, options=_PP2,

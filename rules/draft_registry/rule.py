@@ -85,6 +85,7 @@ class DraftRegistryRule(Rule):
     FIX_AVAILABLE = False
     METHODS = ("eagle", "eagle3")
     REQUIRES = "--draft-config with the drafter checkpoint's config"
+    CHECKED_WITH = "your drafter (--draft-config)"
     DATA = DraftRegistryData
     VALID = [
         Example(_TREE, "LlamaForCausalLM", method="eagle3", options=_drafter("LlamaForCausalLM"),

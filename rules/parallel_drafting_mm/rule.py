@@ -88,6 +88,7 @@ class ParallelDraftingMMRule(Rule):
     FIX_AVAILABLE = False
     METHODS = ("eagle", "eagle3", "mtp")
     REQUIRES = "--parallel-drafting"
+    CHECKED_WITH = "parallel drafting (--parallel-drafting)"
     DATA = ParallelDraftingMMData
     VALID = [
         Example(_tree(False), _VL, options=_pd(3), note="a release whose proposer only warns"),

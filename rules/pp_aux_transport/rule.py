@@ -110,6 +110,7 @@ class PPAuxTransportRule(Rule):
     FIX_AVAILABLE = True
     METHODS = ("eagle3",)
     REQUIRES = "--pipeline-parallel-size 2 or more"
+    CHECKED_WITH = "pipeline parallelism (-pp N)"
     DATA = PPAuxTransportData
     VALID = [
         Example({_CHECK_PATH: _CHECK, "vllm/model_executor/models/llama.py": _LLAMA_OVER_PP}, "LlamaForCausalLM",

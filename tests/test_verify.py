@@ -1,0 +1,215 @@
+"""``eagle-audit verify`` without the real engine: its inputs, the configs it writes, how it maps an
+exception to a gate, and what a missing, crashing or hanging engine gives (a fake environment
+whose ``bin/python`` is a shell script). The real engine is the runtime tier's (tests/runtime)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import stat
+import subprocess
+import sys
+import textwrap
+
+from auditor.model.findings import Finding, Severity
+from auditor.runtime.attribution import FunctionSpans, attribute, engine_frames
+from auditor.runtime.configs import drafter_config, original_layer_count, shrink_target
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+# -- the configs ------------------------------------------------------------------------------------
+
+
+def test_shrink_honours_the_config_class_attribute_map():
+    gpt2 = {"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "n_positions": 1024,
+            "vocab_size": 50257, "bos_token_id": 50256, "eos_token_id": 50256, "n_inner": None}
+    amap = {"hidden_size": "n_embd", "num_hidden_layers": "n_layer", "num_attention_heads": "n_head",
+            "max_position_embeddings": "n_positions"}
+    t = shrink_target(gpt2, "GPT2LMHeadModel", attribute_map=amap)
+    c = t.config
+    assert (c["n_embd"], c["n_layer"], c["n_head"], c["n_positions"], c["vocab_size"]) == (256, 8, 4, 512, 2048)
+    assert "hidden_size" not in c and "num_hidden_layers" not in c
+    assert c["n_inner"] is None  # derived by the class from n_embd
+    # one id above the vocabulary, used twice, moved to one id below it
+    assert c["bos_token_id"] == c["eos_token_id"] == 2047
+    assert t.moved_token_ids == {"bos_token_id": (50256, 2047), "eos_token_id": (50256, 2047)}
+    assert c["architectures"] == ["GPT2LMHeadModel"] and c["tie_word_embeddings"] is False
+    assert gpt2["n_embd"] == 768  # the input is not changed
+
+
+def test_shrink_keeps_layer_patterns_nested_configs_and_gqa():
+    cfg = {"model_type": "gemma3", "architectures": ["X"], "auto_map": {"AutoConfig": "evil.Config"},
+           "text_config": {"model_type": "gemma3_text", "num_hidden_layers": 26, "hidden_size": 1152,
+                           "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256,
+                           "vocab_size": 262208, "layer_types": ["sliding_attention"] * 5 + ["full_attention"],
+                           "sliding_window": 512},
+           "vision_config": {"num_hidden_layers": 27, "hidden_size": 1152},
+           "image_token_index": 262144}
+    cfg["text_config"]["layer_types"] = (cfg["text_config"]["layer_types"] * 5)[:26]
+    t = shrink_target(cfg, "Gemma3ForConditionalGeneration")
+    text = t.config["text_config"]
+    assert (text["num_hidden_layers"], text["hidden_size"], text["head_dim"], text["num_key_value_heads"]) == \
+        (8, 256, 64, 1)
+    assert text["layer_types"] == (["sliding_attention"] * 5 + ["full_attention"] + ["sliding_attention"] * 2)
+    assert text["sliding_window"] == 128
+    assert t.config["vision_config"]["num_hidden_layers"] == 2
+    assert t.config["image_token_index"] < 2048 and "auto_map" not in t.config
+    assert (t.hidden_size, t.vocab_size, t.layers) == (256, 2048, 8)
+
+
+def test_drafter_matches_the_shrunk_target_and_scales_user_layer_ids():
+    t = shrink_target({"model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4096,
+                       "num_attention_heads": 32, "vocab_size": 128256}, "LlamaForCausalLM")
+    d = drafter_config(t)
+    assert d["architectures"] == ["LlamaForCausalLMEagle3"]
+    assert (d["hidden_size"], d["target_hidden_size"], d["vocab_size"], d["draft_vocab_size"]) == (256, 256, 2048, 2048)
+    user = {"architectures": ["LlamaForCausalLMEagle3"], "num_hidden_layers": 1, "hidden_size": 4096,
+            "vocab_size": 128256, "draft_vocab_size": 32000, "eagle_aux_hidden_state_layer_ids": [1, 15, 29]}
+    d = drafter_config(t, user=user, original_layers=original_layer_count({"num_hidden_layers": 32}))
+    assert d["draft_vocab_size"] == 1024 and d["eagle_aux_hidden_state_layer_ids"] == [0, 3, 7]
+
+
+def test_shrink_refuses_fewer_than_six_layers():
+    import pytest
+
+    with pytest.raises(ValueError, match="at least 6 layers"):
+        shrink_target({"num_hidden_layers": 4}, "X", layers=4)
+
+
+# -- attribution --------------------------------------------------------------------------------
+
+
+_RUNNER = textwrap.dedent('''\
+    class Runner:
+        def setup(self):
+            if not supports_eagle3(self.get_model()):
+                raise RuntimeError("Model does not support EAGLE3 interface")
+
+        def other(self):
+            return 1
+''')
+_PROPOSER = textwrap.dedent('''\
+    class Proposer:
+        def share(self, target):
+            inner = getattr(target, "model", None)
+            if inner is None:
+                raise AttributeError("no model")
+''')
+
+
+def _spans():
+    files = {"vllm/v1/worker/gpu_model_runner.py": _RUNNER.encode(), "vllm/v1/spec_decode/p.py": _PROPOSER.encode()}
+    return FunctionSpans(lambda path: files[path])
+
+
+def test_a_refusal_maps_to_the_gate_recorded_in_the_same_function():
+    site = "/env/lib/python3.11/site-packages"
+    frames = engine_frames([{"file": "/env/bin/x.py", "line": 1, "function": "main"},
+                            {"file": f"{site}/vllm/v1/spec_decode/p.py", "line": 5, "function": "share"}], site, "vllm")
+    assert frames == [("vllm/v1/spec_decode/p.py", 5, "share")]
+    f = Finding("EA314", "embed-sharing", Severity.ERROR, "m", "vllm/v1/spec_decode/p.py", 5)
+    a = attribute(frames, [f], _spans())
+    assert (a.gate, a.where, a.function) == ("embed-sharing", "vllm/v1/spec_decode/p.py:5", "share")
+
+
+def test_the_interface_gate_is_where_the_runner_tests_the_protocol():
+    from rules.interface.rule import InterfaceData
+
+    frames = [("vllm/v1/worker/gpu_model_runner.py", 4, "setup")]
+    f = Finding("EA302", "interface", Severity.ERROR, "m", "vllm/model_executor/models/gemma.py", 3,
+                data=InterfaceData(["set_aux_hidden_state_layers"], protocol="SupportsEagle3"))
+    assert attribute(frames, [f], _spans()).gate == "interface"
+    # the same raise with no interface finding is a gate the tool does not model
+    assert attribute(frames, [], _spans()).gate == "unmodelled"
+    assert attribute([("vllm/v1/worker/gpu_model_runner.py", 7, "other")], [f], _spans()).gate == "unmodelled"
+
+
+# -- the CLI against fake environments ------------------------------------------------------------
+
+
+def _fake_env(tmp_path: pathlib.Path, script: str) -> pathlib.Path:
+    """An environment folder with an installed (synthetic) vllm and a ``bin/python`` shell script."""
+    env = tmp_path / "env"
+    site = env / "lib" / "python3.11" / "site-packages"
+    shutil_copy = __import__("shutil").copytree
+    shutil_copy(REPO / "fixtures" / "minivllm" / "vllm", site / "vllm")
+    (env / "pyvenv.cfg").write_text("home = /usr/bin\nversion = 3.11.7\n")
+    py = env / "bin" / "python"
+    py.parent.mkdir(parents=True)
+    py.write_text("#!/bin/sh\n" + script)
+    py.chmod(py.stat().st_mode | stat.S_IXUSR)
+    return env
+
+
+def _run(*args, tmp_path, timeout=120):
+    tmp = tmp_path / "tmp"
+    tmp.mkdir(exist_ok=True)
+    env = dict(os.environ, TMPDIR=str(tmp), NO_COLOR="1", COLUMNS="200")
+    env.pop("VIRTUAL_ENV", None)
+    p = subprocess.run([sys.executable, "-m", "auditor", "verify", *args, "--no-progress"], capture_output=True,
+                       text=True, env=env, timeout=timeout, stdin=subprocess.DEVNULL)
+    return p, tmp
+
+
+def _hf(tmp_path) -> pathlib.Path:
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 4,
+                             "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 100}))
+    return f
+
+
+def test_no_engine_in_the_environment_is_one_line_exit_2(tmp_path):
+    empty = tmp_path / "empty"
+    (empty / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
+    (empty / "pyvenv.cfg").write_text("version = 3.11.7\n")
+    p, _ = _run("--python", str(empty), "-m", "LlamaForCausalLM", tmp_path=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert "no vllm installed" in p.stderr and "Traceback" not in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_unknown_model_is_exit_2(tmp_path):
+    env = _fake_env(tmp_path, "exit 0\n")
+    p, _ = _run("--python", str(env), "-m", "NoSuchForCausalLM", tmp_path=tmp_path)
+    assert p.returncode == 2 and "NoSuchForCausalLM" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_an_engine_that_crashes_is_an_outcome_and_leaves_nothing(tmp_path):
+    pids = tmp_path / "pids"
+    env = _fake_env(tmp_path, f'echo $$ >> {pids}\nkill -SEGV $$\n')
+    p, tmp = _run("--python", str(env), "-m", "LlamaForCausalLM", "--hf-config", str(_hf(tmp_path)),
+                  "--format", "json", tmp_path=tmp_path)
+    assert p.returncode == 1, p.stderr
+    (r,) = json.loads(p.stdout)["results"]
+    assert r["outcome"] == "crashed" and "SIGSEGV" in r["reason"], r
+    assert r["scan_verdict"] == "supported" and r["agrees"] is None
+    assert list(tmp.iterdir()) == []  # the child's temporary folder is gone
+    for pid in pids.read_text().split():
+        assert not pathlib.Path(f"/proc/{pid}").exists()
+
+
+def test_an_engine_that_hangs_is_killed_at_the_limit(tmp_path):
+    pids = tmp_path / "pids"
+    env = _fake_env(tmp_path, f"echo $$ >> {pids}\nsleep 600 &\necho $! >> {pids}\nwait\n")
+    p, tmp = _run("--python", str(env), "-m", "LlamaForCausalLM", "--hf-config", str(_hf(tmp_path)), "--timeout", "10",
+                  tmp_path=tmp_path)
+    assert p.returncode == 1, p.stderr
+    assert "timeout" in p.stdout and "did not finish within 10 s" in p.stdout, p.stdout
+    assert list(tmp.iterdir()) == []
+    for pid in pids.read_text().split():  # the whole process group was killed, the sleep included
+        assert not pathlib.Path(f"/proc/{pid}").exists() or "zombie" in pathlib.Path(f"/proc/{pid}/status").read_text().lower()
+
+
+def test_no_buildable_config_is_unknown(tmp_path):
+    # the child answers that transformers has no config class for the model_type
+    script = ('for a in "$@"; do last2=$prev; prev=$a; done\n'
+              'printf \'{"ok": false, "error": "no HF config class for model_type zz_toy"}\' > "$prev"\n')
+    env = _fake_env(tmp_path, script)
+    p, _ = _run("--python", str(env), "-m", "LlamaForCausalLM", "--model-type", "zz_toy", "--format", "json",
+                tmp_path=tmp_path)
+    assert p.returncode == 1, p.stderr
+    (r,) = json.loads(p.stdout)["results"]
+    assert r["outcome"] == "unknown" and "no HF config class for model_type zz_toy" in r["reason"], r
+    assert "--hf-config" in r["reason"]

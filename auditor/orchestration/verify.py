@@ -94,6 +94,11 @@ class VerifyResult:
     draft_tokens: int | None = None
     prompt_dependent: bool | None = None
     times: dict = field(default_factory=dict)
+    #: for ``broken``: the failure was raised in the model's own code (else before it ran: the
+    #: environment or the config, which is no verdict)
+    model_code_failed: bool | None = None
+    #: the engine's last lines of stderr, when the target was not proven
+    engine_log: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         """The result as plain JSON data."""
@@ -264,7 +269,10 @@ class Verifier:
             last = next((ln for ln in reversed(out.stderr_tail) if ln.strip()), "")
             res.outcome, res.reason = "crashed", f"the engine process died ({how_died}) without a result: {last[:200]}"
             return self._judge(res)
-        return self._judge(self._interpret(res, out.result, static))
+        res = self._judge(self._interpret(res, out.result, static))
+        if res.outcome != "proven":
+            res.engine_log = [ln for ln in out.stderr_tail if ln.strip()][-12:]
+        return res
 
     def _interpret(self, res: VerifyResult, result: dict, static) -> VerifyResult:
         runs = {r.get("name"): r for r in result.get("runs", [])}
@@ -282,7 +290,12 @@ class Verifier:
             res.outcome = "broken"
             if context and context.get("exception"):
                 res.exception = self._exception(context["exception"], static)
-            res.reason = "the model does not run even without speculation"
+            in_model = any(f.get("file", "").find("/vllm/model_executor/models/") >= 0
+                           for f in ((context or {}).get("exception") or {}).get("frames", []))
+            res.reason = ("the model does not run even without speculation" if in_model else
+                          "the engine could not start the model even without speculation, before its code ran "
+                          "(an environment or config problem, not a verdict: see engine_log)")
+            res.model_code_failed = in_model
             return res
         res.prompt_dependent = len({tuple(ids) for ids in context.get("token_ids", [])}) > 1
         res.times["dummy_scale"] = context.get("scale")
@@ -348,7 +361,8 @@ class Verifier:
         elif res.outcome == "refused":
             gate = (res.exception or {}).get("gate")
             res.agrees = res.scan_verdict == "blocked" and gate in res.scan_blocking
-        elif res.outcome in ("not-lossless", "wrong-capture", "broken"):
+        elif res.outcome in ("not-lossless", "wrong-capture") or (
+                res.outcome == "broken" and res.model_code_failed):
             res.agrees = res.scan_verdict == "blocked"
         else:
             res.agrees = None

@@ -213,3 +213,19 @@ def test_no_buildable_config_is_unknown(tmp_path):
     (r,) = json.loads(p.stdout)["results"]
     assert r["outcome"] == "unknown" and "no HF config class for model_type zz_toy" in r["reason"], r
     assert "--hf-config" in r["reason"]
+
+
+def test_a_validator_error_without_its_frames_maps_by_its_message():
+    src = textwrap.dedent('''\
+        class SpeculativeConfig:
+            def _verify_args(self):
+                eagle3_target_supported = ["llama", "qwen"]
+                if self.method == "eagle3" and not any(s in mt for s in eagle3_target_supported):
+                    raise ValueError(f"Eagle3 is only supported for {eagle3_target_supported} models. Got {mt}")
+    ''')
+    spans = FunctionSpans(lambda path: src.encode())
+    f = Finding("EA301", "allowlist", Severity.ERROR, "m", "vllm/config/speculative.py", 3)
+    frames = [("vllm/engine/arg_utils.py", 1378, "create_speculative_config")]
+    msg = "1 validation error for SpeculativeConfig\n  Value error, Eagle3 is only supported for ['llama'] models. Got x"
+    assert attribute(frames, [f], spans, msg).gate == "allowlist"
+    assert attribute(frames, [f], spans, "another error").gate == "unmodelled"

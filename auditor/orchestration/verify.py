@@ -351,7 +351,7 @@ class Verifier:
 
     def _exception(self, exc: dict, static) -> dict:
         frames = engine_frames(exc.get("frames") or [], str(self.env.site_packages), "vllm")
-        att = attribute(frames, static.findings, self.spans)
+        att = attribute(frames, static.findings, self.spans, str(exc.get("message", "")))
         return {"type": exc.get("type"), "message": str(exc.get("message", ""))[:500], "where": att.where,
                 "function": att.function, "gate": att.gate}
 

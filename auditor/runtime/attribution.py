@@ -5,7 +5,9 @@ exception the engine raised is attributed to a gate when one of its traceback fr
 engine's package is in the same function as one of the target's findings (the allowlist test,
 the proposer's sharing of the embedding, the holder's ``forward``), or is the function that
 tests the gate's protocol with the tree's own checker (``supports_eagle3(model)`` in the model
-runner, for ``interface``). The innermost such frame wins. No match is ``unmodelled``: the engine
+runner, for ``interface``). The innermost such frame wins. An error a library re-raised without
+the frames of the code that raised it (pydantic's ``ValidationError`` around the allowlist's
+``ValueError``) is matched by its message: the text of a ``raise`` in a finding's function. No match is ``unmodelled``: the engine
 refused for a reason the tool does not model, which is a finding about the tool.
 """
 
@@ -94,7 +96,19 @@ def _calls(node: ast.AST, name: str) -> bool:
     return False
 
 
-def attribute(frames: list[tuple[str, int, str]], findings: list[Finding], spans: FunctionSpans) -> Attribution:
+def _raise_texts(fn: ast.AST) -> list[str]:
+    """The constant text pieces (12 characters or more) of the messages ``fn`` raises."""
+    out = []
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            for c in ast.walk(node.exc):
+                if isinstance(c, ast.Constant) and isinstance(c.value, str) and len(c.value.strip()) >= 12:
+                    out.append(c.value.strip())
+    return out
+
+
+def attribute(frames: list[tuple[str, int, str]], findings: list[Finding], spans: FunctionSpans,
+              message: str = "") -> Attribution:
     """The gate of the innermost engine frame that matches a finding (see the module docstring).
 
     Args:
@@ -123,4 +137,12 @@ def attribute(frames: list[tuple[str, int, str]], findings: list[Finding], spans
             for checker, gate in checkers.items():
                 if _calls(fdef, checker):
                     return Attribution(gate, where, function)
+    if message:
+        # a validator's error re-raised by a library without its frames (pydantic's ValidationError
+        # carries the message of the ValueError raised in SpeculativeConfig._verify_args): the
+        # gate whose recorded function raises a message with the same text
+        for f in blocking:
+            fdef = spans.enclosing(f.path, f.line)
+            if fdef is not None and any(t in message for t in _raise_texts(fdef)):
+                return Attribution(f.gate, where, function)
     return Attribution(UNMODELLED, where, function)

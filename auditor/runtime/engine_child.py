@@ -113,7 +113,7 @@ def action_config(req: dict) -> dict:
 STATE: dict = {"entering": {}, "aux": None, "aux_layers": None, "hooked": False, "hook_error": None}
 
 
-WEIGHTS = {"scale": 0.1, "live_rows": None}
+WEIGHTS = {"scale": 0.1, "live_rows": None, "calls": 0}
 
 
 def _patch_dummy_weights() -> str | None:
@@ -129,7 +129,10 @@ def _patch_dummy_weights() -> str | None:
     init = getattr(dummy_loader, "initialize_single_dummy_weight", None)
     if init is not None:
         def widened(param, low=-1e-3, high=1e-3, seed=1234, _init=init):  # noqa: ANN001
-            return _init(param, low=-WEIGHTS["scale"], high=WEIGHTS["scale"], seed=seed)
+            # vLLM seeds every tensor alike, so tensors of one shape are equal (lm_head = embedding):
+            # a seed per tensor, in load order (the same order in every run of one model)
+            WEIGHTS["calls"] += 1
+            return _init(param, low=-WEIGHTS["scale"], high=WEIGHTS["scale"], seed=seed + WEIGHTS["calls"])
 
         dummy_loader.initialize_single_dummy_weight = widened
     else:
@@ -139,7 +142,7 @@ def _patch_dummy_weights() -> str | None:
         else:
             def widened_all(model, *a, _init=init_all, **k):  # noqa: ANN001
                 k["low"], k["high"] = -WEIGHTS["scale"], WEIGHTS["scale"]
-                return _init(model, **k)
+                return _init(model, *a[:1], **k)  # (model, model_config) in the releases that take it
 
             dummy_loader.initialize_dummy_weights = widened_all
     loader = getattr(dummy_loader, "DummyModelLoader", None)
@@ -271,6 +274,7 @@ def _one_run(LLM, SamplingParams, TokensPrompt, req: dict, run: dict) -> dict:
     import gc
 
     WEIGHTS["live_rows"] = run.get("live_rows")
+    WEIGHTS["calls"] = 0
     STATE.update(entering={}, aux=None, aux_layers=None, hooked=False)
     result: dict = {"name": run.get("name"), "ok": False, "started": False, "phase": "start"}
     timing: dict = {}

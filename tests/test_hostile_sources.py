@@ -43,6 +43,8 @@ def test_ctrl_c_during_matrix_cancels_the_downloads_and_leaves_no_part_file(many
     running ones stop at their next chunk, one line is printed, the exit code is 130."""
     from auditor.source import fetch
 
+    # Ctrl-C as a fresh process gets it, whatever handler an earlier test of this process left
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     monkeypatch.setattr(fetch, "_CHUNK", 256)  # many chunks per archive
     real_write = fetch._write
     started: list[str] = []
@@ -58,6 +60,7 @@ def test_ctrl_c_during_matrix_cancels_the_downloads_and_leaves_no_part_file(many
     monkeypatch.setattr(fetch, "_write", write)
     r = cli("matrix", "--model", "LlamaForCausalLM", "--versions", ",".join(VERSIONS), "--no-progress",
             "--no-cache")
+    signal.signal(signal.SIGINT, previous)
     assert r.exit_code == 130, (r.exit_code, r.stderr)
     assert r.stderr.strip().splitlines() == ["eagle-audit: interrupted"], r.stderr
     assert "Traceback" not in r.stderr + r.stdout

@@ -21,6 +21,7 @@ from types import SimpleNamespace
 
 import pytest
 from conftest import MINIVLLM
+from tests.clitools import one_line_error
 
 REPO = Path(__file__).resolve().parents[1]
 COMMANDS = ("scan", "explain", "fix", "gate", "matrix", "compare", "rules")
@@ -34,13 +35,6 @@ def run(*args, cwd: Path = REPO, columns: int = 80) -> subprocess.CompletedProce
                           timeout=600, cwd=cwd, env=env)
 
 
-def one_line_error(p: subprocess.CompletedProcess) -> str:
-    """The one stderr line of an input error (exit 2, no traceback), without its prefix."""
-    assert p.returncode == 2, (p.returncode, p.stdout[-1000:], p.stderr[-1000:])
-    assert "Traceback" not in p.stderr
-    lines = [line for line in p.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("eagle-audit: error: "), p.stderr
-    return lines[0].removeprefix("eagle-audit: error: ")
 
 
 def readme_settings_block() -> str:

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from tests.clitools import one_line_error
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -102,13 +103,6 @@ def test_p12_fix_help_lists_sglang_version_beside_vllm_version_and_every_method(
     assert "every gate of the method (EAGLE-3 unless --method says eagle or mtp)" in text
 
 
-def one_line_error(p: subprocess.CompletedProcess) -> str:
-    """The one stderr line of an input error (exit 2, no traceback), without its prefix."""
-    assert p.returncode == 2, (p.returncode, p.stdout[-1000:], p.stderr[-1000:])
-    assert "Traceback" not in p.stderr
-    lines = p.stderr.strip().splitlines()
-    assert len(lines) == 1, lines
-    return lines[0].removeprefix("eagle-audit: error: ")
 
 
 def test_p6_explain_suggests_close_names_like_scan():

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from tests.conftest import make_tree
+from tests.clitools import one_line_error
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -29,13 +30,6 @@ def run(*args, cwd: Path = REPO, **extra: str) -> subprocess.CompletedProcess:
                           timeout=600, cwd=cwd, env=_env(**extra))
 
 
-def one_line_error(p: subprocess.CompletedProcess) -> str:
-    """The one stderr line of an input error (exit 2, no traceback), without its prefix."""
-    assert p.returncode == 2, (p.returncode, p.stdout[-1000:], p.stderr[-1000:])
-    assert "Traceback" not in p.stderr
-    lines = p.stderr.strip().splitlines()
-    assert len(lines) == 1, lines
-    return lines[0].removeprefix("eagle-audit: error: ")
 
 
 def fake_environment(tmp_path: Path, name: str = "env", with_vllm: bool = True) -> Path:

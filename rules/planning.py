@@ -104,6 +104,7 @@ class Planner:
         self.invocations: dict[tuple, Invocation] = {}
         self.unfixable: list[Unfixable] = []
         self.explicit_setter: set[str] = set()  # targets whose planned interface writes the setter
+        self.notes: list[str] = []  # what a planned change also does, said in the fix report
 
     def add(self, inv: Invocation) -> None:
         """Plan ``inv`` (merged with an earlier invocation of the same codemod at the same place)."""
@@ -116,6 +117,11 @@ class Planner:
             self.invocations[k].merge(inv)
         else:
             self.invocations[k] = inv
+
+    def note(self, text: str) -> None:
+        """Record something the user must know about a planned change (once)."""
+        if text not in self.notes:
+            self.notes.append(text)
 
     def no(self, arch: str, f: Finding, reason: str, hint: str = "") -> None:
         """Record that the gate of ``f`` cannot be fixed automatically for ``arch``: why, and what to do by hand."""

@@ -558,3 +558,25 @@ def test_aux_capture_refuses_a_tuple_return():
     src = src.replace("return self.norm(hidden_states)", "return hidden_states, residual")
     with pytest.raises(NotAutoFixable, match="returns a tuple"):
         run_codemod("aux-capture", src, {"class": "M", "mode": "list"})
+
+
+def test_a_short_model_type_added_to_a_substring_allowlist_is_warned_0_16_0():
+    """`--model-type k` would admit every registered model_type containing "k" (issue 20)."""
+    import os
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "auditor", "fix", "--vllm-version", "0.16.0", "-m",
+                        "DeepseekV3ForCausalLM", "--model-type", "k", "--no-progress"], capture_output=True, text=True,
+                       env=dict(os.environ, COLUMNS="400"), timeout=600)
+    assert p.returncode == 0, p.stderr
+    (w,) = [ln for ln in p.stderr.splitlines() if ln.startswith("warning: allowlist")]
+    assert "adding 'k' also admits the model_types" in w
+    assert {"kimi_k25", "kimi_linear", "deepseek_v32"} <= set(w.split("model_types ")[1].split(" that")[0].split(", "))
+    # the checkpoint's own model_type admits one more: deepseek_v3 is a substring of deepseek_v32
+    p = subprocess.run([sys.executable, "-m", "auditor", "fix", "--vllm-version", "0.16.0", "-m",
+                        "DeepseekV3ForCausalLM", "--model-type", "deepseek_v3", "--no-progress"], capture_output=True,
+                       text=True, env=dict(os.environ, COLUMNS="400"), timeout=600)
+    assert p.returncode == 0, p.stderr
+    (w,) = [ln for ln in p.stderr.splitlines() if ln.startswith("warning: allowlist")]
+    assert w.endswith("adding 'deepseek_v3' also admits the model_types deepseek_v32 that this tree registers"), w

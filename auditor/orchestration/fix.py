@@ -123,6 +123,8 @@ class FixResult:
     originals: dict[str, str] = field(default_factory=dict)
     patched: dict[str, str] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    #: what the planned changes also do (a substring-matched allowlist admitting other model_types)
+    notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     #: the engine of the tree (``vllm``, ``sglang``; ``vllm_version`` then holds its release)
     engine: str = "vllm"
@@ -242,6 +244,8 @@ class FixResult:
             for inv in self.invocations:
                 for c in inv.changes:
                     lines.append(f"  [{inv.codemod}] {inv.path}: {c}")
+        for n in self.notes:
+            lines.append(f"warning: {n}")
         for p in self.problems:
             lines.append(f"validation: {p}")
         if self.ok and self.patched:
@@ -353,6 +357,7 @@ def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", 
             if r.verdict is not Verdict.SUPPORTED:
                 planner.plan(r)
         res.unfixable = planner.unfixable
+        res.notes += [n for n in planner.notes if n not in res.notes]
         touched: set[str] = set()
         for inv in planner.invocations.values():
             sig = (inv.key(), json.dumps(inv.params, sort_keys=True))

@@ -24,3 +24,17 @@ def plan(p: Planner, result: TargetResult, f: Finding) -> None:
     p.add(Invocation("allowlist", "allowlist", path,
                          {"model_types": [mt], "method": p.method, "function": fact.function},
                          [result.architecture]))
+    others = admitted_too(p, mt)
+    if others:
+        shown = ", ".join(others[:8]) + (f" and {len(others) - 8} more" if len(others) > 8 else "")
+        p.note(f"allowlist ({path}): the list is matched by substring, so adding {mt!r} also admits the "
+               f"model_types {shown} that this tree registers")
+
+
+def admitted_too(p: Planner, model_type: str) -> list[str]:
+    """The other model_types the tree registers (vLLM's ``_CONFIG_REGISTRY`` keys, from
+    ``vllm/transformers_utils/config.py``) that contain ``model_type``: a substring-matched
+    allowlist admits them too once ``model_type`` is on it."""
+    table = getattr(p.registry, "config_registry", None)
+    known = table().keys() if table is not None else ()
+    return sorted(m for m in known if isinstance(m, str) and m != model_type and model_type in m)

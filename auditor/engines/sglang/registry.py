@@ -95,6 +95,7 @@ class Registry:
         self.entries: dict[str, EntryRow] = {}
         #: ``(module path, why)`` for model modules whose ``EntryClass`` cannot be read
         self.problems: list[tuple[str, str]] = []
+        dups: list[str] = []
         modules = sorted(p for p in tree.files if p.startswith(MODELS_DIR) and p.count("/") == 3
                          and not p.endswith("/__init__.py"))
         for p in modules:
@@ -110,6 +111,11 @@ class Registry:
                 self.problems.append((p, f"does not parse ({s.error})"))
                 continue
             entry = s.extras.get(ENTRY_EXTRACTOR.name)
+            if s.raises_at is not None and not entry:
+                # the EntryClass after the raise never runs: SGLang skips the module (import error logged)
+                self.problems.append((p, f"raises {s.raises_at[1]} at line {s.raises_at[0]} when imported: SGLang "
+                                         "skips the module and registers none of its architectures"))
+                continue
             if not entry:
                 continue
             if entry.get("unreadable"):
@@ -118,10 +124,19 @@ class Registry:
                 t = resolver.resolve_dotted(s.module, name)
                 arch = t.name if isinstance(t, ClassRef) else name.rsplit(".", 1)[-1]
                 if arch in self.entries:
-                    continue  # SGLang asserts on duplicates; the first module (sorted) is kept
+                    first = self.entries[arch]
+                    dups.append(f"{arch} ({first.path}:{first.line} and {p}:{entry['line']})")
+                    continue
                 self.entries[arch] = EntryRow(arch, s.module, name, t, p, entry["line"])
         if not self.entries:
             raise AuditError(f"no model registry in this tree: no module of {MODELS_DIR} defines {ENTRY_NAME}")
+        if dups:
+            # import_model_classes asserts that no architecture name is registered twice: SGLang
+            # stops at start-up, whatever model it was asked to serve
+            why = (f"{ENTRY_NAME} registers {'; '.join(dups)} twice: SGLang's model registry asserts on a "
+                   "duplicate at start-up, so no model can be served")
+            for e in self.entries.values():
+                e.target = Unresolved(f"{e.module}.{e.class_name}", why)
         self._roles: dict[str, str] = {}
 
     def architectures(self) -> list[str]:

@@ -251,7 +251,7 @@ class Resolver:
         for star, line in reversed(m.stars):
             if b is not None and line < b.line:
                 break  # the binding comes after every remaining star import
-            if self._star_exports(star, name):
+            if self.star_exports(star, name):
                 return self.resolve_name(star, name, _seen)
         if b is not None:
             t = self._from_binding(m, name, b, _seen)
@@ -283,9 +283,18 @@ class Resolver:
             return Unresolved(f"{module}.{name}", f"{m.path} does not parse ({m.error})")
         return Unresolved(f"{module}.{name}", f"{name} is not bound in {m.path}")
 
-    def _star_exports(self, module: str, name: str, depth: int = 0) -> bool:
-        """True when ``from module import *`` binds ``name`` (a name of its ``__all__``, else a
-        public name it binds, itself or through its own star imports)."""
+    def star_exports(self, module: str, name: str, depth: int = 0) -> bool:
+        """True when ``from module import *`` binds ``name``: a name of its ``__all__``, else a
+        public name it binds, itself or through its own star imports.
+
+        Args:
+            module: the dotted module star-imported.
+            name: the name.
+            depth: how many star imports were followed to get here (bounded).
+
+        Returns:
+            Whether the star import rebinds ``name`` (False for a module outside the tree).
+        """
         sm = self.tree.module(module)
         if sm is None or depth > 20:
             return False
@@ -296,7 +305,7 @@ class Resolver:
             return False
         if name in sm.bindings or name in sm.cond_bindings or name in sm.unfollowable:
             return True
-        return any(self._star_exports(st, name, depth + 1) for st, _ in sm.stars)
+        return any(self.star_exports(st, name, depth + 1) for st, _ in sm.stars)
 
     def _decorated(self, m: ModuleSummary, ref: ClassRef, seen) -> Target:
         """The object a decorated class statement binds: the class itself, unless a decorator of

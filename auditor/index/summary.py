@@ -87,6 +87,9 @@ class LoopFact:
     uses_mixin_helper: bool
     over_layers: bool = False
     capture_list: str | None = None
+    #: the line where ``forward`` empties the capture list again after the loop (``captures`` is
+    #: then False: nothing captured reaches the return)
+    reset_line: int | None = None
 
 
 @cacheable
@@ -601,9 +604,9 @@ def _drop_reset_captures(fn: ast.FunctionDef | ast.AsyncFunctionDef, loops: list
             name = lf.capture_list
             if isinstance(st, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in st.targets) \
                     and not any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(st.value)):
-                lf.captures = False  # rebound to a value that drops what was captured (``remote + aux`` keeps it)
+                lf.captures, lf.reset_line = False, st.lineno  # ``remote + aux`` would keep what was captured
             elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and dotted(st.value.func) == f"{name}.clear":
-                lf.captures = False
+                lf.captures, lf.reset_line = False, st.lineno
 
 
 class _Summarizer:

@@ -311,3 +311,25 @@ def test_sglang_module_level_raise_drops_its_architectures(tmp_path):
     assert "LlamaForCausalLM" not in archs and "Phi3ForCausalLM" not in archs
     code, res, err = scan(root)
     assert code == 2 and "LlamaForCausalLM" in err and len(err.strip().splitlines()) == 1
+
+
+def test_sglang_entryclass_appended_after_its_literal(tmp_path):
+    extra = "\n\nclass ExtraForCausalLM(nn.Module):\n    pass\n\n\nEntryClass.append(ExtraForCausalLM)\n"
+    root = sglang_tree(tmp_path, {f"{SG_MODELS}/llama.py": SG_LLAMA + extra})
+    res = expect(root, "blocked", "set_eagle3_layers_to_capture", arch="ExtraForCausalLM")
+    assert res["class"].endswith("llama.ExtraForCausalLM")
+
+
+def test_sglang_entryclass_rebound_by_a_star_import(tmp_path):
+    # llama.py's EntryClass becomes _plain's: SGLang then sees LlamaForCausalLM registered by two
+    # modules (llama.py through the star import, and _plain.py itself) and asserts at start-up
+    plain = PLAIN + "\n\nEntryClass = [LlamaForCausalLM]\n"
+    root = sglang_tree(tmp_path, {f"{SG_MODELS}/_plain.py": plain,
+                                  f"{SG_MODELS}/llama.py": SG_LLAMA + "\nfrom ._plain import *\n"})
+    expect(root, "unknown", "twice", arch="LlamaForCausalLM")
+
+
+def test_sglang_entryclass_rebound_in_a_loop_is_unknown(tmp_path):
+    root = sglang_tree(tmp_path, {f"{SG_MODELS}/llama.py": SG_LLAMA
+                                  + "\nfor EntryClass in ([LlamaForCausalLM],):\n    pass\n"})
+    expect(root, "unknown", "for loop", arch="LlamaForCausalLM")

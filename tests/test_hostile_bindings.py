@@ -166,6 +166,14 @@ def test_method_replaced_after_the_class(tmp_path):
     expect(make_tree(tmp_path, llama(LLAMA + tail)), "unknown", "LlamaModel.forward")
 
 
+def test_method_replaced_by_the_package_above(tmp_path):
+    # models/__init__.py runs before llama.py's classes can be used: its change counts
+    init = (REPO / "fixtures" / "minivllm" / MODELS / "__init__.py").read_text()
+    tail = ("\nfrom vllm.model_executor.models import llama as _llama\n\n"
+            "_llama.LlamaModel.forward = _llama.LlamaDecoderLayer.forward\n")
+    expect(make_tree(tmp_path, {f"{MODELS}/__init__.py": init + tail}), "unknown", "LlamaModel.forward")
+
+
 # -- a registry changed after its literal ---------------------------------------------------------
 
 @pytest.mark.parametrize("tail, verdict, needle", [

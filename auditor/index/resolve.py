@@ -346,7 +346,10 @@ class Resolver:
 
     def unfollowable_members(self, ref: ClassRef) -> list[tuple[ClassRef, str, str, str, int]]:
         """Changes to the members of the classes on ``ref``'s MRO that the index cannot follow,
-        as ``(class, member or "*", construct, path, line)``.
+        as ``(class, member or "*", construct, path, line)``: those made in the class's own module
+        after it, and those made to it by the packages above its module (``__init__.py`` files,
+        which run before the class can be used). Changes from other modules, which run only when
+        something imports them, are not seen.
 
         Args:
             ref: the class.
@@ -357,9 +360,17 @@ class Resolver:
         out = []
         for e in self.mro(ref).entries:
             c = self.cls(e) if isinstance(e, ClassRef) else None
-            if c is not None:
-                path = self.tree.module(e.module).path
-                out += [(e, member, construct, path, line) for member, construct, line in c.unfollowable]
+            if c is None:
+                continue
+            path = self.tree.module(e.module).path
+            out += [(e, member, construct, path, line) for member, construct, line in c.unfollowable]
+            # the packages above the class's module run before anything can use it
+            parts = e.module.split(".")
+            for i in range(1, len(parts)):
+                pm = self.tree.module(".".join(parts[:i]))
+                for head, member, construct, line in pm.foreign_changes if pm is not None else ():
+                    if self.resolve_dotted(pm.module, head) == e:
+                        out.append((e, member, construct, pm.path, line))
         return out
 
     def _from_binding(self, m: ModuleSummary, name: str, b, seen) -> Target:

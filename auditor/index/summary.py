@@ -238,6 +238,10 @@ class ModuleSummary:
     unfollowable: dict[str, list[tuple[str, int, bool]]] = field(default_factory=dict)
     #: ``(line, text)`` of an unconditional module-level ``raise``: importing the module fails
     raises_at: tuple[int, str] | None = None
+    #: module-level changes to the members of a class this module does not define
+    #: (``llama.LlamaModel.forward = f``, ``del Imported.m``, ``setattr(Imported, "m", v)``), as
+    #: ``(dotted head as written, member or "*", construct, line)``
+    foreign_changes: list[tuple[str, str, str, int]] = field(default_factory=list)
 
 
 def module_name_for(path: str) -> tuple[str, bool]:
@@ -694,6 +698,7 @@ class _Summarizer:
     def _remove_member(self, cname: str, member: str, construct: str, line: int) -> None:
         cf = self._class_for(cname)
         if cf is None:
+            self.s.foreign_changes.append((cname, member, construct, line))
             return
         cf.methods.pop(member, None)
         cf.attrs.pop(member, None)
@@ -703,8 +708,11 @@ class _Summarizer:
         """``Cls.member = value`` (or ``setattr``) after the class: followed when the value is a
         constant, a literal, or a method of another class of this module; else recorded as a
         change the index cannot follow."""
+        if member == "__bases__":
+            return
         cf = self._class_for(cname)
-        if cf is None or member == "__bases__":
+        if cf is None:
+            self.s.foreign_changes.append((cname, member, construct, line))
             return
         if isinstance(value, (ast.Constant, ast.Dict, ast.List, ast.Tuple, ast.Set)):
             cf.attrs[member] = _attr(member, line, value)
@@ -723,15 +731,17 @@ class _Summarizer:
     def _mutation_call(self, call: ast.Call, line: int) -> None:
         """``setattr(Cls, "m", v)`` / ``delattr(Cls, "m")`` at module level."""
         fn = dotted(call.func)
-        if fn not in ("setattr", "delattr") or not call.args or not isinstance(call.args[0], ast.Name):
+        if fn not in ("setattr", "delattr") or not call.args or dotted(call.args[0]) is None:
             return
-        cname = call.args[0].id
+        cname = dotted(call.args[0])
         key = call.args[1] if len(call.args) > 1 else None
         construct = f"{_text(call)[:80]}"
         if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
             cf = self._class_for(cname)
             if cf is not None:
                 cf.unfollowable.append(("*", construct, line))
+            else:
+                self.s.foreign_changes.append((cname, "*", construct, line))
             return
         if fn == "delattr":
             self._remove_member(cname, key.value, construct, line)
@@ -781,8 +791,8 @@ class _Summarizer:
             for n in ast.walk(target):
                 if isinstance(n, ast.Name):
                     self._mark(n.id, f"tuple unpacking (line {line})", line)
-        elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
-            self._set_member(target.value.id, target.attr, value,
+        elif isinstance(target, ast.Attribute) and dotted(target.value) is not None:
+            self._set_member(dotted(target.value), target.attr, value,
                              f"{_text(target)} = {_short(value)}", line)
         elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Call) \
                 and dotted(target.value.func) in ("globals", "vars") and not target.value.args:
@@ -871,8 +881,8 @@ class _Summarizer:
             for t in stmt.targets:
                 if isinstance(t, ast.Name):
                     self._bind(t.id, Binding("deleted", f"del {t.id}", stmt.lineno, guarded), type_checking)
-                elif isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name):
-                    self._remove_member(t.value.id, t.attr, f"del {_text(t)}", stmt.lineno)
+                elif isinstance(t, ast.Attribute) and dotted(t.value) is not None:
+                    self._remove_member(dotted(t.value), t.attr, f"del {_text(t)}", stmt.lineno)
         elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             self._mutation_call(stmt.value, stmt.lineno)
         elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.NamedExpr) \

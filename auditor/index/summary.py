@@ -409,6 +409,9 @@ def _short(node: ast.AST) -> str:
 
 
 _TERMINATORS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+#: statements that hold statements
+_COMPOUND = tuple(getattr(ast, n) for n in ("If", "For", "AsyncFor", "While", "With", "AsyncWith", "Try", "TryStar",
+                                             "FunctionDef", "AsyncFunctionDef", "ClassDef", "Match") if hasattr(ast, n))
 
 
 def _const_truth(test: ast.expr) -> bool | None:
@@ -432,7 +435,8 @@ def _prune_block(body: list[ast.stmt]) -> list[ast.stmt]:
         if isinstance(st, ast.While) and _const_truth(st.test) is False:
             out.extend(_prune_block(st.orelse))
             continue
-        _prune_children(st)
+        if isinstance(st, _COMPOUND):
+            _prune_children(st)
         out.append(st)
         if isinstance(st, _TERMINATORS):
             break  # what follows in this block never runs
@@ -614,8 +618,16 @@ def _drop_reset_captures(fn: ast.FunctionDef | ast.AsyncFunctionDef, loops: list
 
 
 class _Summarizer:
-    def __init__(self, module: str, path: str, is_package: bool, track_bases: bool = False):
+    def __init__(self, module: str, path: str, is_package: bool, track_bases: bool = False, dynamic: bool = True,
+                 walrus: bool = True, globals_stmt: bool = True):
         self.s = ModuleSummary(module=module, path=path, is_package=is_package)
+        #: the source may bind names behind the index's back (``globals()``, ``vars()``,
+        #: ``sys.modules``): walk the whole module for it (:meth:`_dynamic`)
+        self.dynamic = dynamic
+        #: the source holds ``:=``: look for walrus bindings at module scope
+        self.walrus = walrus
+        #: the source holds ``global``: look for ``global`` statements
+        self.globals_stmt = globals_stmt
         #: the module assigns some ``__bases__``: record which functions append bases
         self.track_bases = track_bases
         #: the ``if`` tests around the statement being summarised (see :attr:`Binding.conds`)
@@ -651,30 +663,41 @@ class _Summarizer:
         """Bindings made behind the index's back, anywhere in the module: ``global X`` in a
         function, writes through ``globals()``/``vars()``, ``setattr`` on ``sys.modules[...]``, and
         walrus assignments in module-level expressions."""
-        parents: dict[int, ast.AST] = {}
-        for node in ast.walk(tree):
-            for child in ast.iter_child_nodes(node):
-                parents[id(child)] = node
-            if isinstance(node, ast.Global):
-                for n in node.names:
-                    self._mark(n, f"`global {n}` in a function (line {node.lineno})", node.lineno, False)
-            elif isinstance(node, ast.Call) and dotted(node.func) in ("globals", "vars") and not node.args \
-                    and id(node) not in self._handled:
-                up = parents.get(id(node))
-                written = (isinstance(up, ast.Subscript) and not isinstance(up.ctx, ast.Load)) or (
-                    isinstance(up, ast.Attribute) and up.attr in
-                    ("update", "setdefault", "__setitem__", "pop", "popitem", "clear", "__delitem__"))
-                if written:
-                    key = up.slice if isinstance(up, ast.Subscript) else None
-                    name = key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else "*"
-                    self._mark(name, f"a write through {dotted(node.func)}() (line {node.lineno})", node.lineno, False)
+        def is_globals(n: ast.AST) -> bool:
+            return isinstance(n, ast.Call) and not n.args and dotted(n.func) in ("globals", "vars") \
+                and id(n) not in self._handled
+
+        if self.globals_stmt:  # statements only: ``global`` is one, and expressions are most of the nodes
+            stack = list(tree.body)
+            while stack:
+                st = stack.pop()
+                if isinstance(st, ast.Global):
+                    for n in st.names:
+                        self._mark(n, f"`global {n}` in a function (line {st.lineno})", st.lineno, False)
+                elif isinstance(st, _COMPOUND):
+                    for fld in ("body", "orelse", "finalbody"):
+                        stack.extend(getattr(st, fld, None) or ())
+                    for h in getattr(st, "handlers", ()) or ():
+                        stack.extend(h.body)
+                    for c in getattr(st, "cases", ()) or ():
+                        stack.extend(c.body)
+        for node in ast.walk(tree) if self.dynamic else ():
+            if isinstance(node, ast.Subscript) and not isinstance(node.ctx, ast.Load) and is_globals(node.value):
+                key = node.slice
+                name = key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else "*"
+                self._mark(name, f"a write through {dotted(node.value.func)}() (line {node.lineno})", node.lineno,
+                           False)
+            elif isinstance(node, ast.Attribute) and is_globals(node.value) and node.attr in (
+                    "update", "setdefault", "__setitem__", "pop", "popitem", "clear", "__delitem__"):
+                self._mark("*", f"a write through {dotted(node.value.func)}() (line {node.lineno})", node.lineno,
+                           False)
             elif isinstance(node, ast.Call) and dotted(node.func) in ("setattr", "delattr") and node.args \
                     and "sys.modules" in _text(node.args[0]):
                 key = node.args[1] if len(node.args) > 1 else None
                 name = key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else "*"
                 self._mark(name, f"{dotted(node.func)}() on the module object (line {node.lineno})", node.lineno, False)
         # walrus at module scope (not in functions, lambdas or class bodies)
-        stack = [st for st in tree.body if id(st) not in self._handled]
+        stack = [st for st in tree.body if id(st) not in self._handled] if self.walrus else []
         while stack:
             node = stack.pop()
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
@@ -1171,6 +1194,11 @@ def parse_newer_syntax(source: bytes, path: str) -> tuple[ast.Module, list[int]]
     return None
 
 
+#: what a module must contain for the whole-module walk of :meth:`_Summarizer._dynamic` to find
+#: anything in it (byte tests: far cheaper than a regular expression over the file)
+_DYNAMIC = (b"globals()", b"vars()", b"sys.modules")
+
+
 def parse_error_line(exc: SyntaxError) -> str:
     """One-line description of a parse error: ``line N: message``."""
     return f"line {exc.lineno}: {exc.msg}"
@@ -1218,7 +1246,9 @@ def summarize(source: bytes, path: str, extractors: tuple[Extractor, ...] = ()) 
             return ModuleSummary(module=module, path=path, is_package=is_package, error=_too_big(exc))
         try:  # the walks below recurse too: a tree that parsed may still be too deep for them
             prune_dead_code(tree)
-            summary = _Summarizer(module, path, is_package, track_bases=b"__bases__" in source).run(tree)
+            dynamic = any(n in source for n in _DYNAMIC)
+            summary = _Summarizer(module, path, is_package, track_bases=b"__bases__" in source,
+                                  dynamic=dynamic, walrus=b":=" in source, globals_stmt=b"global" in source).run(tree)
             if replaced:
                 # statements of a grammar newer than this interpreter's, left out of the index
                 summary.extras["newer_syntax_lines"] = replaced

@@ -314,6 +314,14 @@ class Resolver:
         c = m.classes.get(ref.qualname)
         if c is None or not c.decorators:
             return ref
+        cache = self.__dict__.setdefault("_decorated_cache", {})
+        key = (ref.module, ref.qualname)
+        if key not in cache:
+            cache[key] = ref  # a decorator that leads back here sees the undecorated class
+            cache[key] = self._apply_decorators(m, c, ref, frozenset())  # context-free: cached
+        return cache[key]
+
+    def _apply_decorators(self, m: ModuleSummary, c: ClassFact, ref: ClassRef, seen) -> Target:
         for deco in reversed(c.decorators):
             name = deco.removesuffix("(...)")
             if not all(p.isidentifier() for p in name.split(".")):

@@ -236,10 +236,23 @@ class Resolver:
             if module.split(".")[0] != self.tree.package or not module:
                 return External(f"{module}.{name}" if module else name)
             return Unresolved(f"{module}.{name}", f"module {module} is not in the tree")
+        if m.raises_at is not None:
+            line, exc = m.raises_at
+            return Unresolved(f"{module}.{name}", f"{m.path}:{line} raises {exc} when the module is imported, so "
+                                                  f"nothing can be imported from it")
         b = m.bindings.get(name)
         branch = self._branch_binding(m, name, m.cond_bindings)
         if branch is not None:
             b = branch or None  # False: no branch that binds the name runs
+        for construct, line, ordered in m.unfollowable.get(name, []) + m.unfollowable.get("*", []):
+            if not ordered or b is None or line >= b.line:
+                return Unresolved(f"{module}.{name}", f"{name} may be rebound by {construct} in {m.path}:{line}, "
+                                                      "which static analysis cannot follow")
+        for star, line in reversed(m.stars):
+            if b is not None and line < b.line:
+                break  # the binding comes after every remaining star import
+            if self.star_exports(star, name):
+                return self.resolve_name(star, name, _seen)
         if b is not None:
             t = self._from_binding(m, name, b, _seen)
             if isinstance(t, Unresolved) and name in m.alt_bindings:
@@ -255,10 +268,6 @@ class Resolver:
             if target_mod == module or target_mod.split(".")[0] != self.tree.package:
                 return External(f"{target_mod}.{name}")
             return self.resolve_name(target_mod, name, _seen)
-        for star in m.extras.get("star_imports", []):
-            t = self.resolve_name(star, name, _seen)
-            if not isinstance(t, Unresolved):
-                return t
         if name in m.tc_bindings and "__getattr__" in m.functions and (name in m.type_checking_names or branch is False):
             # a lazy module: ``__getattr__`` imports at first access what TYPE_CHECKING names
             tc = self._branch_binding(m, name, m.tc_cond_bindings)
@@ -274,9 +283,109 @@ class Resolver:
             return Unresolved(f"{module}.{name}", f"{m.path} does not parse ({m.error})")
         return Unresolved(f"{module}.{name}", f"{name} is not bound in {m.path}")
 
+    def star_exports(self, module: str, name: str, depth: int = 0) -> bool:
+        """True when ``from module import *`` binds ``name``: a name of its ``__all__``, else a
+        public name it binds, itself or through its own star imports.
+
+        Args:
+            module: the dotted module star-imported.
+            name: the name.
+            depth: how many star imports were followed to get here (bounded).
+
+        Returns:
+            Whether the star import rebinds ``name`` (False for a module outside the tree).
+        """
+        sm = self.tree.module(module)
+        if sm is None or depth > 20:
+            return False
+        if sm.dunder_all is not None:
+            if name not in sm.dunder_all:
+                return False
+        elif name.startswith("_"):
+            return False
+        if name in sm.bindings or name in sm.cond_bindings or name in sm.unfollowable:
+            return True
+        return any(self.star_exports(st, name, depth + 1) for st, _ in sm.stars)
+
+    def _decorated(self, m: ModuleSummary, ref: ClassRef, seen) -> Target:
+        """The object a decorated class statement binds: the class itself, unless a decorator of
+        the tree returns another class (followed: the class it returns, or the class it builds
+        around its argument) or may return another class on some path (Unresolved)."""
+        c = m.classes.get(ref.qualname)
+        if c is None or not c.decorators:
+            return ref
+        cache = self.__dict__.setdefault("_decorated_cache", {})
+        key = (ref.module, ref.qualname)
+        if key not in cache:
+            cache[key] = ref  # a decorator that leads back here sees the undecorated class
+            cache[key] = self._apply_decorators(m, c, ref, frozenset())  # context-free: cached
+        return cache[key]
+
+    def _apply_decorators(self, m: ModuleSummary, c: ClassFact, ref: ClassRef, seen) -> Target:
+        for deco in reversed(c.decorators):
+            name = deco.removesuffix("(...)")
+            if not all(p.isidentifier() for p in name.split(".")):
+                continue
+            f = self.resolve_dotted(m.module, name, seen)
+            if not isinstance(f, FunctionRef):
+                continue  # external decorators and registry methods give the class back
+            fm = self.tree.module(f.module)
+            ff = fm.functions.get(f.name) if fm else None
+            if ff is None:
+                continue
+            if deco.endswith("(...)"):
+                returns = [r for inner in ff.returns if inner in ff.inner_returns for r in ff.inner_returns[inner]]
+            elif ff.returns_local_class and ff.params:
+                ref = ClassRef(f.module, ff.returns_local_class, ((ff.params[0], ref),))
+                continue
+            else:
+                returns = ff.returns
+            found = [self.resolve_dotted(f.module, r, seen) for r in returns
+                     if all(p.isidentifier() for p in r.split("."))]
+            classes = [t for t in found if isinstance(t, ClassRef)]
+            if not classes:
+                continue
+            if len(classes) == len(returns) and len(set(classes)) == 1:
+                ref = classes[0]
+            else:
+                return Unresolved(ref.dotted, f"the class decorator {name} ({fm.path}:{ff.line}) may return another "
+                                              "class than the one it decorates")
+        return ref
+
+    def unfollowable_members(self, ref: ClassRef) -> list[tuple[ClassRef, str, str, str, int]]:
+        """Changes to the members of the classes on ``ref``'s MRO that the index cannot follow,
+        as ``(class, member or "*", construct, path, line)``: those made in the class's own module
+        after it, and those made to it by the packages above its module (``__init__.py`` files,
+        which run before the class can be used). Changes from other modules, which run only when
+        something imports them, are not seen.
+
+        Args:
+            ref: the class.
+
+        Returns:
+            The changes, in MRO order (empty when every member is known).
+        """
+        out = []
+        for e in self.mro(ref).entries:
+            c = self.cls(e) if isinstance(e, ClassRef) else None
+            if c is None:
+                continue
+            path = self.tree.module(e.module).path
+            out += [(e, member, construct, path, line) for member, construct, line in c.unfollowable]
+            # the packages above the class's module run before anything can use it
+            parts = e.module.split(".")
+            for i in range(1, len(parts)):
+                pm = self.tree.module(".".join(parts[:i]))
+                for head, member, construct, line in pm.foreign_changes if pm is not None else ():
+                    if self.resolve_dotted(pm.module, head) == e:
+                        out.append((e, member, construct, pm.path, line))
+        return out
+
     def _from_binding(self, m: ModuleSummary, name: str, b, seen) -> Target:
         if b.kind == "class":
-            return ClassRef(m.module, b.target)
+            return self._decorated(m, ClassRef(m.module, b.target), seen)
+        if b.kind == "deleted":
+            return Unresolved(f"{m.module}.{name}", f"{name} is deleted by `{b.target}` at {m.path}:{b.line}")
         if b.kind == "function":
             return FunctionRef(m.module, b.target)
         if b.kind == "module":

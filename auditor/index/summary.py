@@ -46,6 +46,8 @@ class Binding:
       - ``"alias"``: ``X = Y`` or ``X = a.b.Y``; ``target`` = dotted expression text;
       - ``"factory"``: ``X = f(Y)``; ``target`` = ``(callee dotted, [arg dotted...])``;
       - ``"function"``: a function defined here;
+      - ``"deleted"``: ``del X`` at module level (the name is unbound from there on); ``target``
+        is the statement's text;
       - ``"other"``: any other value (constants, calls we do not model).
     ``line`` is 1-based. ``guarded`` is True for bindings inside ``try``/``except`` or ``if``.
     ``conds``: the ``if`` tests the binding is made under, outermost first, each as
@@ -85,6 +87,9 @@ class LoopFact:
     uses_mixin_helper: bool
     over_layers: bool = False
     capture_list: str | None = None
+    #: the line where ``forward`` empties the capture list again after the loop (``captures`` is
+    #: then False: nothing captured reaches the return)
+    reset_line: int | None = None
 
 
 @cacheable
@@ -162,6 +167,12 @@ class ClassFact:
     guarded: bool = False
     type_checking: bool = False
     factory: tuple[str, list[str]] | None = None
+    #: members removed after they were defined: ``del m`` in the body, ``del Cls.m`` or
+    #: ``delattr(Cls, "m")`` after the class, as ``{member: (construct, line)}``
+    removed: dict[str, tuple[str, int]] = field(default_factory=dict)
+    #: members changed after the class in a way the index cannot follow (``Cls.forward =
+    #: other_function``, ``setattr(Cls, name, v)``), as ``(member or "*", construct, line)``
+    unfollowable: list[tuple[str, str, int]] = field(default_factory=list)
 
 
 @cacheable
@@ -178,6 +189,10 @@ class FunctionFact:
     local_bindings: dict[str, Binding] = field(default_factory=dict)
     appends_bases: list[str] = field(default_factory=list)
     calls: list[str] = field(default_factory=list)
+    #: the values of its reachable ``return`` statements (short texts: a name as written,
+    #: ``f(...)`` for a call, a constant's repr), and those of the functions nested in it by name
+    returns: list[str] = field(default_factory=list)
+    inner_returns: dict[str, list[str]] = field(default_factory=dict)
 
 
 @cacheable
@@ -213,6 +228,20 @@ class ModuleSummary:
     extras: dict[str, Any] = field(default_factory=dict)
     cond_bindings: dict[str, list[Binding]] = field(default_factory=dict)
     tc_cond_bindings: dict[str, list[Binding]] = field(default_factory=dict)
+    #: ``from M import *`` statements in order, as ``(absolute M, line)``: a later star import
+    #: rebinds every public name M has
+    stars: list[tuple[str, int]] = field(default_factory=list)
+    #: bindings of module-level names the index cannot follow, by name (``"*"``: any name), as
+    #: ``(construct, line, ordered)``: ``ordered`` when the construct runs at ``line`` of the
+    #: module's import (it overrides only the bindings before it), else it may run at any time
+    #: (``global X`` in a function, ``globals()[k] = v`` in a function)
+    unfollowable: dict[str, list[tuple[str, int, bool]]] = field(default_factory=dict)
+    #: ``(line, text)`` of an unconditional module-level ``raise``: importing the module fails
+    raises_at: tuple[int, str] | None = None
+    #: module-level changes to the members of a class this module does not define
+    #: (``llama.LlamaModel.forward = f``, ``del Imported.m``, ``setattr(Imported, "m", v)``), as
+    #: ``(dotted head as written, member or "*", construct, line)``
+    foreign_changes: list[tuple[str, str, str, int]] = field(default_factory=list)
 
 
 def module_name_for(path: str) -> tuple[str, bool]:
@@ -379,6 +408,73 @@ def _short(node: ast.AST) -> str:
     return f"<{type(node).__name__}>"
 
 
+_TERMINATORS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+#: statements that hold statements
+_COMPOUND = tuple(getattr(ast, n) for n in ("If", "For", "AsyncFor", "While", "With", "AsyncWith", "Try", "TryStar",
+                                             "FunctionDef", "AsyncFunctionDef", "ClassDef", "Match") if hasattr(ast, n))
+
+
+def _const_truth(test: ast.expr) -> bool | None:
+    """The truth of an ``if``/``while`` test that is a constant (``False``, ``0``, ``not True``),
+    or None when it is not constant."""
+    if isinstance(test, ast.Constant):
+        return bool(test.value)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Constant):
+        return not test.operand.value
+    return None
+
+
+def _prune_block(body: list[ast.stmt]) -> list[ast.stmt]:
+    out: list[ast.stmt] = []
+    for st in body:
+        if isinstance(st, ast.If) and _const_truth(st.test) is not None:
+            out.extend(_prune_block(st.body if _const_truth(st.test) else st.orelse))
+            if out and isinstance(out[-1], _TERMINATORS):
+                break
+            continue
+        if isinstance(st, ast.While) and _const_truth(st.test) is False:
+            out.extend(_prune_block(st.orelse))
+            continue
+        if isinstance(st, _COMPOUND):
+            _prune_children(st)
+        out.append(st)
+        if isinstance(st, _TERMINATORS):
+            break  # what follows in this block never runs
+    return out
+
+
+def _prune_children(st: ast.stmt) -> None:
+    for fld in ("body", "orelse", "finalbody"):
+        sub = getattr(st, fld, None)
+        if isinstance(sub, list) and sub and isinstance(sub[0], ast.stmt):
+            new = _prune_block(sub)
+            if not new and fld == "body":
+                new = [ast.Pass(lineno=st.lineno, col_offset=st.col_offset, end_lineno=st.lineno,
+                                end_col_offset=st.col_offset)]
+            setattr(st, fld, new)
+    for h in getattr(st, "handlers", ()) or ():
+        h.body = _prune_block(h.body) or [ast.Pass(lineno=h.lineno, col_offset=h.col_offset)]
+    for c in getattr(st, "cases", ()) or ():
+        c.body = _prune_block(c.body) or [ast.Pass(lineno=st.lineno, col_offset=st.col_offset)]
+
+
+def prune_dead_code(tree: ast.Module) -> ast.Module:
+    """Remove, in place, the statements of ``tree`` that never run, so that every later reading
+    (the summary and the extractors) sees only code that executes: what follows an unconditional
+    ``return``/``raise``/``continue``/``break`` in the same block, the false branch of an ``if``
+    whose test is a constant (``if False:``, ``if 0:``, ``if not True:``), and ``while False:``
+    bodies. Lines are kept (nodes are dropped, never renumbered).
+
+    Args:
+        tree: a parsed module.
+
+    Returns:
+        The same module object, pruned.
+    """
+    tree.body = _prune_block(tree.body)
+    return tree
+
+
 def _iter_stmts(body: list[ast.stmt]):
     """Every statement in ``body``, recursively through compound statements, but not into
     nested functions or classes."""
@@ -488,6 +584,8 @@ def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
             lf = _loop_fact(st)
             if lf is not None:
                 mf.loops.append(lf)
+    if fn.name == "forward" and mf.loops:
+        _drop_reset_captures(fn, mf.loops)
     if fn.name == "forward":
         for st in returns:
             if isinstance(st.value, ast.Tuple):
@@ -498,14 +596,48 @@ def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
     return mf
 
 
+def _drop_reset_captures(fn: ast.FunctionDef | ast.AsyncFunctionDef, loops: list[LoopFact]) -> None:
+    """A capture loop whose list is emptied again after the loop (``aux_hidden_states = []``, any
+    rebinding to a value computed without the list, or ``aux_hidden_states.clear()`` in the
+    statements of ``forward`` that follow it) captures nothing that ``forward`` can return: its
+    ``captures`` is set False."""
+    by_line = {lf.line: lf for lf in loops if lf.captures and lf.capture_list not in (None, "?")}
+    live: list[LoopFact] = []
+    for st in fn.body:
+        lf = by_line.get(st.lineno) if isinstance(st, (ast.For, ast.AsyncFor)) else None
+        if lf is not None:
+            live.append(lf)
+            continue
+        for lf in live:
+            name = lf.capture_list
+            if isinstance(st, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in st.targets) \
+                    and not any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(st.value)):
+                lf.captures, lf.reset_line = False, st.lineno  # ``remote + aux`` would keep what was captured
+            elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and dotted(st.value.func) == f"{name}.clear":
+                lf.captures, lf.reset_line = False, st.lineno
+
+
 class _Summarizer:
-    def __init__(self, module: str, path: str, is_package: bool, track_bases: bool = False):
+    def __init__(self, module: str, path: str, is_package: bool, track_bases: bool = False, dynamic: bool = True,
+                 walrus: bool = True, globals_stmt: bool = True):
         self.s = ModuleSummary(module=module, path=path, is_package=is_package)
+        #: the source may bind names behind the index's back (``globals()``, ``vars()``,
+        #: ``sys.modules``): walk the whole module for it (:meth:`_dynamic`)
+        self.dynamic = dynamic
+        #: the source holds ``:=``: look for walrus bindings at module scope
+        self.walrus = walrus
+        #: the source holds ``global``: look for ``global`` statements
+        self.globals_stmt = globals_stmt
         #: the module assigns some ``__bases__``: record which functions append bases
         self.track_bases = track_bases
         #: the ``if`` tests around the statement being summarised (see :attr:`Binding.conds`)
         self.conds: tuple = ()
         self.in_handler = False
+        #: the last line of the loop or ``match`` whose body is being summarised: a name bound
+        #: there may be bound any number of times (or never), which the index does not follow
+        self.loop_end: int | None = None
+        #: module-level ``globals()[...] = v`` statements summarised as bindings
+        self._handled: set[int] = set()
         self._all: dict[str, list[Binding]] = {}
         self._tc_all: dict[str, list[Binding]] = {}
 
@@ -513,13 +645,206 @@ class _Summarizer:
     def run(self, tree: ast.Module) -> ModuleSummary:
         """Summarise a parsed module (its statements in order)."""
         self._stmts(tree.body, guarded=False, type_checking=False)
+        last = tree.body[-1] if tree.body else None
+        if isinstance(last, ast.Raise):
+            self.s.raises_at = (last.lineno, _short(last.exc) if last.exc is not None else "raise")
+        self._dynamic(tree)
         for src, dest in ((self._all, self.s.cond_bindings), (self._tc_all, self.s.tc_cond_bindings)):
             for name, bs in src.items():
                 if any(b.conds for b in bs):
                     dest[name] = bs
         return self.s
 
+    def _mark(self, name: str, construct: str, line: int, ordered: bool = True) -> None:
+        """Record a binding of ``name`` (``"*"``: any name) the index cannot follow."""
+        self.s.unfollowable.setdefault(name, []).append((construct, line, ordered))
+
+    def _dynamic(self, tree: ast.Module) -> None:
+        """Bindings made behind the index's back, anywhere in the module: ``global X`` in a
+        function, writes through ``globals()``/``vars()``, ``setattr`` on ``sys.modules[...]``, and
+        walrus assignments in module-level expressions."""
+        def is_globals(n: ast.AST) -> bool:
+            return isinstance(n, ast.Call) and not n.args and dotted(n.func) in ("globals", "vars") \
+                and id(n) not in self._handled
+
+        if self.globals_stmt:  # statements only: ``global`` is one, and expressions are most of the nodes
+            stack = list(tree.body)
+            while stack:
+                st = stack.pop()
+                if isinstance(st, ast.Global):
+                    for n in st.names:
+                        self._mark(n, f"`global {n}` in a function (line {st.lineno})", st.lineno, False)
+                elif isinstance(st, _COMPOUND):
+                    for fld in ("body", "orelse", "finalbody"):
+                        stack.extend(getattr(st, fld, None) or ())
+                    for h in getattr(st, "handlers", ()) or ():
+                        stack.extend(h.body)
+                    for c in getattr(st, "cases", ()) or ():
+                        stack.extend(c.body)
+        for node in ast.walk(tree) if self.dynamic else ():
+            if isinstance(node, ast.Subscript) and not isinstance(node.ctx, ast.Load) and is_globals(node.value):
+                key = node.slice
+                name = key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else "*"
+                self._mark(name, f"a write through {dotted(node.value.func)}() (line {node.lineno})", node.lineno,
+                           False)
+            elif isinstance(node, ast.Attribute) and is_globals(node.value) and node.attr in (
+                    "update", "setdefault", "__setitem__", "pop", "popitem", "clear", "__delitem__"):
+                self._mark("*", f"a write through {dotted(node.value.func)}() (line {node.lineno})", node.lineno,
+                           False)
+            elif isinstance(node, ast.Call) and dotted(node.func) in ("setattr", "delattr") and node.args \
+                    and "sys.modules" in _text(node.args[0]):
+                key = node.args[1] if len(node.args) > 1 else None
+                name = key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else "*"
+                self._mark(name, f"{dotted(node.func)}() on the module object (line {node.lineno})", node.lineno, False)
+        # walrus at module scope (not in functions, lambdas or class bodies)
+        stack = [st for st in tree.body if id(st) not in self._handled] if self.walrus else []
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                continue
+            if isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name) and id(node) not in self._handled:
+                self._mark(node.target.id, f"a walrus assignment (line {node.lineno})", node.lineno)
+            stack.extend(ast.iter_child_nodes(node))
+
+    def _class_for(self, name: str) -> ClassFact | None:
+        """The class this module's name ``name`` is bound to now, when it is defined here
+        (through plain aliases ``Alias = Cls`` of this module too)."""
+        for _ in range(10):
+            b = self.s.bindings.get(name)
+            if b is not None and b.kind == "class":
+                return self.s.classes.get(b.target)
+            if b is None or b.kind != "alias" or "." in b.target:
+                return None
+            name = b.target
+        return None
+
+    def _remove_member(self, cname: str, member: str, construct: str, line: int) -> None:
+        cf = self._class_for(cname)
+        if cf is None:
+            self.s.foreign_changes.append((cname, member, construct, line))
+            return
+        cf.methods.pop(member, None)
+        cf.attrs.pop(member, None)
+        cf.removed[member] = (construct, line)
+
+    def _set_member(self, cname: str, member: str, value: ast.expr | None, construct: str, line: int) -> None:
+        """``Cls.member = value`` (or ``setattr``) after the class: followed when the value is a
+        constant, a literal, or a method of another class of this module; else recorded as a
+        change the index cannot follow."""
+        if member == "__bases__":
+            return
+        cf = self._class_for(cname)
+        if cf is None:
+            self.s.foreign_changes.append((cname, member, construct, line))
+            return
+        if isinstance(value, (ast.Constant, ast.Dict, ast.List, ast.Tuple, ast.Set)):
+            cf.attrs[member] = _attr(member, line, value)
+            cf.methods.pop(member, None)
+            return
+        d = dotted(value) if value is not None else None
+        if d is not None and d.count(".") == 1:
+            other = self._class_for(d.split(".")[0])
+            mf = other.methods.get(d.split(".")[1]) if other is not None else None
+            if mf is not None:
+                cf.methods[member] = mf
+                cf.attrs.pop(member, None)
+                return
+        cf.unfollowable.append((member, construct, line))
+
+    def _mutation_call(self, call: ast.Call, line: int) -> None:
+        """``setattr(Cls, "m", v)`` / ``delattr(Cls, "m")`` at module level."""
+        fn = dotted(call.func)
+        if fn not in ("setattr", "delattr") or not call.args or dotted(call.args[0]) is None:
+            return
+        cname = dotted(call.args[0])
+        key = call.args[1] if len(call.args) > 1 else None
+        construct = f"{_text(call)[:80]}"
+        if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+            cf = self._class_for(cname)
+            if cf is not None:
+                cf.unfollowable.append(("*", construct, line))
+            else:
+                self.s.foreign_changes.append((cname, "*", construct, line))
+            return
+        if fn == "delattr":
+            self._remove_member(cname, key.value, construct, line)
+        else:
+            self._set_member(cname, key.value, call.args[2] if len(call.args) > 2 else None, construct, line)
+
+    def _assign_name(self, name: str, value: ast.expr, line: int, guarded: bool, type_checking: bool) -> None:
+        s = self.s
+        d = dotted(value)
+        if d is not None:
+            b = Binding("alias", d, line, guarded)
+        elif isinstance(value, ast.Call) and dotted(value.func):
+            b = Binding(
+                "factory",
+                (dotted(value.func), [dotted(a) or _text(a) for a in value.args]),
+                line,
+                guarded,
+            )
+        else:
+            b = Binding("other", _short(value), line, guarded)
+        self._bind(name, b, type_checking)
+        if name == "__all__":
+            try:
+                s.dunder_all = list(ast.literal_eval(value))
+            except Exception:
+                pass
+        if isinstance(value, ast.Dict) and name.startswith("_") and "MODULE" in name.upper():
+            try:
+                lm = ast.literal_eval(value)
+                if isinstance(lm, dict) and all(isinstance(v, str) for v in lm.values()):
+                    s.lazy_map.update(lm)
+            except Exception:
+                pass
+
+    def _unpack(self, target: ast.expr, value: ast.expr, line: int, guarded: bool, type_checking: bool) -> None:
+        """Bind an assignment target: a name, or a tuple/list unpacked from a literal of the same
+        shape (followed item by item); any other unpacking is recorded as not followed."""
+        if isinstance(target, ast.Name):
+            self._assign_name(target.id, value, line, guarded, type_checking)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            elts = getattr(value, "elts", None)
+            if isinstance(value, (ast.Tuple, ast.List)) and len(elts) == len(target.elts) and not any(
+                    isinstance(e, ast.Starred) for e in elts + target.elts):
+                for t, v in zip(target.elts, elts):
+                    self._unpack(t, v, line, guarded, type_checking)
+                return
+            for n in ast.walk(target):
+                if isinstance(n, ast.Name):
+                    self._mark(n.id, f"tuple unpacking (line {line})", line)
+        elif isinstance(target, ast.Attribute) and dotted(target.value) is not None:
+            self._set_member(dotted(target.value), target.attr, value,
+                             f"{_text(target)} = {_short(value)}", line)
+        elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Call) \
+                and dotted(target.value.func) in ("globals", "vars") and not target.value.args:
+            key = target.slice
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                self._handled.add(id(target.value))
+                self._assign_name(key.value, value, line, guarded, type_checking)
+
+    def _bind_names_of(self, target: ast.AST, construct: str, line: int) -> None:
+        for n in ast.walk(target):
+            if isinstance(n, ast.Name):
+                self._mark(n.id, construct, line)
+            elif isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name:
+                self._mark(n.name, construct, line)
+            elif isinstance(n, ast.MatchMapping) and n.rest:
+                self._mark(n.rest, construct, line)
+
+    def _loop_body(self, stmt: ast.stmt, bodies: list[list[ast.stmt]], type_checking: bool) -> None:
+        was = self.loop_end
+        self.loop_end = getattr(stmt, "end_lineno", None) or stmt.lineno
+        try:
+            for body in bodies:
+                self._stmts(body, True, type_checking)
+        finally:
+            self.loop_end = was
+
     def _bind(self, name: str, b: Binding, type_checking: bool) -> None:
+        if self.loop_end is not None:
+            self._mark(name, f"a binding inside a loop or match (line {b.line})", self.loop_end)
         b.conds = self.conds
         if not self.in_handler:
             (self._tc_all if type_checking else self._all).setdefault(name, []).append(b)
@@ -561,7 +886,7 @@ class _Summarizer:
             mod = resolve_relative(s.module, s.is_package, stmt.level, stmt.module)
             for alias in stmt.names:
                 if alias.name == "*":
-                    s.extras.setdefault("star_imports", []).append(mod)
+                    s.stars.append((mod, stmt.lineno))
                     continue
                 self._bind(
                     alias.asname or alias.name,
@@ -574,33 +899,30 @@ class _Summarizer:
             if value is None:
                 return
             for t in targets:
-                if not isinstance(t, ast.Name):
-                    continue
-                d = dotted(value)
-                if d is not None:
-                    b = Binding("alias", d, stmt.lineno, guarded)
-                elif isinstance(value, ast.Call) and dotted(value.func):
-                    b = Binding(
-                        "factory",
-                        (dotted(value.func), [dotted(a) or _text(a) for a in value.args]),
-                        stmt.lineno,
-                        guarded,
-                    )
-                else:
-                    b = Binding("other", _short(value), stmt.lineno, guarded)
-                self._bind(t.id, b, type_checking)
-                if t.id == "__all__":
-                    try:
-                        s.dunder_all = list(ast.literal_eval(value))
-                    except Exception:
-                        pass
-                if isinstance(value, ast.Dict) and t.id.startswith("_") and "MODULE" in t.id.upper():
-                    try:
-                        lm = ast.literal_eval(value)
-                        if isinstance(lm, dict) and all(isinstance(v, str) for v in lm.values()):
-                            s.lazy_map.update(lm)
-                    except Exception:
-                        pass
+                self._unpack(t, value, stmt.lineno, guarded, type_checking)
+        elif isinstance(stmt, ast.Delete):
+            for t in stmt.targets:
+                if isinstance(t, ast.Name):
+                    self._bind(t.id, Binding("deleted", f"del {t.id}", stmt.lineno, guarded), type_checking)
+                elif isinstance(t, ast.Attribute) and dotted(t.value) is not None:
+                    self._remove_member(dotted(t.value), t.attr, f"del {_text(t)}", stmt.lineno)
+        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            self._mutation_call(stmt.value, stmt.lineno)
+        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.NamedExpr) \
+                and isinstance(stmt.value.target, ast.Name):
+            self._handled.add(id(stmt.value))
+            self._assign_name(stmt.value.target.id, stmt.value.value, stmt.lineno, guarded, type_checking)
+        elif isinstance(stmt, (ast.For, ast.AsyncFor)):
+            end = getattr(stmt, "end_lineno", None) or stmt.lineno
+            self._bind_names_of(stmt.target, f"a for loop target (line {stmt.lineno})", end)
+            self._loop_body(stmt, [stmt.body, stmt.orelse], type_checking)
+        elif isinstance(stmt, ast.While):
+            self._loop_body(stmt, [stmt.body, stmt.orelse], type_checking)
+        elif type(stmt).__name__ == "Match":
+            end = getattr(stmt, "end_lineno", None) or stmt.lineno
+            for case in stmt.cases:
+                self._bind_names_of(case.pattern, f"a match capture pattern (line {case.pattern.lineno})", end)
+            self._loop_body(stmt, [c.body for c in stmt.cases], type_checking)
         elif isinstance(stmt, ast.If):
             if _is_type_checking(stmt.test):
                 self._stmts(stmt.body, guarded, True)
@@ -626,7 +948,10 @@ class _Summarizer:
             self.in_handler = was
             self._stmts(stmt.orelse, True, type_checking)
             self._stmts(stmt.finalbody, guarded, type_checking)
-        elif isinstance(stmt, ast.With):
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            for item in stmt.items:
+                if item.optional_vars is not None:
+                    self._bind_names_of(item.optional_vars, f"a with ... as target (line {stmt.lineno})", stmt.lineno)
             self._stmts(stmt.body, guarded, type_checking)
 
     def _function(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -664,6 +989,12 @@ class _Summarizer:
                     cf = self._class(node, qn, True, False)
                     cf.factory = (fn.name, params)
                 local_classes[node.name] = qn
+        for st in _iter_stmts(fn.body):
+            if isinstance(st, ast.Return):
+                ff.returns.append(_short(st.value) if st.value is not None else "None")
+            elif isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                ff.inner_returns[st.name] = [_short(r.value) if r.value is not None else "None"
+                                             for r in _iter_stmts(st.body) if isinstance(r, ast.Return)]
         for stmt in fn.body:
             if isinstance(stmt, ast.Return) and stmt.value is not None:
                 if isinstance(stmt.value, ast.Name) and stmt.value.id in local_classes:
@@ -675,7 +1006,8 @@ class _Summarizer:
     def _class(self, node: ast.ClassDef, qualname: str, guarded: bool, type_checking: bool) -> ClassFact:
         methods: dict[str, MethodFact] = {}
         attrs: dict[str, AttrFact] = {}
-        self._class_body(node.body, methods, attrs, qualname, guarded, type_checking)
+        removed: dict[str, tuple[str, int]] = {}
+        self._class_body(node.body, methods, attrs, qualname, guarded, type_checking, removed)
         cf = ClassFact(
             name=node.name,
             qualname=qualname,
@@ -688,6 +1020,7 @@ class _Summarizer:
             empty=_is_empty_class_body(node.body),
             guarded=guarded,
             type_checking=type_checking,
+            removed=removed,
         )
         old = self.s.classes.get(qualname)
         if old is not None:
@@ -700,11 +1033,19 @@ class _Summarizer:
         self.s.classes[qualname] = cf
         return cf
 
-    def _class_body(self, body, methods, attrs, qualname, guarded, type_checking) -> None:
+    def _class_body(self, body, methods, attrs, qualname, guarded, type_checking, removed=None) -> None:
+        removed = {} if removed is None else removed
         for stmt in body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 methods[stmt.name] = _method_fact(stmt)
                 attrs.pop(stmt.name, None)
+                removed.pop(stmt.name, None)
+            elif isinstance(stmt, ast.Delete):
+                for t in stmt.targets:
+                    if isinstance(t, ast.Name):
+                        methods.pop(t.id, None)
+                        attrs.pop(t.id, None)
+                        removed[t.id] = (f"del {t.id}", stmt.lineno)
             elif isinstance(stmt, ast.Assign):
                 for t in stmt.targets:
                     for n in ([t] if isinstance(t, ast.Name) else getattr(t, "elts", [])):
@@ -723,8 +1064,8 @@ class _Summarizer:
                 attrs[stmt.name] = AttrFact(stmt.name, stmt.lineno, True, f"<class {stmt.name}>")
             elif isinstance(stmt, ast.If):
                 # conditional members: both branches may bind; keep what either binds
-                self._class_body(stmt.body, methods, attrs, qualname, guarded, type_checking)
-                self._class_body(stmt.orelse, methods, attrs, qualname, guarded, type_checking)
+                self._class_body(stmt.body, methods, attrs, qualname, guarded, type_checking, removed)
+                self._class_body(stmt.orelse, methods, attrs, qualname, guarded, type_checking, removed)
 
 
 def _attr(name: str, line: int, value: ast.expr) -> AttrFact:
@@ -853,6 +1194,11 @@ def parse_newer_syntax(source: bytes, path: str) -> tuple[ast.Module, list[int]]
     return None
 
 
+#: what a module must contain for the whole-module walk of :meth:`_Summarizer._dynamic` to find
+#: anything in it (byte tests: far cheaper than a regular expression over the file)
+_DYNAMIC = (b"globals()", b"vars()", b"sys.modules")
+
+
 def parse_error_line(exc: SyntaxError) -> str:
     """One-line description of a parse error: ``line N: message``."""
     return f"line {exc.lineno}: {exc.msg}"
@@ -899,7 +1245,10 @@ def summarize(source: bytes, path: str, extractors: tuple[Extractor, ...] = ()) 
         except (RecursionError, MemoryError) as exc:
             return ModuleSummary(module=module, path=path, is_package=is_package, error=_too_big(exc))
         try:  # the walks below recurse too: a tree that parsed may still be too deep for them
-            summary = _Summarizer(module, path, is_package, track_bases=b"__bases__" in source).run(tree)
+            prune_dead_code(tree)
+            dynamic = any(n in source for n in _DYNAMIC)
+            summary = _Summarizer(module, path, is_package, track_bases=b"__bases__" in source,
+                                  dynamic=dynamic, walrus=b":=" in source, globals_stmt=b"global" in source).run(tree)
             if replaced:
                 # statements of a grammar newer than this interpreter's, left out of the index
                 summary.extras["newer_syntax_lines"] = replaced

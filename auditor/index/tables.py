@@ -100,12 +100,93 @@ def _eval_cond(node: ast.AST, env: dict[str, Any]) -> bool:
     raise _Unresolvable
 
 
+_MUTATORS = ("update", "pop", "setdefault", "clear", "popitem", "__setitem__", "__delitem__")
+
+
+def _mutate(stmt: ast.stmt, env: dict[str, Any], taint: dict[str, list]) -> bool:
+    """Apply a module-level change of a table already evaluated (``T[k] = v``, ``del T[k]``,
+    ``T.update(...)``, ``T.pop(k)``, ``T.setdefault(k, v)``, ``T.clear()``) to ``env``, as Python
+    runs it; a change that cannot be evaluated is recorded in ``taint`` as ``(key or None,
+    construct, line)`` (None: any row). Returns True when ``stmt`` changes a table."""
+    def value(node: ast.AST) -> Any:
+        if isinstance(node, ast.Call) and not node.keywords:
+            raise _Unresolvable  # a call's result is not a literal (``dict()`` aside, nothing to follow)
+        return _eval_table(node, env)
+
+    def record(name: str, key: Any, what: str) -> None:
+        taint.setdefault(name, []).append((key if isinstance(key, str) else None, what, stmt.lineno))
+
+    if isinstance(stmt, (ast.Assign, ast.Delete)):
+        targets = stmt.targets
+        subs = [t for t in targets if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)
+                and t.value.id in env]
+        if not subs:
+            return False
+        for t in subs:
+            name, what = t.value.id, ast.unparse(stmt)[:80]
+            try:
+                k = _eval_table(t.slice, env)
+                if isinstance(stmt, ast.Delete):
+                    env[name].pop(k, None)
+                else:
+                    env[name][k] = value(stmt.value)
+            except (_Unresolvable, TypeError, ValueError):
+                k = t.slice.value if isinstance(t.slice, ast.Constant) else None
+                record(name, k, what)
+        return True
+    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+        return False
+    call = stmt.value
+    f = call.func
+    if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in env
+            and f.attr in _MUTATORS):
+        return False
+    name, what, table = f.value.id, ast.unparse(stmt)[:80], env[f.value.id]
+    args = call.args
+    try:
+        if f.attr == "update":
+            new: dict = {}
+            for a in args:
+                v = value(a)
+                if not isinstance(v, dict):
+                    raise _Unresolvable
+                new.update(v)
+            for kw in call.keywords:
+                if kw.arg is None:
+                    raise _Unresolvable
+                new[kw.arg] = value(kw.value)
+            table.update(new)
+        elif f.attr in ("pop", "__delitem__") and args:
+            table.pop(_eval_table(args[0], env), None)
+        elif f.attr in ("setdefault", "__setitem__") and len(args) == 2:
+            k = _eval_table(args[0], env)
+            v = value(args[1])
+            if f.attr == "setdefault":
+                table.setdefault(k, v)
+            else:
+                table[k] = v
+        elif f.attr == "clear" and not args:
+            table.clear()
+        else:
+            raise _Unresolvable
+    except (_Unresolvable, TypeError, ValueError):
+        key = args[0].value if args and isinstance(args[0], ast.Constant) and f.attr != "update" else None
+        record(name, key, what)
+    return True
+
+
 def extract_tables(tree: ast.Module) -> dict[str, dict]:
     """Evaluate the module-level dict tables of a module, in order (later tables may spread
-    earlier ones). Returns ``{name: {key: value}}``; tables that are not literal are skipped."""
+    earlier ones), with the changes made to them after their literal (see :func:`_mutate`).
+    Returns ``{"tables": {name: {key: value}}, "lines": {name: line}}`` plus, when some change
+    cannot be evaluated, ``"unfollowable": {name: [(key or None, construct, line)]}`` (a table
+    built by spreading a table inherits its entries); tables that are not literal are skipped."""
     env: dict[str, Any] = {}
     lines: dict[str, int] = {}
+    taint: dict[str, list] = {}
     for stmt in tree.body:
+        if _mutate(stmt, env, taint):
+            continue
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             if len(targets) != 1 or not isinstance(targets[0], ast.Name):
@@ -120,9 +201,18 @@ def extract_tables(tree: ast.Module) -> dict[str, dict]:
             except (_Unresolvable, TypeError, ValueError):
                 continue
             if isinstance(val, dict):
-                env[targets[0].id] = val
-                lines[targets[0].id] = stmt.lineno
-    return {"tables": env, "lines": lines}
+                name = targets[0].id
+                env[name] = val
+                lines[name] = stmt.lineno
+                inherited = [e for n in ast.walk(v) if isinstance(n, ast.Name) and n.id in taint and n.id != name
+                             for e in taint[n.id]]
+                taint.pop(name, None)
+                if inherited:
+                    taint[name] = inherited
+    out = {"tables": env, "lines": lines}
+    if taint:
+        out["unfollowable"] = taint
+    return out
 
 
 def _key_lines(tree: ast.Module, names: set[str]) -> dict[str, int]:

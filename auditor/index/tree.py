@@ -67,9 +67,10 @@ def unreadable_summary(rel: str, exc: Exception) -> ModuleSummary:
 
 
 def path_candidates(module: str) -> tuple[str, str]:
-    """The two paths a dotted module can live at: ``a/b.py`` and ``a/b/__init__.py``."""
+    """The two paths a dotted module can live at, in the order Python's path finder tries them:
+    the package ``a/b/__init__.py`` first (it wins over a module ``a/b.py`` beside it), then ``a/b.py``."""
     base = module.replace(".", "/")
-    return f"{base}.py", f"{base}/__init__.py"
+    return f"{base}/__init__.py", f"{base}.py"
 
 
 class Tree:

@@ -252,6 +252,8 @@ class Auditor:
         holder = lm = None
         if facts.ref is not None and method == "eagle3":
             holder, lm = self.engine.holder(self.ctx, facts.ref)
+        if facts.ref is not None:
+            findings += self._unfollowable(facts.ref, holder)
         draft = draft_model(self.ctx, target) if facts.ref is not None and self.engine.name == "vllm" else None
         return TargetResult(
             architecture=spec.architecture,
@@ -269,6 +271,32 @@ class Auditor:
             draft_class=draft.ref.dotted if draft and draft.ref and not draft.unknown else None,
             not_evaluated={g: why for g, why in skipped.items() if g not in evaluated},
         )
+
+    def _unfollowable(self, ref, holder: str | None) -> list[Finding]:
+        """``unknown`` findings for the changes the index cannot follow to the methods of the
+        classes on the target's MRO and on its holder model's (``Cls.forward = other`` after the
+        class, ``setattr(Cls, name, value)``): a gate that reads such a method cannot be decided."""
+        from auditor.index.resolve import ClassRef
+        from auditor.model.findings import Severity
+
+        refs = [ref]
+        if holder and "." in holder:
+            mod, _, name = holder.rpartition(".")
+            h = self.resolver.resolve_name(mod, name) if self.resolver.tree.has_module(mod) else None
+            if isinstance(h, ClassRef) and h != ref:
+                refs.append(h)
+        out: list[Finding] = []
+        seen: set = set()
+        for r in refs:
+            for cls, member, construct, path, line in self.resolver.unfollowable_members(r):
+                if (path, line) in seen:
+                    continue
+                seen.add((path, line))
+                what = "its members" if member == "*" else f"{cls.name}.{member}"
+                out.append(Finding("EA300", "resolve", Severity.UNKNOWN,
+                                   f"{what} changed by `{construct}` at {path}:{line}, which static analysis cannot "
+                                   "follow: the gates that read it are not decided", path, line))
+        return out
 
     def with_model_type(self, spec: TargetSpec) -> TargetSpec:
         """``spec`` with its model_types filled in from the tree when the user gave none (see

@@ -50,6 +50,9 @@ class AllowlistFact:
     literal_at: tuple[int, int] | None = None
     test_at: tuple[int, int] | None = None
     negated: bool = False
+    #: changes made to the list between its assignment and the test that the index cannot
+    #: follow, as ``construct (line N)`` (the changes it can follow are applied to ``entries``)
+    unfollowable: list[str] | None = None
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -86,6 +89,63 @@ def _raises(body: list[ast.stmt]) -> bool:
     return any(isinstance(n, ast.Raise) for s in body for n in ast.walk(s))
 
 
+def _apply_changes(fn: ast.AST, name: str, start: int, end: int, entries: list[str]) -> tuple[list[str], list[str]]:
+    """Apply to ``entries`` the in-place changes of list ``name`` that ``fn`` makes between lines
+    ``start`` and ``end`` (``.remove``, ``.append``, ``.extend``, ``.insert``, ``.pop``, ``.clear``,
+    ``del L[i]``, ``L[i] = v``, ``L += [...]``), in line order, as Python runs them.
+
+    Returns:
+        ``(entries after the changes, the changes that cannot be evaluated)``.
+    """
+    out = list(entries)
+    bad: list[str] = []
+    changes = []
+    for n in ast.walk(fn):
+        line = getattr(n, "lineno", 0)
+        if not start < line < end:
+            continue
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) \
+                and n.func.value.id == name and n.func.attr in ("remove", "append", "extend", "insert", "pop", "clear"):
+            changes.append((line, n.col_offset, n))
+        elif isinstance(n, (ast.Delete, ast.Assign, ast.AugAssign)):
+            targets = n.targets if isinstance(n, (ast.Delete, ast.Assign)) else [n.target]
+            if any(isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == name
+                   for t in targets) or (isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)
+                                         and n.target.id == name):
+                changes.append((line, n.col_offset, n))
+    for line, _, n in sorted(changes, key=lambda c: (c[0], c[1])):
+        try:
+            if isinstance(n, ast.Call):
+                args = [ast.literal_eval(a) for a in n.args]
+                getattr(out, n.func.attr)(*args)
+            elif isinstance(n, ast.Delete):
+                for t in n.targets:
+                    del out[ast.literal_eval(t.slice) if not isinstance(t.slice, ast.Slice) else
+                            slice(*(ast.literal_eval(x) if x is not None else None
+                                    for x in (t.slice.lower, t.slice.upper, t.slice.step)))]
+            elif isinstance(n, ast.Assign):
+                for t in n.targets:
+                    out[ast.literal_eval(t.slice)] = ast.literal_eval(n.value)
+            elif isinstance(n.op, ast.Add):
+                out += list(ast.literal_eval(n.value))
+            else:
+                raise ValueError
+        except Exception:
+            bad.append(f"{ast.unparse(n)[:60]} (line {line})")
+    return [str(e) for e in out], bad
+
+
+def _refuses_method(node: ast.If) -> list[str] | None:
+    """``if <X>.method == "eagle3": raise ...`` with nothing else in the test: the method is
+    refused for every target. Returns the methods refused, else None."""
+    methods = _eagle3_method_test(node.test)
+    if methods is None or not isinstance(node.test, ast.Compare):
+        return None
+    if any(isinstance(s, ast.Raise) for s in node.body) and not _has_model_type(node.test):
+        return methods
+    return None
+
+
 def extract_allowlist(tree: ast.Module, source: str | None = None) -> list[AllowlistFact]:
     """Find every EAGLE-3 model_type allowlist test in a module (see :class:`AllowlistFact`);
     ``source`` (the module's text) makes the recorded columns exact for non-ASCII lines."""
@@ -94,6 +154,16 @@ def extract_allowlist(tree: ast.Module, source: str | None = None) -> list[Allow
     pm: ParentMap | None = None
     for node in ast.walk(tree):
         if not isinstance(node, ast.If):
+            continue
+        refused = _refuses_method(node)
+        if refused is not None:
+            pm = pm or ParentMap(tree)
+            fn = pm.enclosing_function(node)
+            if fn is None or node not in fn.body:
+                continue  # under another test: not for every target
+            out.append(AllowlistFact(line=node.lineno, list_name=None, list_line=None, entries=[], methods=refused,
+                                     substring=False, subject="", function=getattr(fn, "name", "<module>"),
+                                     kind="refuses-all"))
             continue
         methods = _eagle3_method_test(node.test)
         if methods is None or not _has_model_type(node.test) or not _raises(node.body):
@@ -156,6 +226,10 @@ def extract_allowlist(tree: ast.Module, source: str | None = None) -> list[Allow
                         list_line = a.lineno
                         if isinstance(a.value, (ast.List, ast.Tuple, ast.Set)):
                             literal_at = char_position(a.value, lines)
+        unfollowable = None
+        if list_name and fn is not None and list_line is not None:
+            entries, bad = _apply_changes(fn, list_name, list_line, node.lineno, entries)
+            unfollowable = bad or None
         out.append(
             AllowlistFact(
                 line=node.lineno,
@@ -170,6 +244,7 @@ def extract_allowlist(tree: ast.Module, source: str | None = None) -> list[Allow
                 literal_at=literal_at,
                 test_at=test_at,
                 negated=negated,
+                unfollowable=unfollowable,
             )
         )
     return out
@@ -192,7 +267,8 @@ EXTRACTOR = Extractor("allowlist", prefixes=("vllm/config",), needles=(b"eagle3"
 def allowlist_for(ctx, method: str) -> "tuple[str, AllowlistFact] | None":
     """The allowlist that applies to a speculative ``method`` in the tree of ``ctx`` (a
     :class:`rules.base.Context`), as ``(path, fact)``; None when the tree has none (vLLM ≥ 0.22)."""
-    for path, f in ctx.facts.found(EXTRACTOR):
-        if method in f.methods:
+    hits = [(path, f) for path, f in ctx.facts.found(EXTRACTOR) if method in f.methods]
+    for path, f in hits:
+        if f.kind == "refuses-all":  # a test that refuses the method for every model comes first
             return path, f
-    return None
+    return hits[0] if hits else None

@@ -21,6 +21,10 @@ def plan(p: Planner, result: TargetResult, f: Finding) -> None:
              "is never written into the tree", "pass --model-type with the checkpoint's text model_type")
         return
     path, fact = found
+    if fact.kind == "refuses-all":
+        p.no(result.architecture, f, f"{fact.function}() refuses the method for every model, not by model_type",
+             "remove the unconditional test from the tree's speculative config validation")
+        return
     p.add(Invocation("allowlist", "allowlist", path,
                          {"model_types": [mt], "method": p.method, "function": fact.function},
                          [result.architecture]))

@@ -98,6 +98,15 @@ class AllowlistRule(Rule):
                                    f"missing from the analysis: it {_why(why)}", path, None, unanalysed=path)
             return
         path, fact = found
+        if fact.kind == "refuses-all":
+            yield self.finding(Severity.ERROR, f"{fact.function}() raises for every {target.method} target "
+                               f"(an unconditional test of the method at {path}:{fact.line})", path, fact.line)
+            return
+        if fact.unfollowable:
+            yield self.finding(Severity.UNKNOWN, f"the {target.method} allowlist {fact.list_name} is changed in "
+                               f"place by {', '.join(fact.unfollowable)}, which static analysis cannot follow",
+                               path, fact.list_line or fact.line, list_name=fact.list_name, entries=fact.entries)
+            return
         mt = target.text_model_type
         if mt is None:
             yield self.finding(

@@ -213,6 +213,11 @@ class AuxCaptureRule(Rule):
                 how = "with no layer index" if lp.index_var is None else f"with index {lp.index_var!r} but never tests it"
                 msg = (f"{fwd.defined_in.name}.forward{lm} iterates its layers {how} and captures no "
                        f"aux hidden states (holder found via {h.via})")
+                reset = next((x for x in fwd.loops if x.reset_line is not None), None)
+                if reset is not None:
+                    msg = (f"{fwd.defined_in.name}.forward{lm} captures aux hidden states into "
+                           f"{reset.capture_list} but empties it again at line {reset.reset_line}, before it "
+                           f"returns: nothing captured reaches the drafter (holder found via {h.via})")
                 line = lp.line
             else:
                 msg = (f"{fwd.defined_in.name}.forward{lm} has no loop over its decoder layers that "

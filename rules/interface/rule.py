@@ -13,6 +13,7 @@ from typing import Iterator
 
 from auditor.cache import cacheable
 from auditor.engines.vllm.facts import INTERFACES_MODULE
+from auditor.index.resolve import ClassRef, FunctionRef
 from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding, Severity
 from rules.aux_layers.facts import EXTRACTOR as LAYER_IDS_READS
@@ -80,6 +81,11 @@ def missing_members(ctx: Context, target: AuditTarget) -> tuple[list[str], objec
         required = duck_typed_eagle3_members(ctx)
     else:
         required = []
+    disabled = disabled_members(ctx, ref, proto, required)
+    if disabled:
+        # a method member set to None, or removed so that only the protocol's stub is left: the
+        # runner's call fails or does nothing, however the isinstance check decides
+        return sorted(disabled), proto, required
     if proto is not None and proto.ref in target.facts.mro:
         # nominal: vLLM checks an instance, and typing's isinstance accepts any instance of a
         # class that inherits the protocol before it looks at members
@@ -95,6 +101,69 @@ def missing_members(ctx: Context, target: AuditTarget) -> tuple[list[str], objec
             if not isinstance(fact, MethodFact) and fact.value == "None":
                 missing.append(m)
     return missing, proto, required
+
+
+def checker_refuses(ctx: Context, method: str) -> tuple[str, str, int] | None:
+    """The tree's checker function of the method's protocol (``supports_eagle3`` in
+    ``interfaces.py``) when every path through it returns a false constant: the runner then
+    refuses every target.
+
+    Args:
+        ctx: the audit context.
+        method: the speculative method.
+
+    Returns:
+        ``(message, path, line)``, or None when the checker may accept a target (or there is none).
+    """
+    pname = PROTOCOL_FOR_METHOD.get(method)
+    if pname is None or not ctx.resolver.tree.has_module(INTERFACES_MODULE):
+        return None
+    fname = "supports_" + pname.removeprefix("Supports").lower()
+    f = ctx.resolver.resolve_name(INTERFACES_MODULE, fname)
+    if not isinstance(f, FunctionRef):
+        return None
+    fm = ctx.resolver.tree.module(f.module)
+    ff = fm.functions.get(f.name) if fm else None
+    if ff is None or not ff.returns or any(r not in ("False", "None", "0") for r in ff.returns):
+        return None
+    return (f"{fname}() ({fm.path}:{ff.line}) always returns {ff.returns[0]}: the runner refuses every "
+            f"{method} target", fm.path, ff.line)
+
+
+def disabled_members(ctx: Context, ref, proto, required: list[str]) -> dict[str, str]:
+    """The protocol methods of ``required`` that the class disables, with how: a member whose
+    value on the MRO is ``None`` (``set_aux_hidden_state_layers = None``, ``Cls.m = None``), or
+    one removed (``del m`` in the body, ``del Cls.m``/``delattr`` after the class) so that the
+    lookup only reaches the protocol's own stub.
+
+    Args:
+        ctx: the audit context.
+        ref: the target class.
+        proto: the tree's protocol (None: duck typing, where a removed method is simply missing).
+        required: the member names to check.
+
+    Returns:
+        ``{member: "how, at path:line"}``; empty when nothing is disabled.
+    """
+    r = ctx.resolver
+    out: dict[str, str] = {}
+    for m in required:
+        if proto is not None and m in proto.members and not isinstance(proto.members[m][1], MethodFact):
+            continue
+        hit = r.lookup(ref, m)
+        if hit is not None and not isinstance(hit[1], MethodFact) and hit[1].value == "None":
+            loc = r.location(hit[0])
+            out[m] = f"{hit[0].name}.{m} is None (at {loc[0] if loc else '?'}:{hit[1].line})"
+            continue
+        if proto is None or hit is None or not proto.is_protocol_class(hit[0]):
+            continue
+        for e in r.mro(ref).entries:
+            c = r.cls(e) if isinstance(e, ClassRef) else None
+            if c is not None and m in c.removed and not proto.is_protocol_class(e):
+                construct, line = c.removed[m]
+                out[m] = f"`{construct}` at {r.tree.module(e.module).path}:{line} leaves only the protocol's stub"
+                break
+    return out
 
 
 @cacheable
@@ -168,10 +237,15 @@ class InterfaceRule(Rule):
                                + (why if why.startswith("cannot be read") else f"does not parse ({why})"),
                                path, None, unanalysed=path)
             return
-        missing, proto, _ = missing_members(ctx, target)
+        refused = checker_refuses(ctx, target.method)
+        if refused is not None:
+            yield self.finding(Severity.ERROR, refused[0], refused[1], refused[2])
+            return
+        missing, proto, required = missing_members(ctx, target)
         if not missing:
             return
         pname = PROTOCOL_FOR_METHOD[target.method]
+        disabled = disabled_members(ctx, facts.ref, proto, required)
         holder = facts.code_holder or facts.ref
         loc = ctx.resolver.location(holder) or (facts.path, facts.line)
         where = ""
@@ -189,7 +263,8 @@ class InterfaceRule(Rule):
         proto_txt = f"{pname} (defined at {proto.path}:{proto.line})" if proto else f"the duck-typed {target.method} methods"
         yield self.finding(
             Severity.ERROR,
-            f"{facts.ref.name} does not satisfy {proto_txt}: missing {', '.join(missing)}{where}",
+            f"{facts.ref.name} does not satisfy {proto_txt}: missing {', '.join(missing)}{where}"
+            + "".join(f"; {m}: {how}" for m, how in sorted(disabled.items())),
             loc[0], loc[1],
             missing=missing, code_holder=holder.dotted, protocol=pname,
         )

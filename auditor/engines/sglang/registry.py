@@ -38,6 +38,25 @@ def extract_entry(tree: ast.Module) -> dict | None:
             elts = v.elts if isinstance(v, (ast.List, ast.Tuple)) else [v]
             names = [dotted(e) for e in elts]
             found = {"names": [n for n in names if n], "line": st.lineno, "unreadable": None in names}
+        elif found is not None:
+            # ``EntryClass.append(X)``, ``.extend([X, Y])``, ``.remove(X)``, ``EntryClass += [X]``
+            call = st.value if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) else None
+            if call is not None and dotted(call.func) in (f"{ENTRY_NAME}.{m}" for m in ("append", "extend", "remove")):
+                op = call.func.attr
+                arg = call.args[0] if len(call.args) == 1 else None
+            elif isinstance(st, ast.AugAssign) and isinstance(st.target, ast.Name) and st.target.id == ENTRY_NAME \
+                    and isinstance(st.op, ast.Add):
+                op, arg = "extend", st.value
+            else:
+                continue
+            elts = (arg.elts if isinstance(arg, (ast.List, ast.Tuple)) else [None]) if op == "extend" else [arg]
+            names = [dotted(e) if e is not None else None for e in elts]
+            if op == "remove":
+                found["names"] = [n for n in found["names"] if n not in names]
+            else:
+                found["names"] += [n for n in names if n]
+            found["unreadable"] = found["unreadable"] or None in names
+            found["line"] = st.lineno
     return found
 
 
@@ -95,6 +114,7 @@ class Registry:
         self.entries: dict[str, EntryRow] = {}
         #: ``(module path, why)`` for model modules whose ``EntryClass`` cannot be read
         self.problems: list[tuple[str, str]] = []
+        dups: list[str] = []
         modules = sorted(p for p in tree.files if p.startswith(MODELS_DIR) and p.count("/") == 3
                          and not p.endswith("/__init__.py"))
         for p in modules:
@@ -103,14 +123,29 @@ class Registry:
             except (KeyError, OSError):
                 self.problems.append((p, "cannot be read"))
                 continue
-            if ENTRY_NAME.encode() not in data:
+            if ENTRY_NAME.encode() not in data and b"import *" not in data:
                 continue
             s = tree.summary(p)
             if s.error:
                 self.problems.append((p, f"does not parse ({s.error})"))
                 continue
-            entry = s.extras.get(ENTRY_EXTRACTOR.name)
+            if s.raises_at is not None:
+                # import_model_classes catches the import error, logs it and skips the module
+                self.problems.append((p, f"raises {s.raises_at[1]} at line {s.raises_at[0]} when imported: SGLang "
+                                         "skips the module and registers none of its architectures"))
+                continue
+            entry, s = self._entry_of(s)
             if not entry:
+                continue
+            marks = s.unfollowable.get(ENTRY_NAME, []) + s.unfollowable.get("*", [])
+            if marks:
+                construct, line, _ = marks[0]
+                why = (f"{ENTRY_NAME} of {s.path} may be rebound by {construct} at {s.path}:{line}, which static "
+                       "analysis cannot follow")
+                for name in entry["names"]:
+                    arch = name.rsplit(".", 1)[-1]
+                    self.entries.setdefault(arch, EntryRow(arch, s.module, name, Unresolved(f"{s.module}.{name}", why),
+                                                           s.path, entry["line"]))
                 continue
             if entry.get("unreadable"):
                 self.problems.append((p, f"{ENTRY_NAME} (line {entry['line']}) is not a class or a list of classes"))
@@ -118,11 +153,41 @@ class Registry:
                 t = resolver.resolve_dotted(s.module, name)
                 arch = t.name if isinstance(t, ClassRef) else name.rsplit(".", 1)[-1]
                 if arch in self.entries:
-                    continue  # SGLang asserts on duplicates; the first module (sorted) is kept
-                self.entries[arch] = EntryRow(arch, s.module, name, t, p, entry["line"])
+                    first = self.entries[arch]
+                    via = f" through {p}" if s.path != p else ""
+                    dups.append(f"{arch} ({first.path}:{first.line} and {s.path}:{entry['line']}{via})")
+                    continue
+                self.entries[arch] = EntryRow(arch, s.module, name, t, s.path, entry["line"])
         if not self.entries:
             raise AuditError(f"no model registry in this tree: no module of {MODELS_DIR} defines {ENTRY_NAME}")
+        if dups:
+            # import_model_classes asserts that no architecture name is registered twice: SGLang
+            # stops at start-up, whatever model it was asked to serve
+            why = (f"{ENTRY_NAME} registers {'; '.join(dups)} twice: SGLang's model registry asserts on a "
+                   "duplicate at start-up, so no model can be served")
+            for e in self.entries.values():
+                e.target = Unresolved(f"{e.module}.{e.class_name}", why)
         self._roles: dict[str, str] = {}
+
+    def _entry_of(self, s, depth: int = 0):
+        """The ``EntryClass`` a model module ends up with, and the module whose names it lists:
+        its own last assignment, unless a later star import or a ``from M import EntryClass``
+        rebinds it (SGLang reads the module's attribute, so the imported one counts)."""
+        r = self.resolver
+        entry = s.extras.get(ENTRY_EXTRACTOR.name)
+        if depth > 5:
+            return entry, s
+        b = s.bindings.get(ENTRY_NAME)
+        after = max(entry["line"] if entry else 0, b.line if b is not None else 0)
+        for mod, line in reversed(s.stars):
+            if line > after and r.star_exports(mod, ENTRY_NAME):
+                other = r.tree.module(mod)
+                return self._entry_of(other, depth + 1) if other is not None else (entry, s)
+        if b is not None and b.kind == "import" and b.line >= after:
+            other = r.tree.module(b.target[0])
+            if other is not None and b.target[1] == ENTRY_NAME:
+                return self._entry_of(other, depth + 1)
+        return entry, s
 
     def architectures(self) -> list[str]:
         """Every registered architecture name, sorted."""

@@ -69,6 +69,9 @@ class ArchEntry:
     class_name: str
     tables: list[str]
     line: int | None
+    #: a change to the row after the table's literal that the index cannot follow (the row's
+    #: class is then unknown), as ``construct at path:line``
+    unfollowable: str | None = None
 
     @property
     def dotted_module(self) -> str:
@@ -130,11 +133,16 @@ class Registry:
                              f"than {MAX_ROWS} (a vLLM release registers under 1000): refusing to audit it")
         self.entries: dict[str, ArchEntry] = {}
         others = [t for t, v in tables.items() if t != merged_name and _is_arch_table(v)]  # once, not per row
+        taint = found.get("unfollowable", {}).get(merged_name, [])
         for arch, val in tables[merged_name].items():
             if not (isinstance(val, tuple) and len(val) == 2 and all(isinstance(x, str) for x in val)):
                 continue
             in_tables = [t for t in others if arch in tables[t]]
             self.entries[arch] = ArchEntry(arch, val[0], val[1], in_tables, key_lines.get(arch))
+        for key, construct, line in taint:
+            for e in self.entries.values():
+                if key is None or key == e.architecture:
+                    e.unfollowable = e.unfollowable or f"`{construct}` at {m.path}:{line}"
         self._configs: dict[str, object] | None = None
 
     def architectures(self) -> list[str]:
@@ -176,6 +184,9 @@ class Registry:
     def class_ref(self, arch: str) -> Target:
         """Resolve an architecture to its class (through the module's bindings)."""
         e = self.entries[arch]
+        if e.unfollowable:
+            return Unresolved(f"{e.dotted_module}.{e.class_name}", f"the registry row of {arch} may be changed by "
+                                                                   f"{e.unfollowable}, which static analysis cannot follow")
         if not self.resolver.tree.has_module(e.dotted_module):
             return Unresolved(f"{e.dotted_module}.{e.class_name}", f"module {e.module} is not in the tree")
         return self.resolver.resolve_name(e.dotted_module, e.class_name)

@@ -1,0 +1,343 @@
+"""Issue 20, the verdict: names, tables and members bound or changed after their definition.
+
+Each test builds its own tree (fixtures/minivllm or fixtures/minisglang with a few files
+changed), scans one target through the real command line and checks the verdict and the exit
+code. The rule under test: a binding or mutation the index can follow is followed the way Python
+runs it (the last binding wins, code that never runs has no effect); one it cannot follow makes
+the verdict ``unknown`` naming the construct and its ``file:line``; never ``supported``. Every
+scan also leaves the tree exactly as it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, make_tree
+from tests.test_hostile import cli
+
+MODELS = "vllm/model_executor/models"
+LLAMA = (REPO / "fixtures" / "minivllm" / MODELS / "llama.py").read_text()
+REGISTRY = (REPO / "fixtures" / "minivllm" / MODELS / "registry.py").read_text()
+SPEC = (REPO / "fixtures" / "minivllm" / "vllm/config/speculative.py").read_text()
+INTERFACES = (REPO / "fixtures" / "minivllm" / MODELS / "interfaces.py").read_text()
+MINISGLANG = REPO / "fixtures" / "minisglang"
+SG_MODELS = "sglang/srt/models"
+SG_LLAMA = (MINISGLANG / SG_MODELS / "llama.py").read_text()
+
+#: a Llama-named class without any EAGLE-3 support
+PLAIN = '''from torch import nn
+
+
+class LlamaForCausalLM(nn.Module):
+    def forward(self, input_ids, positions):
+        return input_ids
+'''
+
+
+def _digest(root: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
+
+
+def scan(root: Path, arch: str = "LlamaForCausalLM", *extra: str) -> tuple[int, dict | None, str]:
+    """Scan ``arch`` of ``root``: ``(exit code, its JSON result or None, stderr)``; asserts that the
+    scan wrote nothing into the tree."""
+    before = _digest(root)
+    r = cli("scan", str(root), "--model", arch, "--format", "json", "--no-progress", "--no-cache", *extra)
+    assert _digest(root) == before, "the scan changed the tree"
+    assert "Traceback" not in r.stderr
+    if r.exit_code not in (0, 1):
+        return r.exit_code, None, r.stderr
+    results = [x for x in json.loads(r.stdout)["results"] if x["architecture"] == arch]
+    return r.exit_code, results[0], r.stderr
+
+
+def sglang_tree(tmp_path: Path, files: dict[str, str | None]) -> Path:
+    dest = tmp_path / "minisglang"
+    shutil.copytree(MINISGLANG, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for rel, text in files.items():
+        p = dest / rel
+        if text is None:
+            p.unlink()
+        else:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text)
+    return dest
+
+
+def llama(text: str) -> dict[str, str]:
+    return {f"{MODELS}/llama.py": text}
+
+
+def expect(root: Path, verdict: str, needle: str | None = None, arch: str = "LlamaForCausalLM") -> dict:
+    """Assert the verdict (never ``supported`` here), exit code 1, and, for ``unknown``, that a
+    finding names ``needle`` (the construct) with a ``file:line``."""
+    code, res, err = scan(root, arch)
+    assert res is not None, err
+    assert res["verdict"] == verdict, res
+    assert code == 1
+    if needle is not None:
+        hits = [f for f in res["findings"] if needle in f["message"]]
+        assert hits, res["findings"]
+        if verdict == "unknown":
+            assert any(f["severity"] == "unknown" for f in hits)
+            assert any(":" in f["message"] or f.get("line") for f in hits)
+    return res
+
+
+def test_pristine_trees_are_supported(tmp_path):
+    code, res, _ = scan(make_tree(tmp_path))
+    assert (code, res["verdict"]) == (0, "supported")
+    code, res, _ = scan(sglang_tree(tmp_path, {}))
+    assert (code, res["verdict"]) == (0, "supported")
+
+
+# -- rebinding after the definition --------------------------------------------------------------
+
+def test_star_import_at_the_end_rebinds_the_class(tmp_path):
+    root = make_tree(tmp_path, {f"{MODELS}/llama_plain.py": PLAIN, **llama(LLAMA + "\nfrom .llama_plain import *\n")})
+    expect(root, "blocked", "does not satisfy")
+
+
+def test_star_import_before_the_class_does_not_rebind_it(tmp_path):
+    text = LLAMA.replace("from .utils import maybe_prefix", "from .utils import maybe_prefix\nfrom .llama_plain import *")
+    code, res, _ = scan(make_tree(tmp_path, {f"{MODELS}/llama_plain.py": PLAIN, **llama(text)}))
+    assert (code, res["verdict"]) == (0, "supported")
+
+
+@pytest.mark.parametrize("tail, verdict, needle", [
+    ("LlamaForCausalLM, _n = LlamaModel, 1", "blocked", "does not satisfy"),  # literal: followed
+    ("LlamaForCausalLM, _n = _pick()", "unknown", "tuple unpacking"),
+    ("for LlamaForCausalLM in (LlamaModel,):\n    pass", "unknown", "for loop"),
+    ("with open(__file__) as LlamaForCausalLM:\n    pass", "unknown", "with ... as"),
+    ("(LlamaForCausalLM := LlamaModel)", "blocked", "does not satisfy"),  # a walrus statement: followed
+    ("print(LlamaForCausalLM := LlamaModel)", "unknown", "walrus"),
+    ("match 1:\n    case LlamaForCausalLM:\n        pass", "unknown", "match capture"),
+], ids=["tuple-literal", "tuple-call", "for", "with", "walrus-statement", "walrus-expression", "match"])
+def test_rebinding_by_unpacking_loops_with_walrus_match(tmp_path, tail, verdict, needle):
+    expect(make_tree(tmp_path, llama(LLAMA + "\n" + tail + "\n")), verdict, needle)
+
+
+@pytest.mark.parametrize("tail, verdict, needle", [
+    ("def _swap():\n    global LlamaForCausalLM\n    LlamaForCausalLM = LlamaModel\n\n\n_swap()", "unknown",
+     "global LlamaForCausalLM"),
+    ('globals()["LlamaForCausalLM"] = LlamaModel', "blocked", "does not satisfy"),  # literal key: followed
+    ("globals()[_name()] = LlamaModel", "unknown", "globals()"),
+    ('import sys\nsetattr(sys.modules[__name__], "LlamaForCausalLM", LlamaModel)', "unknown", "module object"),
+], ids=["global-in-function", "globals-literal", "globals-computed", "setattr-module"])
+def test_rebinding_through_globals_and_the_module_object(tmp_path, tail, verdict, needle):
+    expect(make_tree(tmp_path, llama(LLAMA + "\n" + tail + "\n")), verdict, needle)
+
+
+def _decorated(deco_body: str) -> str:
+    text = LLAMA.replace("class LlamaForCausalLM(", f"{deco_body}\n\n\n@_swap\nclass LlamaForCausalLM(")
+    return text
+
+
+def test_class_decorator_returning_another_class(tmp_path):
+    expect(make_tree(tmp_path, llama(_decorated("def _swap(cls):\n    return LlamaModel"))), "blocked",
+           "does not satisfy")
+
+
+def test_class_decorator_that_may_return_another_class(tmp_path):
+    body = "def _swap(cls):\n    if cls.__name__.startswith('L'):\n        return LlamaModel\n    return cls"
+    expect(make_tree(tmp_path, llama(_decorated(body))), "unknown", "class decorator _swap")
+
+
+def test_identity_class_decorator_keeps_the_verdict(tmp_path):
+    code, res, _ = scan(make_tree(tmp_path, llama(_decorated("def _swap(cls):\n    return cls"))))
+    assert (code, res["verdict"]) == (0, "supported")
+
+
+def test_method_replaced_after_the_class(tmp_path):
+    # followed: the holder's forward becomes the decoder layer's, which captures nothing
+    expect(make_tree(tmp_path, llama(LLAMA + "\nLlamaModel.forward = LlamaDecoderLayer.forward\n")), "blocked",
+           "aux")
+    # not followed: a module-level function put in its place
+    tail = "\ndef _fwd(self, *a):\n    return a\n\n\nLlamaModel.forward = _fwd\n"
+    expect(make_tree(tmp_path, llama(LLAMA + tail)), "unknown", "LlamaModel.forward")
+
+
+def test_method_replaced_by_the_package_above(tmp_path):
+    # models/__init__.py runs before llama.py's classes can be used: its change counts
+    init = (REPO / "fixtures" / "minivllm" / MODELS / "__init__.py").read_text()
+    tail = ("\nfrom vllm.model_executor.models import llama as _llama\n\n"
+            "_llama.LlamaModel.forward = _llama.LlamaDecoderLayer.forward\n")
+    expect(make_tree(tmp_path, {f"{MODELS}/__init__.py": init + tail}), "unknown", "LlamaModel.forward")
+
+
+# -- a registry changed after its literal ---------------------------------------------------------
+
+@pytest.mark.parametrize("tail, verdict, needle", [
+    ('_VLLM_MODELS["LlamaForCausalLM"] = ("toy", "ToyV2ForCausalLM")', "blocked", None),
+    ('_VLLM_MODELS["LlamaForCausalLM"] = _pick()', "unknown", "_VLLM_MODELS"),
+    ('_VLLM_MODELS.update({"LlamaForCausalLM": ("toy", "ToyV2ForCausalLM")})', "blocked", None),
+    ("_VLLM_MODELS.update(_more())", "unknown", "update"),
+], ids=["setitem", "setitem-computed", "update", "update-computed"])
+def test_registry_entry_repointed(tmp_path, tail, verdict, needle):
+    root = make_tree(tmp_path, {f"{MODELS}/registry.py": REGISTRY.replace(
+        "\n\nclass _ModelRegistry", f"\n{tail}\n\n\nclass _ModelRegistry")})
+    res = expect(root, verdict, needle)
+    if verdict == "blocked":
+        assert res["class"].endswith("toy.ToyV2ForCausalLM")
+
+
+@pytest.mark.parametrize("tail", ['del _VLLM_MODELS["LlamaForCausalLM"]', '_VLLM_MODELS.pop("LlamaForCausalLM")'],
+                         ids=["del", "pop"])
+def test_registry_entry_removed(tmp_path, tail):
+    root = make_tree(tmp_path, {f"{MODELS}/registry.py": REGISTRY.replace(
+        "\n\nclass _ModelRegistry", f"\n{tail}\n\n\nclass _ModelRegistry")})
+    code, res, err = scan(root)
+    # vLLM no longer registers the architecture: asking for it is refused (one line, exit 2)
+    assert code == 2 and res is None
+    assert "LlamaForCausalLM" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("change, verdict", [
+    ('eagle3_target_supported.remove("llama")', "blocked"),
+    ("eagle3_target_supported.clear()", "blocked"),
+    ("del eagle3_target_supported[0]", "blocked"),
+    ("eagle3_target_supported.remove(_which())", "unknown"),
+], ids=["remove", "clear", "del-index", "remove-computed"])
+def test_allowlist_emptied_in_place(tmp_path, change, verdict):
+    spec = SPEC.replace('eagle3_target_supported = ["llama", "qwen"]\n',
+                        f'eagle3_target_supported = ["llama", "qwen"]\n        {change}\n')
+    expect(make_tree(tmp_path, {"vllm/config/speculative.py": spec}), verdict, "allowlist")
+
+
+# -- a package beside the module ------------------------------------------------------------------
+
+def test_package_folder_beside_the_module_wins(tmp_path):
+    root = make_tree(tmp_path, {f"{MODELS}/llama/__init__.py": PLAIN})
+    res = expect(root, "blocked", "does not satisfy")
+    assert "llama/__init__.py" in json.dumps(res["findings"])
+
+
+# -- members removed or disabled -------------------------------------------------------------------
+
+@pytest.mark.parametrize("change", [
+    ("    def compute_logits(self, hidden_states):", "    del set_aux_hidden_state_layers\n\n"
+                                                     "    def compute_logits(self, hidden_states):"),
+    ("    def compute_logits(self, hidden_states):", "    set_aux_hidden_state_layers = None\n\n"
+                                                     "    def compute_logits(self, hidden_states):"),
+], ids=["del-in-body", "none-in-body"])
+def test_member_removed_in_the_class_body(tmp_path, change):
+    expect(make_tree(tmp_path, llama(LLAMA.replace(*change))), "blocked", "set_aux_hidden_state_layers")
+
+
+@pytest.mark.parametrize("tail", ["del LlamaForCausalLM.set_aux_hidden_state_layers",
+                                  'delattr(LlamaForCausalLM, "set_aux_hidden_state_layers")',
+                                  "LlamaForCausalLM.set_aux_hidden_state_layers = None"],
+                         ids=["del-attribute", "delattr", "set-none"])
+def test_member_removed_after_the_class(tmp_path, tail):
+    expect(make_tree(tmp_path, llama(LLAMA + "\n" + tail + "\n")), "blocked", "set_aux_hidden_state_layers")
+
+
+def test_class_deleted_at_module_level(tmp_path):
+    expect(make_tree(tmp_path, llama(LLAMA + "\ndel LlamaForCausalLM\n")), "unknown", "del LlamaForCausalLM")
+
+
+def test_checker_function_returning_false(tmp_path):
+    text = INTERFACES.replace("    return isinstance(model, SupportsEagle3)", "    return False")
+    assert text != INTERFACES
+    expect(make_tree(tmp_path, {f"{MODELS}/interfaces.py": text}), "blocked", "supports_eagle3()")
+
+
+# -- code that never runs ---------------------------------------------------------------------------
+
+CAPTURE = """            if idx in self.aux_hidden_state_layers:
+                aux_hidden_states.append(hidden_states + residual)
+"""
+
+
+@pytest.mark.parametrize("change", [
+    (CAPTURE, "            if False:\n" + "".join("    " + ln + "\n" for ln in CAPTURE.splitlines())),
+    ("        if len(aux_hidden_states) > 0:", "        aux_hidden_states = []\n        if len(aux_hidden_states) > 0:"),
+    ("        for idx, layer in enumerate(", "        return hidden_states\n        for idx, layer in enumerate("),
+], ids=["if-false", "reset-before-return", "return-before-loop"])
+def test_capture_that_never_runs(tmp_path, change):
+    text = LLAMA.replace(*change)
+    assert text != LLAMA
+    expect(make_tree(tmp_path, llama(text)), "blocked", "aux")
+
+
+def test_unconditional_eagle3_refusal_in_the_config_validation(tmp_path):
+    spec = SPEC.replace('        eagle3_target_supported = ["llama", "qwen"]\n',
+                        '        if self.method == "eagle3":\n            raise ValueError("no")\n'
+                        '        eagle3_target_supported = ["llama", "qwen"]\n')
+    expect(make_tree(tmp_path, {"vllm/config/speculative.py": spec}), "blocked", "raises for every eagle3 target")
+
+
+def test_module_level_raise_makes_the_module_unimportable(tmp_path):
+    text = LLAMA.replace("from .utils import maybe_prefix", "from .utils import maybe_prefix\n\n"
+                         'raise ImportError("not on this platform")')
+    expect(make_tree(tmp_path, llama(text)), "unknown", "raises ImportError")
+
+
+# -- SGLang --------------------------------------------------------------------------------------
+
+def test_sglang_second_entryclass_with_the_same_name(tmp_path):
+    dup = PLAIN + "\n\nEntryClass = LlamaForCausalLM\n"
+    expect(sglang_tree(tmp_path, {f"{SG_MODELS}/llama_dup.py": dup}), "unknown", "twice")
+
+
+def test_sglang_star_import_rebinding(tmp_path):
+    root = sglang_tree(tmp_path, {f"{SG_MODELS}/llama.py": SG_LLAMA.replace(
+        "\n\nEntryClass", "\n\nfrom ._plain import *\n\n\nEntryClass"),
+        f"{SG_MODELS}/_plain.py": PLAIN})
+    expect(root, "blocked", "set_eagle3_layers_to_capture")
+
+
+def test_sglang_setter_deleted_after_the_class(tmp_path):
+    root = sglang_tree(tmp_path, {f"{SG_MODELS}/llama.py": SG_LLAMA.replace(
+        "\n\nclass Phi3ForCausalLM", "\n\ndel LlamaForCausalLM.set_eagle3_layers_to_capture\n\n\nclass Phi3ForCausalLM")})
+    expect(root, "blocked", "set_eagle3_layers_to_capture")
+
+
+def test_sglang_dead_code_capture(tmp_path):
+    cap = """            if i in self.layers_to_capture:
+                aux_hidden_states.append(hidden_states + residual)
+"""
+    assert cap in SG_LLAMA
+    text = SG_LLAMA.replace(cap, "            if False:\n" + "".join("    " + ln + "\n" for ln in cap.splitlines()))
+    expect(sglang_tree(tmp_path, {f"{SG_MODELS}/llama.py": text}), "blocked", "aux")
+
+
+def test_sglang_module_level_raise_drops_its_architectures(tmp_path):
+    text = SG_LLAMA.replace("import torch.nn as nn", 'import torch.nn as nn\n\nraise ImportError("no kernels")')
+    root = sglang_tree(tmp_path, {f"{SG_MODELS}/llama.py": text})
+    r = cli("scan", str(root), "--format", "json", "--no-progress", "--no-cache")
+    archs = {x["architecture"]: x["verdict"] for x in json.loads(r.stdout)["results"]}
+    assert "LlamaForCausalLM" not in archs and "Phi3ForCausalLM" not in archs
+    code, res, err = scan(root)
+    assert code == 2 and "LlamaForCausalLM" in err and len(err.strip().splitlines()) == 1
+
+
+def test_sglang_entryclass_appended_after_its_literal(tmp_path):
+    extra = "\n\nclass ExtraForCausalLM(nn.Module):\n    pass\n\n\nEntryClass.append(ExtraForCausalLM)\n"
+    root = sglang_tree(tmp_path, {f"{SG_MODELS}/llama.py": SG_LLAMA + extra})
+    res = expect(root, "blocked", "set_eagle3_layers_to_capture", arch="ExtraForCausalLM")
+    assert res["class"].endswith("llama.ExtraForCausalLM")
+
+
+def test_sglang_entryclass_rebound_by_a_star_import(tmp_path):
+    # llama.py's EntryClass becomes _plain's: SGLang then sees LlamaForCausalLM registered by two
+    # modules (llama.py through the star import, and _plain.py itself) and asserts at start-up
+    plain = PLAIN + "\n\nEntryClass = [LlamaForCausalLM]\n"
+    root = sglang_tree(tmp_path, {f"{SG_MODELS}/_plain.py": plain,
+                                  f"{SG_MODELS}/llama.py": SG_LLAMA + "\nfrom ._plain import *\n"})
+    expect(root, "unknown", "twice", arch="LlamaForCausalLM")
+
+
+def test_sglang_entryclass_rebound_in_a_loop_is_unknown(tmp_path):
+    root = sglang_tree(tmp_path, {f"{SG_MODELS}/llama.py": SG_LLAMA
+                                  + "\nfor EntryClass in ([LlamaForCausalLM],):\n    pass\n"})
+    expect(root, "unknown", "for loop", arch="LlamaForCausalLM")

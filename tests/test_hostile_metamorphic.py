@@ -1,0 +1,143 @@
+"""Issue 20, the metamorphic property: the verdict depends on what the code does, not on how it is
+laid out.
+
+Trees with known verdicts (fixtures/minivllm: ``LlamaForCausalLM`` supported,
+``ToyV2ForCausalLM`` blocked) are rewritten at random:
+
+- semantics-preserving rewrites (the class behind an alias, the module re-exporting it from
+  another module, a star import of it, the module split into a package, unrelated names bound by
+  loops, ``with`` and tuple unpacking) must leave the verdict unchanged;
+- one semantics-changing rewrite from issue 20's catalog, on top of any preserving layout, must
+  change a ``supported`` verdict (to ``blocked`` or ``unknown``), never leave it ``supported``.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import REPO, audit, make_tree
+
+MODELS = "vllm/model_executor/models"
+PKG = "vllm.model_executor.models"
+LLAMA = (REPO / "fixtures" / "minivllm" / MODELS / "llama.py").read_text()
+REGISTRY = (REPO / "fixtures" / "minivllm" / MODELS / "registry.py").read_text()
+SPEC = (REPO / "fixtures" / "minivllm" / "vllm/config/speculative.py").read_text()
+
+PLAIN = "from torch import nn\n\n\nclass LlamaForCausalLM(nn.Module):\n    pass\n"
+CAPTURE = """            if idx in self.aux_hidden_state_layers:
+                aux_hidden_states.append(hidden_states + residual)
+"""
+
+#: statements that bind only names no verdict reads
+HARMLESS = [
+    "for _i in range(2):\n    pass",
+    "with open(__file__) as _fh:\n    pass",
+    "_a, _b = _make()",
+    "_unused = 1\ndel _unused",
+    "def _cache():\n    global _CACHE\n    _CACHE = {}",
+    "print(_w := 3)",
+]
+
+#: semantics-changing rewrites of the module that defines the classes: (name, tail appended or
+#: (old, new) replaced, files added, or the registry/config replaced)
+CATALOG = {
+    "star-rebind": {"tail": f"from {PKG}.llama_plain import *", "files": {f"{MODELS}/llama_plain.py": PLAIN}},
+    "tuple-unpack": {"tail": "LlamaForCausalLM, _n = _pick()"},
+    "for-target": {"tail": "for LlamaForCausalLM in (LlamaModel,):\n    pass"},
+    "with-target": {"tail": "with open(__file__) as LlamaForCausalLM:\n    pass"},
+    "walrus": {"tail": "print(LlamaForCausalLM := LlamaModel)"},
+    "match": {"tail": "match 1:\n    case LlamaForCausalLM:\n        pass"},
+    "global": {"tail": "def _swap():\n    global LlamaForCausalLM\n    LlamaForCausalLM = LlamaModel\n\n\n_swap()"},
+    "globals": {"tail": "globals()[_key()] = LlamaModel"},
+    "setattr-module": {"tail": "import sys\nsetattr(sys.modules[__name__], 'LlamaForCausalLM', LlamaModel)"},
+    "forward-replaced": {"tail": "LlamaModel.forward = LlamaDecoderLayer.forward"},
+    "del-member": {"tail": "del LlamaForCausalLM.set_aux_hidden_state_layers"},
+    "delattr": {"tail": "delattr(LlamaForCausalLM, 'get_eagle3_aux_hidden_state_layers')"},
+    "member-none": {"tail": "LlamaForCausalLM.set_aux_hidden_state_layers = None"},
+    "del-class": {"tail": "del LlamaForCausalLM"},
+    "module-raise": {"tail": "raise ImportError('not here')"},
+    "if-false-capture": {"replace": (CAPTURE, "            if False:\n"
+                                     + "".join("    " + ln + "\n" for ln in CAPTURE.splitlines()))},
+    "aux-reset": {"replace": ("        if len(aux_hidden_states) > 0:",
+                              "        aux_hidden_states = []\n        if len(aux_hidden_states) > 0:")},
+    "return-first": {"replace": ("        for idx, layer in enumerate(",
+                                 "        return hidden_states\n        for idx, layer in enumerate(")},
+    "registry-repoint": {"registry": '_VLLM_MODELS["LlamaForCausalLM"] = ("toy", "ToyV2ForCausalLM")'},
+    "registry-computed": {"registry": "_VLLM_MODELS.update(_more())"},
+    "allowlist-clear": {"spec": "eagle3_target_supported.clear()"},
+    "allowlist-remove": {"spec": 'eagle3_target_supported.remove("llama")'},
+    "eagle3-refused": {"spec_head": 'if self.method == "eagle3":\n            raise ValueError("no")'},
+}
+
+LAYOUTS = ("module", "re-export", "star", "package")
+
+
+def build(root: Path, layout: str, alias: bool, harmless: list[str], change: str | None) -> Path:
+    """A minivllm tree whose ``llama`` module has ``layout``, the class behind an alias or not,
+    the ``harmless`` statements and the catalog ``change`` (None: none)."""
+    text = LLAMA
+    if alias:
+        text = text.replace("class LlamaForCausalLM(", "class _LlamaImpl(") + "\n\nLlamaForCausalLM = _LlamaImpl\n"
+    c = CATALOG.get(change, {}) if change else {}
+    if "replace" in c:
+        assert c["replace"][0] in text
+        text = text.replace(*c["replace"])
+    tail = "\n\n".join(harmless + ([c["tail"]] if "tail" in c else []))
+    text = text + "\n\n" + tail + "\n"
+    files: dict[str, str | None] = dict(c.get("files", {}))
+    if layout == "module":
+        files[f"{MODELS}/llama.py"] = text
+    elif layout == "re-export":
+        files[f"{MODELS}/llama_impl.py"] = text
+        files[f"{MODELS}/llama.py"] = "from .llama_impl import LlamaForCausalLM, LlamaModel  # noqa: F401\n"
+    elif layout == "star":
+        files[f"{MODELS}/llama_impl.py"] = text
+        files[f"{MODELS}/llama.py"] = "from .llama_impl import *  # noqa: F403\n"
+    else:  # a package replacing the module
+        files[f"{MODELS}/llama.py"] = None
+        files[f"{MODELS}/llama/__init__.py"] = "from .impl import *  # noqa: F403\n"
+        files[f"{MODELS}/llama/impl.py"] = text.replace("from .", "from ..")
+    if "registry" in c:
+        files[f"{MODELS}/registry.py"] = REGISTRY.replace(
+            "\n\nclass _ModelRegistry", f"\n{c['registry']}\n\n\nclass _ModelRegistry")
+    if "spec" in c or "spec_head" in c:
+        head = '        eagle3_target_supported = ["llama", "qwen"]\n'
+        new = head + f"        {c['spec']}\n" if "spec" in c else f"        {c['spec_head']}\n" + head
+        files["vllm/config/speculative.py"] = SPEC.replace(head, new)
+    return make_tree(root, files)
+
+
+def verdict(root: Path, arch: str) -> str:
+    return audit(root, arch).verdict.value
+
+
+layouts = st.sampled_from(LAYOUTS)
+harmless = st.lists(st.sampled_from(HARMLESS), max_size=3, unique=True)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(layout=layouts, alias=st.booleans(), extra=harmless,
+       arch=st.sampled_from([("LlamaForCausalLM", "supported"), ("ToyV2ForCausalLM", "blocked")]))
+def test_semantics_preserving_rewrites_keep_the_verdict(layout, alias, extra, arch):
+    with tempfile.TemporaryDirectory() as d:
+        root = build(Path(d), layout, alias, extra, None)
+        assert verdict(root, arch[0]) == arch[1], (layout, alias, extra)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(layout=layouts, alias=st.booleans(), extra=harmless, change=st.sampled_from(sorted(CATALOG)))
+def test_semantics_changing_rewrites_never_stay_supported(layout, alias, extra, change):
+    with tempfile.TemporaryDirectory() as d:
+        root = build(Path(d), layout, alias, extra, change)
+        assert verdict(root, "LlamaForCausalLM") in ("blocked", "unknown"), (layout, alias, extra, change)
+
+
+def test_every_catalog_change_is_caught_in_the_plain_layout(tmp_path):
+    """The catalog, exhaustively, on the unchanged layout (the property tests sample it)."""
+    for change in sorted(CATALOG):
+        root = build(tmp_path / change, "module", False, [], change)
+        assert verdict(root, "LlamaForCausalLM") in ("blocked", "unknown"), change

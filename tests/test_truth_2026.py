@@ -1,0 +1,45 @@
+"""Issue 19: true verdicts on the 2026 reports, one regression test per kind, each on the real
+release archive the kind's public example names (fetched through pip's index, cached), asserting
+the exact verdict and the exact blocking gates."""
+
+from __future__ import annotations
+
+from tests.real import audit_case
+
+
+def _audit(engine: str, version: str, arch: str, method: str = "eagle3", **extra):
+    return audit_case({"engine": engine, engine: version, "architecture": arch, "method": method, **extra})
+
+
+def _gates(r, severity: str) -> set[str]:
+    return {f.gate for f in r.findings if f.severity.value == severity}
+
+
+def test_kind1_forward_delegating_to_super_is_followed():
+    """vLLM 0.16.0 ``MistralModel.forward`` returns ``super().forward(...)``; ``LlamaModel.forward``
+    captures: the Mistral-3 wrapper is blocked by the allowlist only."""
+    r = _audit("vllm", "0.16.0", "Mistral3ForConditionalGeneration")
+    assert r.verdict.value == "blocked", [f.message for f in r.findings]
+    assert set(r.blocking) == {"allowlist"}, [f.message for f in r.findings]
+    assert "aux-capture" not in _gates(r, "error") | _gates(r, "unknown")
+
+
+def test_kind1_language_model_class_passed_through_super_init():
+    """SGLang 0.5.11 ``Qwen3VLMoeForConditionalGeneration.__init__`` hands its own default
+    ``language_model_cls=Qwen3MoeLLMModel`` to ``Qwen3VLForConditionalGeneration.__init__``, which
+    builds ``self.model = language_model_cls(...)``: followed, no longer unknown."""
+    r = _audit("sglang", "0.5.11", "Qwen3VLMoeForConditionalGeneration")
+    assert r.verdict.value == "supported", [f.message for f in r.findings]
+    assert set(r.blocking) == set()
+    assert not _gates(r, "unknown")
+
+
+def test_kind2_capture_that_the_method_setter_never_sets():
+    """SGLang 0.5.11 Qwen3.5: the EAGLE-3 setter writes ``layers_to_capture``; the forward tests
+    ``_is_layer_to_capture``, which only ``set_dflash_layers_to_capture`` sets: blocked."""
+    r = _audit("sglang", "0.5.11", "Qwen3_5ForConditionalGeneration")
+    assert r.verdict.value == "blocked", [f.message for f in r.findings]
+    assert set(r.blocking) == {"aux-capture"}
+    (f,) = [f for f in r.findings if f.gate == "aux-capture"]
+    assert "_is_layer_to_capture" in f.message and "set_dflash_layers_to_capture" in f.message
+    assert f.path == "sglang/srt/models/qwen3_5.py" and f.line

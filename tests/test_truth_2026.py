@@ -43,3 +43,14 @@ def test_kind2_capture_that_the_method_setter_never_sets():
     (f,) = [f for f in r.findings if f.gate == "aux-capture"]
     assert "_is_layer_to_capture" in f.message and "set_dflash_layers_to_capture" in f.message
     assert f.path == "sglang/srt/models/qwen3_5.py" and f.line
+
+
+def test_kind3_worker_chosen_through_a_registry():
+    """SGLang 0.5.5.post2 picks the EAGLE worker through ``register_speculative_algorithm("EAGLE",
+    worker_cls=_create_eagle_worker)`` (``speculative/spec_info.py``); ``EAGLEWorker.__init__``
+    calls ``get_embed_and_head()``, which MiniMax-M2 lacks: blocked on the interface."""
+    r = _audit("sglang", "0.5.5.post2", "MiniMaxM2ForCausalLM")
+    assert r.verdict.value == "blocked", [f.message for f in r.findings]
+    assert set(r.blocking) == {"interface"}
+    (f,) = [f for f in r.findings if f.gate == "interface"]
+    assert "get_embed_and_head" in f.message and "sglang/srt/speculative/eagle_worker.py" in f.message

@@ -54,3 +54,15 @@ def test_kind3_worker_chosen_through_a_registry():
     assert set(r.blocking) == {"interface"}
     (f,) = [f for f in r.findings if f.gate == "interface"]
     assert "get_embed_and_head" in f.message and "sglang/srt/speculative/eagle_worker.py" in f.message
+
+
+def test_kind1_holder_assigned_in_a_helper_init_calls():
+    """vLLM 0.33.0 ``InklingForCausalLM.__init__`` calls ``self._build(...)``, which assigns
+    ``self.model = InklingModel(...)`` (``vllm/models/inkling/nvidia/model.py``): the holder is
+    found and its forward (a slice loop with no layer index) blocks aux-capture, no longer unknown."""
+    r = _audit("vllm", "0.33.0", "InklingForCausalLM")
+    assert r.verdict.value == "blocked", [f.message for f in r.findings]
+    assert set(r.blocking) == {"aux-capture", "embed-sharing", "interface"}
+    (f,) = [f for f in r.findings if f.gate == "aux-capture"]
+    assert f.severity.value == "error" and f.path == "vllm/models/inkling/nvidia/model.py"
+    assert r.holder.endswith("InklingModel")

@@ -172,7 +172,9 @@ def test_a_blocked_scan_prints_the_exact_fix_command(tmp_path, full033):
     # a full scan names no 129 targets one by one
     assert "next step" not in full033.json.stderr
     p = full033.piped
-    assert ("next step (102 blocked targets with a fix available; name one or several with --model): "
+    # 102 before issue 19: MistralModel.forward's super().forward(...) is followed to LlamaModel's capture
+    # (Mistral, Ministral3, Mistral3 blocked -> supported on 0.33.0)
+    assert ("next step (100 blocked targets with a fix available; name one or several with --model): "
             "eagle-audit fix --vllm-version 0.33.0 --model ARCHITECTURE --method eagle3") in p.stderr
 
 
@@ -290,7 +292,9 @@ def test_drafters_and_pooling_models_show_their_role(full033):
     assert [r[:4] for r in rows] == [["LlamaForCausalLM", "target", "eagle3", "supported"],
                                      ["EagleLlamaForCausalLM", "drafter", "eagle3", "not audited"]]
     full = full033.piped
-    assert re.search(r"^278 targets: 87 supported, 186 blocked, 5 unknown; 70 drafters and 67 pooling models "
+    # issue 19: Mistral, Ministral3 and Mistral3 blocked -> supported (MistralModel.forward's
+    # super().forward(...) reaches LlamaModel's capture)
+    assert re.search(r"^278 targets: 90 supported, 183 blocked, 5 unknown; 70 drafters and 67 pooling models "
                      r"not audited$", full.stdout, re.M)
 
 

@@ -87,7 +87,7 @@ def test_minisglang_alone_requires_only_the_setter():
     """No speculative package: nothing but the setter is required (the fixture's verdicts hold)."""
     a = _auditor(MINI)
     wm = a.facts.worker_members()
-    assert wm.calls == {} and "no worker factory branch" in wm.why_none
+    assert wm.calls == {} and "no worker factory" in wm.why_none
 
 
 _GUARDED = '''

@@ -137,4 +137,58 @@ def init_assign(resolver: Resolver, ref: ClassRef, attrs: tuple[str, ...]):
         for a in attrs:
             if a in init.self_assigns:
                 return e, a, init.self_assign_calls.get(a), init.self_assigns[a]
+        # a helper the __init__ calls that assigns it (``self._build_model()`` setting
+        # ``self.model = X(...)``), looked up on ref's MRO: an override counts
+        for name in init.self_calls:
+            hit = resolver.lookup(ref, name)
+            if hit is None or hit[1] is init or not hasattr(hit[1], "self_assign_calls"):
+                continue
+            for a in attrs:
+                if a in hit[1].self_assign_calls:
+                    return hit[0], a, hit[1].self_assign_calls[a], hit[1].self_assigns[a]
+    return None
+
+
+def init_argument(resolver: Resolver, ref: ClassRef, owner: ClassRef, param: str) -> tuple[str, str] | None:
+    """The value an instance of ``ref`` built with its defaults (how the engine's loader calls it:
+    ``config``, ``quant_config``, ``prefix``) hands to the parameter ``param`` of
+    ``owner.__init__``, following the ``super().__init__(...)`` chain from the first ``__init__``
+    on ``ref``'s MRO down to ``owner``'s: a subclass's own default passed on positionally or by
+    keyword (SGLang 0.5.11 ``sglang/srt/models/qwen3_vl_moe.py``:
+    ``language_model_cls=Qwen3MoeLLMModel`` handed to ``Qwen3VLForConditionalGeneration.__init__``).
+
+    Args:
+        resolver: the tree's resolver.
+        ref: the class instantiated.
+        owner: a class on its MRO whose ``__init__`` takes ``param``.
+        param: the parameter's name.
+
+    Returns:
+        ``(value text, module it is written in)``, or None when the value cannot be known (no
+        default, a call that passes ``*args``, an ``__init__`` that does not call ``super()``).
+    """
+    env: dict[str, tuple[str, str] | None] | None = None
+    for e in resolver.mro(ref).entries:
+        if not isinstance(e, ClassRef):
+            continue
+        c = resolver.cls(e)
+        init = c.methods.get("__init__") if c is not None else None
+        if init is None:
+            continue
+        names = [n for n, _ in init.params]
+        bound: dict[str, tuple[str, str] | None] = {n: ((d, e.module) if d is not None else None) for n, d in init.params}
+        if env is not None:  # the arguments the previous __init__'s super().__init__ passed
+            args, kwargs = env["__args__"], env["__kwargs__"]
+            for n, v in list(zip(names, args)) + [(k, v) for k, v in kwargs.items() if k in bound]:
+                bound[n] = v
+        if e == owner:
+            return bound.get(param)
+        sup = init.super_init
+        if sup is None or any(t.startswith("<Starred") for t in sup[0]):
+            return None
+
+        def value(text: str, bound=bound, e=e) -> tuple[str, str] | None:
+            return bound.get(text) if text in bound else (text, e.module)
+
+        env = {"__args__": [value(t) for t in sup[0]], "__kwargs__": {k: value(t) for k, t in sup[1].items()}}
     return None

@@ -128,6 +128,14 @@ class MethodFact:
     #: ``forward`` returns what ``super().forward(...)`` returned, unchanged (directly or through
     #: one local name): the class before it on the MRO decides what it returns
     returns_super: bool = False
+    #: ``__init__`` only: its parameters after ``self`` in order, each with its default's text
+    #: (None: no default)
+    params: list[tuple[str, str | None]] = field(default_factory=list)
+    #: ``__init__`` only: the ``super().__init__(...)`` call's positional and keyword argument
+    #: texts, or None when it makes none
+    super_init: tuple[list[str], dict[str, str]] | None = None
+    #: ``__init__`` only: the ``self.<m>(...)`` methods it calls in its body
+    self_calls: list[str] = field(default_factory=list)
 
 
 @cacheable
@@ -512,6 +520,23 @@ def _is_super_call(node: ast.AST, method: str) -> bool:
             and isinstance(node.func.value, ast.Call) and dotted(node.func.value.func) == "super")
 
 
+def _init_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef, mf: MethodFact) -> None:
+    """Fill ``params``, ``super_init`` and ``self_calls`` of an ``__init__``'s fact."""
+    a = fn.args
+    pos = a.posonlyargs + a.args
+    defaults = [None] * (len(pos) - len(a.defaults)) + list(a.defaults)
+    mf.params = [(p.arg, _short(d) if d is not None else None) for p, d in zip(pos, defaults)][1:]
+    mf.params += [(p.arg, _short(d) if d is not None else None) for p, d in zip(a.kwonlyargs, a.kw_defaults)]
+    for node in ast.walk(fn):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        if mf.super_init is None and _is_super_call(node, "__init__"):
+            mf.super_init = ([_short(x) for x in node.args], {k.arg: _short(k.value) for k in node.keywords if k.arg})
+        elif isinstance(node.func.value, ast.Name) and node.func.value.id == "self" \
+                and node.func.attr not in mf.self_calls:
+            mf.self_calls.append(node.func.attr)
+
+
 def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
     mf = MethodFact(
         name=fn.name,
@@ -522,11 +547,22 @@ def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
     if fn.name not in DETAILED_METHODS:
         # shallow: ``return X(...)`` in the body or one ``if``/``else`` level down (factories
         # such as ``_init_model``/``_build_model`` that build the inner model)
+        # ``self.X = Callee(...)`` at the same depth (a helper ``__init__`` calls that builds the
+        # inner model itself)
         for st in fn.body:
             for sub in [st] + (st.body + st.orelse if isinstance(st, ast.If) else []):
                 if isinstance(sub, ast.Return) and isinstance(sub.value, ast.Call):
                     mf.returns_call.append(_short(sub.value.func))
+                elif isinstance(sub, ast.Assign) and len(sub.targets) == 1 and _is_self_attr(sub.targets[0]) \
+                        and isinstance(sub.value, ast.Call):
+                    attr = sub.targets[0].attr
+                    mf.self_assigns.setdefault(attr, _short(sub.value))
+                    kw = {k.arg: (ast.unparse(k.value) if k.arg == "architectures" else _short(k.value))
+                          for k in sub.value.keywords if k.arg}
+                    mf.self_assign_calls.setdefault(attr, (_short(sub.value.func), kw, sub.lineno))
         return mf
+    if fn.name == "__init__":
+        _init_facts(fn, mf)
     if fn.name in _REFERENCE_METHODS:
         # small methods: every name and attribute they reference, and delegations
         names: set[str] = set()

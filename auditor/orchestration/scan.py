@@ -146,6 +146,10 @@ class Auditor:
                 for m in c.methods.values():
                     used.update(v[0].split(".")[0] for k, v in m.self_assign_calls.items() if k in holder_attrs)
                     used.update(r.split(".")[0] for r in m.returns_call)
+                    # classes handed to the __init__ chain (``language_model_cls=Qwen3MoeLLMModel``)
+                    texts = [d for _, d in m.params if d] + (
+                        m.super_init[0] + list(m.super_init[1].values()) if m.super_init else [])
+                    used.update(t.split(".")[0] for t in texts if t.split(".")[0].isidentifier())
             for f in s.functions.values():
                 used.update(r.split(".")[0] for r in f.returns_call)
             out = []

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from auditor.cache import cacheable
-from auditor.engines.sglang.facts import CAPTURE_ATTR, forward_capture, trace_capture
+from auditor.engines.sglang.facts import CAPTURE_ATTR, class_facts, forward_capture, trace_capture
 from auditor.engines.vllm.facts import find_holder
 from auditor.model.findings import Finding, Severity
 from rules.base import AuditTarget, Context, Example, Rule
@@ -131,9 +131,38 @@ class SGLangAuxCaptureRule(Rule):
                        f"states (inner model found via {via})")
             yield self.finding(Severity.ERROR, msg, fwd.path, line, holder=holder.dotted)
             return
+        if has_setter and trace.holder_writes:
+            # the capture must test what *this method's* setter writes (SGLang 0.5.11
+            # sglang/srt/models/qwen3_5.py: the forward tests a per-layer mark only the DFlash
+            # setter sets, while the EAGLE-3 setter fills layers_to_capture)
+            tested = {t for lp in capturing for t in lp.get("tests", ())}
+            if tested and not tested & trace.holder_writes:
+                lp = capturing[0]
+                others = _other_setters(ctx, holder, tested, ctx.facts.setter_name())
+                by = f"; only {', '.join(others)} sets it" if others else ""
+                yield self.finding(
+                    Severity.ERROR,
+                    f"{fwd.defined_in.name}.forward captures only when {', '.join(sorted(tested))} is set, which "
+                    f"{ctx.facts.setter_name()} never sets (it writes {', '.join(sorted(trace.holder_writes))}"
+                    f"{by}): nothing is captured for EAGLE-3 (inner model found via {via})",
+                    fwd.path, lp["capture_line"] or lp["line"], holder=holder.dotted)
+                return
         if not fwd.returns_aux:
             yield self.finding(Severity.ERROR, f"{fwd.defined_in.name}.forward captures aux hidden states but never "
                                "returns them", fwd.path, fwd.line, holder=holder.dotted)
+
+
+def _other_setters(ctx: Context, holder, names: set[str], setter: str) -> list[str]:
+    """``Class.method`` of the capture setters on ``holder``'s MRO, other than ``setter``, that
+    write one of ``names`` (``set_dflash_layers_to_capture``)."""
+    out = []
+    for e in ctx.resolver.mro(holder).entries:
+        if not hasattr(e, "qualname"):
+            continue
+        for name, f in class_facts(ctx.resolver, e).get("setters", {}).items():
+            if name != setter and any(a in names for _, a, _ in f["writes"]):
+                out.append(f"{e.name}.{name}")
+    return out
 
 
 class SilentDelegationRule(Rule):

@@ -24,7 +24,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from auditor.engines.base import TreeFactsBase, init_assign
+from auditor.engines.base import TreeFactsBase, init_argument, init_assign
 from auditor.engines.sglang.workers import worker_members
 from auditor.index.resolve import ClassRef, External, Resolver, Unresolved
 from auditor.index.summary import Extractor, MethodFact
@@ -87,12 +87,25 @@ def _raises(body: list[ast.stmt]) -> bool:
     return any(isinstance(st, ast.Raise) for st in body)
 
 
+def _writes_capture(body: list[ast.stmt], path: str) -> bool:
+    """True when ``body`` assigns a capture attribute on ``self.<path>``
+    (``self.model.layers_to_capture = ...``)."""
+    for st in body:
+        for node in ast.walk(st):
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and "capture" in node.attr \
+                    and _self_path(node.value) == path:
+                return True
+    return False
+
+
 def _setter_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict:
     """What a ``set_eagle3_layers_to_capture`` body does: ``writes`` (``[self path, attribute,
     line]`` of each assignment or ``setattr`` whose attribute mentions ``capture``),
     ``delegates`` (``[self path, line, guard]`` of each ``self.X.set_...(...)`` call; guard
     ``"silent"`` when the call sits under ``if hasattr(self.X, ...)`` with no ``else`` that
-    raises, ``"checked"`` when an earlier ``if not hasattr(self.X, ...): raise`` guards it),
+    raises or writes the capture list, ``"checked"`` when that ``else`` raises or an earlier
+    ``if not hasattr(self.X, ...): raise`` guards it, ``"fallback"`` when that ``else`` writes
+    the capture list on ``self.X`` itself),
     ``raises_only`` (the body only raises), and ``line``."""
     writes: list[list] = []
     delegates: list[list] = []
@@ -104,7 +117,11 @@ def _setter_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict:
                 tests = _hasattr_target(st.test)
                 if tests and _raises(st.body) and all(neg for _, neg in tests):
                     checked.update(p for p, _ in tests)  # if not hasattr(self.X, ...): raise
-                positive = tuple((p, _raises(st.orelse)) for p, neg in tests if not neg)
+                # the else branch: raising makes the delegation "checked"; writing the capture
+                # list on the same model itself makes it a "fallback" (nothing is skipped)
+                positive = tuple((p, "checked" if _raises(st.orelse) else
+                                  "fallback" if _writes_capture(st.orelse, p) else "silent")
+                                 for p, neg in tests if not neg)
                 visit(st.body, guards + positive)
                 visit(st.orelse, guards)
                 continue
@@ -133,9 +150,9 @@ def _setter_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict:
                     p = _self_path(f.value)
                     if p:
                         guard = None
-                        for gp, loud_else in guards:
+                        for gp, kind in guards:
                             if gp == p:
-                                guard = "checked" if loud_else else "silent"
+                                guard = kind
                         if guard is None and p in checked:
                             guard = "checked"
                         delegates.append([p, node.lineno, guard, f.attr])
@@ -170,9 +187,10 @@ def _aux_name(names: set[str]) -> bool:
 
 def _forward_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict:
     """A ``forward``'s layer loops and return: ``loops`` (``{"line", "captures", "capture_line",
-    "mentions"}``: the loop iterates the layers; ``captures`` when a test on the capture list
+    "mentions", "tests"}``: the loop iterates the layers; ``captures`` when a test on the capture list
     appends to a list or hands the aux-states list (a name with ``aux``) to a call;
-    ``mentions`` when the loop mentions the capture list at all), ``super_forward`` (it calls
+    ``mentions`` when the loop mentions the capture list at all; ``tests`` the capture names its
+    tests read: ``layers_to_capture``, or a per-layer mark such as ``_is_layer_to_capture``), ``super_forward`` (it calls
     ``super().forward(...)``), ``returns_aux`` (a ``return``
     of a tuple whose later item is, or is computed from, a name with ``aux``), ``line``."""
     # local functions that feed the aux list (a ``capture_output`` closure handed to the layer)
@@ -186,10 +204,11 @@ def _forward_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict:
         body_names = set().union(*(_names(b) for b in node.body)) if node.body else set()
         if not (any("layer" in n for n in it_names) or "layers" in body_names):
             continue
-        captures, line, mentions = False, None, False
+        captures, line, mentions, tests = False, None, False, set()
         for sub in ast.walk(node):
             if isinstance(sub, (ast.If, ast.IfExp)) and _is_capture_test(sub.test):
                 mentions = True
+                tests.update(n for n in _names(sub.test) if "to_capture" in n)
                 then = sub.body if isinstance(sub, ast.If) else [sub.body]
                 hit = False
                 for b in then:
@@ -200,7 +219,8 @@ def _forward_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict:
                             hit = True
                 if hit:
                     captures, line = True, line or sub.lineno
-        loops.append({"line": node.lineno, "captures": captures, "capture_line": line, "mentions": mentions})
+        loops.append({"line": node.lineno, "captures": captures, "capture_line": line, "mentions": mentions,
+                      "tests": sorted(tests)})
     returns_aux = False
     for node in ast.walk(fn):
         if not isinstance(node, ast.Return) or node.value is None:
@@ -235,7 +255,9 @@ def extract_capture(tree: ast.Module) -> dict | None:
                 facts: dict = {}
                 for m in st.body:
                     if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                        if m.name.startswith("set_eagle3"):
+                        if m.name.startswith("set_eagle3") or (m.name.startswith("set_") and "capture" in m.name):
+                            # every method's capture setter (``set_dflash_layers_to_capture`` too):
+                            # what each one writes tells which method the forward's capture serves
                             facts.setdefault("setters", {})[m.name] = _setter_fact(m)
                         elif m.name == "forward":
                             facts["forward"] = _forward_fact(m)
@@ -352,7 +374,14 @@ def find_setter(resolver: Resolver, ref: ClassRef, name: str = SETTER):
 
 def attr_class(resolver: Resolver, ref: ClassRef, attr: str):
     """The class ``self.<attr>`` holds on an instance of ``ref``: the first ``__init__`` on the
-    MRO that assigns it, with a class called directly (``self.model = LlamaModel(...)``).
+    MRO that assigns it (or a helper it calls), with a class called directly (``self.model =
+    LlamaModel(...)``), a factory method or class attribute (``self.model_cls(...)``), or an
+    ``__init__`` parameter whose value the subclass chain decides (:func:`init_argument`).
+
+    Args:
+        resolver: the tree's resolver.
+        ref: the instantiated class.
+        attr: the attribute.
 
     Returns:
         ``(ClassRef, path, line)``, or ``(None, path, reason)`` when it cannot be known.
@@ -380,7 +409,17 @@ def attr_class(resolver: Resolver, ref: ClassRef, attr: str):
                 callee, e = fact.value, owner
             else:
                 return None, path, f"{owner.name}.{name} has no value"
-        t = resolver.resolve_dotted(e.module, callee)
+        module = e.module
+        init = resolver.cls(e).methods.get("__init__") if resolver.cls(e) is not None else None
+        if "." not in callee and init is not None and any(n == callee for n, _ in init.params):
+            # the class is an __init__ parameter (``language_model_cls=Qwen3LLMModel``), which a
+            # subclass may override through super().__init__(...)
+            arg = init_argument(resolver, ref, e, callee)
+            if arg is None:
+                return None, path, f"self.{attr} = {callee}(...): the value of {e.name}.__init__'s parameter " \
+                                   f"{callee} cannot be known statically"
+            callee, module = arg
+        t = resolver.resolve_dotted(module, callee)
         local = class_facts(resolver, e).get("init_imports", {}).get(callee.split(".")[0])
         if not isinstance(t, ClassRef) and local and "." not in callee:
             t = resolver.resolve_name(local[0], local[1])  # imported inside __init__
@@ -422,6 +461,9 @@ class CaptureTrace:
     holder_via: str = ""
     problems: list[tuple[str, str, str | None, int | None]] = field(default_factory=list)
     language_arch: str | None = None
+    #: the capture attributes the setter chain writes on the holder or its layers
+    #: (``layers_to_capture``, ``capture_aux_hidden_states``, a per-layer ``_is_layer_to_capture``)
+    holder_writes: set[str] = field(default_factory=set)
 
 
 def trace_capture(resolver: Resolver, ref: ClassRef, name: str = SETTER, registry=None) -> CaptureTrace:
@@ -453,9 +495,14 @@ def _trace(resolver, ref, name, trace, via, depth, registry) -> None:
     if facts["raises_only"]:
         trace.problems.append(("raises", f"{owner.name}.{name} only raises", path, mf.line))
         return
+    if trace.holder is not None and ref == trace.holder:
+        # the holder's own setter, delegated to: what it writes is what its forward may test
+        trace.holder_writes.update(a for _, a, _ in facts["writes"])
     for p, attr, line in facts["writes"]:
         if attr != CAPTURE_ATTR or trace.holder is not None:
             continue
+        trace.holder_writes.update(a for q, a, _ in facts["writes"]
+                                   if q == p or (q.startswith(p) and q[len(p):len(p) + 1] in (".", "[") if p else True))
         if p == "":
             trace.holder, trace.holder_via = ref, f"{owner.name}.{name} sets self.{CAPTURE_ATTR}"
         elif "." not in p and "[]" not in p:
@@ -480,6 +527,8 @@ def _trace(resolver, ref, name, trace, via, depth, registry) -> None:
         if registry is not None and trace.language_arch is None and cls.name in getattr(registry, "entries", {}):
             trace.language_arch = cls.name
         if find_setter(resolver, cls, called) is None:
+            if guard == "fallback":
+                continue  # the else branch writes the capture list itself (read above)
             where = f"self.{p} = {cls.name}(...)"
             if guard == "silent":
                 trace.problems.append(("silent", f"{owner.name}.{name} calls self.{p}.{called} only if hasattr(...): "

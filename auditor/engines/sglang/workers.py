@@ -16,7 +16,8 @@ the method calls made on the target model (an attribute chain ``<...>.target_wor
 hand the target model (or a parameter) to another function, whether each is guarded (under
 ``hasattr``/``isinstance`` on that object, or in a ``try`` whose handler swallows the error), and
 the worker factory: the branches under ``if <algorithm>.is_eagle()`` that import and return a
-worker class. :func:`worker_members` follows the factory's worker classes (and their bases in the
+worker class, or a registry call that names the EAGLE algorithm and a function building the
+worker (0.5.4–0.5.7 ``speculative/spec_info.py``). :func:`worker_members` follows the factory's worker classes (and their bases in the
 package) and the hand-overs (at most four calls deep) to the members the target must have, each
 with its call site.
 """
@@ -239,18 +240,50 @@ def _factories(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[dict]:
         if not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "is_eagle"
                    for n in ast.walk(node.test)):
             continue
-        imported: dict[str, list] = {}
-        returned: list[str] = []
-        for st in node.body:
-            for n in ast.walk(st):
-                if isinstance(n, ast.ImportFrom):
-                    for a in n.names:
-                        imported[a.asname or a.name] = [n.module or "", a.name, n.level]
-                elif isinstance(n, ast.Return) and isinstance(n.value, ast.Name):
-                    returned.append(n.value.id)
-        classes = [imported[r] for r in dict.fromkeys(returned) if r in imported]
+        classes = _made_classes(node.body)
         if classes:
             out.append({"line": node.lineno, "classes": classes})
+    return out
+
+
+def _made_classes(body: list[ast.stmt]) -> list[list]:
+    """``[module, name, level]`` of each name that ``body`` imports (``from m import C``) and
+    returns, as the class itself or built (``return C`` or ``return C(**kwargs)``)."""
+    imported: dict[str, list] = {}
+    returned: list[str] = []
+    for st in body:
+        for n in ast.walk(st):
+            if isinstance(n, ast.ImportFrom):
+                for a in n.names:
+                    imported[a.asname or a.name] = [n.module or "", a.name, n.level]
+            elif isinstance(n, ast.Return) and n.value is not None:
+                v = n.value.func if isinstance(n.value, ast.Call) else n.value
+                if isinstance(v, ast.Name):
+                    returned.append(v.id)
+    return [imported[r] for r in dict.fromkeys(returned) if r in imported]
+
+
+#: The algorithm names whose worker serves EAGLE-3 (and EAGLE, NEXTN) targets.
+_EAGLE_NAMES = frozenset({"EAGLE", "EAGLE3"})
+
+
+def _registrations(tree: ast.Module) -> list[dict]:
+    """Module-level calls that register a worker for an EAGLE algorithm: a call with the string
+    ``"EAGLE"`` (or ``"EAGLE3"``) among its arguments and a name among the others (0.5.5.post2
+    ``sglang/srt/speculative/spec_info.py``: ``register_speculative_algorithm("EAGLE", ...,
+    worker_cls=_create_eagle_worker)``); each ``{"line", "names"}``."""
+    out = []
+    for st in tree.body:
+        value = st.value if isinstance(st, (ast.Expr, ast.Assign)) else None
+        if not isinstance(value, ast.Call):
+            continue
+        args = list(value.args) + [k.value for k in value.keywords]
+        if not any(isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.upper() in _EAGLE_NAMES
+                   for a in args):
+            continue
+        names = [a.id for a in args if isinstance(a, ast.Name)]
+        if names:
+            out.append({"line": value.lineno, "names": names})
     return out
 
 
@@ -260,10 +293,13 @@ def extract_workers(tree: ast.Module) -> dict | None:
     method called on the target model, subject ``"target"``, or on parameter ``p``, subject
     ``"@p"``, unguarded), ``passes`` ``[subject, callee text, argument index or keyword, line]``
     (the target model or a parameter handed to another function), ``imports`` the function's own
-    ``from m import n``; ``factories`` see :func:`_factories`. Functions with neither calls nor
+    ``from m import n``; ``factories`` see :func:`_factories`; ``registered`` see
+    :func:`_registrations`; ``makers`` the module-level functions that import and build a class
+    (see :func:`_made_classes`). Functions with neither calls nor
     hand-overs are left out; None when nothing is found."""
     functions: dict[str, dict] = {}
     factories: list[dict] = []
+    makers: dict[str, list] = {}   # module-level function -> the worker classes it builds
 
     def visit(body: list[ast.stmt], prefix: str, in_class: bool) -> None:
         for st in body:
@@ -274,14 +310,17 @@ def extract_workers(tree: ast.Module) -> dict | None:
                 if f.calls or f.passes:
                     functions[f"{prefix}{st.name}"] = f.as_dict()
                 factories.extend(_factories(st))
+                if not prefix and _made_classes(st.body):
+                    makers[st.name] = _made_classes(st.body)
             elif isinstance(st, (ast.If, ast.Try)):
                 visit(st.body, prefix, in_class)
                 visit(getattr(st, "orelse", []), prefix, in_class)
 
     visit(tree.body, "", False)
-    if not functions and not factories:
+    registered = _registrations(tree)
+    if not functions and not factories and not registered:
         return None
-    return {"functions": functions, "factories": factories}
+    return {"functions": functions, "factories": factories, "registered": registered, "makers": makers}
 
 
 #: The target-model calls of SGLang's speculative package (see :func:`extract_workers`).
@@ -358,9 +397,20 @@ def worker_members(facts, extractor: Extractor = WORKERS_EXTRACTOR) -> WorkerMem
                 t = r.resolve_name(_abs_module(mod, s.is_package, target, level), name)
                 if isinstance(t, ClassRef) and t not in workers:
                     workers.append(t)
+        # a registry: ``register_speculative_algorithm("EAGLE", worker_cls=_create_eagle_worker)``
+        for reg in records[mod].get("registered", []):
+            out.factory.append(f"{s.path}:{reg['line']}")
+            for name in reg["names"]:
+                made = records[mod].get("makers", {}).get(name)
+                refs = [r.resolve_name(_abs_module(mod, s.is_package, t, lv), n) for t, n, lv in made] if made \
+                    else [r.resolve_name(mod, name)]
+                for t in refs:
+                    if isinstance(t, ClassRef) and t not in workers:
+                        workers.append(t)
     if not workers:
-        out.why_none = ("no worker factory branch under `if <algorithm>.is_eagle()` that imports and returns a "
-                        f"worker class was found in {SPECULATIVE_DIR}")
+        out.why_none = ("no worker factory (a branch under `if <algorithm>.is_eagle()`, or a registration of "
+                        "the EAGLE algorithm) that imports and returns a worker class was found in "
+                        f"{SPECULATIVE_DIR}")
         return out
     out.workers = [w.dotted for w in workers]
     modules: list[str] = []

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from auditor.engines.base import TreeFactsBase, init_assign
+from auditor.engines.base import TreeFactsBase, init_argument, init_assign
 from auditor.engines.vllm.registry import Registry
 from auditor.index.resolve import ClassRef, External, Resolver, Unresolved
 from auditor.index.summary import AttrFact, LoopFact, MethodFact
@@ -224,7 +224,10 @@ def find_holder(resolver: Resolver, registry: Registry, ref: ClassRef, _depth: i
     ``self.model = ...`` in the first ``__init__`` on the MRO that assigns it: a class called
     directly, ``self.<method>(...)`` (the method is looked up on ``ref``'s MRO, so overrides
     count, and its ``return X(...)`` gives the class), or ``self.<attr>(...)`` where ``<attr>`` is a
-    class attribute (``model_cls = DeepseekV2Model``; subclasses may rebind it).
+    class attribute (``model_cls = DeepseekV2Model``; subclasses may rebind it), or an
+    ``__init__`` parameter whose value the ``super().__init__(...)`` chain decides
+    (:func:`auditor.engines.base.init_argument`). A helper the ``__init__`` calls counts as
+    the ``__init__`` (:func:`auditor.engines.base.init_assign`).
 
     A wrapper that builds its language model from the checkpoint's text config
     (``init_vllm_registered_model(hf_config=config.text_config)``) is followed through the class
@@ -318,8 +321,19 @@ def find_holder(resolver: Resolver, registry: Registry, ref: ClassRef, _depth: i
             if len(set(fact.returns_call)) > 1:
                 via += f"; other branches return {', '.join(sorted(set(fact.returns_call[1:])))}"
     else:
-        t = resolver.resolve_dotted(owner.module, callee)
+        module = owner.module
+        c = resolver.cls(owner)
+        init = c.methods.get("__init__") if c is not None else None
         via = f"self.{attr} = {callee}(...)"
+        if "." not in callee and init is not None and any(n == callee for n, _ in init.params):
+            # an __init__ parameter (``language_model_cls=...``) that subclasses pass on
+            arg = init_argument(resolver, ref, owner, callee)
+            if arg is None:
+                return HolderInfo(None, via, path, line, unknown=(
+                    f"the value of {owner.name}.__init__'s parameter {callee} cannot be known statically"))
+            via = f"self.{attr} = {callee}(...) with {callee}={arg[0]}"
+            callee, module = arg
+        t = resolver.resolve_dotted(module, callee)
         if not isinstance(t, ClassRef):
             # a factory that takes the class: initialize_model(..., model_class=Llama4ForCausalLM)
             hit = class_keyword(resolver, owner.module, call[1])
@@ -377,8 +391,27 @@ class ForwardFacts:
 
 
 def holder_forward(resolver: Resolver, holder: ClassRef) -> ForwardFacts:
-    """The ``forward`` the holder runs (looked up on its MRO)."""
-    hit = resolver.lookup(holder, "forward")
+    """The ``forward`` the holder runs: the first on its MRO, past overrides that only return
+    ``super().forward(...)`` unchanged and loop over no layers (0.16.0
+    ``vllm/model_executor/models/mistral.py``: ``MistralModel.forward`` returns
+    ``super().forward(...)``, so ``LlamaModel.forward`` decides what the holder captures).
+
+    Args:
+        resolver: the tree's resolver.
+        holder: the inner model class.
+
+    Returns:
+        The :class:`ForwardFacts` of the forward that decides; all empty when the MRO has none
+        in the tree.
+    """
+    hit = None
+    for e in resolver.mro(holder).entries:
+        c = resolver.cls(e) if isinstance(e, ClassRef) else None
+        if c is None or "forward" not in c.methods:
+            continue
+        hit = (e, c.methods["forward"])
+        if not (hit[1].returns_super and not hit[1].loops):
+            break
     if hit is None or not isinstance(hit[1], MethodFact):
         return ForwardFacts(None, None, None, [], False)
     defined_in, mf = hit

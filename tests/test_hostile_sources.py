@@ -55,7 +55,7 @@ def test_ctrl_c_during_matrix_cancels_the_downloads_and_leaves_no_part_file(many
         started.append(threading.current_thread().name)
         if sent.acquire(blocking=False):
             os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, delivered to the main thread
-        assert fetch._STOP.wait(timeout=30), "the interruption never stopped the downloads"
+        assert fetch._STOP.wait(timeout=120), "the interruption never stopped the downloads"
 
     monkeypatch.setattr(fetch, "_write", write)
     r = cli("matrix", "--model", "LlamaForCausalLM", "--versions", ",".join(VERSIONS), "--no-progress",

@@ -222,7 +222,7 @@ def _stdout_dash(value: Optional[Path]) -> Optional[Path]:
 
 #: How ``-o`` help names each format's suffix.
 _SUFFIX_HELP = {"table": ".txt table", "json": ".json", "markdown": ".md markdown", "sarif": ".sarif",
-                "junit": ".xml JUnit"}
+                "junit": ".xml JUnit", "html": ".html page"}
 
 
 def _output_opt(choices: type[Enum], what: str = "the report"):
@@ -376,7 +376,7 @@ def _platform_opt(all_ok: bool = False):
 
 #: The report format each suffix of ``-o`` names (every command that writes a report).
 SUFFIX_FORMATS = {".txt": "table", ".json": "json", ".md": "markdown", ".markdown": "markdown", ".sarif": "sarif",
-                  ".xml": "junit"}
+                  ".xml": "junit", ".html": "html"}
 
 
 def _report_format(fmt: Optional[Enum], output: Optional[Path], choices: type[Enum]) -> Enum:
@@ -393,7 +393,7 @@ def _report_format(fmt: Optional[Enum], output: Optional[Path], choices: type[En
 
     Refused (exit 2, one line, before any work): a suffix naming a format the command does not
     write, a ``--format`` that contradicts the suffix, and without ``--format`` a suffix that
-    names no format (``-o report``, ``-o r.html``).
+    names no format (``-o report``, ``-o r.junit``).
     """
     known = [c.value for c in choices]
     if output is None:
@@ -1375,6 +1375,7 @@ class MatrixFormat(str, Enum):
     table = "table"
     json = "json"
     markdown = "markdown"
+    html = "html"
 
 
 SummaryOpt = typer.Option(
@@ -1541,7 +1542,7 @@ def matrix_cmd(
     jobs: Optional[int] = typer.Option(
         None, "--jobs", "-j", min=1, metavar="N", help="Worker processes auditing releases (default: the CPU "
         "count; 1: in this process).", show_default=False),
-    fmt: Optional[MatrixFormat] = typer.Option(None, "--format", "-f", metavar="table|json|markdown",
+    fmt: Optional[MatrixFormat] = typer.Option(None, "--format", "-f", metavar="table|json|markdown|html",
                                                show_default=False,
                                                help="Output format (default: as the -o suffix says, else table)."),
     output: Optional[Path] = _output_opt(MatrixFormat),
@@ -1567,6 +1568,7 @@ def matrix_cmd(
       eagle-audit matrix --model kimi_k2 --versions 0.12.0..0.33.0
       eagle-audit matrix --model qwen3_moe --versions 0.16.0,0.18.0 --method mtp
       eagle-audit matrix --engine sglang -m kimi_k2 --versions 0.5.9.. -f json
+      eagle-audit matrix -m kimi_k2 --versions 0.16.0..0.18.0 -o matrix.html
     """
     from auditor.orchestration.matrix import run_matrix
     from auditor.render import ci_formats
@@ -1592,6 +1594,10 @@ def matrix_cmd(
     markdown = ci_formats.matrix_markdown(report)
     if fmt is MatrixFormat.table:
         _emit_table(lambda console: ci_formats.matrix_table(report, console), output)
+    elif fmt is MatrixFormat.html:
+        from auditor.render.html import matrix_html
+
+        _write(matrix_html(report), output)
     else:
         _write(json.dumps(report.as_dict(), indent=2) if fmt is MatrixFormat.json else markdown, output)
     _append(markdown, summary)
@@ -1610,6 +1616,7 @@ class CompareFormat(str, Enum):
     table = "table"
     json = "json"
     markdown = "markdown"
+    html = "html"
 
 
 @app.command("compare", cls=_Command, short_help="The same targets in vLLM and in SGLang, side by side.")
@@ -1628,7 +1635,7 @@ def compare_cmd(
     draft_config: Optional[Path] = _draft_config_opt(),
     parallel_drafting: Optional[bool] = _parallel_drafting_opt(),
     num_speculative_tokens: Optional[int] = _num_spec_opt(),
-    fmt: Optional[CompareFormat] = typer.Option(None, "--format", "-f", metavar="table|json|markdown",
+    fmt: Optional[CompareFormat] = typer.Option(None, "--format", "-f", metavar="table|json|markdown|html",
                                                 show_default=False,
                                                 help="Output format (default: as the -o suffix says, else table)."),
     output: Optional[Path] = _output_opt(CompareFormat),
@@ -1648,6 +1655,8 @@ def compare_cmd(
       eagle-audit compare -m kimi_k2 --vllm-version 0.16.0 --sglang-version 0.5.9
       eagle-audit compare -m qwen3_moe --vllm-version site-packages/vllm \\
                           --sglang-version 0.5.9
+      eagle-audit compare -m kimi_k2 --vllm-version 0.16.0 --sglang-version 0.5.9 \\
+                          -o compare.html
     """
     from auditor.engines.vllm.targets import load_hf_config
     from auditor.orchestration.compare import open_engine_side, run_compare
@@ -1680,6 +1689,10 @@ def compare_cmd(
         _emit_table(lambda console: rep.compare_table(report, console), output)
     elif fmt is CompareFormat.json:
         _write(json.dumps(report.as_dict(), indent=2), output)
+    elif fmt is CompareFormat.html:
+        from auditor.render.html import compare_html
+
+        _write(compare_html(report), output)
     else:
         _write(rep.compare_markdown(report), output)
     if not report.ok and fmt is not CompareFormat.json:  # never mixed with JSON's stream

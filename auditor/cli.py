@@ -709,7 +709,7 @@ def scan(
     if fmt is Format.table:
         _emit_table(lambda console: rep.scan_table(result, console, verbose=verbose or not full), output)
     else:
-        _write(_render(result, fmt), output)
+        _write(_render(result, fmt, settings.path), output)
     if fmt in (Format.table, Format.markdown):  # never mixed with a CI format's stream
         for line in _fix_commands(result, auditor, path, vllm_version, model, model_type, cfg, run, platform.value,
                                   python, sglang_version):
@@ -948,7 +948,9 @@ def _scan_all_platforms(path, vllm_version, model, model_type, cfg, methods, fmt
     raise typer.Exit(0 if ok else 1)
 
 
-def _render(result, fmt: Format) -> str:
+def _render(result, fmt: Format, settings_file: Optional[Path] = None) -> str:
+    """A scan report in ``fmt`` (not table); SARIF results are placed on ``settings_file`` (the
+    pyproject.toml read) when it lies in the working folder."""
     from auditor.render import report as rep
 
     if fmt is Format.json:
@@ -958,7 +960,7 @@ def _render(result, fmt: Format) -> str:
     if fmt is Format.sarif:
         from auditor.render import ci_formats
 
-        return ci_formats.scan_sarif(result)
+        return ci_formats.scan_sarif(result, ci_formats.settings_anchor(settings_file))
     from auditor.render import ci_formats
 
     return ci_formats.scan_junit(result)
@@ -1516,7 +1518,7 @@ def gate_cmd(
         text = {
             GateFormat.json: lambda: json.dumps(report.as_dict(), indent=2),
             GateFormat.markdown: lambda: markdown,
-            GateFormat.sarif: lambda: ci_formats.gate_sarif(report),
+            GateFormat.sarif: lambda: ci_formats.gate_sarif(report, ci_formats.settings_anchor(cfg.path)),
             GateFormat.junit: lambda: ci_formats.gate_junit(report),
         }[fmt]()
         _write(text, output)

@@ -987,6 +987,29 @@ def _with_progress(show: bool, label: str, fn):
         return fn(cb)
 
 
+def _with_stages(show: bool, title: str, fn):
+    """Run ``fn(cb)`` with one line on stderr naming the stage in progress (a spinner, ``title:
+    stage``, stages done of all; gone when ``fn`` returns). ``cb(stage, done, total)`` is called
+    as each stage starts; each call redraws the line at once, so no stage goes unnamed, and the
+    line shows only from the first stage on. Without ``show`` (not a terminal, ``--no-progress``),
+    ``fn(None)``."""
+    if not show:
+        return fn(None)
+    from rich.markup import escape as rich_escape
+    from rich.progress import MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), MofNCompleteColumn(),
+                  console=_err(), transient=True) as prog:
+        task = prog.add_task(title, total=None, visible=False)
+
+        def cb(stage: str, done: int, total: int) -> None:
+            prog.update(task, description=rich_escape(clean(f"{title}: {stage}")), completed=done, total=total,
+                        visible=True)
+            prog.refresh()
+
+        return fn(cb)
+
+
 def _with_progress2(show: bool, labels: tuple[str, str], fn):
     """Run ``fn(first_cb, second_cb)`` with two progress bars (one per phase) on stderr."""
     if not show:
@@ -1263,7 +1286,8 @@ def fix_cmd(
     if apply:
         fx.check_apply_target(root, home)  # refused before the work
     run = settings.run_options(method, platform.value)
-    result = fx.plan_fix(auditor, specs, method, only, run, hf)
+    result = _with_stages(_progress_enabled(no_progress), "eagle-audit fix",
+                          lambda cb: fx.plan_fix(auditor, specs, method, only, run, hf, progress=cb))
     from auditor.model.findings import INTERNAL_RULE
 
     failed = [r for r in result.before + result.after if any(f.rule == INTERNAL_RULE for f in r.findings)]
@@ -1503,13 +1527,13 @@ def gate_cmd(
                       name)
     cur = (_open_side(cfg.label("current_version"), cfg.current_version, no_progress, no_cache, platform.value, name)
            if cfg.current_version else None)
-    report = _with_progress(
-        _progress_enabled(no_progress), "gating",
+    report = _with_stages(
+        _progress_enabled(no_progress), "eagle-audit gate",
         lambda cb: run_gate(cand, cfg.models, candidate_spec=cfg.candidate_version, current=cur,
                             current_spec=cfg.current_version or "",
                             codemods=cfg.codemods, methods=cfg.methods, model_type=cfg.model_type, hf_config=hf,
                             allowed_warnings=cfg.allow_warnings, fail_on_warnings=cfg.fail_on_warnings,
-                            options=run))
+                            options=run, progress=cb))
     report.config = cfg.path
     markdown = ci_formats.gate_markdown(report)
     if fmt is GateFormat.table:

@@ -1681,8 +1681,8 @@ def compare_cmd(
       eagle-audit compare -m kimi_k2 --vllm-version 0.16.0 --sglang-version 0.5.9
       eagle-audit compare -m qwen3_moe --vllm-version site-packages/vllm \\
                           --sglang-version 0.5.9
-      eagle-audit compare -m kimi_k2 --vllm-version 0.16.0 --sglang-version 0.5.9 \\
-                          -o compare.html
+      eagle-audit compare -m kimi_k2 --vllm-version 0.16.0 \\
+                          --sglang-version 0.5.9 -o compare.html
     """
     from auditor.engines.vllm.targets import load_hf_config
     from auditor.orchestration.compare import open_engine_side, run_compare

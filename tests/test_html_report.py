@@ -30,12 +30,26 @@ def _chromium() -> str:
 
 
 def _browser(page: Path, *mode: str, size: str = "1400,1000") -> subprocess.CompletedProcess:
+    """Run headless Chromium on ``page`` in a session of its own (a signal Chromium sends its
+    process group never reaches the test run), with a throw-away profile; whatever of that
+    session is left when it returns is killed."""
+    import signal
+
     with tempfile.TemporaryDirectory() as profile:
-        return subprocess.run(
-            [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
-             f"--window-size={size}", *mode, page.as_uri()],
-            capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        args = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
+                f"--window-size={size}", *mode, page.as_uri()]
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                text=True, start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=120)
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            proc.wait()
+        return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 
 def dump_dom(page: Path) -> str:

@@ -222,7 +222,7 @@ def _stdout_dash(value: Optional[Path]) -> Optional[Path]:
 
 #: How ``-o`` help names each format's suffix.
 _SUFFIX_HELP = {"table": ".txt table", "json": ".json", "markdown": ".md markdown", "sarif": ".sarif",
-                "junit": ".xml JUnit"}
+                "junit": ".xml JUnit", "html": ".html page"}
 
 
 def _output_opt(choices: type[Enum], what: str = "the report"):
@@ -376,7 +376,7 @@ def _platform_opt(all_ok: bool = False):
 
 #: The report format each suffix of ``-o`` names (every command that writes a report).
 SUFFIX_FORMATS = {".txt": "table", ".json": "json", ".md": "markdown", ".markdown": "markdown", ".sarif": "sarif",
-                  ".xml": "junit"}
+                  ".xml": "junit", ".html": "html"}
 
 
 def _report_format(fmt: Optional[Enum], output: Optional[Path], choices: type[Enum]) -> Enum:
@@ -393,7 +393,7 @@ def _report_format(fmt: Optional[Enum], output: Optional[Path], choices: type[En
 
     Refused (exit 2, one line, before any work): a suffix naming a format the command does not
     write, a ``--format`` that contradicts the suffix, and without ``--format`` a suffix that
-    names no format (``-o report``, ``-o r.html``).
+    names no format (``-o report``, ``-o r.junit``).
     """
     known = [c.value for c in choices]
     if output is None:
@@ -709,7 +709,7 @@ def scan(
     if fmt is Format.table:
         _emit_table(lambda console: rep.scan_table(result, console, verbose=verbose or not full), output)
     else:
-        _write(_render(result, fmt), output)
+        _write(_render(result, fmt, settings.path), output)
     if fmt in (Format.table, Format.markdown):  # never mixed with a CI format's stream
         for line in _fix_commands(result, auditor, path, vllm_version, model, model_type, cfg, run, platform.value,
                                   python, sglang_version):
@@ -948,7 +948,9 @@ def _scan_all_platforms(path, vllm_version, model, model_type, cfg, methods, fmt
     raise typer.Exit(0 if ok else 1)
 
 
-def _render(result, fmt: Format) -> str:
+def _render(result, fmt: Format, settings_file: Optional[Path] = None) -> str:
+    """A scan report in ``fmt`` (not table); SARIF results are placed on ``settings_file`` (the
+    pyproject.toml read) when it lies in the working folder."""
     from auditor.render import report as rep
 
     if fmt is Format.json:
@@ -958,7 +960,7 @@ def _render(result, fmt: Format) -> str:
     if fmt is Format.sarif:
         from auditor.render import ci_formats
 
-        return ci_formats.scan_sarif(result)
+        return ci_formats.scan_sarif(result, ci_formats.settings_anchor(settings_file))
     from auditor.render import ci_formats
 
     return ci_formats.scan_junit(result)
@@ -981,6 +983,29 @@ def _with_progress(show: bool, label: str, fn):
 
         def cb(done: int, total: int) -> None:
             prog.update(task, completed=done, total=total)
+
+        return fn(cb)
+
+
+def _with_stages(show: bool, title: str, fn):
+    """Run ``fn(cb)`` with one line on stderr naming the stage in progress (a spinner, ``title:
+    stage``, stages done of all; gone when ``fn`` returns). ``cb(stage, done, total)`` is called
+    as each stage starts; each call redraws the line at once, so no stage goes unnamed, and the
+    line shows only from the first stage on. Without ``show`` (not a terminal, ``--no-progress``),
+    ``fn(None)``."""
+    if not show:
+        return fn(None)
+    from rich.markup import escape as rich_escape
+    from rich.progress import MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), MofNCompleteColumn(),
+                  console=_err(), transient=True) as prog:
+        task = prog.add_task(title, total=None, visible=False)
+
+        def cb(stage: str, done: int, total: int) -> None:
+            prog.update(task, description=rich_escape(clean(f"{title}: {stage}")), completed=done, total=total,
+                        visible=True)
+            prog.refresh()
 
         return fn(cb)
 
@@ -1261,7 +1286,8 @@ def fix_cmd(
     if apply:
         fx.check_apply_target(root, home)  # refused before the work
     run = settings.run_options(method, platform.value)
-    result = fx.plan_fix(auditor, specs, method, only, run, hf)
+    result = _with_stages(_progress_enabled(no_progress), "eagle-audit fix",
+                          lambda cb: fx.plan_fix(auditor, specs, method, only, run, hf, progress=cb))
     from auditor.model.findings import INTERNAL_RULE
 
     failed = [r for r in result.before + result.after if any(f.rule == INTERNAL_RULE for f in r.findings)]
@@ -1375,6 +1401,7 @@ class MatrixFormat(str, Enum):
     table = "table"
     json = "json"
     markdown = "markdown"
+    html = "html"
 
 
 SummaryOpt = typer.Option(
@@ -1500,13 +1527,13 @@ def gate_cmd(
                       name)
     cur = (_open_side(cfg.label("current_version"), cfg.current_version, no_progress, no_cache, platform.value, name)
            if cfg.current_version else None)
-    report = _with_progress(
-        _progress_enabled(no_progress), "gating",
+    report = _with_stages(
+        _progress_enabled(no_progress), "eagle-audit gate",
         lambda cb: run_gate(cand, cfg.models, candidate_spec=cfg.candidate_version, current=cur,
                             current_spec=cfg.current_version or "",
                             codemods=cfg.codemods, methods=cfg.methods, model_type=cfg.model_type, hf_config=hf,
                             allowed_warnings=cfg.allow_warnings, fail_on_warnings=cfg.fail_on_warnings,
-                            options=run))
+                            options=run, progress=cb))
     report.config = cfg.path
     markdown = ci_formats.gate_markdown(report)
     if fmt is GateFormat.table:
@@ -1515,7 +1542,7 @@ def gate_cmd(
         text = {
             GateFormat.json: lambda: json.dumps(report.as_dict(), indent=2),
             GateFormat.markdown: lambda: markdown,
-            GateFormat.sarif: lambda: ci_formats.gate_sarif(report),
+            GateFormat.sarif: lambda: ci_formats.gate_sarif(report, ci_formats.settings_anchor(cfg.path)),
             GateFormat.junit: lambda: ci_formats.gate_junit(report),
         }[fmt]()
         _write(text, output)
@@ -1541,7 +1568,7 @@ def matrix_cmd(
     jobs: Optional[int] = typer.Option(
         None, "--jobs", "-j", min=1, metavar="N", help="Worker processes auditing releases (default: the CPU "
         "count; 1: in this process).", show_default=False),
-    fmt: Optional[MatrixFormat] = typer.Option(None, "--format", "-f", metavar="table|json|markdown",
+    fmt: Optional[MatrixFormat] = typer.Option(None, "--format", "-f", metavar="table|json|markdown|html",
                                                show_default=False,
                                                help="Output format (default: as the -o suffix says, else table)."),
     output: Optional[Path] = _output_opt(MatrixFormat),
@@ -1567,6 +1594,7 @@ def matrix_cmd(
       eagle-audit matrix --model kimi_k2 --versions 0.12.0..0.33.0
       eagle-audit matrix --model qwen3_moe --versions 0.16.0,0.18.0 --method mtp
       eagle-audit matrix --engine sglang -m kimi_k2 --versions 0.5.9.. -f json
+      eagle-audit matrix -m kimi_k2 --versions 0.16.0..0.18.0 -o matrix.html
     """
     from auditor.orchestration.matrix import run_matrix
     from auditor.render import ci_formats
@@ -1592,6 +1620,10 @@ def matrix_cmd(
     markdown = ci_formats.matrix_markdown(report)
     if fmt is MatrixFormat.table:
         _emit_table(lambda console: ci_formats.matrix_table(report, console), output)
+    elif fmt is MatrixFormat.html:
+        from auditor.render.html import matrix_html
+
+        _write(matrix_html(report), output)
     else:
         _write(json.dumps(report.as_dict(), indent=2) if fmt is MatrixFormat.json else markdown, output)
     _append(markdown, summary)
@@ -1610,6 +1642,7 @@ class CompareFormat(str, Enum):
     table = "table"
     json = "json"
     markdown = "markdown"
+    html = "html"
 
 
 @app.command("compare", cls=_Command, short_help="The same targets in vLLM and in SGLang, side by side.")
@@ -1628,7 +1661,7 @@ def compare_cmd(
     draft_config: Optional[Path] = _draft_config_opt(),
     parallel_drafting: Optional[bool] = _parallel_drafting_opt(),
     num_speculative_tokens: Optional[int] = _num_spec_opt(),
-    fmt: Optional[CompareFormat] = typer.Option(None, "--format", "-f", metavar="table|json|markdown",
+    fmt: Optional[CompareFormat] = typer.Option(None, "--format", "-f", metavar="table|json|markdown|html",
                                                 show_default=False,
                                                 help="Output format (default: as the -o suffix says, else table)."),
     output: Optional[Path] = _output_opt(CompareFormat),
@@ -1648,6 +1681,8 @@ def compare_cmd(
       eagle-audit compare -m kimi_k2 --vllm-version 0.16.0 --sglang-version 0.5.9
       eagle-audit compare -m qwen3_moe --vllm-version site-packages/vllm \\
                           --sglang-version 0.5.9
+      eagle-audit compare -m kimi_k2 --vllm-version 0.16.0 \\
+                          --sglang-version 0.5.9 -o compare.html
     """
     from auditor.engines.vllm.targets import load_hf_config
     from auditor.orchestration.compare import open_engine_side, run_compare
@@ -1680,6 +1715,10 @@ def compare_cmd(
         _emit_table(lambda console: rep.compare_table(report, console), output)
     elif fmt is CompareFormat.json:
         _write(json.dumps(report.as_dict(), indent=2), output)
+    elif fmt is CompareFormat.html:
+        from auditor.render.html import compare_html
+
+        _write(compare_html(report), output)
     else:
         _write(rep.compare_markdown(report), output)
     if not report.ok and fmt is not CompareFormat.json:  # never mixed with JSON's stream

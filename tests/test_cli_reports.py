@@ -90,7 +90,7 @@ def test_o_suffix_names_the_format_of_gate_matrix_and_compare(tmp_path):
     assert [r["verdict"] for r in doc["rows"]] == ["blocked", "blocked"]
     line = one_line_error(run("matrix", "-m", "kimi_k2", "--versions", "0.16.0", "--no-config",
                               "-o", tmp_path / "m.sarif"))
-    assert "-o m.sarif names sarif, which this command does not write (--format table|json|markdown)" in line
+    assert "-o m.sarif names sarif, which this command does not write (--format table|json|markdown|html)" in line
     assert not (tmp_path / "m.sarif").exists()
     p = run("compare", "-m", "LlamaForCausalLM", "--vllm-version", MINIVLLM, "--sglang-version", MINISGLANG,
             "--no-cache", "--no-progress", "-o", tmp_path / "c.json")
@@ -111,10 +111,13 @@ def test_scan_o_txt_writes_the_plain_table_and_unknown_suffixes_are_refused(tmp_
     lines = readable((tmp_path / "r.txt").read_text(), wrapped=False)
     assert lines[1].startswith("┏") and "blocked" in column_text(lines, 2)
     assert "ToyV3ForCausalLM" in column_text(lines, 0)
-    for name in ("r.junit", "r.html", "report"):
+    for name in ("r.junit", "report"):
         line = one_line_error(run(*scan, "-o", tmp_path / name))
         assert f"-o {name}: the suffix names no format; use .txt, .json, .md, .sarif, .xml" in line
         assert not (tmp_path / name).exists()
+    line = one_line_error(run(*scan, "-o", tmp_path / "r.html"))  # matrix and compare write HTML, scan does not
+    assert "-o r.html names html, which this command does not write (--format table|json|markdown|sarif|junit)" in line
+    assert not (tmp_path / "r.html").exists()
     p = run(*scan, "-f", "json", "-o", tmp_path / "report")  # --format decides: any file name
     assert p.returncode == 1 and json.loads((tmp_path / "report").read_text())["results"]
 

@@ -72,12 +72,26 @@ class Finding:
         d["data"] = d["data"] or {}
         return d
 
+    def location(self) -> dict:
+        """The finding as a gate of a matrix or compare cell: ``gate``, ``rule``, ``severity``,
+        ``message``, ``path``, ``line``, ``fix_available`` (no rule-specific data)."""
+        return {"gate": self.gate, "rule": self.rule, "severity": self.severity.value, "message": self.message,
+                "path": self.path, "line": self.line, "fix_available": self.fix_available}
+
     @property
     def where(self) -> str:
         """``path:line`` (or ``path``, or ``""``)."""
         if self.path and self.line:
             return f"{self.path}:{self.line}"
         return self.path or ""
+
+
+def fixable(verdict: Verdict, findings: list[Finding]) -> bool:
+    """Blocked, every blocking finding has a codemod, and no gate is left unknown: what
+    ``eagle-audit fix`` can patch (a matrix or compare cell's "blocked, a patch exists")."""
+    errors = [f for f in findings if f.severity is Severity.ERROR]
+    return (verdict is Verdict.BLOCKED and bool(errors) and all(f.fix_available for f in errors)
+            and not any(f.severity is Severity.UNKNOWN for f in findings))
 
 
 def verdict_of(findings: list[Finding]) -> Verdict:

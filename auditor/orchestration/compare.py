@@ -10,6 +10,7 @@ from typing import Sequence
 from auditor.engines.catalog import engine_for
 from auditor.engines.vllm.targets import resolve_targets
 from auditor.model.errors import AuditError
+from auditor.model.findings import fixable
 from auditor.model.options import RunOptions, method_family
 from auditor.model.results import TargetResult
 from auditor.orchestration.scan import Auditor, open_tree
@@ -40,12 +41,14 @@ class Cell:
     """One target in one engine: the verdict (``absent`` when the engine's tree does not register
     the architecture), the blocking gates, and the reasons (``gate: message (file:line)``, the
     error and unknown findings); ``fix_available``: blocked, and ``eagle-audit fix`` can patch
-    every blocking gate (no verdict left unknown)."""
+    every blocking gate (no verdict left unknown); ``gates``: the findings with their
+    ``file:line`` (:meth:`~auditor.model.findings.Finding.location`)."""
 
     verdict: str
     blocking: list[str] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
     fix_available: bool = False
+    gates: list[dict] = field(default_factory=list)
 
     @classmethod
     def of(cls, r: TargetResult | None) -> "Cell":
@@ -55,14 +58,12 @@ class Cell:
         reasons = [f"{f.gate}: {f.message} ({f.where})" for f in r.findings if f.severity.value in ("error", "unknown")]
         if r.note:
             reasons.append(r.note)
-        errors = [f for f in r.findings if f.severity.value == "error"]
-        fixable = (r.verdict.value == "blocked" and bool(errors) and all(f.fix_available for f in errors)
-                   and not any(f.severity.value == "unknown" for f in r.findings))
-        return cls(r.verdict.value, list(r.blocking), reasons, fixable)
+        return cls(r.verdict.value, list(r.blocking), reasons, fixable(r.verdict, r.findings),
+                   [f.location() for f in r.findings])
 
     def as_dict(self) -> dict:
         return {"verdict": self.verdict, "blocking": self.blocking, "reasons": self.reasons,
-                "fix_available": self.fix_available}
+                "fix_available": self.fix_available, "gates": self.gates}
 
 
 @dataclass

@@ -32,7 +32,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from auditor.model.errors import AuditError
 from auditor.model.findings import Severity, Verdict
@@ -320,7 +320,8 @@ def unified_diff(path: str, old: str, new: str) -> list[str]:
 
 
 def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", only: set[str] | None = None,
-             options: RunOptions | None = None, hf_config: dict | None = None) -> FixResult:
+             options: RunOptions | None = None, hf_config: dict | None = None,
+             progress: Callable[[str, int, int], None] | None = None) -> FixResult:
     """Scan, plan, apply in memory and validate (see the module docstring). Nothing is written.
 
     Args:
@@ -332,26 +333,37 @@ def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", 
             plain run); every audit, before and after the patch, assumes it.
         hf_config: the checkpoint's ``config.json`` (``--hf-config``), read by every audit as
             the scan reads it (None: the targets' configs are inferred).
+        progress: called as each stage starts, ``progress(stage, done, total)``: ``scanning
+            the targets``, ``planning and applying the codemods``, ``validating: re-scanning the
+            patch in memory`` (again per round when a round's patch needs another), and
+            ``done``.
     """
     import libcst as cst
+
+    def stage(text: str, done: int) -> None:
+        if progress:
+            progress(text, done, 3)
 
     from rules.cst import NotAutoFixable
     from rules.registry import apply_codemod
 
     t0 = time.perf_counter()
+    stage("scanning the targets", 0)
     before = [auditor.audit(s, method, hf_config, options) for s in specs]
     res = FixResult(auditor.tree.version(), getattr(auditor.tree.source, "label", ""), method, specs, before,
                     engine=auditor.engine.name)
     if res.already_supported:
         res.after = before
         res.seconds = time.perf_counter() - t0
+        stage("done", 3)
         return res
     current = auditor
     results = before
     done: set[tuple] = set()
     modules: dict[str, cst.Module] = {}  # parsed once per file, codemods applied in order
     failures: list[Unfixable] = []  # codemods that refused, kept across rounds
-    for _ in range(_MAX_ROUNDS):
+    for round_ in range(_MAX_ROUNDS):
+        stage("planning and applying the codemods" + (f" (round {round_ + 1})" if round_ else ""), 1)
         planner = Planner(current.ctx, method, planners_for(current.ctx.engine), only)
         for r in results:
             if r.verdict is not Verdict.SUPPORTED:
@@ -400,6 +412,7 @@ def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", 
                 res.patched.pop(p, None)
         if not touched:
             break
+        stage(f"validating: re-scanning the patch in memory ({len(specs)} target{'s' if len(specs) != 1 else ''})", 2)
         current = overlay_auditor(auditor, res.patched)
         results = [current.audit(s, method, hf_config, options) for s in specs]
         if all(r.verdict is Verdict.SUPPORTED for r in results):
@@ -433,6 +446,7 @@ def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", 
         res.unfixable = failures + [u for u in planner.unfixable if (u.architecture, u.gate) not in
                                     {(f.architecture, f.gate) for f in failures}]
     res.seconds = time.perf_counter() - t0
+    stage("done", 3)
     return res
 
 

@@ -22,7 +22,7 @@ from auditor.cache import key as cache_key
 from auditor.engines.vllm.platforms import DEFAULT_PLATFORM
 from auditor.engines.vllm.targets import load_alias_table, resolve_targets
 from auditor.model.errors import AuditError
-from auditor.model.findings import Severity
+from auditor.model.findings import Severity, fixable
 from auditor.model.options import RunOptions
 from auditor.model.outcomes import ReleaseVerdict
 from auditor.model.results import TargetResult, TargetSpec
@@ -186,7 +186,9 @@ def audit_release(version: str, archive: str, names: Sequence[str], method: str,
 class MatrixRow:
     """One release and architecture (a cell of the matrix): the verdict (``absent``: not in the
     release's registry; ``skipped``: the release was not read, see ``reason``), the blocking
-    gates and the gates of the warnings."""
+    gates and the gates of the warnings; ``fix_available``: blocked, and ``eagle-audit fix`` can
+    patch every blocking gate; ``gates``: the error, unknown and warning findings with their
+    ``file:line`` (:meth:`~auditor.model.findings.Finding.location`)."""
 
     vllm_version: str
     architecture: str
@@ -196,10 +198,13 @@ class MatrixRow:
     warnings: list[str] = field(default_factory=list)
     reason: str = ""
     first_native: bool = False
+    fix_available: bool = False
+    gates: list[dict] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {"vllm_version": self.vllm_version, "architecture": self.architecture, "method": self.method,
                 "verdict": self.verdict.value, "blocking": self.blocking, "warnings": self.warnings,
+                "fix_available": self.fix_available, "gates": self.gates,
                 "reason": self.reason or None, "first_native": self.first_native}
 
 
@@ -437,7 +442,9 @@ def _matrix(names, versions, method, plan, audits, errors, seconds, jobs, engine
                                       reason="not in the model registry"))
                 continue
             row = MatrixRow(p.version, arch, method, ReleaseVerdict.of(r.verdict), r.blocking,
-                            [f.gate for f in r.findings if f.severity is Severity.WARNING])
+                            [f.gate for f in r.findings if f.severity is Severity.WARNING],
+                            fix_available=fixable(r.verdict, r.findings),
+                            gates=[f.location() for f in r.findings])
             if row.verdict is ReleaseVerdict.UNKNOWN:
                 row.reason = "; ".join(f.message for f in r.findings if f.severity is Severity.UNKNOWN)
             if row.verdict is ReleaseVerdict.SUPPORTED and arch not in seen_native:

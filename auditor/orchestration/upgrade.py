@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from packaging.version import InvalidVersion, Version
 
@@ -407,6 +407,7 @@ def run_gate(
     releases: Releases | None = None,
     use_cache: bool = True,
     platform: str = "cuda",
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> UpgradeReport:
     """Check the upgrade to ``candidate`` for the targets ``names`` (architectures or
     model_types; none: the targets recorded in the ``codemods`` file), per method; ``current``
@@ -417,6 +418,9 @@ def run_gate(
     opened here with :func:`open_side` (through ``releases``, with ``use_cache``, following
     ``platform``'s import-time branches);
     ``candidate_spec``/``current_spec`` say how they were given (default: the spec itself).
+    ``progress(stage, done, total)`` is called as each stage starts (``scanning the candidate,
+    vLLM 0.18.0``, ``scanning the current release, …``, ``replaying the codemods, re-scanning the
+    candidate``; ``done`` stages of ``total``) and once at the end (``done == total``).
 
     Raises:
         AuditError: no target given, a target known to neither tree, an unreadable codemods
@@ -462,25 +466,42 @@ def run_gate(
 
     targets: list[UpgradeTarget] = []
     next_steps: list[str] = []
+    per_method = 1 + (current is not None) + (codemods is not None)
+    total = per_method * len(methods)
+    step = [0]
+
+    def stage(text: str) -> None:
+        if progress:
+            progress(text + (f" ({method})" if len(methods) > 1 else ""), step[0], total)
+        step[0] += 1
+
     for method in methods:
+        start = step[0]
+        stage(f"scanning the candidate, {_tree_name(candidate, candidate_spec)}")
         in_cand = [s for s in ordered if s.architecture in candidate.registry.entries]
         cand = {r.architecture: r for r in candidate.scan(in_cand, [method], hf_config, options=options).results}
         cur: dict[str, TargetResult] = {}
         if current is not None:
+            stage(f"scanning the current release, {_tree_name(current, current_spec)}")
             in_cur = [s for s in ordered if s.architecture in current.registry.entries]
             cur = {r.architecture: r for r in current.scan(in_cur, [method], hf_config, options=options).results}
         fix = None
         need = [s for s in in_cand if cand[s.architecture].verdict is not Verdict.SUPPORTED]
+        if codemods is not None:
+            stage("replaying the codemods, re-scanning the candidate")
         if need and codemods is not None and method == file_method:
             from auditor.orchestration.fix import plan_fix
 
             fix = plan_fix(candidate, need, method, only, options, hf_config)
+        step[0] = start + per_method
         judged = [_judge(s.architecture, method, cand.get(s.architecture), cur.get(s.architecture),
                          current is not None, fix, codemods, file_method, allowed, fail_on_warnings,
                          candidate.registry.path, NO_CODEMODS_HINT) for s in ordered]
         targets += judged
         if codemods is None and any(p.hint == NO_CODEMODS_HINT for t in judged for p in t.problems):
             next_steps.append(_write_codemods_step(candidate, candidate_spec, names, method, options, model_type))
+    if progress:
+        progress("done", total, total)
     return UpgradeReport(
         model=names or [s.architecture for s in file_specs],
         methods=methods,
@@ -495,6 +516,12 @@ def run_gate(
         seconds=time.perf_counter() - t0,
         next_steps=next_steps,
     )
+
+
+def _tree_name(auditor: Auditor, spec: str) -> str:
+    """``vLLM 0.18.0`` (``SGLang X``), or the spec as given when the tree states no version."""
+    version = auditor.tree.version()
+    return f"{auditor.engine.display} {version}" if version else spec
 
 
 #: The hint of a blocking gate a codemod fixes when no codemods were given: the command that

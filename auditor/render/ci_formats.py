@@ -5,6 +5,7 @@ object model), JUnit XML (through ``junitparser``) and Markdown; and the rich ta
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import attr
 import sarif_om as sarif
@@ -53,16 +54,99 @@ def _descriptors(checks: dict) -> list:
     ]
 
 
-def _locations(path: str | None, line: int | None) -> list | None:
-    """A SARIF location relative to the folder that contains ``vllm/`` (``SRCROOT``)."""
-    if not path:
+#: The uriBaseId of the engine's tree in SARIF: the folder that contains ``vllm/`` (or ``sglang/``).
+#: It is not in the user's repository, so ``originalUriBaseIds`` describes it without a ``uri``:
+#: a consumer knows it cannot resolve it (SARIF 2.1.0 §3.14.14, §3.4.4).
+ENGINE_ROOT = "ENGINEROOT"
+#: The uriBaseId of the anchor in the user's repository: the folder eagle-audit ran in.
+REPO_ROOT = "%SRCROOT%"
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """Where a SARIF result is placed in the user's repository: the settings file that names the
+    targets (``uri`` relative to the folder eagle-audit ran in, POSIX) and the line of its
+    ``[tool.eagle-audit]`` table."""
+
+    uri: str
+    line: int
+
+
+def settings_anchor(path, cwd=None) -> Anchor | None:
+    """The :class:`Anchor` of a settings file (the ``pyproject.toml`` read): its path relative to
+    ``cwd`` (default: the working folder), at the line of ``[tool.eagle-audit]``; None when
+    there is no file, or it lies outside ``cwd`` (a code-scanning service could not place it)."""
+    import os
+    import re
+    from pathlib import Path
+
+    if path is None:
         return None
+    path, cwd = Path(path).resolve(), Path(cwd or os.getcwd()).resolve()
+    try:
+        rel = path.relative_to(cwd)
+    except ValueError:
+        return None
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    header = re.compile(r"^\s*\[\s*tool\s*\.\s*[\"']?eagle-audit[\"']?\s*\]")
+    line = next((i for i, text in enumerate(lines, 1) if header.match(text)), 1)
+    return Anchor(rel.as_posix(), line)
+
+
+def _engine_location(path: str | None, line: int | None, tree: str, id_: int = 1):
+    """The engine-side location of a finding, as a SARIF related location (``ENGINEROOT``)."""
     region = sarif.Region(start_line=line) if line else None
-    return [sarif.Location(physical_location=sarif.PhysicalLocation(
-        artifact_location=sarif.ArtifactLocation(uri=path, uri_base_id="SRCROOT"), region=region))]
+    where = f"{path}:{line}" if line else path
+    return sarif.Location(id=id_, message=sarif.Message(text=f"{tree}: {where} (not in this repository)"),
+                          physical_location=sarif.PhysicalLocation(
+                              artifact_location=sarif.ArtifactLocation(uri=path, uri_base_id=ENGINE_ROOT),
+                              region=region))
 
 
-def _log(rules: list, results: list, properties: dict) -> str:
+def _placed(text: str, path: str | None, line: int | None, tree: str, anchor: Anchor | None):
+    """A result's message, ``locations`` and ``relatedLocations`` (see the README, "SARIF
+    locations"): with a finding's file, the engine location is related location 1, linked from the
+    message (``[path:line](1)``); the primary location is the ``anchor`` in the user's repository
+    when there is one, else the engine location itself (under ``ENGINEROOT``, which a
+    code-scanning service shows without a file)."""
+    if not path:
+        primary = ([sarif.Location(physical_location=sarif.PhysicalLocation(
+            artifact_location=sarif.ArtifactLocation(uri=anchor.uri, uri_base_id=REPO_ROOT),
+            region=sarif.Region(start_line=anchor.line)))] if anchor else None)
+        return sarif.Message(text=text), primary, None
+    where = f"{path}:{line}" if line else path
+    # the link to related location 1 (SARIF §3.11.6); a "](" of the text itself is escaped so that
+    # it cannot read as another link
+    message = sarif.Message(text=f"{text.replace('](', chr(92) + '](')} [{tree}: {where}](1)")
+    related = [_engine_location(path, line, tree)]
+    if anchor is None:
+        region = sarif.Region(start_line=line) if line else None
+        primary = [sarif.Location(physical_location=sarif.PhysicalLocation(
+            artifact_location=sarif.ArtifactLocation(uri=path, uri_base_id=ENGINE_ROOT), region=region))]
+    else:
+        primary = [sarif.Location(
+            message=sarif.Message(text=f"the settings that name this target; the finding is in {tree} at {where}"),
+            physical_location=sarif.PhysicalLocation(
+                artifact_location=sarif.ArtifactLocation(uri=anchor.uri, uri_base_id=REPO_ROOT),
+                region=sarif.Region(start_line=anchor.line)))]
+    return message, primary, related
+
+
+def _base_ids(tree: str, anchor: Anchor | None) -> dict:
+    """``run.originalUriBaseIds``: the engine's tree (no ``uri``: not in this repository), and
+    the repository root when a result is anchored there."""
+    out = {ENGINE_ROOT: sarif.ArtifactLocation(description=sarif.Message(
+        text=f"the folder that contains the engine's package in {tree}: not in this repository, so it has no uri"))}
+    if anchor is not None:
+        out[REPO_ROOT] = sarif.ArtifactLocation(description=sarif.Message(
+            text="the folder eagle-audit ran in (the repository root in CI)"))
+    return out
+
+
+def _log(rules: list, results: list, properties: dict, base_ids: dict | None = None) -> str:
     from auditor import __version__
 
     log = sarif.SarifLog(
@@ -73,29 +157,36 @@ def _log(rules: list, results: list, properties: dict) -> str:
                 name="eagle-audit", version=__version__, rules=rules)),
             results=results,
             properties=properties,
+            original_uri_base_ids=base_ids,
         )],
     )
     return json.dumps(_to_json(log), indent=2)
 
 
-def scan_sarif(report: ScanReport) -> str:
-    """The scan as a SARIF 2.1.0 log: one result per finding, rules from ``rules/``; locations
-    are relative to the folder that contains ``vllm/`` (``uriBaseId: SRCROOT``)."""
+def scan_sarif(report: ScanReport, anchor: Anchor | None = None) -> str:
+    """The scan as a SARIF 2.1.0 log: one result per finding, rules from ``rules/``. The file and
+    line in the engine's tree (``uriBaseId: ENGINEROOT``, not in the user's repository) are the
+    result's related location 1, linked from its message; the primary location is ``anchor`` (the
+    settings file, :func:`settings_anchor`) when given, else that same engine location."""
     index = {code: i for i, code in enumerate(RULES)}
     results = []
     for res in report.results:
         for f in res.findings:
+            message, locations, related = _placed(f"{res.architecture} ({res.method}): {f.message}", f.path, f.line,
+                                                  report.title, anchor)
             results.append(sarif.Result(
                 rule_id=f.rule,
                 rule_index=index.get(f.rule),
                 level=_LEVEL[f.severity.value],
-                message=sarif.Message(text=f"{res.architecture} ({res.method}): {f.message}"),
-                locations=_locations(f.path, f.line),
+                message=message,
+                locations=locations,
+                related_locations=related,
                 properties={"architecture": res.architecture, "method": res.method, "gate": f.gate,
                             "severity": f.severity.value, "verdict": res.verdict.value},
             ))
     return _log(_descriptors(RULES), results, {"vllmVersion": report.vllm_version, "source": report.source,
-                                               "engine": report.engine, "engineVersion": report.version})
+                                               "engine": report.engine, "engineVersion": report.version},
+                _base_ids(f"{report.title} ({report.source})", anchor))
 
 
 def _suite(xml: JUnitXml, suites: dict[str, TestSuite], name: str) -> TestSuite:
@@ -158,30 +249,32 @@ def _accepted_text() -> str:
     return f"accepted with {allow.flag} or {allow.key} in [tool.eagle-audit]"
 
 
-def gate_sarif(report) -> str:
+def gate_sarif(report, anchor: Anchor | None = None) -> str:
     """A gate report (:class:`auditor.orchestration.upgrade.UpgradeReport`) as a SARIF 2.1.0 log, for code-scanning
     upload. One result per finding of the candidate: ``error`` for a gate that breaks the
     target (the message says which codemod failed and why), ``note`` for a gate the codemods
     fix, ``warning`` for a warning, suppressed (``suppressions``, kind ``external``) when
     ``--allow-warning`` (``allow-warnings``) accepts it; plus one result per regression (EA390) and per problem that
-    has no finding (EA391 target absent, EA392 invalid patch). Locations are relative to the
-    folder that contains the candidate's ``vllm/`` (``SRCROOT``)."""
+    has no finding (EA391 target absent, EA392 invalid patch). Locations as in
+    :func:`scan_sarif`: the candidate's file and line as related location 1, the primary
+    location on ``anchor`` (the settings file) when given."""
     from auditor.orchestration.upgrade import UPGRADE_CHECKS
 
     checks = _gate_checks()
     index = {code: i for i, code in enumerate(checks)}
     by_gate = {c.GATE: code for code, c in UPGRADE_CHECKS.items()}
     results = []
+    tree = report.candidate.name
 
     def add(code, level, text, path, line, t, extra=None, suppressed=False):
         props = {"architecture": t.architecture, "method": t.method, "outcome": t.outcome.value,
                  "currentVerdict": _value(t.current_verdict), "candidateVerdict": t.candidate_verdict.value,
                  "patchedVerdict": _value(t.patched_verdict)}
         props.update(extra or {})
+        message, locations, related = _placed(f"{t.architecture} ({t.method}): {text}", path, line, tree, anchor)
         results.append(sarif.Result(
-            rule_id=code, rule_index=index.get(code), level=level,
-            message=sarif.Message(text=f"{t.architecture} ({t.method}): {text}"),
-            locations=_locations(path, line), properties=props,
+            rule_id=code, rule_index=index.get(code), level=level, message=message,
+            locations=locations, related_locations=related, properties=props,
             suppressions=[sarif.Suppression(kind="external", justification=_accepted_text())]
             if suppressed else None,
         ))
@@ -224,7 +317,7 @@ def gate_sarif(report) -> str:
              "candidate": report.candidate.as_dict(),
              "current": report.current.as_dict() if report.current else None,
              "codemods": str(report.codemods) if report.codemods else None}
-    return _log(_descriptors(checks), results, props)
+    return _log(_descriptors(checks), results, props, _base_ids(f"{tree} ({report.candidate.source})", anchor))
 
 
 def gate_junit(report) -> str:

@@ -509,7 +509,7 @@ def summary_line(report: ScanReport) -> str:
 
 
 def scan_json(report: ScanReport) -> str:
-    """The JSON document of a scan (schema in the README)."""
+    """The JSON document of a scan (schema: ``auditor/model/schemas/outputs/scan.json``)."""
     return json.dumps(report.as_dict(), indent=2)
 
 

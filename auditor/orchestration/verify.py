@@ -254,8 +254,9 @@ class Verifier:
                    "prompts": [list(p) for p in PROMPTS], "max_tokens": 16, "scale": SCALES[0], "scales": list(SCALES),
                    "runs": [{"name": "context", "speculative": None, "live_rows": None, "probe": True},
                             {"name": "context-spec", "speculative": speculative, "live_rows": None},
-                            {"name": "accept", "speculative": None, "live_rows": 1},
-                            {"name": "accept-spec", "speculative": speculative, "live_rows": 1}]}
+                            {"name": "accept", "speculative": None, "live_rows": 1, "accept_pair": True},
+                            {"name": "accept-spec", "speculative": speculative, "live_rows": 1, "accept_pair": True}],
+                   "accept_retries": 2}
         name = spec.architecture
         out = run_child(self.env.python, request, timeout=self.timeout, cpu=self.env.cpu,
                         on_progress=lambda phase: self.progress(f"{name}: {phase}"),

@@ -113,7 +113,7 @@ def action_config(req: dict) -> dict:
 STATE: dict = {"entering": {}, "aux": None, "aux_layers": None, "hooked": False, "hook_error": None}
 
 
-WEIGHTS = {"scale": 0.1, "live_rows": None, "calls": 0}
+WEIGHTS = {"scale": 0.1, "live_rows": None, "calls": 0, "seed_base": 0}
 
 
 def _patch_dummy_weights() -> str | None:
@@ -132,7 +132,8 @@ def _patch_dummy_weights() -> str | None:
             # vLLM seeds every tensor alike, so tensors of one shape are equal (lm_head = embedding):
             # a seed per tensor, in load order (the same order in every run of one model)
             WEIGHTS["calls"] += 1
-            return _init(param, low=-WEIGHTS["scale"], high=WEIGHTS["scale"], seed=seed + WEIGHTS["calls"])
+            return _init(param, low=-WEIGHTS["scale"], high=WEIGHTS["scale"],
+                         seed=seed + WEIGHTS["seed_base"] + WEIGHTS["calls"])
 
         dummy_loader.initialize_single_dummy_weight = widened
     else:
@@ -377,6 +378,20 @@ def action_run(req: dict) -> dict:
         out["runs"].append(r)
         if not r["ok"] and run.get("speculative"):
             break
+    # the accept pair must see drafts accepted: with other dummy weights (a new seed for both runs
+    # of the pair) when none was, a few times
+    pair = [run for run in req["runs"] if run.get("accept_pair")]
+    for attempt in range(int(req.get("accept_retries", 0))):
+        done = {r.get("name"): r for r in out["runs"]}
+        spec = next((done.get(run["name"]) for run in pair if run.get("speculative")), None)
+        if not pair or spec is None or not spec.get("ok") or (spec.get("accepted") or 0) > 0:
+            break
+        WEIGHTS["seed_base"] += 1000
+        redone = [_one_run(LLM, SamplingParams, TokensPrompt, req, run) for run in pair]
+        for r in redone:
+            r["scale"], r["seed_base"] = WEIGHTS["scale"], WEIGHTS["seed_base"]
+        names = {run["name"] for run in pair}
+        out["runs"] = [r for r in out["runs"] if r.get("name") not in names] + redone
     out["ok"] = True
     out["total_s"] = round(time.monotonic() - T0, 2)
     return out

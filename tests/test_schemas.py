@@ -102,13 +102,9 @@ def test_rules_and_one_rule_meet_the_schema():
 
 
 def test_verify_meets_the_schema(tmp_path):
-    from test_verify import _fake_env, _run
+    from test_verify import run_without_a_config_class
 
-    script = ('for a in "$@"; do prev=$a; done\n'
-              'printf \'{"ok": false, "error": "no HF config class for model_type zz_toy"}\' > "$prev"\n')
-    env = _fake_env(tmp_path, script)
-    p, _ = _run("--python", str(env), "-m", "LlamaForCausalLM", "--model-type", "zz_toy", "--format", "json",
-                tmp_path=tmp_path)
+    p = run_without_a_config_class(tmp_path)
     assert p.returncode == 1, p.stderr
     _valid("verify", json.loads(p.stdout))
 

@@ -202,13 +202,19 @@ def test_an_engine_that_hangs_is_killed_at_the_limit(tmp_path):
         assert not pathlib.Path(f"/proc/{pid}").exists() or "zombie" in pathlib.Path(f"/proc/{pid}/status").read_text().lower()
 
 
-def test_no_buildable_config_is_unknown(tmp_path):
-    # the child answers that transformers has no config class for the model_type
-    script = ('for a in "$@"; do last2=$prev; prev=$a; done\n'
+def run_without_a_config_class(tmp_path) -> subprocess.CompletedProcess:
+    """``verify --format json`` against an engine whose child answers that transformers has no
+    config class for the model_type ``zz_toy`` (it writes that answer to its result file)."""
+    script = ('for a in "$@"; do prev=$a; done\n'
               'printf \'{"ok": false, "error": "no HF config class for model_type zz_toy"}\' > "$prev"\n')
     env = _fake_env(tmp_path, script)
     p, _ = _run("--python", str(env), "-m", "LlamaForCausalLM", "--model-type", "zz_toy", "--format", "json",
                 tmp_path=tmp_path)
+    return p
+
+
+def test_no_buildable_config_is_unknown(tmp_path):
+    p = run_without_a_config_class(tmp_path)
     assert p.returncode == 1, p.stderr
     (r,) = json.loads(p.stdout)["results"]
     assert r["outcome"] == "unknown" and "no HF config class for model_type zz_toy" in r["reason"], r

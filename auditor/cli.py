@@ -787,9 +787,7 @@ def verify(
       eagle-audit verify --python .venv -m kimi_k2 --hf-config ./ckpt --dtype float32
     """
     from auditor.engines.vllm.targets import load_hf_config, resolve_targets
-    from auditor.orchestration.scan import Auditor, open_tree
-    from auditor.orchestration.verify import (
-        VerifyReport, Verifier, engine_distribution, engine_version, locate_engine)
+    from auditor.orchestration.verify import VerifyReport, engine_distribution, engine_version, locate_engine
     from auditor.render import verify as rv
 
     _check_model_type(model_type)
@@ -803,31 +801,9 @@ def verify(
                          draft_config=draft_config)
     cfg = load_hf_config(hf_config, "--hf-config") if hf_config else None
     env = locate_engine(python)
-    tree = open_tree(None, None, progress=False, python=str(env.python))
-    auditor = Auditor(tree, platform="cpu" if env.cpu else "cuda")
-    specs = resolve_targets(auditor.registry, list(model), model_type, cfg)
-    run = settings.run_options(method, auditor.platform)
-    show = _progress_enabled(no_progress)
-    status = _err().status("starting", spinner="dots") if show else None
-    results = []
-    import time as _time
-
-    started = _time.monotonic()
-
-    def progress(line: str) -> None:
-        if status is not None:
-            status.update(escape(clean(f"{line} ({_time.monotonic() - started:.0f} s)")))
-
-    try:
-        if status is not None:
-            status.start()
-        verifier = Verifier(env, auditor, timeout=timeout, dtype=dtype, num_speculative_tokens=num_speculative_tokens,
-                            progress=progress)
-        for spec in specs:
-            results.append(verifier.verify(spec, method, cfg, run))
-    finally:
-        if status is not None:
-            status.stop()
+    run = settings.run_options(method, "cpu" if env.cpu else "cuda")
+    auditor, results = _run_engine(env, lambda registry: resolve_targets(registry, list(model), model_type, cfg),
+                                   cfg, run, method, timeout, dtype, num_speculative_tokens, no_progress)
     report = VerifyReport({"distribution": engine_distribution(env), "version": engine_version(env),
                            "python": str(env.python), "how": env.how, "cpu": env.cpu},
                           results, {"dtype": dtype, "num_speculative_tokens": num_speculative_tokens,
@@ -1334,28 +1310,48 @@ def fix_cmd(
     raise typer.Exit(0)
 
 
+def _run_engine(env, specs_for, cfg, run, method, timeout, dtype, num_speculative_tokens, no_progress,
+                use_cache: bool = True):
+    """Open the tree of the engine's environment ``env`` (platform ``cpu`` for a CPU build), take the
+    targets ``specs_for(registry)``, and run :class:`auditor.orchestration.verify.Verifier` on each
+    under the run options ``run``, with one transient progress line on a terminal.
+    Returns ``(auditor, results)``."""
+    import time as _time
+
+    from auditor.orchestration.scan import Auditor, open_tree
+    from auditor.orchestration.verify import Verifier
+
+    auditor = Auditor(open_tree(None, None, progress=False, use_cache=use_cache, python=str(env.python)),
+                      platform="cpu" if env.cpu else "cuda")
+    specs = specs_for(auditor.registry)
+    status = _err().status("starting the engine", spinner="dots") if _progress_enabled(no_progress) else None
+    started = _time.monotonic()
+
+    def progress(line: str) -> None:
+        if status is not None:
+            status.update(escape(clean(f"{line} ({_time.monotonic() - started:.0f} s)")))
+
+    if status is not None:
+        status.start()
+    try:
+        verifier = Verifier(env, auditor, timeout=timeout, dtype=dtype, num_speculative_tokens=num_speculative_tokens,
+                            progress=progress)
+        return auditor, [verifier.verify(spec, method, cfg, run) for spec in specs]
+    finally:
+        if status is not None:
+            status.stop()
+
+
 def _verify_applied(python, root, home, specs, method, run, hf, timeout, dtype, no_progress) -> int:
     """``fix --apply --verify``: run the engine on the patched tree; revert on its own unless every
     target is proven. Returns the exit code (0 proven, 1 reverted)."""
     from auditor.orchestration import fix as fx
-    from auditor.orchestration.scan import Auditor, open_tree
-    from auditor.orchestration.verify import Verifier, locate_engine
+    from auditor.orchestration.verify import locate_engine
     from auditor.render.verify import engine_cell
 
     env = locate_engine(python if python else str(Path(root).resolve().parents[2]) if root else None)
-    auditor = Auditor(open_tree(None, None, progress=False, use_cache=False, python=str(env.python)),
-                      platform="cpu" if env.cpu else "cuda")
-    show = _progress_enabled(no_progress)
-    status = _err().status("starting the engine", spinner="dots") if show else None
-    if status is not None:
-        status.start()
-    try:
-        verifier = Verifier(env, auditor, timeout=timeout, dtype=dtype,
-                            progress=(lambda line: status.update(escape(clean(line)))) if status else None)
-        results = [verifier.verify(spec, method, hf, run) for spec in specs]
-    finally:
-        if status is not None:
-            status.stop()
+    _, results = _run_engine(env, lambda registry: specs, hf, run, method, timeout, dtype, 2, no_progress,
+                             use_cache=False)
     for r in results:
         line = f"engine on the patched tree: {r.architecture}: {engine_cell(r)}"
         if r.outcome == "proven":

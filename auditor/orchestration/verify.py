@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import pathlib
-import shutil
 import sys
 from dataclasses import asdict, dataclass, field
 from typing import Callable
@@ -133,13 +132,13 @@ def locate_engine(python: str | None, environ: dict[str, str] | None = None) -> 
     Raises:
         AuditError: no such interpreter or environment, or no vllm installed there.
     """
-    from auditor.source.sources import environment_site_packages
+    from auditor.source.sources import environment_site_packages, on_path
 
     env = os.environ if environ is None else environ
     if python is not None:
         given = pathlib.Path(python).expanduser()
-        if not given.exists() and os.sep not in python and shutil.which(python):
-            given = pathlib.Path(shutil.which(python))
+        if not given.exists():
+            given = on_path(python) or given
         how = f"--python {python}"
     elif env.get("VIRTUAL_ENV"):
         given, how = pathlib.Path(env["VIRTUAL_ENV"]), f"VIRTUAL_ENV={env['VIRTUAL_ENV']}"

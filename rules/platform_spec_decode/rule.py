@@ -101,26 +101,25 @@ class PlatformSpecDecodeRule(Rule):
         for path, (dotted, _line) in ctx.facts.found(WORKER_EXTRACTOR):
             if path != module_path:
                 continue
-            for _ in (dotted,):
-                module, _, worker = dotted.rpartition(".")
-                wpath = ctx.resolver.tree.path_of(module)
-                wf = runner_facts.get(wpath) if wpath else None
-                if wf is None:
+            module, _, worker = dotted.rpartition(".")
+            wpath = ctx.resolver.tree.path_of(module)
+            wf = runner_facts.get(wpath) if wpath else None
+            if wf is None:
+                continue
+            for name in wf.runners.get(worker, []):
+                ref = ctx.resolver.resolve_dotted(module, name)
+                if not isinstance(ref, ClassRef):
                     continue
-                for name in wf.runners.get(worker, []):
-                    ref = ctx.resolver.resolve_dotted(module, name)
-                    if not isinstance(ref, ClassRef):
-                        continue
-                    rpath = ctx.resolver.tree.path_of(ref.module)
-                    rf = runner_facts.get(rpath) if rpath else None
-                    hit = rf.refusals.get(ref.name) if rf else None
-                    if hit is None:
-                        continue
-                    line, msg = hit
-                    yield self.finding(
-                        Severity.ERROR,
-                        f"on {platform}, the worker {worker} ({module_path} worker_cls) builds {ref.name}, whose "
-                        f"__init__ refuses any speculative config ({rpath}:{line}"
-                        f"{': ' + repr(msg) if msg else ''}): no target runs {target.method} on this platform",
-                        rpath, line, platform=platform, worker=dotted, runner=f"{ref.module}.{ref.name}")
-                    return
+                rpath = ctx.resolver.tree.path_of(ref.module)
+                rf = runner_facts.get(rpath) if rpath else None
+                hit = rf.refusals.get(ref.name) if rf else None
+                if hit is None:
+                    continue
+                line, msg = hit
+                yield self.finding(
+                    Severity.ERROR,
+                    f"on {platform}, the worker {worker} ({module_path} worker_cls) builds {ref.name}, whose "
+                    f"__init__ refuses any speculative config ({rpath}:{line}"
+                    f"{': ' + repr(msg) if msg else ''}): no target runs {target.method} on this platform",
+                    rpath, line, platform=platform, worker=dotted, runner=f"{ref.module}.{ref.name}")
+                return

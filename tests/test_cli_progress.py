@@ -56,8 +56,10 @@ def piped(*args, cwd: Path = REPO) -> subprocess.CompletedProcess:
 
 def _progress_lines(screen: str, title: str) -> list[str]:
     """The progress lines the terminal showed (spinner, title and stage, stages done), each
-    checked to fit the 80 columns whole."""
-    lines = [line for line in screen.split("\n") if line.strip().startswith(title)]
+    checked to fit the 80 columns whole. A progress line is indented by the spinner's column; the
+    report that follows starts at column 0 (its first line names the scanned path, whose length
+    depends on where the checkout is, so it is not one of these)."""
+    lines = [line for line in screen.split("\n") if line.startswith(" ") and line.strip().startswith(title)]
     assert all(len(line) <= 80 and not line.rstrip().endswith("…") for line in lines), lines
     return lines
 

@@ -9,7 +9,11 @@ disagreement with its cause, and how many patches ran with equal token ids.
 
 Usage: ``python bench/runtime_sweep.py [--venv DIR] [--model NAME ...] [--limit N]
 [--out bench/runtime-sweep.md]``. One architecture takes 20–90 s on 2 cores; all of 0.32.0's
-targets take hours: pass ``--model`` or ``--limit`` for a part.
+targets take hours: pass ``--model`` or ``--limit`` for a part. Each finished architecture is
+appended to ``OUT.jsonl`` at once and the report is rewritten after each, so a sweep that is
+stopped keeps what it measured, and a second run with the same ``--out`` goes on where it
+stopped. ``--venv`` may name a copy of the runtime venv, so that the sweep's patches never touch
+the venv the test tier uses.
 """
 
 from __future__ import annotations
@@ -60,10 +64,15 @@ def main() -> int:
     archs = a.model or targets(venv)
     if a.limit:
         archs = archs[:a.limit]
-    rows = []
-    t0 = time.monotonic()
+    log = a.out.with_suffix(".jsonl")
+    rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if log.exists() else []
+    done = {r["architecture"] for r in rows}
+    t0 = time.monotonic() - sum(r.get("seconds", 0) for r in rows)
     for i, arch in enumerate(archs, 1):
+        if arch in done:
+            continue
         print(f"[{i}/{len(archs)}] {arch}", file=sys.stderr, flush=True)
+        t_arch = time.monotonic()
         r = _verify(venv, arch)
         row = {"architecture": arch, "pristine": r}
         if r and r.get("scan_verdict") == "blocked":
@@ -76,14 +85,25 @@ def main() -> int:
                 row["reverted"] = rv.returncode == 0 and not record_mismatches(venv)
             else:
                 row["fix"] = "refused"
+                row["fix_reason"] = (p.stderr.strip().splitlines() or ["?"])[-1][:300]
+        row["seconds"] = round(time.monotonic() - t_arch, 1)
         rows.append(row)
-    wall = time.monotonic() - t0
+        with log.open("a") as fh:
+            fh.write(json.dumps(row) + "\n")
+        _report(a.out, archs, rows, time.monotonic() - t0)
+    lines = _report(a.out, archs, rows, time.monotonic() - t0)
+    print("\n".join(lines[:3]))
+    return 0
+
+
+def _report(out: pathlib.Path, archs: list[str], rows: list[dict], wall: float) -> list[str]:
+    """Write the Markdown report and the JSON rows for what was measured so far; return its lines."""
     tried = [r for r in rows if r["pristine"] and r["pristine"].get("outcome") not in ("unknown", "error")]
     agree = [r for r in tried if r["pristine"].get("agrees")]
     patched = [r for r in rows if "patched" in r]
     patched_ok = [r for r in patched if r["patched"].get("ids_equal") and r["patched"].get("started")
                   and r["patched"].get("non_speculative_ok")]
-    lines = ["# Runtime sweep", "", f"{len(archs)} architectures, {len(tried)} run (the rest: no buildable config), "
+    lines = ["# Runtime sweep", "", f"{len(rows)} of {len(archs)} architectures swept, {len(tried)} run (the rest: no buildable config), "
              f"{len(agree)}/{len(tried)} agree with the scan; {len(patched_ok)}/{len(patched)} of fix's patches "
              f"ran with equal token ids; {wall:.0f} s.", "",
              "| architecture | scan | engine | agrees | after fix |", "|---|---|---|---|---|"]
@@ -99,10 +119,9 @@ def main() -> int:
             p = r["pristine"]
             lines.append(f"- {r['architecture']}: scan {p.get('scan_verdict')}, engine {p.get('outcome')}: "
                          f"{p.get('reason')} {(p.get('exception') or {}).get('message', '')[:200]}")
-    a.out.write_text("\n".join(lines) + "\n")
-    a.out.with_suffix(".json").write_text(json.dumps(rows, indent=1))
-    print("\n".join(lines[:3]))
-    return 0
+    out.write_text("\n".join(lines) + "\n")
+    out.with_suffix(".json").write_text(json.dumps(rows, indent=1))
+    return lines
 
 
 if __name__ == "__main__":

@@ -664,7 +664,8 @@ def _fix_problems(arch: str, cand: TargetResult, after: TargetResult | None, fix
             key = (f.gate, reason)
             if key not in seen:
                 seen.add(key)
-                out.append(Problem(f.gate, reason, _codemod_for(f.gate, fix.engine), "", f.path, f.line))
+                line = fix.original_line(f.path, f.line) if after is not None else f.line  # the candidate's line
+                out.append(Problem(f.gate, reason, _codemod_for(f.gate, fix.engine), "", f.path, line))
             continue
         for u in us:
             key = (u.gate, u.reason)

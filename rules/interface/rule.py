@@ -18,6 +18,7 @@ from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding, Severity
 from rules.aux_layers.facts import EXTRACTOR as LAYER_IDS_READS
 from rules.aux_layers.facts import KEY as LAYER_IDS_KEY
+from rules.aux_layers.facts import layer_ids
 from rules.base import AuditTarget, Context, Example, Rule
 from rules.interface.facts import duck_typed_eagle3_members, runtime_eagle3_calls
 
@@ -337,6 +338,9 @@ class StaleMemberRule(Rule):
         facts = target.facts
         if facts.ref is None:
             return
+        dc = target.options.draft_config
+        if dc is not None and layer_ids(dc) is not None and ctx.facts.found(LAYER_IDS_READS):
+            return  # the runner takes the drafter's layer ids: no get_eagle3 method decides, dead or not
         proto = ctx.facts.protocol("SupportsEagle3")
         live = set(proto.members) if proto else set()
         live |= runtime_eagle3_calls(ctx)

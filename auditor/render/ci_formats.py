@@ -13,7 +13,7 @@ from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
 
 from auditor.model.outcomes import ReleaseVerdict, UpgradeOutcome
 from auditor.model.results import ScanReport
-from auditor.render.report import clean, markdown_text, print_wrapped
+from auditor.render.report import clean, markdown_text, patch_words, print_wrapped
 from rules.registry import RULES
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -454,11 +454,22 @@ def gate_markdown(report) -> str:
 def _cell(row) -> str:
     """A matrix cell: the verdict, with the blocking gates or the warnings."""
     if row.verdict is ReleaseVerdict.BLOCKED:
-        return f"blocked: {', '.join(row.blocking)}"
+        return f"blocked, {patch_words(row.fix_available)}: {', '.join(row.blocking)}"
     if row.verdict is ReleaseVerdict.SUPPORTED:
         w = f" (warnings: {', '.join(dict.fromkeys(row.warnings))})" if row.warnings else ""
         return (f"**supported** ← first native{w}" if row.first_native else f"supported{w}")
     return row.verdict.value
+
+
+def matrix_legend(report) -> str | None:
+    """What the two kinds of blocked cell of a matrix mean, with the ``fix`` command of the run
+    (None when no cell is blocked)."""
+    rows = [r for r in report.rows if r.verdict is ReleaseVerdict.BLOCKED]
+    if not rows:
+        return None
+    return (f"blocked, {patch_words(True)}: eagle-audit fix patches every blocking gate in that release; blocked, "
+            f"{patch_words(False)}: some gate of it cannot be patched there (its release lacks what the fix "
+            "needs, or no codemod exists)")
 
 
 def matrix_markdown(report) -> str:
@@ -478,6 +489,9 @@ def matrix_markdown(report) -> str:
         first = any(by.get((v, a)) is not None and by[(v, a)].first_native for a in archs)
         lines.append(f"| {'**' + _md(v) + '**' if first else _md(v)} | " + " | ".join(cells) + " |")
     lines.append("")
+    legend = matrix_legend(report)
+    if legend:
+        lines += [_md(legend), ""]
     for a, v in report.first_supported.items():
         lines.append(f"- first with native support for {_md(a)}, among the releases listed: {_md(v or 'none of them')}")
     if len(archs) > 1:
@@ -640,7 +654,11 @@ def matrix_table(report, console) -> None:
             if row is None:
                 cells.append(Text("—"))
             elif row.verdict is ReleaseVerdict.BLOCKED:
-                cells.append(_verdict_text("blocked", row.blocking))
+                t = _verdict_text("blocked")
+                t.append(f"\n{patch_words(row.fix_available)}", style="italic")
+                for g in row.blocking:
+                    t.append(f"\n{g}")
+                cells.append(t)
             elif row.verdict is ReleaseVerdict.SUPPORTED:
                 t = _verdict_text("supported")
                 if row.first_native:
@@ -656,13 +674,15 @@ def matrix_table(report, console) -> None:
         first = any(by.get((v, a)) is not None and by[(v, a)].first_native for a in archs)
         table.add_row(Text(v, style="bold" if first else ""), *cells)
     console.print(table)
+    legend = matrix_legend(report)
+    if legend:
+        print_wrapped(console, Text(clean(legend)), indent=0, hanging=2)
     for a, v in report.first_supported.items():
-        console.print(clean(f"first with native support for {a}, among the releases listed: {v or 'none of them'}"),
-                      markup=False, highlight=False)
+        print_wrapped(console, Text(clean(f"first with native support for {a}, among the releases listed: "
+                                          f"{v or 'none of them'}")), indent=0, hanging=2)
     if len(archs) > 1:
-        console.print("first with native support for all, among the releases listed: "
-                      f"{report.first_all_supported or 'none of them'}",
-                      markup=False, highlight=False)
+        print_wrapped(console, Text("first with native support for all, among the releases listed: "
+                                    f"{report.first_all_supported or 'none of them'}"), indent=0, hanging=2)
     skipped: dict[str, str] = {}
     for r in report.rows:
         if r.verdict is ReleaseVerdict.SKIPPED:

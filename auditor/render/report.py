@@ -231,6 +231,13 @@ _CONTROL_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f" + _BIDI + "]")
 _CONTROL_TEXT = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f" + _BIDI + "]")
 
 
+def patch_words(fix_available: bool) -> str:
+    """How a blocked cell of a matrix or a comparison says whether ``eagle-audit fix`` can patch
+    every blocking gate of it: ``a patch exists`` or ``no local patch`` (the same words in the
+    table, Markdown and HTML reports)."""
+    return "a patch exists" if fix_available else "no local patch"
+
+
 def clean(text: object, multiline: bool = False) -> str:
     """``text`` with every control character shown as an escape (``ESC`` becomes ``\\x1b``,
     a right-to-left override ``\\u202e``), so that printing it cannot move the cursor, clear the
@@ -681,7 +688,8 @@ def compare_markdown(report) -> str:
              "| target | method | " + " | ".join(names) + " |",
              "|---|---|" + "---|" * len(names)]
     for r in report.rows:
-        cells = [markdown_text(c.verdict + (f" ({', '.join(c.blocking)})" if c.blocking else "")) for c in r.cells]
+        cells = [markdown_text(c.verdict + (f", {patch_words(c.fix_available)}" if c.verdict == "blocked" else "")
+                               + (f" ({', '.join(c.blocking)})" if c.blocking else "")) for c in r.cells]
         lines.append(f"| {markdown_text(r.architecture)} | {markdown_text(r.method)} | " + " | ".join(cells) + " |")
     for i, side in enumerate(report.sides):
         why = [(r.architecture, c) for r in report.rows for c in [r.cells[i]] if c.reasons]
@@ -707,7 +715,8 @@ def compare_table(report, console: Console) -> None:
     # names stay whole when the console has room for the longest one beside the other columns
     # (each verdict and gate id on a line of its own, so a cell is as wide as its longest word)
     names = [clean(r.architecture) for r in report.rows]
-    words = [len(w) for r in report.rows for c in r.cells for w in [c.verdict, *c.blocking]]
+    words = [len(w) for r in report.rows for c in r.cells
+             for w in [c.verdict, *c.blocking, *([patch_words(c.fix_available)] if c.verdict == "blocked" else [])]]
     cell = max(words + [9])
     method = max([len(r.method) for r in report.rows] + [6])
     others = method + cell * len(report.sides) + 3 * (1 + len(report.sides)) + 4  # padding and borders
@@ -721,6 +730,8 @@ def compare_table(report, console: Console) -> None:
         cells = []
         for c in r.cells:
             t = Text(c.verdict, style=_STYLE.get(c.verdict, ""))
+            if c.verdict == "blocked":
+                t.append(f"\n{patch_words(c.fix_available)}", style="italic")
             for g in c.blocking:
                 t.append(f"\n{g}")
             cells.append(t)

@@ -711,8 +711,16 @@ def scan(
     else:
         _write(_render(result, fmt, settings.path), output)
     if fmt in (Format.table, Format.markdown):  # never mixed with a CI format's stream
-        for line in _fix_commands(result, auditor, path, vllm_version, model, model_type, cfg, run, platform.value,
-                                  python, sglang_version):
+        steps = _fix_commands(result, auditor, path, vllm_version, model, model_type, cfg, run, platform.value,
+                              python, sglang_version, hf_config)
+        stuck = [r for r in result.targets if r.verdict.value == "blocked" and not any(
+            r.architecture in a for a in result.fixable().values()) and any(
+            f.fix_available for f in r.findings if f.severity.value == "error")]
+        if stuck and not full and len(stuck) <= _FIX_COMMAND_TARGETS:  # some gates have a fix, one has none here
+            steps += _dead_end_steps(auditor, [s for s in specs if s.architecture in {r.architecture for r in stuck}],
+                                     model, stuck[0].method, model_type, cfg, hf_config, run, platform.value,
+                                     _tree_words(path, vllm_version, sglang_version, python), show)
+        for line in steps:
             _err().print(clean(line), markup=False, highlight=False, soft_wrap=True)  # never cut: copied whole
     _exit_on_internal_errors(result.internal_errors())
     if exit_zero:
@@ -821,7 +829,8 @@ _FIX_COMMAND_TARGETS = 5
 
 def _fix_commands(result, auditor, path: Optional[str], vllm_version: Optional[str], model: List[str],
                   model_type: Optional[str], hf_config: Optional[dict], run, platform: str,
-                  python: Optional[str] = None, sglang_version: Optional[str] = None) -> list[str]:
+                  python: Optional[str] = None, sglang_version: Optional[str] = None,
+                  hf_path: Optional[Path] = None) -> list[str]:
     """The next step after a blocked scan: the exact ``eagle-audit fix`` command (the same tree
     argument, run options and platform) for the blocked targets that have a fix, one per method.
     Targets are named as the user named them (a model_type such as kimi_k2 keeps the allowlist
@@ -868,10 +877,8 @@ def _fix_commands(result, auditor, path: Optional[str], vllm_version: Optional[s
         types: list[str] = []
         if model_type:
             types = ["--model-type", model_type]
-        elif hf_config is not None:  # fix takes no --hf-config: the model_type it implies
-            tmts = {r.text_model_type for r in result.targets if r.architecture in archs and r.text_model_type}
-            if len(tmts) == 1:
-                types = ["--model-type", tmts.pop()]
+        if hf_path is not None:  # the checkpoint the scan read, read by fix the same way
+            types += ["--hf-config", str(hf_path)]
         what = f"{count(len(archs), 'blocked target')} with a fix available"
         if len(names) > _FIX_COMMAND_TARGETS:
             argv = ["eagle-audit", "fix", *tree, "--model", "ARCHITECTURE", *types, "--method", method, *extra]
@@ -881,6 +888,71 @@ def _fix_commands(result, auditor, path: Optional[str], vllm_version: Optional[s
         argv = ["eagle-audit", "fix", *tree, *targets, *types, "--method", method, *extra]
         lines.append(f"next step ({what}): {shell_join(argv)}  (prints the patch; --out-dir DIR writes it, "
                      "--apply edits a folder tree)")
+    return lines
+
+
+def _tree_words(path: Optional[str], vllm_version: Optional[str], sglang_version: Optional[str] = None,
+                python: Optional[str] = None) -> list[str]:
+    """The tree argument of a suggested command, as the user gave it."""
+    if path:
+        return [path]
+    if vllm_version or sglang_version:
+        return ["--vllm-version", vllm_version] if vllm_version else ["--sglang-version", sglang_version]
+    return ["--python", python] if python else []
+
+
+def _dead_end_steps(auditor, specs, names: List[str], method: str, model_type: Optional[str],
+                    hf: Optional[dict], hf_path: Optional[Path], run, platform: str, tree: list[str],
+                    show: bool = False) -> list[str]:
+    """The next steps when a gate of the targets has no local patch in this tree (a release
+    without the pipeline-parallel transport): the ``fix`` command on a release in eagle-audit's
+    cache that supports the targets or that ``fix`` can patch (or the ``matrix`` command that
+    finds one), and the ``fix`` command without pipeline parallelism when that patches every
+    gate here. Each line is ``next step (why): command  (note)``."""
+    from auditor.model.wording import shell_join
+    from auditor.orchestration.elsewhere import release_with_a_way, without_pp
+    from auditor.orchestration.upgrade import fix_command
+
+    engine, version = auditor.engine.name, auditor.tree.version()
+    names = names or [s.architecture for s in specs]
+    extra = ["--hf-config", str(hf_path)] if hf_path is not None else []
+    lines = []
+
+    def look(cb):
+        if cb:
+            cb("reading the releases in the cache for one that has a way", 0, 1)
+        return release_with_a_way(engine, version, names, method, model_type, run, platform)
+
+    other = _with_stages(show, "eagle-audit", look)
+    label = auditor.engine.display
+    if other.version:
+        how = "supports these targets" if other.native else "has what the patch needs"
+        which = ("the newest release in eagle-audit's cache" if other.looked_at == [other.version]
+                 else f"the oldest newer release in eagle-audit's cache that will do, of the "
+                 f"{count(len(other.looked_at), 'release')} read")
+        cmd = fix_command(other.version, engine, names, method, run, model_type).replace(" --out-dir eagle-audit", "")
+        lines.append(f"next step ({label} {other.version}, {which}, {how} with this run): "
+                     f"{cmd}{' ' + shell_join(extra) if extra else ''}")
+    elif version:
+        argv = ["eagle-audit", "matrix", *(["--engine", engine] if engine != "vllm" else []),
+                *(x for n in names for x in ("--model", n)), "--versions", f"{version}..", "--method", method,
+                *run.flags()]
+        seen = f"none of the {count(len(other.looked_at), 'release')} read of the {other.newer} newer ones in " \
+               "eagle-audit's cache will do" if other.newer else "no newer release is in eagle-audit's cache"
+        lines.append(f"next step ({seen}): {shell_join(argv)}  (finds the first later release that supports them, "
+                     "or that fix can patch)")
+    plain_run = without_pp(auditor, specs, method, hf, run)
+    if plain_run == "supported":
+        lines.append(f"without pipeline parallelism, {label} {version or 'this tree'} supports these targets as it "
+                     "is: nothing to patch")
+    elif plain_run == "patchable":
+        import dataclasses
+
+        plain = dataclasses.replace(run, pipeline_parallel_size=1)
+        argv = ["eagle-audit", "fix", *tree, *(x for n in names for x in ("--model", n)),
+                *(["--model-type", model_type] if model_type else []), *extra, "--method", method, *plain.flags()]
+        lines.append(f"next step (without pipeline parallelism, every gate has a patch in {label} "
+                     f"{version or 'this tree'}): {shell_join(argv)}")
     return lines
 
 
@@ -1183,9 +1255,9 @@ def fix_cmd(
     \b
     Examples:
       eagle-audit fix --model kimi_k2 --vllm-version 0.16.0 > kimi_k2.patch
-      eagle-audit fix --model kimi_k2 --vllm-version 0.16.0 --out-dir patches
+      eagle-audit fix --model kimi_k2 --vllm-version 0.16.0 --out-dir eagle-audit
       eagle-audit fix site-packages/vllm --apply \\
-                      --codemods patches/kimi_k2.vllm-0.16.0.eagle3.codemods.json
+                      --codemods eagle-audit/kimi_k2.vllm-0.16.0.eagle3.codemods.json
       eagle-audit fix --revert site-packages/vllm
     """
     from auditor.engines.vllm.targets import resolve_targets
@@ -1278,6 +1350,12 @@ def fix_cmd(
     if not result.ok:
         _err().print(clean(result.report(), multiline=True), markup=False, highlight=False, soft_wrap=True)
         _err().print("[bold red]not fixed:[/bold red] nothing was written", highlight=False)
+        if result.unfixable and not result.problems:
+            for line in _dead_end_steps(auditor, specs, [] if loaded else model, method, model_type, hf,
+                                        None if loaded else settings.hf_config, run, platform.value,
+                                        _tree_words(path, vllm_version, sglang_version, python),
+                                        _progress_enabled(no_progress)):
+                _err().print(clean(line), markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(1)
     _err().print(clean(result.report(), multiline=True), markup=False, highlight=False, soft_wrap=True)
     _err().print(f"{result.diffstat()} (checked: re-scan gives supported; {result.seconds:.1f}s; "
@@ -1488,8 +1566,8 @@ def gate_cmd(
     Examples:
       eagle-audit gate -m kimi_k2 --current-version 0.16.0 \\
                        --candidate-version 0.18.0
-      eagle-audit gate --candidate-version 0.17.1 \\
-                       --codemods patches/kimi_k2.codemods.json
+      eagle-audit gate --candidate-version 0.17.1 --codemods \\
+                       eagle-audit/kimi_k2.vllm-0.16.0.eagle3.codemods.json
       eagle-audit gate -f sarif -o gate.sarif   # settings: pyproject.toml
     """
     from auditor.engines.vllm.targets import load_hf_config
@@ -1728,7 +1806,7 @@ def _compare_next_steps(report, cfg, run) -> list[str]:
     target, then per engine the exact ``eagle-audit fix`` command for its blocked targets that
     have a fix, or the ``eagle-audit matrix`` command that finds a later release of it that
     supports the others (for a release given by version)."""
-    from auditor.orchestration.upgrade import fix_command, side_kind
+    from auditor.orchestration.upgrade import codemods_path, fix_command, side_kind
 
     lines = []
     for i, side in enumerate(report.sides):
@@ -1740,8 +1818,9 @@ def _compare_next_steps(report, cfg, run) -> list[str]:
         fixable = report.fixable_by(i)
         if fixable:
             what = f"{side.name}: {count(len(fixable), 'blocked target')} with a fix available"
+            file = codemods_path(fixable, side.engine, side.version, method)
             lines.append(f"next step ({what}): {fix_command(side.spec, side.engine, fixable, method, run, cfg.model_type)}"
-                         "  (writes the patch and a codemods file there)")
+                         f"  (writes {file.removesuffix('.codemods.json')}.patch and {file})")
         rest = [a for a in blocked if a not in fixable]
         try:
             by_version = side_kind(side.spec) == "version"
@@ -1749,7 +1828,8 @@ def _compare_next_steps(report, cfg, run) -> list[str]:
             by_version = False
         if rest and by_version:
             argv = ["eagle-audit", "matrix", *(["--engine", side.engine] if side.engine != "vllm" else []),
-                    *(x for a in rest for x in ("--model", a)), "--versions", f"{side.spec}..", "--method", method]
+                    *(x for a in rest for x in ("--model", a)), "--versions", f"{side.spec}..", "--method", method,
+                    *run.flags()]
             from auditor.model.wording import shell_join
 
             lines.append(f"next step ({side.name}: {', '.join(rest)} with no fix available): {shell_join(argv)}"

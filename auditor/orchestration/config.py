@@ -83,7 +83,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("num-speculative-tokens", "num_speculative_tokens", "--num-speculative-tokens", _RUN,
             "the speculative config's num_speculative_tokens", "3"),
     Setting("codemods", "codemods", "--codemods", ("gate",), "your codemods file, replayed on the candidate "
-            "(relative to this file)", '"eagle-audit/kimi_k2.codemods.json"', placeholder=True),
+            "(relative to this file)", '"eagle-audit/kimi_k2.vllm-0.16.0.eagle3.codemods.json"', placeholder=True),
     Setting("allow-warnings", "allow_warnings", "--allow-warning", ("gate",), "warnings to accept (gate ids "
             "or rule codes)", '["stale-member"]', old=("allowed-warnings",)),
     Setting("fail-on-warnings", "fail_on_warnings", "--fail-on-warnings", ("gate",),

@@ -534,11 +534,8 @@ def _write_codemods_step(candidate: Auditor, candidate_spec: str, names: Sequenc
     """The one next step of a gate broken by gates a codemod fixes: the ``fix`` command that
     writes the codemods of every target as the user named them (one file), then the gate
     command to rerun with that file."""
-    from auditor.orchestration.fix import out_name
-
     spec = candidate_spec or candidate.tree.version() or "PATH"
-    file = f"{FIX_OUT_DIR}/{out_name(None, names, candidate.engine.name, candidate.tree.version(), method)}" \
-           ".codemods.json"
+    file = codemods_path(names, candidate.engine.name, candidate.tree.version(), method)
     return (f"{fix_command(spec, candidate.engine.name, names, method, options, model_type)}  (writes the codemods "
             f"to {file}; then rerun this gate with --codemods {file})")
 
@@ -596,6 +593,16 @@ def _judge(arch: str, method: str, cand: TargetResult | None, cur: TargetResult 
 
 #: The folder the suggested ``fix`` command writes its patch and codemods file to.
 FIX_OUT_DIR = "eagle-audit"
+
+
+def codemods_path(names: Sequence[str], engine: str, version: str | None, method: str) -> str:
+    """The codemods file the suggested ``fix`` command (:func:`fix_command`) writes, as every
+    suggestion and help text names it: ``eagle-audit/kimi_k2.vllm-0.16.0.eagle3.codemods.json``
+    (:data:`FIX_OUT_DIR`, then :func:`auditor.orchestration.fix.out_name` of the targets as named,
+    the engine release and the method)."""
+    from auditor.orchestration.fix import out_name
+
+    return f"{FIX_OUT_DIR}/{out_name(None, names, engine, version, method)}.codemods.json"
 
 
 def fix_command(tree: str, engine: str, names: Sequence[str], method: str, options: RunOptions | None = None,

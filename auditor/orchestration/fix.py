@@ -416,15 +416,15 @@ def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", 
                     modules[inv.path] = cst.parse_module(text)
                 new, changes = apply_codemod(inv.codemod, modules[inv.path], inv.params, inv.path)
             except NotAutoFixable as exc:
-                failures.append(Unfixable(arch, inv.gate, exc.reason, exc.hint, inv.path))
+                failures.append(Unfixable(arch, inv.gate, exc.reason, exc.hint, inv.path, codemod=inv.codemod))
                 continue
             except UnicodeDecodeError:
-                failures.append(Unfixable(arch, inv.gate, "the file is not UTF-8", "", inv.path))
+                failures.append(Unfixable(arch, inv.gate, "the file is not UTF-8", "", inv.path, codemod=inv.codemod))
                 continue
             except Exception as exc:  # parse errors and the like: report, never write
                 failures.append(Unfixable(arch, inv.gate,
                                                f"the {inv.codemod} codemod failed: {type(exc).__name__}: {exc}",
-                                               "", inv.path))
+                                               "", inv.path, codemod=inv.codemod))
                 continue
             if changes:
                 inv.changes = changes
@@ -440,7 +440,7 @@ def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", 
                     res.invocations.remove(inv)
                     failures.append(Unfixable(inv.architectures[0], inv.gate,
                                               f"{p} is nested too deeply for the {inv.codemod} codemod to write it "
-                                              "back (RecursionError)", "", p))
+                                              "back (RecursionError)", "", p, codemod=inv.codemod))
                 res.patched.pop(p, None)
         if not touched:
             break

@@ -351,7 +351,8 @@ class UpgradeReport:
         parts = []
         for t in broken:
             gates = ", ".join(dict.fromkeys(
-                f"{p.gate} (codemod {p.codemod})" if p.codemod else p.gate for p in t.problems)) or "?"
+                f"{p.gate} (codemod {p.codemod})" if p.codemod and self.codemods else p.gate
+                for p in t.problems)) or "?"
             parts.append(f"{t.architecture} [{t.method}]: {gates}")
         return f"{cand} is broken for {'; '.join(parts)}."
 
@@ -496,10 +497,17 @@ def run_gate(
         step[0] = start + per_method
         judged = [_judge(s.architecture, method, cand.get(s.architecture), cur.get(s.architecture),
                          current is not None, fix, codemods, file_method, allowed, fail_on_warnings,
-                         candidate.registry.path, NO_CODEMODS_HINT) for s in ordered]
+                         candidate.registry.path, NO_CODEMODS_HINT, candidate.engine.name) for s in ordered]
         targets += judged
-        if codemods is None and any(p.hint == NO_CODEMODS_HINT for t in judged for p in t.problems):
+        if codemods is None and any(p.codemod for t in judged for p in t.problems) and not any(
+                p.hint == NO_LOCAL_PATCH_HINT for t in judged for p in t.problems):
             next_steps.append(_write_codemods_step(candidate, candidate_spec, names, method, options, model_type))
+        stuck = [t for t in judged if any(p.hint == NO_LOCAL_PATCH_HINT for p in t.problems) or any(
+            u.codemod is None and _codemod_for(u.gate, candidate.engine.name) for u in (fix.unfixable if fix else [])
+            if u.architecture == t.architecture)]
+        if stuck:
+            next_steps += _elsewhere_steps(candidate, candidate_spec, names or [t.architecture for t in stuck],
+                                           method, options, model_type, platform)
     if progress:
         progress("done", total, total)
     return UpgradeReport(
@@ -524,9 +532,13 @@ def _tree_name(auditor: Auditor, spec: str) -> str:
     return f"{auditor.engine.display} {version}" if version else spec
 
 
-#: The hint of a blocking gate a codemod fixes when no codemods were given: the command that
-#: writes them is the report's next step, said once (:attr:`UpgradeReport.next_steps`).
+#: The hint of a blocking gate a codemod fixes when no codemods were given. It is said once per
+#: report, as the note of the next step (:attr:`UpgradeReport.next_steps`) that writes them or
+#: names the codemods file the user has; each problem only names its codemod.
 NO_CODEMODS_HINT = "a codemod fixes it; no codemods were given (--codemods): see the next step"
+
+#: The hint of a blocking gate whose codemod cannot patch this release (the finding says why).
+NO_LOCAL_PATCH_HINT = "no local patch: its codemod cannot patch this release (the reason says why); see the next step"
 
 
 def _write_codemods_step(candidate: Auditor, candidate_spec: str, names: Sequence[str], method: str,
@@ -536,8 +548,65 @@ def _write_codemods_step(candidate: Auditor, candidate_spec: str, names: Sequenc
     command to rerun with that file."""
     spec = candidate_spec or candidate.tree.version() or "PATH"
     file = codemods_path(names, candidate.engine.name, candidate.tree.version(), method)
-    return (f"{fix_command(spec, candidate.engine.name, names, method, options, model_type)}  (writes the codemods "
-            f"to {file}; then rerun this gate with --codemods {file})")
+    have = _codemods_you_have(names, candidate.engine.name, method)
+    if have is not None:
+        return (f"rerun this gate with --codemods {have}  (no codemods were given (--codemods); that file, in "
+                f"this folder, holds the codemods fix wrote for these targets and method; to write them for the "
+                f"candidate instead: {fix_command(spec, candidate.engine.name, names, method, options, model_type)})")
+    return (f"{fix_command(spec, candidate.engine.name, names, method, options, model_type)}  (no codemods were "
+            f"given (--codemods): this writes them to {file}; then rerun this gate with --codemods {file})")
+
+
+def _codemods_you_have(names: Sequence[str], engine: str, method: str) -> str | None:
+    """The codemods file ``fix`` wrote for these targets and method, for any release, in this
+    folder's :data:`FIX_OUT_DIR` (the newest release's when several), as a relative path; None
+    when there is none."""
+    from packaging.version import InvalidVersion, Version
+
+    stem = codemods_path(names, engine, "X", method).removesuffix(f".{method}.codemods.json")
+    folder, _, base = stem.rpartition("/")
+    base = base.removesuffix("-X")
+    found = []
+    try:
+        entries = list(Path(folder).iterdir())
+    except OSError:
+        return None
+    for p in entries:
+        name = p.name
+        if name.startswith(base + "-") and name.endswith(f".{method}.codemods.json") and p.is_file():
+            release = name[len(base) + 1:-len(f".{method}.codemods.json")]
+            try:
+                found.append((Version(release), f"{folder}/{name}"))
+            except InvalidVersion:
+                continue
+    return max(found)[1] if found else None
+
+
+def _elsewhere_steps(candidate: Auditor, candidate_spec: str, names: Sequence[str], method: str,
+                     options: RunOptions | None, model_type: str | None, platform: str) -> list[str]:
+    """The next step of a gate broken by a gate no local patch fixes in the candidate: a release in
+    eagle-audit's cache where ``fix`` patches the targets (or that supports them), as the gate
+    command to run on it, else the ``matrix`` command that finds one."""
+    import shlex
+
+    from auditor.orchestration.elsewhere import release_with_a_way
+
+    version = candidate.tree.version()
+    other = release_with_a_way(candidate.engine.name, version, names, method, model_type, options, platform)
+    label = candidate.engine.display
+    if other.version:
+        how = "supports these targets" if other.native else "has what the patch needs"
+        return [f"{fix_command(other.version, candidate.engine.name, names, method, options, model_type)}  "
+                f"({label} {other.version}, in eagle-audit's cache, {how} with this run; then gate it: "
+                f"--candidate-version {other.version} --codemods "
+                f"{codemods_path(names, candidate.engine.name, other.version, method)})"]
+    if not version:
+        return []
+    argv = ["eagle-audit", "matrix", *(["--engine", candidate.engine.name] if candidate.engine.name != "vllm" else []),
+            *(x for n in names for x in ("--model", n)), "--versions", f"{version}..", "--method", method,
+            *(options.flags() if options else [])]
+    return [f"{shlex.join(argv)}  (no release in eagle-audit's cache will do; this finds the first later release "
+            "that supports the targets, or that fix can patch)"]
 
 
 def _codemods_source(path: Path) -> str | None:
@@ -554,7 +623,8 @@ def _codemods_source(path: Path) -> str | None:
 def _judge(arch: str, method: str, cand: TargetResult | None, cur: TargetResult | None, current_given: bool,
            fix, codemods: Path | None, file_method: str | None, allowed: tuple[str, ...],
            fail_on_warnings: bool, registry_path: str | None = None,
-           write_hint: str = "no codemods were given (--codemods); eagle-audit fix writes them") -> UpgradeTarget:
+           write_hint: str = "no codemods were given (--codemods); eagle-audit fix writes them",
+           engine: str = "vllm") -> UpgradeTarget:
     """The outcome of one target: native, patched (by ``fix``, a :class:`~auditor.orchestration.fix.FixResult`)
     or broken, with the problems that break it (``write_hint``: how to write the codemods, for a
     fixable gate when none were given)."""
@@ -567,9 +637,9 @@ def _judge(arch: str, method: str, cand: TargetResult | None, cur: TargetResult 
     if cand.verdict is Verdict.SUPPORTED:
         t.outcome = UpgradeOutcome.NATIVE
     elif codemods is None:
-        t.problems += _finding_problems(cand, write_hint)
+        t.problems += _finding_problems(cand, write_hint, engine)
     elif method != file_method:
-        t.problems += _finding_problems(cand, f"the codemods file is for method {file_method}, not {method}")
+        t.problems += _finding_problems(cand, f"the codemods file is for method {file_method}, not {method}", engine)
     else:
         after = next((r for r in fix.after if r.architecture == arch), None)
         t.patched = after
@@ -637,13 +707,20 @@ def _no_fix_hint(gate: str) -> str:
     return f"no codemod exists for {gate}: {rule.HOW_TO_FIX}" if rule else f"no codemod exists for {gate}"
 
 
-def _finding_problems(result: TargetResult, hint: str) -> list[Problem]:
+def _finding_problems(result: TargetResult, hint: str, engine: str = "vllm") -> list[Problem]:
     out = []
     for f in result.findings:
         if f.severity is Severity.ERROR:
-            # a gate no codemod can fix: say so, and what to do instead (the rule's own advice)
-            out.append(Problem(f.gate, f.message, None, hint if f.fix_available else _no_fix_hint(f.gate),
-                               f.path, f.line))
+            codemod = _codemod_for(f.gate, engine)
+            if f.fix_available and hint == NO_CODEMODS_HINT:
+                # the codemod is named here; that none were given is said once, by the next step
+                out.append(Problem(f.gate, f.message, codemod, "", f.path, f.line))
+            elif f.fix_available:
+                out.append(Problem(f.gate, f.message, None, hint, f.path, f.line))
+            elif codemod is not None:  # a codemod exists, but not for this release
+                out.append(Problem(f.gate, f.message, None, NO_LOCAL_PATCH_HINT, f.path, f.line))
+            else:  # a gate no codemod can fix: say so, and what to do instead (the rule's own advice)
+                out.append(Problem(f.gate, f.message, None, _no_fix_hint(f.gate), f.path, f.line))
         elif f.severity is Severity.UNKNOWN:
             out.append(Problem(f.gate, f"the verdict is unknown: {f.message}", None,
                                "give what the finding says is missing (e.g. --hf-config, --model-type)", f.path, f.line))
@@ -679,7 +756,7 @@ def _fix_problems(arch: str, cand: TargetResult, after: TargetResult | None, fix
             if key in seen:
                 continue
             seen.add(key)
-            out.append(Problem(u.gate, u.reason, _codemod_for(u.gate, fix.engine), u.hint,
+            out.append(Problem(u.gate, u.reason, u.codemod, u.hint,  # no codemod beside "no local patch"
                                u.path or f.path, u.line or (f.line if not u.path or u.path == f.path else None)))
     return out
 

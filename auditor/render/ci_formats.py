@@ -427,7 +427,8 @@ def gate_markdown(report) -> str:
     if problems:
         lines += ["", "### Why it is broken", ""]
         for t, p in problems:
-            cm = f" (codemod `{_md(p.codemod)}`)" if p.codemod else ""
+            cm = ("" if not p.codemod else f" (codemod `{_md(p.codemod)}`)" if report.codemods
+                  else " (a codemod fixes it)")
             where = f" `{_md(p.where)}`" if p.where else ""
             hint = f" — {_md(p.hint)}" if p.hint else ""
             lines.append(f"- **{_md(t.architecture)}** `{_md(p.gate)}`{cm}{where}: {_md(p.reason)}{hint}")
@@ -584,7 +585,8 @@ def gate_table(report, console) -> None:
     if problems:
         console.print("why it is broken:", style="bold")
         for t, p in problems:
-            cm = f" (codemod {p.codemod})" if p.codemod else ""
+            cm = ("" if not p.codemod else f" (codemod {p.codemod})" if report.codemods
+                  else " (a codemod fixes it)")  # that none were given: said once, by the next step
             where = f" {p.where}" if p.where else ""
             hint = f" — {p.hint}" if p.hint else ""
             print_wrapped(console, Text(clean(f"{t.architecture} {p.gate}{cm}{where}: {p.reason}{hint}")))

@@ -267,14 +267,68 @@ def _settings(config: Optional[Path], no_config: bool, **flags):
 
     cfg = load_settings(config, enabled=not no_config).merged(**flags)
     _state["settings"] = cfg  # an unknown model the file named is blamed on the file and key
+    if cfg.path is not None:  # said once: where the values no flag gave come from
+        used = [f for f, _ in cfg.origins]
+        what = f" (it gives {', '.join(_setting_key(f) for f in used)})" if used else " (every value it sets is " \
+            "given by a flag)"
+        _say(f"eagle-audit: settings: [tool.eagle-audit] of {_shown_path(cfg.path)}{what}; --no-config ignores it")
     for note in cfg.deprecations:
         _warn(note)
     return cfg
 
 
+def _setting_key(field: str) -> str:
+    """The key of the settings file that sets ``field`` (``model-type``)."""
+    from auditor.orchestration.config import SETTINGS
+
+    return next((st.key for st in SETTINGS if st.field == field), field)
+
+
+def _shown_path(path: Path) -> str:
+    """``path`` relative to the working folder when it lies inside it, else as it is."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(path)
+
+
+def _source_labels(specs, settings):
+    """``specs`` with each ``model_type_source`` naming the settings file and key when the file,
+    not a flag, gave ``--model-type`` or ``--hf-config`` (``pyproject.toml model-type``)."""
+    import dataclasses
+
+    origins = dict(settings.origins)
+    names = {"--model-type": "model_type", "--hf-config": "hf_config"}
+    out = []
+    for sp in specs:
+        field = names.get(sp.source)
+        if field in origins and settings.path is not None:
+            sp = dataclasses.replace(sp, source=f"{_shown_path(settings.path)} {_setting_key(field)}")
+        out.append(sp)
+    return out
+
+
+def _err_width() -> Optional[int]:
+    """The width stderr messages wrap at: the terminal's on a terminal; piped, ``COLUMNS`` when
+    set, else None (each message kept on one line, for a log)."""
+    console = _err()
+    return console.width if console.is_terminal else _columns()
+
+
+def _say(text: str) -> None:
+    """A message on stderr under the one wrapping rule of every command
+    (:func:`auditor.render.report.wrap_message`: between words at :func:`_err_width`, a command
+    to copy on lines of its own with shell continuations). Errors are the exception: an
+    ``eagle-audit: error:`` stays one line (:func:`_fail`)."""
+    from auditor.render.report import wrap_message
+
+    for line in wrap_message(clean(text, multiline=True), _err_width()):
+        _err().print(line, markup=False, highlight=False, soft_wrap=True)
+
+
 def _warn(message: str) -> None:
-    """One warning line on stderr."""
-    _err().print(f"eagle-audit: warning: {clean(message)}", markup=False, highlight=False, soft_wrap=True)
+    """One warning on stderr (wrapped as every message is, :func:`_say`)."""
+    _say(f"eagle-audit: warning: {clean(message)}")
 
 
 def _renamed(old_value, old: str, new_value, new: str):
@@ -696,7 +750,7 @@ def scan(
                                    no_cache, no_progress, exit_zero, transformers, run, python)
     auditor = _open(path, vllm_version, no_progress, no_cache, transformers, platform.value, sglang_version, engine,
                     python)
-    specs = resolve_targets(auditor.registry, model, model_type, cfg)
+    specs = _source_labels(resolve_targets(auditor.registry, model, model_type, cfg), settings)
     from auditor.model.options import method_family
 
     methods = [m for m in methods if method_family(m) in auditor.engine.methods] or _fail(
@@ -721,7 +775,7 @@ def scan(
                                      model, stuck[0].method, model_type, cfg, hf_config, run, platform.value,
                                      _tree_words(path, vllm_version, sglang_version, python), show)
         for line in steps:
-            _err().print(clean(line), markup=False, highlight=False, soft_wrap=True)  # never cut: copied whole
+            _say(line)  # a command on lines of its own: copied, it runs
     _exit_on_internal_errors(result.internal_errors())
     if exit_zero:
         raise typer.Exit(0)
@@ -1324,7 +1378,7 @@ def fix_cmd(
         if missing:
             _fail(f"--codemods: {', '.join(missing)} not in this tree's registry")
     elif model or hf is not None:
-        specs = resolve_targets(auditor.registry, model, model_type, hf)
+        specs = _source_labels(resolve_targets(auditor.registry, model, model_type, hf), settings)
     else:
         _fail("give --model NAME (or --hf-config with the checkpoint's architectures, --codemods FILE, or --revert)")
     root = auditor.tree.source.root()
@@ -1340,27 +1394,26 @@ def fix_cmd(
 
     failed = [r for r in result.before + result.after if any(f.rule == INTERNAL_RULE for f in r.findings)]
     if failed:
-        _err().print(clean(result.report(), multiline=True), markup=False, highlight=False, soft_wrap=True)
+        _say(result.report())
         _err().print("[bold red]not fixed:[/bold red] nothing was written", highlight=False)
         _exit_on_internal_errors(failed)
     if result.already_supported:
-        _err().print(clean(result.report(), multiline=True), markup=False, highlight=False, soft_wrap=True)
+        _say(result.report())
         _err().print("every target is already supported: nothing to change (empty diff)", highlight=False)
         raise typer.Exit(0)
     if not result.ok:
-        _err().print(clean(result.report(), multiline=True), markup=False, highlight=False, soft_wrap=True)
+        _say(result.report())
         _err().print("[bold red]not fixed:[/bold red] nothing was written", highlight=False)
         if result.unfixable and not result.problems:
             for line in _dead_end_steps(auditor, specs, [] if loaded else model, method, model_type, hf,
                                         None if loaded else settings.hf_config, run, platform.value,
                                         _tree_words(path, vllm_version, sglang_version, python),
                                         _progress_enabled(no_progress)):
-                _err().print(clean(line), markup=False, highlight=False, soft_wrap=True)
+                _say(line)
         raise typer.Exit(1)
-    _err().print(clean(result.report(), multiline=True), markup=False, highlight=False, soft_wrap=True)
-    _err().print(f"{result.diffstat()} (checked: re-scan gives supported; {result.seconds:.1f}s; "
-                 f"{'the engine runs it next' if verify_run else 'not run by the engine: fix --apply --verify runs it'})",
-                 markup=False, highlight=False)
+    _say(result.report())
+    _say(f"{result.diffstat()} (checked: re-scan gives supported; {result.seconds:.1f}s; "
+         f"{'the engine runs it next' if verify_run else 'not run by the engine: fix --apply --verify runs it'})")
     if out_dir is None and not apply:
         diff = result.diff()
         sys.stdout.write(clean(diff, multiline=True) if sys.stdout.isatty() else diff)  # a pipe gets the exact patch
@@ -1368,10 +1421,9 @@ def fix_cmd(
     if out_dir is not None:
         _write(result.diff(), out_dir / f"{name}.patch")
         _write(json.dumps(result.codemods_document(), indent=2), out_dir / f"{name}.codemods.json")
-        _err().print(clean(f"apply {out_dir / (name + '.patch')} from the folder that contains "
-                           f"{auditor.engine.package}/ with patch -p1 or git apply; replay "
-                           f"{out_dir / (name + '.codemods.json')} on another release with eagle-audit fix --codemods "
-                           "FILE or gate --codemods FILE"), markup=False, highlight=False, soft_wrap=True)
+        _say(f"apply {out_dir / (name + '.patch')} from the folder that contains {auditor.engine.package}/ with "
+             f"patch -p1 or git apply; replay {out_dir / (name + '.codemods.json')} on another release with "
+             "fix --codemods FILE or gate --codemods FILE")
     if apply:
         _sigterm_interrupts()
         try:
@@ -1380,9 +1432,7 @@ def fix_cmd(
             _fail(str(exc))
         from auditor.model.wording import shell_quote
 
-        _err().print(clean(f"applied to {home}; originals kept in {bdir}; undo with: "
-                           f"eagle-audit fix --revert {shell_quote(home)}"), markup=False, highlight=False,
-                     soft_wrap=True)
+        _say(f"applied to {home}; originals kept in {bdir}; undo with: eagle-audit fix --revert {shell_quote(home)}")
         if verify_run:
             raise typer.Exit(_verify_applied(python, root, home, specs, method, run, hf, timeout, dtype, no_progress))
     raise typer.Exit(0)
@@ -1437,7 +1487,7 @@ def _verify_applied(python, root, home, specs, method, run, hf, timeout, dtype, 
         elif r.reason or r.exception:
             x = r.exception or {}
             line += f" — {r.reason} {x.get('message', '')[:200]} {x.get('where') or ''}".rstrip()
-        _err().print(clean(line), markup=False, highlight=False, soft_wrap=True)
+        _say(line)
     if all(r.outcome == "proven" for r in results):
         _err().print("validated: the engine ran the patched tree and proved every target", highlight=False)
         return 0
@@ -1622,8 +1672,7 @@ def gate_cmd(
         _write(text, output)
     _append(markdown, summary)
     if output is not None or fmt is not GateFormat.table:
-        _err().print(clean(f"eagle-audit gate: {report.outcome.value}: {report.message()}"), markup=False, highlight=False,
-                  soft_wrap=True)
+        _say(f"eagle-audit gate: {report.outcome.value}: {report.message()}")
     raise typer.Exit(0 if exit_zero else report.exit_code)
 
 
@@ -1702,8 +1751,8 @@ def matrix_cmd(
         _write(json.dumps(report.as_dict(), indent=2) if fmt is MatrixFormat.json else markdown, output)
     _append(markdown, summary)
     n = len(report.releases)  # one table row per release, one column per target
-    _err().print(f"eagle-audit matrix: {count(n, 'release')} × {count(len(report.architectures), 'target')} in "
-                 f"{report.seconds:.1f}s ({count(report.jobs, 'worker')})", markup=False, highlight=False)
+    _say(f"eagle-audit matrix: {count(n, 'release')} × {count(len(report.architectures), 'target')} in "
+         f"{report.seconds:.1f}s ({count(report.jobs, 'worker')})")
     for v, e in sorted(report.errors.items()):
         name = "vLLM" if engine is EngineOpt.vllm else "SGLang"
         _err().print(f"[bold red]eagle-audit: error:[/bold red] {name} {escape(clean(v))}: {escape(clean(e))}",
@@ -1797,7 +1846,7 @@ def compare_cmd(
         _write(rep.compare_markdown(report), output)
     if not report.ok and fmt is not CompareFormat.json:  # never mixed with JSON's stream
         for line in _compare_next_steps(report, cfg, run):
-            _err().print(clean(line), markup=False, highlight=False, soft_wrap=True)
+            _say(line)
     raise typer.Exit(0 if report.ok else 1)
 
 

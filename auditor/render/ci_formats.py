@@ -13,7 +13,7 @@ from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
 
 from auditor.model.outcomes import ReleaseVerdict, UpgradeOutcome
 from auditor.model.results import ScanReport
-from auditor.render.report import clean, markdown_text, patch_words, print_wrapped
+from auditor.render.report import clean, lines_kept_whole, markdown_text, patch_words, print_wrapped, wrap_message
 from rules.registry import RULES
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -602,32 +602,10 @@ def gate_table(report, console) -> None:
         for t, f in warned:
             print_wrapped(console, Text(clean(f"{t.architecture} {f.gate} ({f.rule}) {f.where}: {f.message}")))
     for step in report.next_steps:
-        command, _, note = step.partition("  (")
         console.print("next step:", style="bold")
-        for line in _shell_lines(clean(command), console.width):
+        width = None if lines_kept_whole(console) else console.width
+        for line in wrap_message("  " + clean(step), width):  # a command starts a line of its own
             console.print(line, markup=False, highlight=False, soft_wrap=True)
-        if note:
-            console.print(clean(f"  ({note}"), markup=False, highlight=False)
-
-
-def _shell_lines(command: str, width: int) -> list[str]:
-    """``command`` (shell-quoted) laid out in lines of at most ``width`` columns where its words
-    allow, each but the last ending with `` \\`` (a shell line continuation: the lines copied
-    together still run as one command), continuation lines indented by four spaces."""
-    import shlex
-
-    try:
-        words = [shlex.quote(w) for w in shlex.split(command)]
-    except ValueError:
-        return [command]
-    lines = ["  " + words[0]] if words else []
-    for w in words[1:]:
-        if len(lines[-1]) + 1 + len(w) + 2 <= width:
-            lines[-1] += " " + w
-        else:
-            lines[-1] += " \\"
-            lines.append("    " + w)
-    return lines
 
 
 def matrix_table(report, console) -> None:

@@ -284,6 +284,84 @@ def _clean_all(value):
 _WHOLE_LINES: "weakref.WeakSet" = weakref.WeakSet()
 
 
+def shell_lines(command: str, width: int, indent: int = 2) -> list[str]:
+    """``command`` (shell-quoted) laid out in lines of at most ``width`` columns where its words
+    allow, the first indented by ``indent`` spaces, each but the last ending with `` \\`` (a shell
+    line continuation: the lines copied together still run as one command), continuation lines
+    indented two more spaces. A word is never cut; a command that cannot be split as shell words
+    is returned whole on one line."""
+    import shlex
+
+    try:
+        words = [shlex.quote(w) for w in shlex.split(command)]
+    except ValueError:
+        return [" " * indent + command]
+    if not words:
+        return []
+    lines = [" " * indent + words[0]]
+    for w in words[1:]:
+        if len(lines[-1]) + 1 + len(w) + 2 <= width:
+            lines[-1] += " " + w
+        else:
+            lines[-1] += " \\"
+            lines.append(" " * (indent + 2) + w)
+    return lines
+
+
+#: Where a command to copy starts inside a message line: after ``: `` (``next step (…): eagle-audit
+#: fix …``, ``undo with: eagle-audit fix --revert …``) or at the start of the line.
+_COMMAND = re.compile(r"(?:^|(?<=: ))(?=eagle-audit (?:scan|fix|gate|matrix|compare|explain|rules|cache|verify)\b)")
+
+
+def _wrap_prose(text: str, width: int, indent: int, hanging: int) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text.strip(), width, initial_indent=" " * indent, subsequent_indent=" " * hanging,
+                         break_long_words=False, break_on_hyphens=False) or [" " * indent]
+
+
+def wrap_message(text: str, width: int | None) -> list[str]:
+    """The one wrapping rule of every command's messages on stderr (and of a report's next steps):
+    each line of ``text`` wrapped between words at ``width`` (None: lines kept whole, as for a log
+    or a pipe without ``COLUMNS``), continuations indented two spaces more than the line; a word
+    (a path, a ``file:line``) is never cut. A command to copy in a line (see :data:`_COMMAND`)
+    starts a line of its own and is laid out by :func:`shell_lines` (shell continuations, so that
+    the lines copied together still run); a note after it (two spaces, then ``(``) follows on
+    lines of its own.
+
+    Args:
+        text: the message, one or more lines (already cleaned of control characters).
+        width: the columns to fit, or None.
+
+    Returns:
+        The lines to print.
+    """
+    out: list[str] = []
+    room = width or 10**6
+    for line in text.split("\n"):
+        indent = len(line) - len(line.lstrip(" "))
+        m = _COMMAND.search(line, indent)
+        if m is None:
+            out += [line] if len(line) <= room else _wrap_prose(line, room, indent, indent + 2)
+            continue
+        # a command is always a line (or lines) of its own: copied, it runs without the prose
+        prose, rest = line[:m.start()], line[m.start():]
+        command, sep, note = rest.partition("  (")
+        if prose.strip():
+            out += _wrap_prose(prose, room, indent, indent + 2)
+            out += shell_lines(command, room, indent + 2)
+        else:
+            out += shell_lines(command, room, indent)
+        if sep:
+            out += _wrap_prose("(" + note, room, indent + 2, indent + 3)
+    return out
+
+
+def lines_kept_whole(console: Console) -> bool:
+    """Whether ``console`` prints report lines whole (see :func:`keep_lines_whole`)."""
+    return console in _WHOLE_LINES
+
+
 def keep_lines_whole(console: Console) -> Console:
     """Mark ``console`` so that :func:`print_wrapped` prints each report line whole, on one line
     (the tables still fit the console's width). Returns ``console``."""

@@ -543,12 +543,16 @@ def _results_table(report: ScanReport, shown: list, console: Console, where: boo
         cells += [r.method, Text(_verdict_word(r), style=_STYLE[r.verdict.value]), "\n".join(r.blocking) or "—"]
         if where:
             text = Text()
-            for i, f in enumerate(findings):
+            # a blocking gate's location sits on the line of its name in "blocking gates" (the
+            # name is not repeated); any other finding follows, named with its severity
+            errors = [f for f in findings if f.severity.value == "error" and f.gate in r.blocking]
+            errors.sort(key=lambda f: r.blocking.index(f.gate))
+            for i, f in enumerate(errors + [f for f in findings if f not in errors]):
                 style = {"error": "red", "warning": "yellow", "unknown": "magenta"}[f.severity.value]
                 if i:
                     text.append("\n")
-                tag = "" if f.severity.value == "error" else f" ({f.severity.value})"
-                text.append(f"{f.gate}{tag} ", style=style)
+                if f not in errors:
+                    text.append(f"{f.gate} ({f.severity.value}) ", style=style)
                 text.append(clean(f.where or "-"), style="cyan")
             cells.append(text if text.plain else "—")
         table.add_row(*cells)

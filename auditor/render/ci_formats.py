@@ -537,16 +537,16 @@ def gate_table(report, console) -> None:
     head = Text("eagle-audit gate: ", style="bold")
     head.append(outcome, style={"broken": "red", "patched": "yellow"}.get(report.outcome.value, "green") + " bold")
     console.print(head)
-    console.print(clean(report.message()), markup=False, highlight=False)
-    console.print(clean(f"candidate: {report.candidate.described} ({report.candidate.source})"), markup=False,
-                  highlight=False)
+    print_wrapped(console, Text(clean(report.message())), indent=0, hanging=2)
+    print_wrapped(console, Text(clean(f"candidate: {report.candidate.described} ({report.candidate.source})")),
+                  indent=0, hanging=2)
     if report.current:
-        console.print(clean(f"current: {report.current.described} ({report.current.source})"), markup=False,
-                      highlight=False)
+        print_wrapped(console, Text(clean(f"current: {report.current.described} ({report.current.source})")),
+                      indent=0, hanging=2)
     if report.codemods:
         written = f", written for {report.codemods_source}" if report.codemods_source else ""
-        console.print(clean(f"codemods: {report.codemods.name} ({', '.join(report.codemods_names)}{written})"),
-                      markup=False, highlight=False)
+        print_wrapped(console, Text(clean(f"codemods: {report.codemods.name} ({', '.join(report.codemods_names)}"
+                                          f"{written})")), indent=0, hanging=2)
     # a column that would say "—" on every row (no current tree, no codemods) is left out, and the
     # target column is as wide as the longest name when the console has room: names stay whole
     show_current = any(t.current_verdict for t in report.targets)

@@ -310,7 +310,7 @@ def shell_lines(command: str, width: int, indent: int = 2) -> list[str]:
 
 #: Where a command to copy starts inside a message line: after ``: `` (``next step (…): eagle-audit
 #: fix …``, ``undo with: eagle-audit fix --revert …``) or at the start of the line.
-_COMMAND = re.compile(r"(?:^|(?<=: ))(?=eagle-audit (?:scan|fix|gate|matrix|compare|explain|rules|cache|verify)\b)")
+_COMMAND = re.compile(r"(?:(?<=: )|(?<![^ ]))(?=eagle-audit (?:scan|fix|gate|matrix|compare|explain|rules|cache|verify)\b)")
 
 
 def _wrap_prose(text: str, width: int, indent: int, hanging: int) -> list[str]:
@@ -340,7 +340,7 @@ def wrap_message(text: str, width: int | None) -> list[str]:
     room = width or 10**6
     for line in text.split("\n"):
         indent = len(line) - len(line.lstrip(" "))
-        m = _COMMAND.search(line, indent)
+        m = _COMMAND.match(line, indent) or _COMMAND.search(line, indent)
         if m is None:
             out += [line] if len(line) <= room else _wrap_prose(line, room, indent, indent + 2)
             continue

@@ -271,7 +271,10 @@ def _settings(config: Optional[Path], no_config: bool, **flags):
         used = [f for f, _ in cfg.origins]
         what = f" (it gives {', '.join(_setting_key(f) for f in used)})" if used else " (every value it sets is " \
             "given by a flag)"
-        _say(f"eagle-audit: settings: [tool.eagle-audit] of {_shown_path(cfg.path)}{what}; --no-config ignores it")
+        # said once, when the command ends without an error (an error stays one line, and names
+        # the file and key itself when the file gave the value)
+        _state["settings_note"] = (f"eagle-audit: settings: [tool.eagle-audit] of {_shown_path(cfg.path)}{what}; "
+                                   "--no-config ignores it")
     for note in cfg.deprecations:
         _warn(note)
     return cfg
@@ -2030,6 +2033,8 @@ def main(argv: Optional[list[str]] = None) -> None:
         sys.exit(exc.exit_code)
     if rv == 130:  # click turned a KeyboardInterrupt (Ctrl-C, or SIGTERM during fix) into this code
         _err().print("eagle-audit: interrupted")
+    elif rv in (None, 0, 1) and _state.get("settings_note"):
+        _say(_state.pop("settings_note"))
     sys.exit(rv if isinstance(rv, int) else 0)
 
 

@@ -496,8 +496,8 @@ def test_matrix_on_a_range_in_markdown(releases):
     lines = ci_formats.matrix_markdown(run_matrix(["kimi_k2"], "0.17.1..0.18.0", releases=releases,
                                                   jobs=1)).splitlines()
     assert f"| vLLM | {DSV3} | {KIMI} |" in lines
-    assert "| 0.17.1 | blocked: allowlist, interface, aux-capture | blocked: allowlist, interface, aux-capture, " \
-           "image-token |" in lines
+    assert "| 0.17.1 | blocked, a patch exists: allowlist, interface, aux-capture | blocked, a patch exists: " \
+           "allowlist, interface, aux-capture, image-token |" in lines
     first = [line for line in lines if line.startswith("| **0.18.0** |")]
     assert first and "first native" in first[0]
 

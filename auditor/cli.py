@@ -298,17 +298,9 @@ def _shown_path(path: Path) -> str:
 def _source_labels(specs, settings):
     """``specs`` with each ``model_type_source`` naming the settings file and key when the file,
     not a flag, gave ``--model-type`` or ``--hf-config`` (``pyproject.toml model-type``)."""
-    import dataclasses
+    from auditor.orchestration.config import relabel_sources
 
-    origins = dict(settings.origins)
-    names = {"--model-type": "model_type", "--hf-config": "hf_config"}
-    out = []
-    for sp in specs:
-        field = names.get(sp.source)
-        if field in origins and settings.path is not None:
-            sp = dataclasses.replace(sp, source=f"{_shown_path(settings.path)} {_setting_key(field)}")
-        out.append(sp)
-    return out
+    return relabel_sources(specs, settings.sources(_shown_path(settings.path) if settings.path else None))
 
 
 def _err_width() -> Optional[int]:
@@ -1660,7 +1652,8 @@ def gate_cmd(
                             current_spec=cfg.current_version or "",
                             codemods=cfg.codemods, methods=cfg.methods, model_type=cfg.model_type, hf_config=hf,
                             allowed_warnings=cfg.allow_warnings, fail_on_warnings=cfg.fail_on_warnings,
-                            options=run, progress=cb))
+                            options=run, progress=cb,
+                            sources=cfg.sources(_shown_path(cfg.path) if cfg.path else None)))
     report.config = cfg.path
     markdown = ci_formats.gate_markdown(report)
     if fmt is GateFormat.table:
@@ -1836,7 +1829,7 @@ def compare_cmd(
         except AuditError as exc:
             _fail(f"--{engine}-version {value}: {exc}")
     report = run_compare(cfg.models, sides, method=cfg.methods[0], model_type=cfg.model_type, hf_config=hf,
-                         options=run)
+                         options=run, sources=cfg.sources(_shown_path(cfg.path) if cfg.path else None))
     if fmt is CompareFormat.table:
         _emit_table(lambda console: rep.compare_table(report, console), output)
     elif fmt is CompareFormat.json:

@@ -29,7 +29,7 @@ from auditor.model.findings import Finding, Severity, Verdict
 from auditor.model.options import RunOptions
 from auditor.model.outcomes import ReleaseVerdict, UpgradeOutcome
 from auditor.model.results import TargetResult, TargetSpec
-from auditor.orchestration.config import setting
+from auditor.orchestration.config import relabel_sources, setting
 from auditor.orchestration.releases import Releases
 from auditor.orchestration.scan import Auditor, make_tree
 from rules.registry import BLOCKING_GATES
@@ -409,6 +409,7 @@ def run_gate(
     use_cache: bool = True,
     platform: str = "cuda",
     progress: Callable[[str, int, int], None] | None = None,
+    sources: dict[str, str] | None = None,
 ) -> UpgradeReport:
     """Check the upgrade to ``candidate`` for the targets ``names`` (architectures or
     model_types; none: the targets recorded in the ``codemods`` file), per method; ``current``
@@ -419,6 +420,8 @@ def run_gate(
     opened here with :func:`open_side` (through ``releases``, with ``use_cache``, following
     ``platform``'s import-time branches);
     ``candidate_spec``/``current_spec`` say how they were given (default: the spec itself).
+    ``sources`` says where a ``--model-type`` or ``--hf-config`` no flag gave came from
+    (:func:`~auditor.orchestration.config.relabel_sources`).
     ``progress(stage, done, total)`` is called as each stage starts (``scanning the candidate,
     vLLM 0.18.0``, ``scanning the current release, …``, ``replaying the codemods, re-scanning the
     candidate``; ``done`` stages of ``total``) and once at the end (``done == total``).
@@ -449,6 +452,7 @@ def run_gate(
     if names:
         specs, error = _try_resolve(candidate, names, model_type, hf_config)
         cur_specs, cur_error = (_try_resolve(current, names, model_type, hf_config) if current else ([], None))
+        specs, cur_specs = relabel_sources(specs, sources), relabel_sources(cur_specs, sources)
         if error and (current is None or cur_error):
             if isinstance(error, UnknownModel):
                 raise UnknownModel(error.name, f"candidate: {error}")

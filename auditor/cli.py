@@ -1305,8 +1305,8 @@ def fix_cmd(
     Examples:
       eagle-audit fix --model kimi_k2 --vllm-version 0.16.0 > kimi_k2.patch
       eagle-audit fix --model kimi_k2 --vllm-version 0.16.0 --out-dir eagle-audit
-      eagle-audit fix site-packages/vllm --apply \\
-                      --codemods eagle-audit/kimi_k2.vllm-0.16.0.eagle3.codemods.json
+      eagle-audit fix site-packages/vllm --apply --codemods \\
+                      eagle-audit/kimi_k2.vllm-0.16.0.eagle3.codemods.json
       eagle-audit fix --revert site-packages/vllm
     """
     from auditor.engines.vllm.targets import resolve_targets

@@ -262,3 +262,24 @@ def test_the_wide_table_does_not_repeat_the_gate_in_where():
     errors = [f for f in first["findings"] if f["severity"] == "error"]
     assert [r[3] for r in rows[:len(errors)]] == [f["gate"] for f in errors]
     assert [r[4] for r in rows[:len(errors)]] == [f"{f['path']}:{f['line']}" for f in errors]
+
+
+def test_wrap_message_keeps_a_command_whole_as_shell_words():
+    import shlex
+
+    from auditor.render.report import wrap_message
+
+    cmd = ("eagle-audit fix --vllm-version 0.16.0 --model 'a b' --model DeepseekV3ForCausalLM --method eagle3 "
+           "--pipeline-parallel-size 2 --hf-config /some/long/path/to/a/checkpoint/folder")
+    lines = wrap_message(f"next step (2 blocked targets with a fix available): {cmd}  (prints the patch; --out-dir "
+                         "DIR writes it, --apply edits a folder tree)", 80)
+    assert all(len(line) <= 80 for line in lines), lines
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith("eagle-audit fix "))
+    end = next(i for i in range(start, len(lines)) if not lines[i].endswith("\\"))
+    assert shlex.split(" ".join(line.removesuffix("\\") for line in lines[start:end + 1])) == shlex.split(cmd)
+    assert lines[end + 1].strip().startswith("(prints the patch;")
+    # a line that names a command but is not one is prose: never shell-quoted
+    summary = "eagle-audit gate: broken: vLLM 0.16.0 is broken for A [eagle3]: allowlist; B [eagle3]: interface."
+    assert wrap_message(summary, None) == [summary]
+    assert " ".join(wrap_message(summary, 40)).split() == summary.split()
+    assert wrap_message("short line", None) == ["short line"]

@@ -310,7 +310,7 @@ def shell_lines(command: str, width: int, indent: int = 2) -> list[str]:
 
 #: Where a command to copy starts inside a message line: after ``: `` (``next step (…): eagle-audit
 #: fix …``, ``undo with: eagle-audit fix --revert …``) or at the start of the line.
-_COMMAND = re.compile(r"(?:(?<=: )|(?<![^ ]))(?=eagle-audit (?:scan|fix|gate|matrix|compare|explain|rules|cache|verify)\b)")
+_COMMAND = re.compile(r"(?:(?<=: )|(?<![^ ]))(?=eagle-audit (?:scan|fix|gate|matrix|compare|explain|rules|cache|verify) )")
 
 
 def _wrap_prose(text: str, width: int, indent: int, hanging: int) -> list[str]:

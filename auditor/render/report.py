@@ -324,10 +324,11 @@ def wrap_message(text: str, width: int | None) -> list[str]:
     """The one wrapping rule of every command's messages on stderr (and of a report's next steps):
     each line of ``text`` wrapped between words at ``width`` (None: lines kept whole, as for a log
     or a pipe without ``COLUMNS``), continuations indented two spaces more than the line; a word
-    (a path, a ``file:line``) is never cut. A command to copy in a line (see :data:`_COMMAND`)
-    starts a line of its own and is laid out by :func:`shell_lines` (shell continuations, so that
-    the lines copied together still run); a note after it (two spaces, then ``(``) follows on
-    lines of its own.
+    (a path, a ``file:line``) is never cut. A command to copy (see :data:`_COMMAND`) in a line too
+    long for ``width`` starts a line of its own and is laid out by :func:`shell_lines` (shell
+    continuations, so that the lines copied together still run); a note after it (two spaces, then
+    ``(``) follows on lines of its own. A line that starts with a command always has its note on a
+    line of its own, so that the command's line is copied alone.
 
     Args:
         text: the message, one or more lines (already cleaned of control characters).
@@ -344,16 +345,21 @@ def wrap_message(text: str, width: int | None) -> list[str]:
         if m is None:
             out += [line] if len(line) <= room else _wrap_prose(line, room, indent, indent + 2)
             continue
-        # a command is always a line (or lines) of its own: copied, it runs without the prose
         prose, rest = line[:m.start()], line[m.start():]
         command, sep, note = rest.partition("  (")
+        if prose.strip() and len(line) <= room:
+            out.append(line)  # it fits (or a log's line, kept whole): the command is copied from it as it is
+            continue
+        # a command that starts the line, or a line too long: the command on lines of its own,
+        # runnable as copied, its note after it
         if prose.strip():
             out += _wrap_prose(prose, room, indent, indent + 2)
             out += shell_lines(command, room, indent + 2)
         else:
             out += shell_lines(command, room, indent)
         if sep:
-            out += _wrap_prose("(" + note, room, indent + 2, indent + 3)
+            at = indent + 2 if prose.strip() else indent
+            out += _wrap_prose("(" + note, room, at, at + 1)
     return out
 
 

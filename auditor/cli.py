@@ -762,10 +762,14 @@ def scan(
     if fmt in (Format.table, Format.markdown):  # never mixed with a CI format's stream
         steps = _fix_commands(result, auditor, path, vllm_version, model, model_type, cfg, run, platform.value,
                               python, sglang_version, hf_config)
+        from auditor.orchestration.elsewhere import codemod_exists
+
+        # a dead end: blocked, and a gate whose codemod exists cannot be patched in this tree
         stuck = [r for r in result.targets if r.verdict.value == "blocked" and not any(
             r.architecture in a for a in result.fixable().values()) and any(
-            f.fix_available for f in r.findings if f.severity.value == "error")]
-        if stuck and not full and len(stuck) <= _FIX_COMMAND_TARGETS:  # some gates have a fix, one has none here
+            not f.fix_available and codemod_exists(f.gate, result.engine)
+            for f in r.findings if f.severity.value == "error")]
+        if stuck and not full and len(stuck) <= _FIX_COMMAND_TARGETS:
             steps += _dead_end_steps(auditor, [s for s in specs if s.architecture in {r.architecture for r in stuck}],
                                      model, stuck[0].method, model_type, cfg, hf_config, run, platform.value,
                                      _tree_words(path, vllm_version, sglang_version, python), show)
@@ -1399,7 +1403,11 @@ def fix_cmd(
     if not result.ok:
         _say(result.report())
         _err().print("[bold red]not fixed:[/bold red] nothing was written", highlight=False)
-        if result.unfixable and not result.problems:
+        from auditor.orchestration.elsewhere import codemod_exists
+
+        # a dead end (a gate whose codemod exists cannot be patched here): where to go instead
+        if not result.problems and any(u.codemod is None and codemod_exists(u.gate, auditor.engine.name)
+                                       for u in result.unfixable):
             for line in _dead_end_steps(auditor, specs, [] if loaded else model, method, model_type, hf,
                                         None if loaded else settings.hf_config, run, platform.value,
                                         _tree_words(path, vllm_version, sglang_version, python),

@@ -156,3 +156,12 @@ def without_pp(auditor, specs, method: str, hf_config: dict | None, options: Run
     if all(r.verdict is Verdict.SUPPORTED or fixable(r.verdict, r.findings) for r in results):
         return "patchable"
     return None
+
+
+def codemod_exists(gate: str, engine: str = "vllm") -> bool:
+    """Whether eagle-audit has a codemod for ``gate`` on trees of ``engine`` (whether or not it
+    can patch a given release: a finding whose ``fix_available`` is False although this is True
+    is a gate no local patch fixes in that release)."""
+    from rules.registry import codemod_for
+
+    return codemod_for(gate, engine) is not None

@@ -772,7 +772,7 @@ def scan(
         if stuck and not full and len(stuck) <= _FIX_COMMAND_TARGETS:
             steps += _dead_end_steps(auditor, [s for s in specs if s.architecture in {r.architecture for r in stuck}],
                                      model, stuck[0].method, model_type, cfg, hf_config, run, platform.value,
-                                     _tree_words(path, vllm_version, sglang_version, python), show)
+                                     _tree_words(path, vllm_version, sglang_version, python), show, audit=False)
         for line in steps:
             _say(line)  # a command on lines of its own: copied, it runs
     _exit_on_internal_errors(result.internal_errors())
@@ -956,12 +956,14 @@ def _tree_words(path: Optional[str], vllm_version: Optional[str], sglang_version
 
 def _dead_end_steps(auditor, specs, names: List[str], method: str, model_type: Optional[str],
                     hf: Optional[dict], hf_path: Optional[Path], run, platform: str, tree: list[str],
-                    show: bool = False) -> list[str]:
+                    show: bool = False, audit: bool = True) -> list[str]:
     """The next steps when a gate of the targets has no local patch in this tree (a release
     without the pipeline-parallel transport): the ``fix`` command on a release in eagle-audit's
     cache that supports the targets or that ``fix`` can patch (or the ``matrix`` command that
     finds one), and the ``fix`` command without pipeline parallelism when that patches every
-    gate here. Each line is ``next step (why): command  (note)``."""
+    gate here (``audit``: audit the newest cached release when no cached audit decides; scan
+    reads the cache only, so that it stays as fast). Each line is ``next step (why): command
+    (note)``."""
     from auditor.model.wording import shell_join
     from auditor.orchestration.elsewhere import release_with_a_way, without_pp
     from auditor.orchestration.upgrade import fix_command
@@ -974,7 +976,7 @@ def _dead_end_steps(auditor, specs, names: List[str], method: str, model_type: O
     def look(cb):
         if cb:
             cb("reading the releases in the cache for one that has a way", 0, 1)
-        return release_with_a_way(engine, version, names, method, model_type, run, platform)
+        return release_with_a_way(engine, version, names, method, model_type, run, platform, audit_newest=audit)
 
     other = _with_stages(show, "eagle-audit", look)
     label = auditor.engine.display
@@ -990,8 +992,10 @@ def _dead_end_steps(auditor, specs, names: List[str], method: str, model_type: O
         argv = ["eagle-audit", "matrix", *(["--engine", engine] if engine != "vllm" else []),
                 *(x for n in names for x in ("--model", n)), "--versions", f"{version}..", "--method", method,
                 *run.flags()]
-        seen = f"none of the {count(len(other.looked_at), 'release')} read of the {other.newer} newer ones in " \
-               "eagle-audit's cache will do" if other.newer else "no newer release is in eagle-audit's cache"
+        seen = (f"none of the {count(len(other.looked_at), 'release')} read of the {other.newer} newer ones in "
+                "eagle-audit's cache will do" if other.looked_at else
+                f"no audit of the {other.newer} newer releases in eagle-audit's cache says which will do"
+                if other.newer else "no newer release is in eagle-audit's cache")
         lines.append(f"next step ({seen}): {shell_join(argv)}  (finds the first later release that supports them, "
                      "or that fix can patch)")
     plain_run = without_pp(auditor, specs, method, hf, run)

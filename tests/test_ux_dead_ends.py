@@ -77,23 +77,27 @@ def run_copied(command: str, cwd: Path) -> subprocess.CompletedProcess:
 
 def test_scan_and_fix_with_pp_name_a_release_that_has_a_way_and_it_works(tmp_path):
     release_auditor("0.33.0")  # a release with the transport is in the cache, as after the suite's other tests
-    code, _, screen = on_a_terminal("scan", "--vllm-version", "0.16.0", "-m", "kimi_k2", "-pp", "2", "--no-config")
-    assert code == 1
-    joined = " ".join(screen.split())
-    m = re.search(r"next step \(vLLM (\d+\.\d+\.\d+), [^)]*has what the patch needs with this run\): eagle-audit fix "
-                  r"--vllm-version (\d+\.\d+\.\d+) --model kimi_k2 --method eagle3 \\ --pipeline-parallel-size 2",
-                  joined)
-    assert m and m.group(1) == m.group(2), joined
-    assert tuple(map(int, m.group(1).split("."))) > (0, 16, 0)
-    assert ("next step (without pipeline parallelism, every gate has a patch in vLLM 0.16.0): eagle-audit fix "
-            "--vllm-version 0.16.0 --model kimi_k2 --method eagle3") in joined
     fix = run("fix", "--vllm-version", "0.16.0", "-m", "kimi_k2", "-pp", "2", "--no-config", "--no-progress",
               cwd=tmp_path)
     assert fix.returncode == 1 and "not fixed: nothing was written" in fix.stderr
     assert fits(fix.stderr), [line for line in fix.stderr.splitlines() if len(line) > 80]
+    m = re.search(r"next step \(vLLM (\d+\.\d+\.\d+), [^)]*has what the patch needs with this run\): eagle-audit fix "
+                  r"--vllm-version (\d+\.\d+\.\d+) --model kimi_k2 --method eagle3 \\ --pipeline-parallel-size 2",
+                  " ".join(fix.stderr.split()))
+    assert m and m.group(1) == m.group(2), fix.stderr
+    assert tuple(map(int, m.group(1).split("."))) > (0, 16, 0)
     commands = copied_commands(fix.stderr)
     other = [c for c in commands if f"--vllm-version {m.group(1)}" in c]
     assert other and "--pipeline-parallel-size 2" in other[0], commands
+    # scan reads what fix found from the cache (it audits no other release itself), on a terminal
+    code, _, screen = on_a_terminal("scan", "--vllm-version", "0.16.0", "-m", "kimi_k2", "-pp", "2", "--no-config")
+    assert code == 1
+    joined = " ".join(screen.split())
+    assert (f"next step (vLLM {m.group(1)}, " in joined and f"eagle-audit fix --vllm-version {m.group(1)} --model "
+            "kimi_k2 --method eagle3 \\ --pipeline-parallel-size 2") in joined, joined
+    assert ("next step (without pipeline parallelism, every gate has a patch in vLLM 0.16.0): eagle-audit fix "
+            "--vllm-version 0.16.0 --model kimi_k2 --method eagle3") in joined
+    assert fits(screen)
     # the release named is no guess: fix writes a validated patch there with -pp 2
     done = run_copied(other[0], tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]

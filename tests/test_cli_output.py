@@ -117,7 +117,8 @@ def test_a_few_targets_piped_show_where_in_the_table():
     assert [r[:4] for r in rows] == [
         ["DeepseekV3ForCausalLM", "eagle3", "blocked", "allowlist interface aux-capture"],
         ["KimiK25ForConditionalGeneration", "eagle3", "blocked", "allowlist interface aux-capture image-token"]]
-    assert rows[1][4].split(" ")[-2:] == ["image-token", "vllm/v1/spec_decode/eagle.py:1366"]
+    # each location on the line of its gate: the gate is not named again (issue 21)
+    assert rows[1][4].split(" ")[-1] == "vllm/v1/spec_decode/eagle.py:1366" and "image-token" not in rows[1][4]
     assert not any(ln.endswith(" ") for ln in p.stdout.splitlines())
 
 

@@ -414,10 +414,10 @@ def test_an_archive_verdict_ignores_the_installed_transformers(monkeypatch):
     monkeypatch.setattr(hfconfigs, "locate_transformers", lambda explicit=None: stub if explicit is None else None)
     from auditor.index.tree import SummaryCache
     from auditor.orchestration.scan import make_tree as vllm_tree
-    from rules.image_token.rule import transformers_configs
+    from auditor.engines.vllm.hfconfigs import TransformersFacts
 
     a = Auditor(vllm_tree(release_auditor("0.16.0").tree.source, SummaryCache()))
-    tf = transformers_configs(a.ctx)
+    tf = a.ctx.get(TransformersFacts).configs
     assert tf is not None and tf.parent != stub  # not the one "installed" here
     assert "the tree's requirement" in a.transformers_used()["how"]
 

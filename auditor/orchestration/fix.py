@@ -43,7 +43,7 @@ from auditor.model.wording import count, one_line, shell_quote
 from auditor.orchestration.scan import Auditor
 from auditor.source.sources import TreeSource
 from rules.planning import Invocation, Planner, Unfixable
-from rules.registry import CODEMODS, planners_for
+from rules.registry import CODEMODS, codemod_class, planners_for
 
 #: Format id of the codemods file written by ``fix --out``.
 CODEMODS_FORMAT = "eagle-audit-codemods/1"
@@ -364,7 +364,7 @@ def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", 
     failures: list[Unfixable] = []  # codemods that refused, kept across rounds
     for round_ in range(_MAX_ROUNDS):
         stage("planning and applying the codemods" + (f" (round {round_ + 1})" if round_ else ""), 1)
-        planner = Planner(current.ctx, method, planners_for(current.ctx.engine), only)
+        planner = Planner(current.ctx, method, planners_for(current.ctx.engine), only, codemod_class)
         for r in results:
             if r.verdict is not Verdict.SUPPORTED:
                 planner.plan(r)
@@ -439,7 +439,7 @@ def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", 
         res.unfixable = []
     else:
         # explain every gate still failing: the codemods that refused, and what planning says now
-        planner = Planner(current.ctx, method, planners_for(current.ctx.engine), only)
+        planner = Planner(current.ctx, method, planners_for(current.ctx.engine), only, codemod_class)
         for r in res.after:
             if r.verdict is not Verdict.SUPPORTED:
                 planner.plan(r)

@@ -29,12 +29,13 @@ from auditor.index.resolve import Resolver
 from auditor.index.tree import SummaryCache, Tree
 from auditor.model.errors import AuditError
 from auditor.model.findings import INTERNAL_RULE, Finding, verdict_of
-from auditor.model.options import RunOptions
+from auditor.model.options import RunOptions, effective_method
 from auditor.model.results import ScanReport, TargetResult, TargetSpec
 from rules.base import AuditTarget, Context
 from rules.drafts import draft_model
 from rules.registry import EXTRACTORS as RULE_EXTRACTORS
 from rules.registry import rules_for
+from rules.resolve import ResolveRule
 
 
 class Auditor:
@@ -75,17 +76,17 @@ class Auditor:
         self.registry = self.engine.make_registry(self.resolver)
         self.facts = self.engine.make_facts(self.resolver, self.registry)
         self.rules = rules_for(self.engine.name)
-        self.ctx = Context(self.resolver, self.registry, self.facts, engine=self.engine.name)
+        self.ctx = Context(self.resolver, self.registry, self.facts, engine=self.engine.name,
+                           transformers_loader=self._load_transformers)
         self.transformers_arg = transformers
         self.progress = False
         if transformers:
             check_transformers(transformers)
-        self.ctx.cache["transformers_loader"] = self._load_transformers
 
     def _load_transformers(self):
         """The transformers source for this tree, chosen once, on first need (see
         :func:`auditor.engines.vllm.hfconfigs.transformers_for_tree`): a fetch happens only when
-        a verdict needs a class from transformers."""
+        a verdict needs a class from transformers. Returns ``(configs or None, note)``."""
         from auditor.engines.vllm.hfconfigs import transformers_for_tree
         from auditor.source.sources import FolderSource
 
@@ -94,9 +95,7 @@ class Auditor:
             tf, note = transformers_for_tree(src, self.transformers_arg, progress=self.progress,
                                              prefer_installed=isinstance(src, FolderSource))
             self.shared["transformers_chosen"] = (tf, note)
-        tf, note = self.shared["transformers_chosen"]
-        self.ctx.cache["transformers_note"] = note
-        return tf
+        return self.shared["transformers_chosen"]
 
     @property
     def shared(self) -> dict:
@@ -178,15 +177,13 @@ class Auditor:
         """Run every rule for one target and method under the run ``options`` (default: a plain
         run: no pipeline parallelism, no drafter config). ``method`` is the method as requested;
         an older MTP method string (``deepseek_mtp``) is audited as the method the tree maps it
-        to (:func:`rules.mtp_draft.facts.effective_method`). A row that is not a target (a
+        to (:func:`auditor.model.options.effective_method`). A row that is not a target (a
         drafter or a pooling model, see :meth:`Registry.role`) is not audited: its result has the
         verdict ``not-a-target`` and a note saying what it is."""
-        from rules.mtp_draft.facts import effective_method
-
         opts = (options or RunOptions()).with_method(method)
         if opts.platform != self.platform:
             opts = opts.with_platform(self.platform)
-        method = effective_method(self.ctx, method)
+        method = effective_method(method)
         role = self.registry.role(spec.architecture)
         if role != "target":
             result = self._not_a_target(spec, method, role)
@@ -197,7 +194,7 @@ class Auditor:
         except AuditError:
             raise
         except (RecursionError, MemoryError) as exc:  # a hierarchy or a construct too deep for the index
-            return self._failed(spec, method, opts, "EA300", "resolve",
+            return self._failed(spec, method, opts, ResolveRule.CODE, ResolveRule.GATE,
                                 f"cannot analyse {spec.architecture}: its class hierarchy or code is nested too "
                                 f"deeply to follow ({type(exc).__name__}); this target is not audited")
         except Exception as exc:  # a bug in a rule or the index: this target only, the scan goes on
@@ -232,32 +229,25 @@ class Auditor:
         if method not in self.engine.methods:
             raise AuditError(f"--method {method}: {self.engine.display} trees are audited for "
                              f"{', '.join(self.engine.methods)} only")
-        if facts.ref is None:
-            from auditor.model.findings import Severity
-
-            e = self.registry.entries[spec.architecture]
-            findings.append(Finding("EA300", "resolve", Severity.UNKNOWN,
-                                    f"cannot resolve the class of {spec.architecture}: {facts.unresolved.reason}",
-                                    getattr(e, "path", None) or self.registry.path, e.line))
-            for rule_cls in self.rules.values():
-                skipped.setdefault(rule_cls.GATE, f"the class of {spec.architecture} is not resolved")
-        else:
-            for rule_cls in self.rules.values():
-                rule = rule_cls()
-                if rule.applies(target):
-                    found = list(rule.check(self.ctx, target))
-                    if rule.not_evaluated is not None and not found:
-                        skipped.setdefault(rule.GATE, rule.not_evaluated)  # the rule could not reach a decision
-                        continue
-                    evaluated.add(rule.GATE)
-                    findings.extend(found)
-                else:
-                    skipped.setdefault(rule.GATE, rule.skip_reason(target))
         holder = lm = None
         if facts.ref is not None and method == "eagle3":
             holder, lm = self.engine.holder(self.ctx, facts.ref)
-        if facts.ref is not None:
-            findings += self._unfollowable(facts.ref, holder)
+        target.holder = holder
+        for rule_cls in self.rules.values():
+            if facts.ref is None and not rule_cls.UNRESOLVED:
+                skipped.setdefault(rule_cls.GATE, f"the class of {spec.architecture} is not resolved")
+                continue
+            rule = rule_cls()
+            if rule.applies(target):
+                with self.ctx.store.consumer(rule_cls, rule_cls.FACTS):
+                    found = list(rule.check(self.ctx, target))
+                if rule.not_evaluated is not None and not found:
+                    skipped.setdefault(rule.GATE, rule.not_evaluated)  # the rule could not reach a decision
+                    continue
+                evaluated.add(rule.GATE)
+                findings.extend(found)
+            else:
+                skipped.setdefault(rule.GATE, rule.skip_reason(target))
         draft = draft_model(self.ctx, target) if facts.ref is not None and self.engine.name == "vllm" else None
         return TargetResult(
             architecture=spec.architecture,
@@ -276,49 +266,15 @@ class Auditor:
             not_evaluated={g: why for g, why in skipped.items() if g not in evaluated},
         )
 
-    def _unfollowable(self, ref, holder: str | None) -> list[Finding]:
-        """``unknown`` findings for the changes the index cannot follow to the methods of the
-        classes on the target's MRO and on its holder model's (``Cls.forward = other`` after the
-        class, ``setattr(Cls, name, value)``): a gate that reads such a method cannot be decided."""
-        from auditor.index.resolve import ClassRef
-        from auditor.model.findings import Severity
-
-        refs = [ref]
-        if holder and "." in holder:
-            mod, _, name = holder.rpartition(".")
-            h = self.resolver.resolve_name(mod, name) if self.resolver.tree.has_module(mod) else None
-            if isinstance(h, ClassRef) and h != ref:
-                refs.append(h)
-        out: list[Finding] = []
-        seen: set = set()
-        for r in refs:
-            for cls, member, construct, path, line in self.resolver.unfollowable_members(r):
-                if (path, line) in seen:
-                    continue
-                seen.add((path, line))
-                what = "its members" if member == "*" else f"{cls.name}.{member}"
-                out.append(Finding("EA300", "resolve", Severity.UNKNOWN,
-                                   f"{what} changed by `{construct}` at {path}:{line}, which static analysis cannot "
-                                   "follow: the gates that read it are not decided", path, line))
-        return out
-
     def with_model_type(self, spec: TargetSpec) -> TargetSpec:
         """``spec`` with its model_types filled in from the tree when the user gave none (see
         :func:`auditor.engines.vllm.modeltypes.infer_model_type`: the model's config class, vLLM's
         config registry read backwards, the alias table, and only then a labelled name guess)."""
         if spec.model_type is not None:
             return spec
-        from auditor.engines.vllm.modeltypes import infer_model_type
-        from auditor.engines.vllm.targets import load_alias_table
-        from rules.image_token.rule import transformers_configs
+        from auditor.engines.vllm.modeltypes import ModelTypeFacts
 
-        key = ("model_type", spec.architecture)
-        if key not in self.ctx.cache:
-            self.ctx.cache[key] = infer_model_type(self.resolver, self.registry, spec.architecture,
-                                                   load_alias_table(), lambda: transformers_configs(self.ctx))
-        mt, tmt, how = self.ctx.cache[key]
-        if "transformers'" in how:
-            self.ctx.cache["consulted_transformers"] = True
+        mt, tmt, how = self.ctx.get(ModelTypeFacts, spec.architecture)
         if spec.text_model_type is not None:
             return TargetSpec(spec.architecture, mt, spec.text_model_type, spec.source)
         return TargetSpec(spec.architecture, mt, tmt, how)
@@ -367,9 +323,10 @@ class Auditor:
             return hit
         if prefetch:
             self.prefetch_all(prefetch_progress)
+        self.ctx.store.begin_run()
         report = self._scan(specs, methods, hf_config, progress, options)
-        if not self.ctx.cache.get("consulted_transformers"):
-            results_cache.put(report)  # results that read transformers' files are not cached
+        if not self.ctx.store.outside_reads():
+            results_cache.put(report)  # results whose facts read transformers' files are not cached
         return report
 
     def request_inputs(self, options: RunOptions | None = None) -> dict:

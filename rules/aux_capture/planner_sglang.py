@@ -8,7 +8,7 @@ from auditor.engines.sglang.facts import CAPTURE_ATTR, forward_capture
 from auditor.engines.vllm.facts import target_facts
 from auditor.model.findings import Finding
 from auditor.model.results import TargetResult
-from rules.interface.planner_sglang import donor, route
+from rules.common.sglang_setter import donor, route
 from rules.planning import Invocation, Planner, module_params
 
 #: Codemod name (``rules.registry.CODEMODS``).

@@ -8,11 +8,16 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from auditor.cache import cacheable
-from auditor.engines.sglang.facts import CAPTURE_ATTR, class_facts, forward_capture, trace_capture
+from auditor.engines.sglang.facts import (
+    CAPTURE_ATTR,
+    CaptureTraceFacts,
+    class_facts,
+    forward_capture,
+)
 from auditor.engines.vllm.facts import find_holder
 from auditor.model.findings import Finding, Severity
 from rules.base import AuditTarget, Context, Example, Rule
-from rules.interface.sglang import toy
+from rules.common.examples import toy
 
 _WRAPPER = '''
 import torch.nn as nn
@@ -44,14 +49,6 @@ class CaptureData:
     """EA403 details: the ``holder`` model whose forward must capture (dotted name)."""
 
     holder: str | None = None
-
-
-def capture_trace(ctx: Context, target: AuditTarget):
-    """The target's :class:`auditor.engines.sglang.facts.CaptureTrace`, computed once per class."""
-    key = ("sglang-trace", target.facts.ref)
-    if key not in ctx.cache:
-        ctx.cache[key] = trace_capture(ctx.resolver, target.facts.ref, ctx.facts.setter_name(), ctx.registry)
-    return ctx.cache[key]
 
 
 class SGLangAuxCaptureRule(Rule):
@@ -96,7 +93,7 @@ class SGLangAuxCaptureRule(Rule):
         if facts.ref is None:
             return
         r = ctx.resolver
-        trace = capture_trace(ctx, target)
+        trace = ctx.get(CaptureTraceFacts, target.facts.ref)
         has_setter = bool(trace.steps and trace.steps[0].setter_owner is not None)
         if has_setter:
             for kind, msg, path, line in trace.problems:
@@ -188,6 +185,6 @@ class SilentDelegationRule(Rule):
     def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
         if target.facts.ref is None:
             return
-        for kind, msg, path, line in capture_trace(ctx, target).problems:
+        for kind, msg, path, line in ctx.get(CaptureTraceFacts, target.facts.ref).problems:
             if kind == "silent":
                 yield self.finding(Severity.WARNING, msg, path, line)

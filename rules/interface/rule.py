@@ -16,8 +16,8 @@ from auditor.engines.vllm.facts import INTERFACES_MODULE
 from auditor.index.resolve import ClassRef, FunctionRef
 from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding, Severity
-from rules.aux_layers.facts import EXTRACTOR as LAYER_IDS_READS
-from rules.aux_layers.facts import KEY as LAYER_IDS_KEY
+from rules.common.layer_ids import EXTRACTOR as LAYER_IDS_READS
+from rules.common.layer_ids import KEY as LAYER_IDS_KEY
 from rules.base import AuditTarget, Context, Example, Rule
 from rules.interface.facts import duck_typed_eagle3_members, runtime_eagle3_calls
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from auditor.engines.base import TreeFactsBase, init_argument, init_assign
 from auditor.engines.sglang.workers import worker_members
+from auditor.index.providers import FactProvider
 from auditor.index.resolve import ClassRef, External, Resolver, Unresolved
 from auditor.index.summary import Extractor, MethodFact
 
@@ -584,3 +585,13 @@ def forward_capture(resolver: Resolver, holder: ClassRef) -> ForwardCapture:
         if loops or mf.loops or not (fw and fw.get("super_forward")):
             return out
     return first or ForwardCapture(None, None, None, [], False)
+
+
+class CaptureTraceFacts(FactProvider):
+    """The :class:`CaptureTrace` of a target class (the key: its ``ClassRef``): where the tree's
+    EAGLE-3 setter (``ctx.facts.setter_name()``) leads, read from
+    ``sglang/srt/models/<module>.py`` (:func:`trace_capture`)."""
+
+    @classmethod
+    def compute(cls, ctx, key: ClassRef) -> CaptureTrace:
+        return trace_capture(ctx.resolver, key, ctx.facts.setter_name(), ctx.registry)

@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from auditor.engines.base import TreeFactsBase, init_argument, init_assign
+from auditor.engines.vllm.hfconfigs import TransformersFacts
 from auditor.engines.vllm.registry import Registry
+from auditor.index.providers import FactProvider
 from auditor.index.resolve import ClassRef, External, Resolver, Unresolved
 from auditor.index.summary import AttrFact, LoopFact, MethodFact
 
@@ -502,3 +504,25 @@ def method_requires_mixin(fact: MethodFact) -> bool:
     """True when a protocol default (``set_aux_hidden_state_layers`` in vLLM ≥ 0.18) demands
     that the holder inherit ``EagleModelMixin``."""
     return "EagleModelMixin" in fact.names
+
+
+class HolderFacts(FactProvider):
+    """``(HolderInfo, ForwardFacts | None)`` of a target class (the key: its ``ClassRef``): the
+    holder model :func:`find_holder` finds — a wrapper whose language model the checkpoint
+    picks gets the HF config class's default text config, read with the transformers at hand
+    (:class:`auditor.engines.vllm.hfconfigs.TransformersFacts`) — and its ``forward``
+    (:func:`holder_forward`). Read from ``vllm/model_executor/models/<module>.py``."""
+
+    DEPENDS_ON = (TransformersFacts,)
+
+    @classmethod
+    def compute(cls, ctx, key: ClassRef):
+        from auditor.engines.vllm.modeltypes import default_text_architecture
+
+        def text_default(owner):
+            return default_text_architecture(ctx.resolver, ctx.registry, owner,
+                                             lambda: ctx.get(TransformersFacts).configs)
+
+        h = find_holder(ctx.resolver, ctx.registry, key, text_default=text_default)
+        fwd = holder_forward(ctx.resolver, h.ref) if h.ref is not None else None
+        return h, fwd

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import re
 
+from auditor.engines.vllm.hfconfigs import TransformersFacts
 from auditor.engines.vllm.registry import Registry
+from auditor.index.providers import FactProvider
 from auditor.index.resolve import ClassRef, External, Resolver
 
 #: The ``model_type_source`` of a model_type guessed from the architecture's name.
@@ -244,3 +246,19 @@ def infer_model_type(resolver: Resolver, registry: Registry, arch: str, aliases:
         return hit, hit, f"transformers' model mappings map {hit} to {arch}"
     mt = derive_model_type(arch)
     return mt, mt, GUESSED
+
+
+class ModelTypeFacts(FactProvider):
+    """``(model_type, text model_type, how)`` of a registry architecture (the key), as
+    :func:`infer_model_type` finds it with the alias table (``targets.toml``) and the
+    transformers at hand (:class:`auditor.engines.vllm.hfconfigs.TransformersFacts`, asked only
+    when the tree's own config classes do not tell)."""
+
+    DEPENDS_ON = (TransformersFacts,)
+
+    @classmethod
+    def compute(cls, ctx, key: str) -> tuple[str, str, str]:
+        from auditor.engines.vllm.targets import load_alias_table
+
+        return infer_model_type(ctx.resolver, ctx.registry, key, load_alias_table(),
+                                lambda: ctx.get(TransformersFacts).configs)

@@ -99,7 +99,10 @@ class Example:
     ``options``: the run the example assumes (pipeline-parallel size, drafter config, …; its
     ``method`` is ignored: ``method`` is the one audited); ``hf_config``: a checkpoint config.json;
     ``model_type``: the target's own model_type (default: derived from the architecture name);
-    ``rows``: registry rows ``(architecture, module, class name, table)`` added to the tree."""
+    ``rows``: registry rows ``(architecture, module, class name, table)`` added to the tree;
+    ``engine``: for a rule that judges several engines, the one whose synthetic base tree
+    (``fixtures/minivllm``, ``fixtures/minisglang``) the example is laid over (None: the rule's
+    only engine)."""
 
     files: dict[str, str]
     architecture: str
@@ -111,6 +114,7 @@ class Example:
     hf_config: dict | None = None
     model_type: str | None = None
     rows: list[tuple[str, str, str, str]] = field(default_factory=list)
+    engine: str | None = None
 
 
 class Rule:

@@ -25,6 +25,8 @@ def _cases():
             continue  # SGLang rules: their examples run over fixtures/minisglang (test_sglang.py)
         for kind in ("VALID", "INVALID"):
             for i, ex in enumerate(getattr(rule, kind)):
+                if ex.engine not in (None, "vllm"):
+                    continue  # laid over fixtures/minisglang (tests/test_sglang.py)
                 out.append(pytest.param(rule, kind, ex, id=f"{code}-{kind}-{i}"))
     return out
 

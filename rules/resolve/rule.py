@@ -25,6 +25,23 @@ class PatchedForCausalLM(LlamaForCausalLM):
 PatchedForCausalLM.forward = _forward
 '''
 
+_PATCHED_SGLANG = '''
+from sglang.srt.models.llama import LlamaForCausalLM
+
+
+def _forward(self, *args, **kwargs):
+    return None
+
+
+class PatchedForCausalLM(LlamaForCausalLM):
+    pass
+
+
+PatchedForCausalLM.forward = _forward
+
+EntryClass = PatchedForCausalLM
+'''
+
 
 class ResolveRule(Rule):
     """The target's class and the members the gates read can be followed statically.
@@ -54,9 +71,11 @@ class ResolveRule(Rule):
     ENGINES = ("vllm", "sglang")
     #: the scan runs this rule even when the target's class does not resolve (and only it)
     UNRESOLVED = True
-    VALID = [Example({}, "LlamaForCausalLM")]
+    VALID = [Example({}, "LlamaForCausalLM", engine="vllm"), Example({}, "LlamaForCausalLM", engine="sglang")]
     INVALID = [Example({"vllm/model_executor/models/patched.py": _PATCHED}, "PatchedForCausalLM",
-                       expect_severity=Severity.UNKNOWN, note="forward replaced after the class")]
+                       expect_severity=Severity.UNKNOWN, note="forward replaced after the class", engine="vllm"),
+               Example({"sglang/srt/models/patched.py": _PATCHED_SGLANG}, "PatchedForCausalLM",
+                       expect_severity=Severity.UNKNOWN, note="forward replaced after the class", engine="sglang")]
 
     def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
         facts = target.facts

@@ -121,6 +121,12 @@ CODEMODS: dict[str, str] = {e.codemod_name: e.codemod for e in TABLE if e.codemo
 EXTRACTORS: tuple[Extractor, ...] = tuple(x for e in TABLE for x in e.extractors)
 
 
+def extractors_for(engine: str) -> tuple[Extractor, ...]:
+    """The extractors of the rules that judge trees of ``engine`` (the modules a full scan of
+    such a tree reads for the rules' facts)."""
+    return tuple(x for e in TABLE if e.rule.judges(engine) for x in e.extractors)
+
+
 def rule_by_gate(gate: str, engine: str = "vllm") -> type[Rule]:
     """The rule class for a gate id on trees of ``engine`` (vLLM by default). Raises KeyError
     for an unknown gate."""

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import add_registry_row, audit, make_tree, open_auditor
 
-from auditor.engines.vllm.facts import target_facts
-from auditor.engines.vllm.targets import derive_model_type
+from auditor.engines.modelfiles import target_facts
+from auditor.hf.targets import derive_model_type
 from auditor.model.findings import Severity
 from rules.base import AuditTarget, Example
 from rules.registry import RULES

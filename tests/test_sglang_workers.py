@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from auditor.engines.vllm.targets import resolve_targets
+from auditor.hf.targets import resolve_targets
 from auditor.model.findings import Severity
 from auditor.orchestration.fix import plan_fix
 from auditor.orchestration.scan import Auditor, open_tree

@@ -21,6 +21,11 @@ from auditor.model.errors import AuditError
 #: The speculative methods eagle-audit audits, in report order (``all`` expands to these).
 METHODS = ("eagle3", "eagle", "mtp")
 
+#: Platforms the tool audits for (vLLM's model packages pick their classes per platform at import
+#: time, see :mod:`auditor.engines.vllm.platforms`); ``cuda`` is what most users run (the default).
+PLATFORMS = ("cuda", "rocm", "xpu", "cpu")
+DEFAULT_PLATFORM = "cuda"
+
 
 def effective_method(method: str) -> str:
     """The method a tree runs for a requested ``method``: ``eagle3``, ``eagle`` and ``mtp`` as

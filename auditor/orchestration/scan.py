@@ -15,25 +15,17 @@ from auditor.cache import Store
 from auditor.cache import key as cache_key
 from auditor.engines.base import Engine
 from auditor.engines.catalog import ENGINES, engine_for
-from auditor.engines.vllm import EXTRACTORS as VLLM_EXTRACTORS
-from auditor.engines.vllm.facts import (
-    HOLDER_ATTRS,
-    LANGUAGE_MODEL_ATTRS,
-    target_facts,
-)
-from auditor.engines.vllm.platforms import (
-    DEFAULT_PLATFORM,
-    PLATFORMS,
-)
+from auditor.engines.modelfiles import HOLDER_ATTRS, LANGUAGE_MODEL_ATTRS
 from auditor.index.resolve import Resolver
 from auditor.index.tree import SummaryCache, Tree
 from auditor.model.errors import AuditError
 from auditor.model.findings import INTERNAL_RULE, Finding, verdict_of
-from auditor.model.options import RunOptions, effective_method
+from auditor.model.options import DEFAULT_PLATFORM, PLATFORMS, RunOptions, effective_method
 from auditor.model.results import ScanReport, TargetResult, TargetSpec
 from rules.base import AuditTarget, Context
 from rules.drafts import draft_model
 from rules.registry import EXTRACTORS as RULE_EXTRACTORS
+from rules.registry import extractors_for as rule_extractors_for
 from rules.registry import rules_for
 from rules.resolve import ResolveRule
 
@@ -45,7 +37,7 @@ class Auditor:
         tree: the tree to audit.
         transformers: ``--transformers``: a folder that contains a ``transformers`` package (or
             the package folder), a transformers wheel or sdist, or a release version (fetched on
-            first need); default: see :func:`auditor.engines.vllm.hfconfigs.transformers_for_tree`.
+            first need); default: see :func:`auditor.hf.configs.transformers_for_tree`.
         platform: the platform whose branches to follow where a module picks its classes at
             import time (``cuda``, ``rocm``, ``xpu``, ``cpu``; see
             :mod:`auditor.engines.vllm.platforms`).
@@ -85,9 +77,9 @@ class Auditor:
 
     def _load_transformers(self):
         """The transformers source for this tree, chosen once, on first need (see
-        :func:`auditor.engines.vllm.hfconfigs.transformers_for_tree`): a fetch happens only when
+        :func:`auditor.hf.configs.transformers_for_tree`): a fetch happens only when
         a verdict needs a class from transformers. Returns ``(configs or None, note)``."""
-        from auditor.engines.vllm.hfconfigs import transformers_for_tree
+        from auditor.hf.configs import transformers_for_tree
         from auditor.source.sources import FolderSource
 
         if "transformers_chosen" not in self.shared:
@@ -123,9 +115,8 @@ class Auditor:
             if p:
                 wave.add(p)
                 wanted.setdefault(p, set()).add(e.class_name)
-        if self.engine.name == "vllm":
-            for extractor in RULE_EXTRACTORS:
-                wave |= set(self.facts.candidate_paths(extractor))
+        for extractor in rule_extractors_for(self.engine.name):  # the facts of the rules that judge the tree
+            wave |= set(self.facts.candidate_paths(extractor))
         wave |= self.engine.prefetch(tree)  # e.g. vLLM's HF config classes and protocols
         scope = self.engine.model_scopes
         holder_attrs = set(HOLDER_ATTRS) | set(LANGUAGE_MODEL_ATTRS)
@@ -220,7 +211,7 @@ class Auditor:
     def _audit_target(self, spec: TargetSpec, method: str, hf_config: dict | None,
                       opts: RunOptions) -> TargetResult:
         spec = self.with_model_type(spec)
-        facts = target_facts(self.resolver, self.registry, spec.architecture)
+        facts = self.engine.target(self.resolver, self.registry, spec.architecture)
         target = AuditTarget(spec.architecture, method, facts, spec.model_type, spec.text_model_type, spec.source,
                              hf_config, opts)
         findings: list[Finding] = []
@@ -248,7 +239,7 @@ class Auditor:
                 findings.extend(found)
             else:
                 skipped.setdefault(rule.GATE, rule.skip_reason(target))
-        draft = draft_model(self.ctx, target) if facts.ref is not None and self.engine.name == "vllm" else None
+        draft = draft_model(self.ctx, target) if facts.ref is not None and self.engine.models_drafter else None
         return TargetResult(
             architecture=spec.architecture,
             class_name=facts.ref.dotted if facts.ref else None,
@@ -268,11 +259,11 @@ class Auditor:
 
     def with_model_type(self, spec: TargetSpec) -> TargetSpec:
         """``spec`` with its model_types filled in from the tree when the user gave none (see
-        :func:`auditor.engines.vllm.modeltypes.infer_model_type`: the model's config class, vLLM's
+        :func:`auditor.hf.modeltypes.infer_model_type`: the model's config class, vLLM's
         config registry read backwards, the alias table, and only then a labelled name guess)."""
         if spec.model_type is not None:
             return spec
-        from auditor.engines.vllm.modeltypes import ModelTypeFacts
+        from auditor.hf.modeltypes import ModelTypeFacts
 
         mt, tmt, how = self.ctx.get(ModelTypeFacts, spec.architecture)
         if spec.text_model_type is not None:
@@ -282,11 +273,8 @@ class Auditor:
     def _not_a_target(self, spec: TargetSpec, method: str, role: str) -> TargetResult:
         from auditor.model.findings import Verdict
 
-        e = self.registry.entries[spec.architecture]
         t = self.registry.class_ref(spec.architecture)
-        tables = ", ".join(e.tables) or "a registry table that does not tell"
-        if self.engine.name != "vllm":
-            tables = f"{e.path} ({', '.join(e.tables)})"
+        tables = self.registry.registered_in(spec.architecture)
         what = {"drafter": "a drafter (a speculative-decoding head or MTP module), not a target: pass it as the "
                            "speculative model and audit the target it drafts for",
                 "pooling": "a pooling model (embedding, scoring, reward or classification): it never generates, "
@@ -346,11 +334,9 @@ class Auditor:
                 results.append(self.audit(spec, method, hf_config, options))
             if progress:
                 progress((i + 1) * len(methods), total)
-        version = self.tree.version()
         return ScanReport(
-            vllm_version=version if self.engine.name == "vllm" else None,
             engine=self.engine.name,
-            engine_version=version,
+            engine_version=self.engine.version(self.tree),
             source=getattr(self.tree.source, "label", ""),
             platform=self.platform,
             transformers=self.transformers_used(),
@@ -403,14 +389,14 @@ class ResultCache:
         self.store.put(self.key, (dict(self.tree.reads), report))
 
 
-#: The fact extractors every vLLM tree is summarised with: the engine's and the rules'.
-EXTRACTORS = VLLM_EXTRACTORS + RULE_EXTRACTORS
-
-
 def extractors_for(engine: Engine):
     """The fact extractors a tree of ``engine`` is summarised with: the engine's and the rules'
     (:data:`EXTRACTORS` for vLLM)."""
-    return EXTRACTORS if engine.name == "vllm" else engine.extractors + RULE_EXTRACTORS
+    return engine.extractors + RULE_EXTRACTORS
+
+
+#: The fact extractors every vLLM tree is summarised with: the engine's and the rules'.
+EXTRACTORS = extractors_for(engine_for(None))
 
 
 def make_tree(source, cache: SummaryCache | None = None) -> Tree:
@@ -490,7 +476,7 @@ def check_transformers(value: str, requirement: str | None = None) -> None:
         AuditError: one line naming ``--transformers`` and why.
     """
     if Path(value).expanduser().exists():
-        from auditor.engines.vllm.hfconfigs import open_transformers
+        from auditor.hf.configs import open_transformers
 
         open_transformers(value)  # a folder, wheel or sdist without transformers: refused now
         return

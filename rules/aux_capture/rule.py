@@ -7,11 +7,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from auditor.cache import cacheable
-from auditor.engines.vllm.facts import (
-    HolderFacts,
-    captures_itself,
-    method_requires_mixin,
-)
+from auditor.engines.modelfiles import HolderFacts, captures_itself, method_requires_mixin
 from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding, Severity
 from rules.base import AuditTarget, Context, Example, Rule

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from auditor.cache import cacheable
-from auditor.engines.vllm.facts import HolderFacts
+from auditor.engines.modelfiles import HolderFacts
 from auditor.model.findings import Finding, Severity
 from auditor.model.options import RunOptions
 from rules.common.layer_ids import (

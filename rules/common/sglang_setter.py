@@ -9,20 +9,7 @@ import ast
 from dataclasses import dataclass, field
 
 from auditor.engines.base import init_assign
-from auditor.engines.sglang.donor import (
-    DonorSearch,
-    GetterSearch,
-    find_donor,
-    find_getter_donor,
-    method_ast,
-)
-from auditor.engines.sglang.facts import (
-    CAPTURE_ATTR,
-    attr_class,
-    find_setter,
-    forward_capture,
-)
-from auditor.engines.vllm.facts import HOLDER_ATTRS, LANGUAGE_MODEL_ATTRS
+from auditor.engines.modelfiles import HOLDER_ATTRS, LANGUAGE_MODEL_ATTRS
 from auditor.index.providers import FactProvider
 from auditor.index.resolve import ClassRef, External, FunctionRef
 from rules.planning import Invocation, Planner, code_holder, module_params
@@ -46,8 +33,8 @@ class SetterDonor(FactProvider):
     over ``sglang/srt/models/``): a tree-wide fact (key None)."""
 
     @classmethod
-    def compute(cls, ctx, key=None) -> DonorSearch:
-        return find_donor(ctx.resolver, ctx.registry, ctx.facts.setter_name())
+    def compute(cls, ctx, key=None):
+        return ctx.facts.find_donor(ctx.resolver, ctx.registry, ctx.facts.setter_name())
 
 
 class GetterDonor(FactProvider):
@@ -55,11 +42,11 @@ class GetterDonor(FactProvider):
     :func:`auditor.engines.sglang.donor.find_getter_donor`)."""
 
     @classmethod
-    def compute(cls, ctx, key: str) -> GetterSearch:
-        return find_getter_donor(ctx.resolver, ctx.registry, key)
+    def compute(cls, ctx, key: str):
+        return ctx.facts.find_getter_donor(ctx.resolver, ctx.registry, key)
 
 
-def donor(p: Planner) -> DonorSearch:
+def donor(p: Planner):
     """The tree's :class:`SetterDonor`."""
     return p.ctx.get(SetterDonor)
 
@@ -68,13 +55,13 @@ def donor(p: Planner) -> DonorSearch:
 def _wrapper_like(p: Planner, cls: ClassRef, name: str) -> bool:
     """True when ``cls`` is itself a wrapper (it has the setter, or builds an inner model and
     its ``forward`` loops over no layers), so the setter should be delegated to it."""
-    return find_setter(p.r, cls, name) is not None or builds_inner(p, cls)
+    return p.facts.find_setter(p.r, cls, name) is not None or builds_inner(p, cls)
 
 
 def builds_inner(p: Planner, cls: ClassRef) -> bool:
     """True when ``cls`` is itself a wrapper: it builds an inner model and its ``forward`` loops
     over no layers."""
-    fc = forward_capture(p.r, cls)
+    fc = p.facts.forward_capture(p.r, cls)
     return not fc.loops and not fc.layer_loops and init_assign(p.r, cls, HOLDER_ATTRS) is not None
 
 
@@ -91,7 +78,7 @@ def _routes_through(p: Planner, ref: ClassRef, attr: str, inner_cls: ClassRef) -
     (None when it does: it calls ``self.<attr>(...)`` or hands ``self.<attr>`` to a helper, and
     never reaches past it to the language model's inner model or logits processor)."""
     hit = p.r.lookup(ref, "forward")
-    fn = method_ast(p.r, hit[0], "forward") if hit is not None else None
+    fn = p.facts.method_ast(p.r, hit[0], "forward") if hit is not None else None
     if fn is None:
         return f"the forward of {ref.name} cannot be read"
     inner = init_assign(p.r, inner_cls, HOLDER_ATTRS)
@@ -155,32 +142,32 @@ def _walk(p: Planner, ref: ClassRef, depth: int, out: Route) -> None:
     if depth > 3:
         out.fails = ("wrappers nested too deep to plan", "")
         return
-    hit = find_setter(p.r, ref, name)
+    hit = p.facts.find_setter(p.r, ref, name)
     if hit is not None:
         owner, _, sf = hit
         if sf is None or sf["raises_only"]:
             out.fails = (f"{owner.name}.{name} {'only raises' if sf else 'cannot be read'}",
-                         f"make {owner.name}.{name} fill {CAPTURE_ATTR} on the inner model")
+                         f"make {owner.name}.{name} fill {p.facts.capture_attr} on the inner model")
             return
         for path, attr, _ in sf["writes"]:
-            if attr == CAPTURE_ATTR:
+            if attr == p.facts.capture_attr:
                 if path == "":
                     out.holder = ref
                     return
-                cls, _, why = attr_class(p.r, ref, path) if "." not in path else (None, None, f"self.{path}")
+                cls, _, why = p.facts.attr_class(p.r, ref, path) if "." not in path else (None, None, f"self.{path}")
                 if cls is None:
-                    out.fails = (f"{owner.name}.{name} fills self.{path}.{CAPTURE_ATTR}, and {why}", "")
+                    out.fails = (f"{owner.name}.{name} fills self.{path}.{p.facts.capture_attr}, and {why}", "")
                     return
                 out.holder = cls
                 return
         for path, _, _, _called in sf["delegates"]:
-            cls, _, why = attr_class(p.r, ref, path) if "." not in path else (None, None, f"self.{path}")
+            cls, _, why = p.facts.attr_class(p.r, ref, path) if "." not in path else (None, None, f"self.{path}")
             if cls is None:
                 out.fails = (f"{owner.name}.{name} delegates to self.{path}, and {why}", "")
                 return
             _walk(p, cls, depth + 1, out)
             return
-        out.fails = (f"{owner.name}.{name} fills no {CAPTURE_ATTR} and delegates to no model", "")
+        out.fails = (f"{owner.name}.{name} fills no {p.facts.capture_attr} and delegates to no model", "")
         return
     placed = place_setter(p, ref, out)
     if placed is None:
@@ -192,7 +179,7 @@ def _walk(p: Planner, ref: ClassRef, depth: int, out: Route) -> None:
                      f"define {name} on {holder.name}")
         return
     attr = found[1]
-    cls, _, why = attr_class(p.r, ref, attr)
+    cls, _, why = p.facts.attr_class(p.r, ref, attr)
     if cls is None:
         out.fails = (f"the inner model of {holder.name} is not known statically: {why}", f"define {name} on {holder.name}")
         return

@@ -7,7 +7,7 @@ from typing import Iterator
 
 from auditor.cache import cacheable
 from auditor.engines.base import init_assign
-from auditor.engines.vllm.facts import (
+from auditor.engines.modelfiles import (
     LANGUAGE_MODEL_ATTRS,
     HolderFacts,
     class_keyword,

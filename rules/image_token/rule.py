@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from auditor.cache import cacheable
-from auditor.engines.vllm.facts import config_attributes, is_multimodal
-from auditor.engines.vllm.hfconfigs import TransformersFacts
+from auditor.engines.modelfiles import config_attributes, is_multimodal
+from auditor.hf.configs import TransformersFacts
 from auditor.index.resolve import ClassRef
 from auditor.model.findings import Finding, Severity
 from rules.base import AuditTarget, Context, Example, Rule

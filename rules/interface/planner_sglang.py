@@ -12,9 +12,7 @@ target to the inner model whose ``forward`` must capture."""
 from __future__ import annotations
 
 from auditor.engines.base import init_assign
-from auditor.engines.sglang.donor import GetterSearch
-from auditor.engines.sglang.facts import attr_class
-from auditor.engines.vllm.facts import target_facts
+from auditor.engines.modelfiles import target_facts
 from auditor.index.resolve import ClassRef
 from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding
@@ -32,7 +30,7 @@ from rules.planning import Invocation, Planner
 
 
 
-def getter_donor(p: Planner, name: str) -> GetterSearch:
+def getter_donor(p: Planner, name: str):
     """The tree's :class:`GetterDonor` for the getter ``name``."""
     return p.ctx.get(GetterDonor, name)
 
@@ -47,7 +45,7 @@ def _builds(p: Planner, ref: ClassRef, path: tuple[str, ...]) -> str | None:
         if init_assign(p.r, cur, (attr,)) is None:
             return f"no __init__ on {cur.name}'s MRO sets self.{attr}"
         if i < len(steps) - 1:
-            cls, _, why = attr_class(p.r, cur, attr)
+            cls, _, why = p.facts.attr_class(p.r, cur, attr)
             if cls is None:
                 return why
             cur = cls
@@ -79,7 +77,7 @@ def _getter_walk(p: Planner, ref: ClassRef, name: str, depth: int, out: Route) -
     found = inner_attr(p, ref)
     if found is not None:
         attr = found[1]
-        cls, _, _why = attr_class(p.r, ref, attr)
+        cls, _, _why = p.facts.attr_class(p.r, ref, attr)
         if cls is not None and (p.r.lookup(cls, name) is not None or builds_inner(p, cls)):
             params["getters"] = [{"name": name, "kind": "delegate", "attr": attr}]
             out.invocations.append(Invocation(CODEMOD, "interface", loc[0], params))

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from auditor.cache import cacheable
-from auditor.engines.vllm.facts import INTERFACES_MODULE
 from auditor.index.resolve import ClassRef, FunctionRef
 from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding, Severity
@@ -116,10 +115,10 @@ def checker_refuses(ctx: Context, method: str) -> tuple[str, str, int] | None:
         ``(message, path, line)``, or None when the checker may accept a target (or there is none).
     """
     pname = PROTOCOL_FOR_METHOD.get(method)
-    if pname is None or not ctx.resolver.tree.has_module(INTERFACES_MODULE):
+    if pname is None or not ctx.resolver.tree.has_module(ctx.facts.interfaces_module):
         return None
     fname = "supports_" + pname.removeprefix("Supports").lower()
-    f = ctx.resolver.resolve_name(INTERFACES_MODULE, fname)
+    f = ctx.resolver.resolve_name(ctx.facts.interfaces_module, fname)
     if not isinstance(f, FunctionRef):
         return None
     fm = ctx.resolver.tree.module(f.module)
@@ -230,7 +229,7 @@ class InterfaceRule(Rule):
         facts = target.facts
         if facts.ref is None:
             return
-        broken = ctx.facts.broken_module(INTERFACES_MODULE)
+        broken = ctx.facts.broken_module(ctx.facts.interfaces_module)
         if broken is not None:
             path, why = broken
             yield self.finding(Severity.UNKNOWN, f"{path} defines the protocol but is missing from the analysis: it "

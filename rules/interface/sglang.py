@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from auditor.cache import cacheable
-from auditor.engines.sglang.facts import find_setter
 from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding, Severity
 from rules.base import AuditTarget, Context, Example, Rule
@@ -108,7 +107,7 @@ class SGLangInterfaceRule(Rule):
         for member in required:
             hit = r.lookup(facts.ref, member)
             if member == name:
-                setter = find_setter(r, facts.ref, name)
+                setter = ctx.facts.find_setter(r, facts.ref, name)
                 if setter is None:
                     missing.append(member)
                 elif setter[2] is not None and setter[2]["raises_only"]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from auditor.cache import cacheable
-from auditor.engines.vllm.facts import is_multimodal
+from auditor.engines.modelfiles import is_multimodal
 from auditor.model.findings import Finding, Severity
 from auditor.model.options import RunOptions
 from rules.base import AuditTarget, Context, Example, Rule

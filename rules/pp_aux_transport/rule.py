@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from auditor.cache import cacheable
-from auditor.engines.vllm.facts import HolderFacts
+from auditor.engines.modelfiles import HolderFacts
 from auditor.index.summary import AttrFact
 from auditor.model.findings import Finding, Severity
 from auditor.model.options import RunOptions

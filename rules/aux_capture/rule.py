@@ -128,6 +128,7 @@ class AuxCaptureRule(Rule):
     """
 
     CODE = "EA303"
+    FACTS = (HolderFacts,)
     GATE = "aux-capture"
     NAME = "aux-hidden-states-not-captured"
     SUMMARY = ("the holder model's `forward` cannot capture aux hidden states (or lacks `EagleModelMixin` where "
@@ -249,6 +250,7 @@ class PPRelativeIndexRule(Rule):
     """Aux states keyed on a stage-relative loop index."""
 
     CODE = "EA307"
+    FACTS = (HolderFacts,)
     GATE = "pp-relative-index"
     NAME = "stage-relative-layer-index"
     SUMMARY = "aux states keyed on `enumerate(islice(...))` without `start=`: wrong layers on later pipeline stages"

@@ -164,6 +164,7 @@ class EmbedSharingRule(Rule):
     """
 
     CODE = "EA314"
+    FACTS = (HolderFacts,)
     GATE = "embed-sharing"
     NAME = "target-embedding-not-found"
     SUMMARY = ("the proposer cannot find the target's embedding to share with the drafter (`.model` then "

@@ -43,6 +43,7 @@ class ImageTokenRule(Rule):
     """
 
     CODE = "EA304"
+    FACTS = (TransformersFacts,)
     GATE = "image-token"
     NAME = "image-token-id-unreadable"
     SUMMARY = ("a multimodal target named in no proposer branch whose HF config class lacks "

@@ -18,7 +18,7 @@ from auditor.model.findings import Finding, Severity
 from rules.common.layer_ids import EXTRACTOR as LAYER_IDS_READS
 from rules.common.layer_ids import KEY as LAYER_IDS_KEY
 from rules.base import AuditTarget, Context, Example, Rule
-from rules.interface.facts import duck_typed_eagle3_members, runtime_eagle3_calls
+from rules.interface.facts import RuntimeEagle3Calls, duck_typed_eagle3_members, runtime_eagle3_calls
 
 #: The protocol the runner checks on the *target* per speculative method (``supports_eagle3`` in
 #: vllm/model_executor/models/interfaces.py). EAGLE-1/2 has none (see the module docstring).
@@ -196,6 +196,7 @@ class InterfaceRule(Rule):
     """
 
     CODE = "EA302"
+    FACTS = (RuntimeEagle3Calls,)
     GATE = "interface"
     NAME = "protocol-not-implemented"
     SUMMARY = ("the class does not satisfy the tree's `SupportsEagle3` protocol, member by member on its C3 MRO "
@@ -318,6 +319,7 @@ class StaleMemberRule(Rule):
     calls: an override that is silently dead."""
 
     CODE = "EA306"
+    FACTS = (RuntimeEagle3Calls,)
     GATE = "stale-member"
     NAME = "stale-protocol-method"
     SUMMARY = "a method named as in an older protocol that this tree never calls"

@@ -11,7 +11,7 @@ from auditor.model.findings import Finding, Severity
 from auditor.model.options import METHODS, RunOptions
 from rules.base import AuditTarget, Context, Example, Rule
 from rules.common.examples import EXAMPLE_DRAFT, EXAMPLE_SPEC
-from rules.mtp_draft.facts import EXTRACTOR, METHODS_EXTRACTOR, draft_of, mtp_methods
+from rules.mtp_draft.facts import EXTRACTOR, METHODS_EXTRACTOR, MtpDraftOf, draft_of, mtp_methods
 
 _TREE = {"vllm/config/speculative.py": EXAMPLE_SPEC, "vllm/model_executor/models/toy_mtp.py": EXAMPLE_DRAFT}
 _DRAFT_ROW = [("ToyMTPModel", "toy_mtp", "ToyMTP", "_SPECULATIVE_DECODING_MODELS")]
@@ -64,6 +64,7 @@ class MtpDraftRule(Rule):
     """
 
     CODE = "EA308"
+    FACTS = (MtpDraftOf,)
     GATE = "mtp-draft"
     NAME = "no-mtp-draft"
     SUMMARY = "the target's HF config is not rewritten into a registered MTP draft"

@@ -8,6 +8,7 @@ from typing import Iterator
 
 from auditor.cache import cacheable
 from auditor.engines.modelfiles import HolderFacts
+from auditor.index.providers import ModuleAst
 from auditor.index.summary import AttrFact
 from auditor.model.findings import Finding, Severity
 from auditor.model.options import RunOptions
@@ -84,6 +85,7 @@ class PPAuxTransportRule(Rule):
     """
 
     CODE = "EA310"
+    FACTS = (HolderFacts, ModuleAst)
     GATE = "pp-aux-transport"
     NAME = "aux-states-not-carried-across-stages"
     SUMMARY = "EAGLE-3 with pipeline parallelism: the aux hidden states of earlier stages never reach the drafter"

@@ -15,6 +15,7 @@ from auditor.engines.modelfiles import (
     find_holder,
     is_multimodal,
 )
+from auditor.index.providers import ModuleAst
 from auditor.index.resolve import ClassRef
 from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding, Severity
@@ -279,7 +280,7 @@ class EmbedSharingRule(Rule):
     """
 
     CODE = "EA314"
-    FACTS = (HolderFacts,)
+    FACTS = (HolderFacts, ModuleAst)
     GATE = "embed-sharing"
     NAME = "target-embedding-not-found"
     SUMMARY = ("the proposer cannot find the target's embedding to share with the drafter (`.model` then "

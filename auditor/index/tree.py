@@ -95,6 +95,12 @@ class Tree:
         #: sha256 of every file whose content the analysis has read, by path: a result computed
         #: from this tree is valid for any tree with the same file list and these contents.
         self.reads: dict[str, str] = {}
+        #: the bytes of every file read, by path (one read per file; see :meth:`read`)
+        self._data: dict[str, bytes] = {}
+        #: why a listed file could not be read, by path (so it is tried once)
+        self._unreadable: dict[str, KeyError | OSError] = {}
+        #: extractor name -> the paths it applies to (see :meth:`candidates`)
+        self._candidates: dict[str, tuple[str, ...]] = {}
 
     @property
     def files(self) -> set[str]:
@@ -125,23 +131,70 @@ class Tree:
         """True when the tree has the dotted module (as ``x.py`` or ``x/__init__.py``)."""
         return self.path_of(module) is not None
 
-    def read(self, rel: str) -> bytes:
-        """The bytes of a file, recording their digest in :attr:`reads`. A listed file that cannot
-        be read (:class:`~auditor.source.sources.UnreadableFile`) reads as empty and is recorded in
-        :attr:`parse_errors`."""
+    def _load(self, rel: str) -> tuple[bytes, str]:
+        """``(bytes, sha256)`` of a file, read from the source once per tree and memoised (the
+        digest recorded in :attr:`reads`).
+
+        Raises:
+            KeyError: the file is absent, or is listed but cannot be read
+                (:class:`~auditor.source.sources.UnreadableFile`, recorded as ``"unreadable"`` in
+                :attr:`reads`); OSError: reading it failed. Either is raised again, without a
+                second read, on every later call.
+        """
+        data = self._data.get(rel)
+        if data is not None:
+            return data, self.reads[rel]
+        failed = self._unreadable.get(rel)
+        if failed is not None:
+            raise failed
         try:
             data = self.source.read(rel)
+        except (KeyError, OSError) as exc:  # UnreadableFile (a KeyError) included
+            self._unreadable[rel] = exc
+            if isinstance(exc, UnreadableFile) or rel in self.files:
+                self.reads[rel] = "unreadable"  # never matches a digest: a result cache entry is never reused
+            raise
+        digest = _digest(data)
+        self._data[rel] = data
+        self.reads[rel] = digest
+        return data, digest
+
+    def read(self, rel: str) -> bytes:
+        """The bytes of a file, read once per tree (memoised with their digest, which is recorded
+        in :attr:`reads`). A listed file that cannot be read
+        (:class:`~auditor.source.sources.UnreadableFile`) reads as empty and is recorded in
+        :attr:`parse_errors`.
+
+        Raises:
+            KeyError: the tree has no such file; OSError: it could not be read.
+        """
+        try:
+            return self._load(rel)[0]
         except UnreadableFile as exc:
             self.parse_errors[rel] = exc.reason
-            self.reads[rel] = "unreadable"  # never matches a digest: a result cache entry is never reused
             return b""
-        self.reads[rel] = _digest(data)
-        return data
+
+    def candidates(self, extractor: Extractor) -> tuple[str, ...]:
+        """Sorted paths of the modules ``extractor`` applies to (by path and trigger words, see
+        :meth:`Extractor.wants <auditor.index.summary.Extractor.wants>`), computed once per tree
+        and extractor; a file under its paths that cannot be read is a candidate too."""
+        hit = self._candidates.get(extractor.name)
+        if hit is None:
+            out = []
+            for p in sorted(self.files):
+                if p.startswith(extractor.prefixes) or p.endswith(extractor.suffixes):
+                    try:
+                        data = self._load(p)[0]
+                    except (KeyError, OSError):
+                        out.append(p)
+                        continue
+                    if extractor.wants(p, data):
+                        out.append(p)
+            hit = self._candidates[extractor.name] = tuple(out)
+        return hit
 
     def files_digest(self) -> str:
         """sha256 of the sorted list of the tree's ``.py`` paths (which modules exist)."""
-        import hashlib
-
         return hashlib.sha256("\n".join(sorted(self.files)).encode()).hexdigest()
 
     def summary_key(self, digest: str) -> str:
@@ -160,12 +213,10 @@ class Tree:
         if s is not None:
             return s
         try:
-            data = self.source.read(rel)
+            data, digest = self._load(rel)
         except (KeyError, OSError) as exc:  # UnreadableFile (a KeyError) included
             self.reads[rel] = "unreadable"
             return self._record(rel, unreadable_summary(rel, exc))
-        digest = _digest(data)
-        self.reads[rel] = digest
         s = self.cache.get(self.summary_key(digest))
         if s is None or s.path != rel:
             s = summarize(data, rel, self.extractors)
@@ -238,13 +289,11 @@ class Tree:
                         finish(rel, self._by_path[rel])
                         continue
                     try:
-                        data = self.source.read(rel)
+                        data, digest = self._load(rel)
                     except (KeyError, OSError) as exc:  # UnreadableFile included
                         self.reads[rel] = "unreadable"
                         finish(rel, unreadable_summary(rel, exc))
                         continue
-                    digest = _digest(data)
-                    self.reads[rel] = digest
                     hit = self.cache.get(self.summary_key(digest))
                     if hit is not None and hit.path == rel:
                         finish(rel, hit)
@@ -301,6 +350,4 @@ class Tree:
 
 
 def _digest(data: bytes) -> str:
-    import hashlib
-
     return hashlib.sha256(data).hexdigest()

@@ -44,14 +44,23 @@ class SummaryCache:
         self.store.put(k, summary)
 
 
-def _summarize_job(args: tuple[str | None, str, bytes | None, tuple[Extractor, ...]]) -> tuple[str, ModuleSummary]:
-    root, rel, data, extractors = args
+def _summarize_job(args: tuple) -> tuple[str, ModuleSummary]:
+    """A worker's job: summarise one file (read from ``root`` when ``data`` is None) and store the
+    summary in ``cache`` under ``k`` here, in the worker, so that encoding it is not serial in
+    the parent. An unreadable file's summary is never cached, nor one of bytes whose sha256 is
+    not ``digest`` (the file changed after the parent read it)."""
+    root, rel, data, extractors, cache, k, digest = args
     if data is None:
         try:
             data = read_regular_file(os.path.join(root, rel), rel)  # type: ignore[arg-type]
         except (OSError, UnreadableFile) as exc:
             return rel, unreadable_summary(rel, exc)
-    return rel, summarize(data, rel, extractors)
+        if _digest(data) != digest:  # changed since the parent read it: not stored under its key
+            cache = None
+    s = summarize(data, rel, extractors)
+    if cache is not None:
+        cache.put(k, s)
+    return rel, s
 
 
 def unreadable_summary(rel: str, exc: Exception) -> ModuleSummary:
@@ -311,17 +320,18 @@ class Tree:
                     ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
                     ex = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
                 batch.sort(key=lambda m: -len(m[1]))  # big files first: the workers finish together
+                store = self.cache if self.cache.enabled else None
                 for rel, data, digest in batch:
-                    job = (str(root), rel, None, self.extractors) if root is not None else (None, rel, data, self.extractors)
-                    fut = ex.submit(_summarize_job, job)
+                    k = self.summary_key(digest)
+                    job = (str(root), rel, None) if root is not None else (None, rel, data)
+                    fut = ex.submit(_summarize_job, (*job, self.extractors, store, k, digest))
                     pending[fut] = digest
                     fut.add_done_callback(completed.put)
                 if not pending:
                     continue
                 fut = completed.get()  # one result at a time, without re-waiting on every future
-                digest = pending.pop(fut)
-                rel, s = fut.result()
-                self.cache.put(self.summary_key(digest), s)
+                pending.pop(fut)
+                rel, s = fut.result()  # the worker stored it in the cache
                 finish(rel, s)
         finally:
             if gc_was_enabled:

@@ -87,7 +87,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--label", default="now")
+    ap.add_argument("--commit", help="the commit measured (default: this checkout's HEAD)")
+    ap.add_argument("--render", metavar="JSON", help="only write the report of an earlier run's JSON again")
     args = ap.parse_args()
+    if args.render:
+        return report(json.loads(Path(args.render).read_text()))
     repo = Path(__file__).resolve().parents[1]
     os.chdir(repo)  # the jobs' ``python -m auditor`` imports this checkout's auditor
     tool = [sys.executable, "-m", "auditor"]
@@ -126,7 +130,7 @@ def main() -> None:
                 t, rss = run_process(argv, cache)
                 raw[name].append({"seconds": t, "bare_seconds": b, "rss_mb": rss})
         out: dict = {
-            "commit": commit(), "label": args.label, "repeat": args.repeat, "cpus": os.cpu_count(),
+            "commit": args.commit or commit(), "label": args.label, "repeat": args.repeat, "cpus": os.cpu_count(),
             "load_before": load_before, "load_after": os.getloadavg(), "wall_seconds": time.time() - started,
             "bare": {"what": "python -c ast.parse loop over vllm/model_executor/models of extracted 0.33.0",
                      "median_seconds": median(bares), "seconds": bares},
@@ -156,14 +160,15 @@ def report(out: dict) -> None:
              f"{out['cpus']} cpus, {out['repeat']} paired repeats, medians; load average before "
              f"{out['load_before'][0]:.2f}, after {out['load_after'][0]:.2f}; wall {out['wall_seconds']:.0f} s", "",
              f"bare: {out['bare']['what']}: {out['bare']['median_seconds']:.3f} s", "",
-             "| job | seconds | ratio | target | peak RSS MB |", "|---|---|---|---|---|"]
+             "| job | command | seconds | ratio | target | peak RSS MB |", "|---|---|---|---|---|---|"]
     for name, j in out["jobs"].items():
         if name == "fix kimi_k2":
             ratio, tgt = j["ratio_to_single"], "<= 2.0x single kimi_k2"
         else:
             ratio = j["ratio_to_bare"]
             tgt = f"<= {TARGETS[name][1]}x bare" if name in TARGETS else ""
-        lines.append(f"| `{j['argv']}` | {j['median_seconds']:.3f} | {ratio:.2f}x | {tgt} | {j['peak_rss_mb']:.0f} |")
+        argv = j["argv"].replace(sys.executable, "python")
+        lines.append(f"| {name} | `{argv}` | {j['median_seconds']:.3f} | {ratio:.2f}x | {tgt} | {j['peak_rss_mb']:.0f} |")
     lines += ["", f"peak RSS of a full scan: {out['peak_rss_full_scan_mb']:.0f} MB (target <= {RSS_TARGET_MB:.0f} MB)"]
     text = "\n".join(lines) + "\n"
     print(text)

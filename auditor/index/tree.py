@@ -110,6 +110,8 @@ class Tree:
         self._unreadable: dict[str, KeyError | OSError] = {}
         #: extractor name -> the paths it applies to (see :meth:`candidates`)
         self._candidates: dict[str, tuple[str, ...]] = {}
+        #: for a tree made by :meth:`overlaid`: (the base tree, the paths changed from it)
+        self._overlay: tuple[Tree, frozenset[str]] | None = None
 
     @property
     def files(self) -> set[str]:
@@ -189,18 +191,24 @@ class Tree:
         and extractor; a file under its paths that cannot be read is a candidate too."""
         hit = self._candidates.get(extractor.name)
         if hit is None:
-            out = []
-            for p in sorted(self.files):
-                if p.startswith(extractor.prefixes) or p.endswith(extractor.suffixes):
-                    try:
-                        data = self._load(p)[0]
-                    except (KeyError, OSError):
-                        out.append(p)
-                        continue
-                    if extractor.wants(p, data):
-                        out.append(p)
-            hit = self._candidates[extractor.name] = tuple(out)
+            if self._overlay is not None:  # the base's answer for every file not changed here
+                base, changed = self._overlay
+                out = {p for p in base.candidates(extractor) if p not in changed}
+                out |= {p for p in changed if p in self.files and self._applies(extractor, p)}
+                hit = tuple(sorted(out))
+            else:
+                hit = tuple(p for p in sorted(self.files) if self._applies(extractor, p))
+            self._candidates[extractor.name] = hit
         return hit
+
+    def _applies(self, extractor: Extractor, p: str) -> bool:
+        if not (p.startswith(extractor.prefixes) or p.endswith(extractor.suffixes)):
+            return False
+        try:
+            data = self._load(p)[0]
+        except (KeyError, OSError):
+            return True  # cannot be read: a candidate whose facts are missing (see unanalysed)
+        return extractor.wants(p, data)
 
     def files_digest(self) -> str:
         """sha256 of the sorted list of the tree's ``.py`` paths (which modules exist)."""
@@ -342,8 +350,9 @@ class Tree:
     def overlaid(self, source, changed: Iterable[str]) -> "Tree":
         """A tree over ``source``, which is this tree with the files ``changed`` replaced or
         added (e.g. patched in memory): its file list is this tree's plus ``changed``, it shares
-        this tree's cache and extractors, and it starts with the summaries already built here for every file
-        not in ``changed`` (they are not read again).
+        this tree's cache and extractors, and it starts with the summaries and bytes already read here
+        for every file not in ``changed`` (they are not read again), and with this tree's answer to
+        which of them each extractor applies to (:meth:`candidates`).
 
         Args:
             source: the new tree's source (reads of unchanged files may go to this tree's).
@@ -352,10 +361,15 @@ class Tree:
         Returns:
             The new :class:`Tree`.
         """
-        changed = set(changed)
+        changed = frozenset(changed)
         tree = Tree(source, self.cache, self.extractors)
         tree._files = set(self.files) | changed
         tree._by_path = {p: s for p, s in self._by_path.items() if p not in changed}
+        # the bytes already read of the unchanged files, and which modules each extractor applies
+        # to among them, are this tree's too
+        tree._data = {p: d for p, d in self._data.items() if p not in changed}
+        tree.reads.update({p: self.reads[p] for p in tree._data})
+        tree._overlay = (self, changed)
         return tree
 
 

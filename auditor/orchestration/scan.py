@@ -78,6 +78,7 @@ class Auditor:
         self.ctx = Context(self.resolver, self.registry, self.facts, engine=self.engine.name)
         self.transformers_arg = transformers
         self.progress = False
+        self._aliases: dict | None = None  # the alias table (targets.toml), read on first need
         if transformers:
             check_transformers(transformers)
         self.ctx.cache["transformers_loader"] = self._load_transformers
@@ -314,8 +315,10 @@ class Auditor:
 
         key = ("model_type", spec.architecture)
         if key not in self.ctx.cache:
+            if self._aliases is None:  # read once per auditor, not once per target
+                self._aliases = load_alias_table()
             self.ctx.cache[key] = infer_model_type(self.resolver, self.registry, spec.architecture,
-                                                   load_alias_table(), lambda: transformers_configs(self.ctx))
+                                                   self._aliases, lambda: transformers_configs(self.ctx))
         mt, tmt, how = self.ctx.cache[key]
         if "transformers'" in how:
             self.ctx.cache["consulted_transformers"] = True

@@ -20,7 +20,11 @@ is measured, not that of whichever checkout the environment's console script was
   reported as the ratio of the two (paired, same repeat);
 - peak RSS: of the cold full scan (the largest of its processes).
 
-Usage: ``python bench/bench_speed.py [--repeat 3] [--label NAME]``. The figures are printed and
+Bytecode is compiled once into a private ``PYTHONPYCACHEPREFIX`` (as an installed tool has it),
+also where the environment sets ``PYTHONDONTWRITEBYTECODE``.
+
+Usage: ``python bench/bench_speed.py [--repeat 3] [--label NAME] [--checkout DIR]`` (``DIR``: measure
+that checkout's code, e.g. an earlier commit's ``git archive``, with this script). The figures are printed and
 written to ``bench/results/speed-NAME.json`` and ``.md`` (raw seconds, ratios, RSS, the load
 average before and after, the commit).
 """
@@ -88,12 +92,19 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--label", default="now")
     ap.add_argument("--commit", help="the commit measured (default: this checkout's HEAD)")
+    ap.add_argument("--checkout", help="measure the code of this checkout (a folder with auditor/ and rules/) "
+                                       "instead of this one's")
     ap.add_argument("--render", metavar="JSON", help="only write the report of an earlier run's JSON again")
     args = ap.parse_args()
     if args.render:
         return report(json.loads(Path(args.render).read_text()))
-    repo = Path(__file__).resolve().parents[1]
-    os.chdir(repo)  # the jobs' ``python -m auditor`` imports this checkout's auditor
+    repo = Path(args.checkout).resolve() if args.checkout else Path(__file__).resolve().parents[1]
+    os.chdir(repo)  # the jobs' ``python -m auditor`` imports that checkout's auditor
+    # Bytecode as an installed tool has it: compiled once (into a private prefix, so that no
+    # environment's files are written), not on every start even where PYTHONDONTWRITEBYTECODE is set.
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    work_pyc = Path(tempfile.mkdtemp(prefix="eagle-audit-bench-pycache-"))
+    os.environ["PYTHONPYCACHEPREFIX"] = str(work_pyc)
     tool = [sys.executable, "-m", "auditor"]
     a33 = fetch_release("0.33.0", progress=False)
     fetch_release("0.16.0", progress=False)
@@ -109,6 +120,7 @@ def main() -> None:
         single = [*tool, "scan", "--vllm-version", "0.16.0", "--model", "kimi_k2", *common]
         fix = [*tool, "fix", "--model", "kimi_k2", "--vllm-version", "0.16.0", "--no-progress"]
         warm_full, warm_version = fresh_cache(work, "warm-full"), fresh_cache(work, "warm-version")
+        run_process(bare)  # compile the bytecode of the bare loop and the tool once
         run_process(full, warm_full)  # fill the caches the warm runs read
         run_process(by_version, warm_version)
         jobs = {
@@ -130,7 +142,7 @@ def main() -> None:
                 t, rss = run_process(argv, cache)
                 raw[name].append({"seconds": t, "bare_seconds": b, "rss_mb": rss})
         out: dict = {
-            "commit": args.commit or commit(), "label": args.label, "repeat": args.repeat, "cpus": os.cpu_count(),
+            "commit": args.commit or commit(), "checkout": str(repo), "label": args.label, "repeat": args.repeat, "cpus": os.cpu_count(),
             "load_before": load_before, "load_after": os.getloadavg(), "wall_seconds": time.time() - started,
             "bare": {"what": "python -c ast.parse loop over vllm/model_executor/models of extracted 0.33.0",
                      "median_seconds": median(bares), "seconds": bares},
@@ -152,6 +164,7 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(root.parent, ignore_errors=True)
+        shutil.rmtree(work_pyc, ignore_errors=True)
 
 
 def report(out: dict) -> None:

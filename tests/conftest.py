@@ -61,7 +61,7 @@ FULL_NAMES = frozenset({
 #: Fixtures that are real releases (or the runtime venv).
 FULL_FIXTURES = frozenset({"releases", "engine_venv"})
 #: The autouse fixtures of this file: every test uses them, they say nothing of its tier.
-INFRA_FIXTURES = frozenset({"isolated_cache_root", "fast_tier_guard", "fast_cache_root"})
+INFRA_FIXTURES = frozenset({"isolated_cache_root", "fast_tier_guard", "fast_cache_root", "session_bytecode"})
 #: Text in a test's string constants that names a real release (a CLI argument, an archive name).
 FULL_TEXT = ("--vllm-version", "--sglang-version", "--versions", "--candidate-version", "--current-version",
              "--candidate", "--current", "vllm-0.", "sglang-0.", "transformers-4.", "transformers-5.")
@@ -177,6 +177,24 @@ def fast_tier_guard(request, monkeypatch):
     monkeypatch.setenv("EAGLE_AUDIT_CACHE_DIR", str(request.getfixturevalue("fast_cache_root")))
     monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple/")
     yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_bytecode(tmp_path_factory):
+    """The ``eagle-audit`` subprocesses the tests start reuse compiled bytecode: one private
+    ``PYTHONPYCACHEPREFIX`` per session (nothing is written beside any source), also where
+    ``PYTHONDONTWRITEBYTECODE`` is set, which would make every subprocess compile the tool again."""
+    saved = {k: os.environ.get(k) for k in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = str(tmp_path_factory.mktemp("pycache"))
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 @pytest.fixture(scope="session")

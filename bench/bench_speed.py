@@ -141,6 +141,8 @@ def main() -> None:
                 bares.append(b)
                 t, rss = run_process(argv, cache)
                 raw[name].append({"seconds": t, "bare_seconds": b, "rss_mb": rss})
+            RESULTS.mkdir(exist_ok=True)  # the raw figures so far, should the run be stopped
+            (RESULTS / f"speed-{args.label}.partial.json").write_text(json.dumps(raw, indent=1) + "\n")
         out: dict = {
             "commit": args.commit or commit(), "checkout": str(repo), "label": args.label, "repeat": args.repeat, "cpus": os.cpu_count(),
             "load_before": load_before, "load_after": os.getloadavg(), "wall_seconds": time.time() - started,
@@ -161,6 +163,7 @@ def main() -> None:
             [f["seconds"] / s["seconds"] for f, s in zip(fix_rows, single_rows)])
         out["peak_rss_full_scan_mb"] = out["jobs"]["cold"]["peak_rss_mb"]
         report(out)
+        (RESULTS / f"speed-{args.label}.partial.json").unlink(missing_ok=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(root.parent, ignore_errors=True)

@@ -48,7 +48,9 @@ def archive_sha256(path: str | None, vllm_version: str | None, sglang_version: s
     verified digest. ``package`` is the engine a version option implies (None for a PATH).
 
     A release is fetched as :func:`auditor.source.fetch.fetch_release` does (verified against its
-    recorded sha256, which is returned); an archive PATH is hashed here.
+    recorded sha256, which is returned); an archive PATH is hashed here (not a file larger than
+    :data:`auditor.source.sources.MAX_ARCHIVE_BYTES`, nor one that is no archive: opening it
+    refuses those).
 
     Raises:
         AuditError (SourceError): the release cannot be fetched (as opening it would).
@@ -62,9 +64,13 @@ def archive_sha256(path: str | None, vllm_version: str | None, sglang_version: s
             return (digest, archive.name, project) if digest else None
     if path is None:
         return None
+    from auditor.source.sources import MAX_ARCHIVE_BYTES, not_a_tree_or_archive
+
     target = pathlib.Path(path).expanduser()
     try:
-        if not target.is_file():
+        if not target.is_file() or target.stat().st_size > MAX_ARCHIVE_BYTES:
+            return None  # a folder; or a file that opening it refuses, unhashed
+        if not_a_tree_or_archive(target) is not None:
             return None
         with open(target, "rb") as fh:
             digest = hashlib.file_digest(fh, "sha256").hexdigest()

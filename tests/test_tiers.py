@@ -41,7 +41,10 @@ def test_values_that_name_a_release():
     assert not _value_names_full(("scan", "fixtures/minivllm", 3))
 
 
-def test_the_tiers_of_this_suite(request):
-    """This test is fast; the tier of a test of tests/real.py's kind is full."""
+def test_a_fast_test_has_no_archive_and_no_index_in_reach(request):
+    import os
+
     assert request.node.get_closest_marker("fast") is not None
     assert request.node.get_closest_marker("full") is None
+    assert not (Path(os.environ["EAGLE_AUDIT_CACHE_DIR"]) / "archives").exists()
+    assert os.environ["PIP_INDEX_URL"].startswith("http://127.0.0.1:9/")

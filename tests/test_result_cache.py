@@ -81,11 +81,20 @@ def test_a_result_that_read_transformers_is_cached_while_that_transformers_is_un
 
 
 def test_a_result_that_needed_an_absent_transformers_is_not_cached(vision_tree, cache_root, monkeypatch):
+    import auditor.hf.configs as hf
+
+    monkeypatch.setattr(hf, "locate_transformers", lambda *args, **kwargs: None)  # none installed
+    monkeypatch.delenv("EAGLE_AUDIT_TRANSFORMERS", raising=False)
     folder, _ = vision_tree
-    a = Auditor(open_tree(str(folder), None, progress=False))
-    a.shared["transformers_chosen"] = (None, "none installed")  # as when nothing is at hand
-    a.ctx.cache["consulted_transformers"] = True
-    assert a.transformers_state() == (False, None)
+    calls: list = []
+    for _ in range(2):
+        a = Auditor(open_tree(str(folder), None, progress=False))
+        real = a._scan
+        a._scan = lambda *args, real=real, **kw: calls.append(1) or real(*args, **kw)
+        report = a.scan([SPEC], ["eagle3"])
+    (f,) = [f for f in report.targets[0].findings if f.gate == "image-token"]
+    assert f.severity.value == "unknown"  # it needed a config class from a transformers not at hand
+    assert a.transformers_state() == (False, None) and len(calls) == 2  # so it was not cached
 
 
 def _archive(tmp_path: Path, name: str = "vllm-0.0.1") -> Path:
@@ -108,7 +117,7 @@ def test_release_results_are_found_before_the_archive_is_opened(tmp_path, cache_
     cache = ReleaseResults(key, request)
     assert cache.get() is None
     a = Auditor(open_tree(str(archive), None, progress=False))
-    from auditor.engines.vllm.targets import resolve_targets
+    from auditor.hf.targets import resolve_targets
 
     report = a.scan(resolve_targets(a.registry, ["LlamaForCausalLM"]), ["eagle3"])
     cache.put(report, a)

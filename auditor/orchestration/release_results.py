@@ -102,7 +102,7 @@ class ReleaseResults:
             return None
         state, requirement, report = entry
         if state is not None:
-            from auditor.engines.vllm.hfconfigs import transformers_for_tree
+            from auditor.hf.configs import transformers_for_tree
             from auditor.orchestration.scan import same_transformers
 
             tf, how = transformers_for_tree(_RequirementOnly(requirement), self.request.get("transformers"))

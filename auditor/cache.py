@@ -95,6 +95,24 @@ class DecodeError(ValueError):
     """An entry that is not this tool's data (unknown tag, wrong shape)."""
 
 
+#: Class → (tag, field names, their set) of a dataclass, None for another class (memoised: it is
+#: looked up once per value encoded or decoded).
+_SHAPES: dict[type, tuple[str, tuple[str, ...], frozenset[str]] | None] = {}
+
+
+def _shape(t: type) -> tuple[str, tuple[str, ...], frozenset[str]] | None:
+    try:
+        return _SHAPES[t]
+    except KeyError:
+        pass
+    shape = None
+    if dataclasses.is_dataclass(t):
+        names = tuple(f.name for f in dataclasses.fields(t))
+        shape = (f"{t.__module__}.{t.__qualname__}", names, frozenset(names))
+    _SHAPES[t] = shape
+    return shape
+
+
 def _enc(v: Any) -> Any:
     t = type(v)
     if v is None or t is str or t is int or t is float or t is bool:
@@ -107,10 +125,12 @@ def _enc(v: Any) -> Any:
         if all(type(k) is str and not k.startswith("@") for k in v):
             return {k: _enc(x) for k, x in v.items()}
         return {"@d": [[_enc(k), _enc(x)] for k, x in v.items()]}
-    if dataclasses.is_dataclass(v) and not isinstance(v, type):
-        out = {"@": f"{type(v).__module__}.{type(v).__qualname__}"}
-        for f in dataclasses.fields(v):
-            out[f.name] = _enc(getattr(v, f.name))
+    shape = _shape(t)
+    if shape is not None and not isinstance(v, type):
+        tag, names, _ = shape
+        out = {"@": tag}
+        for name in names:
+            out[name] = _enc(getattr(v, name))
         return out
     if isinstance(v, tuple):
         return {"@t": [_enc(x) for x in v]}
@@ -130,11 +150,11 @@ def _hook(d: dict) -> Any:
         return d
     if "@" in d:
         cls = _TYPES.get(d.pop("@"))
-        if cls is None or not dataclasses.is_dataclass(cls):
+        shape = _shape(cls) if cls is not None else None
+        if shape is None:
             raise DecodeError("unknown record type")
         obj = cls.__new__(cls)
-        names = {f.name for f in dataclasses.fields(cls)}
-        if set(d) != names:
+        if d.keys() != shape[2]:
             raise DecodeError(f"fields of {cls.__name__} differ")
         for k, v in d.items():
             object.__setattr__(obj, k, v)

@@ -743,18 +743,30 @@ def scan(
             _fail("--platform all audits vLLM trees (SGLang trees are not audited per platform)")
         return _scan_all_platforms(path, vllm_version, model, model_type, cfg, methods, fmt, output,
                                    no_cache, no_progress, exit_zero, transformers, run, python)
-    auditor = _open(path, vllm_version, no_progress, no_cache, transformers, platform.value, sglang_version, engine,
-                    python)
-    specs = _source_labels(resolve_targets(auditor.registry, model, model_type, cfg), settings)
-    from auditor.model.options import method_family
-
-    methods = [m for m in methods if method_family(m) in auditor.engine.methods] or _fail(
-        f"--method {method}: {auditor.engine.display} trees are audited for {', '.join(auditor.engine.methods)}")
     show = _progress_enabled(no_progress)
     full = not model and cfg is None
-    result = _with_progress2(show and full, ("indexing modules", "auditing architectures"),
-                             lambda idx, aud: auditor.scan(specs, methods, cfg, progress=aud, prefetch=full,
-                                                           prefetch_progress=idx, options=run))
+    release, result = _release_results(path, vllm_version, sglang_version, python, no_cache, show,
+                                       dict(models=model, model_type=model_type, hf_config=cfg, methods=methods,
+                                            run=run.key(), platform=platform.value, transformers=transformers,
+                                            engine=engine.value if engine is not None else None,
+                                            # a value the settings file gave is labelled with its file and key
+                                            sources=sorted(settings.sources(_shown_path(settings.path)
+                                                                            if settings.path else None).items())
+                                            if settings is not None else None))
+    opened = functools.partial(_open, path, vllm_version, no_progress, no_cache, transformers, platform.value,
+                               sglang_version, engine, python)
+    auditor = _Lazy(opened) if result is not None else opened()
+    if result is None:
+        specs = _source_labels(resolve_targets(auditor.registry, model, model_type, cfg), settings)
+        from auditor.model.options import method_family
+
+        methods = [m for m in methods if method_family(m) in auditor.engine.methods] or _fail(
+            f"--method {method}: {auditor.engine.display} trees are audited for {', '.join(auditor.engine.methods)}")
+        result = _with_progress2(show and full, ("indexing modules", "auditing architectures"),
+                                 lambda idx, aud: auditor.scan(specs, methods, cfg, progress=aud, prefetch=full,
+                                                               prefetch_progress=idx, options=run))
+        if release is not None:
+            release.put(result, auditor)
     if fmt is Format.table:
         _emit_table(lambda console: rep.scan_table(result, console, verbose=verbose or not full), output)
     else:
@@ -780,6 +792,42 @@ def scan(
         raise typer.Exit(0)
     targets = result.targets
     raise typer.Exit(0 if targets and all(r.verdict.value == "supported" for r in targets) else 1)
+
+
+class _Lazy:
+    """An object opened on first use (the auditor of a scan answered from the release results
+    cache, which only the next-step commands may need)."""
+
+    def __init__(self, opener):
+        self._opener = opener
+        self._obj = None
+
+    def __getattr__(self, name):
+        if self._obj is None:
+            self._obj = self._opener()
+        return getattr(self._obj, name)
+
+
+def _release_results(path, vllm_version, sglang_version, python, no_cache: bool, show: bool, request: dict):
+    """``(cache, report)`` for a scan of a release archive: the cached report when there is one
+    (consulted before the archive is opened, see :mod:`auditor.orchestration.release_results`),
+    else None and the cache to fill; ``(None, None)`` for a tree that is no archive, or with
+    ``--no-cache``. A ``--transformers`` that is refused is left to the scan to refuse."""
+    if no_cache or python or (path and (vllm_version or sglang_version)) or (vllm_version and sglang_version):
+        return None, None
+    from auditor.orchestration.release_results import ReleaseResults, archive_sha256
+    from auditor.orchestration.scan import check_transformers
+
+    if request.get("transformers"):
+        try:
+            check_transformers(request["transformers"])
+        except AuditError:
+            return None, None
+    archive = archive_sha256(path, vllm_version, sglang_version, progress=show)
+    if archive is None:
+        return None, None
+    cache = ReleaseResults(archive, request)
+    return cache, cache.get()
 
 
 def _exit_on_internal_errors(failed) -> None:

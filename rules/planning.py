@@ -73,6 +73,12 @@ def module_params(ref: ClassRef, path: str) -> dict:
 
 
 
+#: Gate id → the rule's ``HOW_TO_FIX`` (of the first rule in report order with that gate), the hint
+#: of a gate no codemod fixes. Filled by :mod:`rules.registry` when it builds its table, so that this
+#: module, which the planners import, never imports the registry (no import cycle).
+HOW_TO_FIX: dict[str, str] = {}
+
+
 class Planner:
     """Maps findings to codemod invocations for one (possibly patched) tree.
 
@@ -135,10 +141,7 @@ class Planner:
                 continue
             handler = self.planners.get(f.gate)
             if handler is None:
-                from rules.registry import RULES
-
-                rule = next((r for r in RULES.values() if r.GATE == f.gate), None)
-                hint = rule.HOW_TO_FIX if rule else ""
+                hint = HOW_TO_FIX.get(f.gate, "")
                 self.no(arch, f, f"no codemod exists for gate {f.gate}: {f.message}", hint)
                 continue
             handler(self, result, f)

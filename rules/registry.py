@@ -24,6 +24,7 @@ from rules import (
     interface,
     mtp_draft,
     parallel_drafting_mm,
+    planning,
     platform_spec_decode,
     pp_aux_transport,
     resolve,
@@ -107,6 +108,9 @@ TABLE: tuple[Entry, ...] = (
 
 #: Code → rule class, in report order.
 RULES: dict[str, type[Rule]] = {e.rule.CODE: e.rule for e in TABLE}
+
+for _rule in RULES.values():  # the hand-fix hint the planner gives for a gate without a codemod
+    planning.HOW_TO_FIX.setdefault(_rule.GATE, _rule.HOW_TO_FIX)
 
 #: Gate ids that block a vLLM target, in report order (another engine's: :func:`blocking_gates`).
 BLOCKING_GATES = list(dict.fromkeys(r.GATE for r in RULES.values() if r.BLOCKING and r.judges("vllm")))

@@ -1,4 +1,13 @@
-"""Shared fixtures and helpers for the synthetic-tree tests.
+"""Shared fixtures and helpers for the synthetic-tree tests, and the two test tiers.
+
+- **Tiers.** Every test gets one marker, assigned here by what it uses (:func:`tier_of`):
+  ``full`` when it reads real releases (the ``releases`` fixture, the helpers of
+  :mod:`tests.real`, ``fetch_release``, a ``--vllm-version``-style option, ...), needs the
+  network, or lives in ``tests/runtime``; else ``fast``. ``python -m pytest -q -m fast`` runs the
+  fast tier, ``-m full`` the rest, and no ``-m`` both. A fast test runs with no release archive
+  and no package index in reach (:func:`fast_tier_guard`), so a test that needs one and was
+  not recognised fails loudly instead of slowing the fast tier down; ``@pytest.mark.full`` on
+  a test puts it in the full tier by hand.
 
 - Every test session gets its own cache root (``EAGLE_AUDIT_CACHE_DIR``) so that index pickles
   written by one run can never leak into another; its ``archives`` folder is a symlink to the
@@ -12,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -40,6 +50,151 @@ def isolated_cache_root(tmp_path_factory):
             os.environ.pop("EAGLE_AUDIT_CACHE_DIR", None)
         else:
             os.environ["EAGLE_AUDIT_CACHE_DIR"] = old
+
+
+#: Names whose use puts a test in the full tier: the real-release helpers and the fetchers.
+FULL_NAMES = frozenset({
+    "real", "release_auditor", "audit_case", "check_case", "expected_cases", "next_cases", "SessionReleases",
+    "fetch_release", "fetch_newest_wheel", "list_releases", "list_sdist_versions", "check_wheel_release",
+    "archive_cache_dir", "engine_venv", "IndexReleases",
+})
+#: Fixtures that are real releases (or the runtime venv).
+FULL_FIXTURES = frozenset({"releases", "engine_venv"})
+#: The autouse fixtures of this file: every test uses them, they say nothing of its tier.
+INFRA_FIXTURES = frozenset({"isolated_cache_root", "fast_tier_guard", "fast_cache_root", "session_bytecode"})
+#: Text in a test's string constants that names a real release (a CLI argument, an archive name).
+FULL_TEXT = ("--vllm-version", "--sglang-version", "--versions", "--candidate-version", "--current-version",
+             "--candidate", "--current", "vllm-0.", "sglang-0.", "transformers-4.", "transformers-5.")
+
+
+def _ours(code) -> bool:
+    """True for the code of a test module or helper of this folder (not a library's, nor this
+    file's: its tier rules name everything of the full tier)."""
+    return code.co_filename.startswith(str(REPO / "tests")) and code.co_filename != __file__
+
+
+def _value_names_full(value, depth: int = 0) -> bool:
+    """True for a string (or a tuple, list, set or dict of them, nested) naming a real release."""
+    if isinstance(value, str):
+        return any(t in value for t in FULL_TEXT)
+    if depth < 4 and isinstance(value, (tuple, list, set, frozenset)):
+        return any(_value_names_full(v, depth + 1) for v in value)
+    if depth < 4 and isinstance(value, dict):
+        return any(_value_names_full(v, depth + 1) for v in (*value.keys(), *value.values()))
+    return False
+
+
+def _code_uses_full(code, module_globals: dict, seen: set) -> bool:
+    """True when a code object (its nested functions and classes, and the functions of its own
+    module it calls, transitively) names something of the full tier."""
+    if code in seen:
+        return False
+    seen.add(code)
+    for name in code.co_names + code.co_varnames:
+        if name in FULL_NAMES:
+            return True
+    for const in code.co_consts:
+        if _value_names_full(const):
+            return True
+        if hasattr(const, "co_code") and _code_uses_full(const, module_globals, seen):
+            return True
+    for name in code.co_names:
+        obj = module_globals.get(name)
+        if _value_names_full(obj):  # a module constant: ``ARGS = ("--vllm-version", "0.16.0")``
+            return True
+        func = getattr(obj, "__wrapped__", obj)
+        inner = getattr(func, "__code__", None)
+        if inner is not None and _ours(inner) and \
+                _code_uses_full(inner, getattr(func, "__globals__", module_globals), seen):
+            return True
+    return False
+
+
+#: A parameter that is a release version (``0.18.0``, ``0.5.10.post1``).
+_VERSION = re.compile(r"\d+\.\d+\.\d+(\.post\d+)?")
+
+
+def _params_use_full(item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return False
+    values = callspec.params.values()
+    return any(_value_names_full(v) or _value_names_full(repr(v)) or _VERSION.fullmatch(str(v)) for v in values)
+
+
+def tier_of(item) -> str:
+    """``"full"`` or ``"fast"`` for a collected test: full when it is marked ``full``, lives in
+    ``tests/runtime``, uses a fixture of :data:`FULL_FIXTURES`, or its function, a fixture it
+    uses, or a parameter names something of :data:`FULL_NAMES` / :data:`FULL_TEXT`."""
+    if item.get_closest_marker("full") is not None:
+        return "full"
+    path = Path(str(item.fspath)).resolve()
+    if (REPO / "tests" / "runtime") in path.parents:
+        return "full"
+    names = set(getattr(item, "fixturenames", ()))
+    if names & FULL_FIXTURES:
+        return "full"
+    seen: set = set()
+    func = getattr(item, "function", None)
+    if func is not None and _code_uses_full(func.__code__, func.__globals__, seen):
+        return "full"
+    info = getattr(item, "_fixtureinfo", None)
+    for name in names - INFRA_FIXTURES:
+        for fdef in (info.name2fixturedefs.get(name, ()) if info else ()):
+            f = getattr(fdef.func, "__wrapped__", fdef.func)
+            code = getattr(f, "__code__", None)
+            if code is not None and _ours(code) and _code_uses_full(code, f.__globals__, seen):
+                return "full"
+    return "full" if _params_use_full(item) else "fast"
+
+
+def pytest_configure(config):
+    """Declare the two tier markers."""
+    config.addinivalue_line("markers", "fast: needs no network and no release archive (assigned by tests/conftest.py)")
+    config.addinivalue_line("markers", "full: real releases, the network or the runtime tier (assigned by "
+                                       "tests/conftest.py, or by hand)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark every collected test ``fast`` or ``full`` (see :func:`tier_of`)."""
+    for item in items:
+        item.add_marker(tier_of(item))
+
+
+@pytest.fixture(scope="session")
+def fast_cache_root(tmp_path_factory):
+    """The cache root of the fast tests: like the session's, but with no ``archives`` link."""
+    return tmp_path_factory.mktemp("eagle-audit-cache-fast")
+
+
+@pytest.fixture(autouse=True)
+def fast_tier_guard(request, monkeypatch):
+    """For a ``fast`` test: no release archive and no package index in reach (an empty cache root
+    and an index address that refuses connections, for this process and the ones it starts)."""
+    if request.node.get_closest_marker("fast") is None:
+        yield
+        return
+    monkeypatch.setenv("EAGLE_AUDIT_CACHE_DIR", str(request.getfixturevalue("fast_cache_root")))
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple/")
+    yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_bytecode(tmp_path_factory):
+    """The ``eagle-audit`` subprocesses the tests start reuse compiled bytecode: one private
+    ``PYTHONPYCACHEPREFIX`` per session (nothing is written beside any source), also where
+    ``PYTHONDONTWRITEBYTECODE`` is set, which would make every subprocess compile the tool again."""
+    saved = {k: os.environ.get(k) for k in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = str(tmp_path_factory.mktemp("pycache"))
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 @pytest.fixture(scope="session")

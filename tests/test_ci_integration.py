@@ -146,6 +146,7 @@ def run_job(job: str, workdir: Path, inputs: dict, overrides: dict | None = None
     return results, summary
 
 
+@pytest.mark.full  # the workflow's gate job compares with the release its settings name
 @pytest.mark.parametrize("candidate, rc, outcome", [
     ("0.18.0", 0, "native"),  # the workflow's own default (inputs.candidate || '0.18.0')
     ("0.17.1", 0, "patched"),
@@ -164,6 +165,7 @@ def test_workflow_gate_job_runs(workdir, candidate, rc, outcome):
         assert "aux-capture" in text and "aux-capture" in p.stderr
 
 
+@pytest.mark.full  # the workflow's matrix job lists the releases on the package index
 def test_workflow_matrix_job_runs(workdir):
     # the workflow's range (0.16.0..) covers every newer release; a short list stands in for it
     (p,), summary = run_job("matrix", workdir, {}, {"MATRIX_VERSIONS": "0.16.0,0.17.1,0.18.0"})

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import make_tree
 from tests.clitools import one_line_error
 
@@ -322,6 +324,7 @@ def test_the_number_of_speculative_tokens_is_said_in_words():
 # -- 6. --transformers suggestions the tree accepts ------------------------------------------------
 
 
+@pytest.mark.full  # asks the package index which transformers releases exist
 def test_a_missing_transformers_release_suggests_only_releases_the_tree_accepts(tmp_path):
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version

@@ -19,6 +19,9 @@ import yaml
 
 from real import REPO
 
+#: Building a wheel and a fresh venv is packaging, not a unit: the full tier (a minute of pip).
+pytestmark = pytest.mark.full
+
 MINIVLLM = REPO / "fixtures" / "minivllm"
 
 

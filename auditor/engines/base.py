@@ -98,18 +98,9 @@ class TreeFactsBase:
 
     def candidate_paths(self, extractor: Extractor) -> list[str]:
         """Paths of the modules an extractor applies to (by path and trigger words); a file
-        under its paths that cannot be read is a candidate too (see :meth:`unanalysed`)."""
-        out = []
-        for p in sorted(self.tree.files):
-            if p.startswith(extractor.prefixes) or p.endswith(extractor.suffixes):
-                try:
-                    data = self.tree.read(p)
-                except (KeyError, OSError):
-                    out.append(p)
-                    continue
-                if extractor.wants(p, data):
-                    out.append(p)
-        return out
+        under its paths that cannot be read is a candidate too (see :meth:`unanalysed`).
+        Computed once per tree (:meth:`auditor.index.tree.Tree.candidates`)."""
+        return list(self.tree.candidates(extractor))
 
     def unanalysed(self, extractor: Extractor) -> list[tuple[str, str]]:
         """``(path, why)`` for each module that may hold the facts of ``extractor`` but is

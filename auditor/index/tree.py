@@ -44,14 +44,23 @@ class SummaryCache:
         self.store.put(k, summary)
 
 
-def _summarize_job(args: tuple[str | None, str, bytes | None, tuple[Extractor, ...]]) -> tuple[str, ModuleSummary]:
-    root, rel, data, extractors = args
+def _summarize_job(args: tuple) -> tuple[str, ModuleSummary]:
+    """A worker's job: summarise one file (read from ``root`` when ``data`` is None) and store the
+    summary in ``cache`` under ``k`` here, in the worker, so that encoding it is not serial in
+    the parent. An unreadable file's summary is never cached, nor one of bytes whose sha256 is
+    not ``digest`` (the file changed after the parent read it)."""
+    root, rel, data, extractors, cache, k, digest = args
     if data is None:
         try:
             data = read_regular_file(os.path.join(root, rel), rel)  # type: ignore[arg-type]
         except (OSError, UnreadableFile) as exc:
             return rel, unreadable_summary(rel, exc)
-    return rel, summarize(data, rel, extractors)
+        if _digest(data) != digest:  # changed since the parent read it: not stored under its key
+            cache = None
+    s = summarize(data, rel, extractors)
+    if cache is not None:
+        cache.put(k, s)
+    return rel, s
 
 
 def unreadable_summary(rel: str, exc: Exception) -> ModuleSummary:
@@ -95,6 +104,14 @@ class Tree:
         #: sha256 of every file whose content the analysis has read, by path: a result computed
         #: from this tree is valid for any tree with the same file list and these contents.
         self.reads: dict[str, str] = {}
+        #: the bytes of every file read, by path (one read per file; see :meth:`read`)
+        self._data: dict[str, bytes] = {}
+        #: why a listed file could not be read, by path (so it is tried once)
+        self._unreadable: dict[str, KeyError | OSError] = {}
+        #: extractor name -> the paths it applies to (see :meth:`candidates`)
+        self._candidates: dict[str, tuple[str, ...]] = {}
+        #: for a tree made by :meth:`overlaid`: (the base tree, the paths changed from it)
+        self._overlay: tuple[Tree, frozenset[str]] | None = None
 
     @property
     def files(self) -> set[str]:
@@ -125,23 +142,76 @@ class Tree:
         """True when the tree has the dotted module (as ``x.py`` or ``x/__init__.py``)."""
         return self.path_of(module) is not None
 
-    def read(self, rel: str) -> bytes:
-        """The bytes of a file, recording their digest in :attr:`reads`. A listed file that cannot
-        be read (:class:`~auditor.source.sources.UnreadableFile`) reads as empty and is recorded in
-        :attr:`parse_errors`."""
+    def _load(self, rel: str) -> tuple[bytes, str]:
+        """``(bytes, sha256)`` of a file, read from the source once per tree and memoised (the
+        digest recorded in :attr:`reads`).
+
+        Raises:
+            KeyError: the file is absent, or is listed but cannot be read
+                (:class:`~auditor.source.sources.UnreadableFile`, recorded as ``"unreadable"`` in
+                :attr:`reads`); OSError: reading it failed. Either is raised again, without a
+                second read, on every later call.
+        """
+        data = self._data.get(rel)
+        if data is not None:
+            return data, self.reads[rel]
+        failed = self._unreadable.get(rel)
+        if failed is not None:
+            raise failed
         try:
             data = self.source.read(rel)
+        except (KeyError, OSError) as exc:  # UnreadableFile (a KeyError) included
+            self._unreadable[rel] = exc
+            if isinstance(exc, UnreadableFile) or rel in self.files:
+                self.reads[rel] = "unreadable"  # never matches a digest: a result cache entry is never reused
+            raise
+        digest = _digest(data)
+        self._data[rel] = data
+        self.reads[rel] = digest
+        return data, digest
+
+    def read(self, rel: str) -> bytes:
+        """The bytes of a file, read once per tree (memoised with their digest, which is recorded
+        in :attr:`reads`). A listed file that cannot be read
+        (:class:`~auditor.source.sources.UnreadableFile`) reads as empty and is recorded in
+        :attr:`parse_errors`.
+
+        Raises:
+            KeyError: the tree has no such file; OSError: it could not be read.
+        """
+        try:
+            return self._load(rel)[0]
         except UnreadableFile as exc:
             self.parse_errors[rel] = exc.reason
-            self.reads[rel] = "unreadable"  # never matches a digest: a result cache entry is never reused
             return b""
-        self.reads[rel] = _digest(data)
-        return data
+
+    def candidates(self, extractor: Extractor) -> tuple[str, ...]:
+        """Sorted paths of the modules ``extractor`` applies to (by path and trigger words, see
+        :meth:`Extractor.wants <auditor.index.summary.Extractor.wants>`), computed once per tree
+        and extractor; a file under its paths that cannot be read is a candidate too."""
+        hit = self._candidates.get(extractor.name)
+        if hit is None:
+            if self._overlay is not None:  # the base's answer for every file not changed here
+                base, changed = self._overlay
+                out = {p for p in base.candidates(extractor) if p not in changed}
+                out |= {p for p in changed if p in self.files and self._applies(extractor, p)}
+                hit = tuple(sorted(out))
+            else:
+                hit = tuple(p for p in sorted(self.files) if self._applies(extractor, p))
+            self._candidates[extractor.name] = hit
+        return hit
+
+    def _applies(self, extractor: Extractor, p: str) -> bool:
+        if not (p.startswith(extractor.prefixes) or p.endswith(extractor.suffixes)):
+            return False
+        try:
+            data = self._load(p)[0]
+        except (KeyError, OSError):
+            return True  # cannot be read: a candidate whose facts are missing (see unanalysed)
+        return extractor.wants(p, data)
 
     def files_digest(self) -> str:
         """sha256 of the sorted list of the tree's ``.py`` paths (which modules exist)."""
-        import hashlib
-
         return hashlib.sha256("\n".join(sorted(self.files)).encode()).hexdigest()
 
     def summary_key(self, digest: str) -> str:
@@ -160,12 +230,10 @@ class Tree:
         if s is not None:
             return s
         try:
-            data = self.source.read(rel)
+            data, digest = self._load(rel)
         except (KeyError, OSError) as exc:  # UnreadableFile (a KeyError) included
             self.reads[rel] = "unreadable"
             return self._record(rel, unreadable_summary(rel, exc))
-        digest = _digest(data)
-        self.reads[rel] = digest
         s = self.cache.get(self.summary_key(digest))
         if s is None or s.path != rel:
             s = summarize(data, rel, self.extractors)
@@ -238,13 +306,11 @@ class Tree:
                         finish(rel, self._by_path[rel])
                         continue
                     try:
-                        data = self.source.read(rel)
+                        data, digest = self._load(rel)
                     except (KeyError, OSError) as exc:  # UnreadableFile included
                         self.reads[rel] = "unreadable"
                         finish(rel, unreadable_summary(rel, exc))
                         continue
-                    digest = _digest(data)
-                    self.reads[rel] = digest
                     hit = self.cache.get(self.summary_key(digest))
                     if hit is not None and hit.path == rel:
                         finish(rel, hit)
@@ -262,17 +328,18 @@ class Tree:
                     ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
                     ex = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
                 batch.sort(key=lambda m: -len(m[1]))  # big files first: the workers finish together
+                store = self.cache if self.cache.enabled else None
                 for rel, data, digest in batch:
-                    job = (str(root), rel, None, self.extractors) if root is not None else (None, rel, data, self.extractors)
-                    fut = ex.submit(_summarize_job, job)
+                    k = self.summary_key(digest)
+                    job = (str(root), rel, None) if root is not None else (None, rel, data)
+                    fut = ex.submit(_summarize_job, (*job, self.extractors, store, k, digest))
                     pending[fut] = digest
                     fut.add_done_callback(completed.put)
                 if not pending:
                     continue
                 fut = completed.get()  # one result at a time, without re-waiting on every future
-                digest = pending.pop(fut)
-                rel, s = fut.result()
-                self.cache.put(self.summary_key(digest), s)
+                pending.pop(fut)
+                rel, s = fut.result()  # the worker stored it in the cache
                 finish(rel, s)
         finally:
             if gc_was_enabled:
@@ -283,8 +350,9 @@ class Tree:
     def overlaid(self, source, changed: Iterable[str]) -> "Tree":
         """A tree over ``source``, which is this tree with the files ``changed`` replaced or
         added (e.g. patched in memory): its file list is this tree's plus ``changed``, it shares
-        this tree's cache and extractors, and it starts with the summaries already built here for every file
-        not in ``changed`` (they are not read again).
+        this tree's cache and extractors, and it starts with the summaries and bytes already read here
+        for every file not in ``changed`` (they are not read again), and with this tree's answer to
+        which of them each extractor applies to (:meth:`candidates`).
 
         Args:
             source: the new tree's source (reads of unchanged files may go to this tree's).
@@ -293,14 +361,17 @@ class Tree:
         Returns:
             The new :class:`Tree`.
         """
-        changed = set(changed)
+        changed = frozenset(changed)
         tree = Tree(source, self.cache, self.extractors)
         tree._files = set(self.files) | changed
         tree._by_path = {p: s for p, s in self._by_path.items() if p not in changed}
+        # the bytes already read of the unchanged files, and which modules each extractor applies
+        # to among them, are this tree's too
+        tree._data = {p: d for p, d in self._data.items() if p not in changed}
+        tree.reads.update({p: self.reads[p] for p in tree._data})
+        tree._overlay = (self, changed)
         return tree
 
 
 def _digest(data: bytes) -> str:
-    import hashlib
-
     return hashlib.sha256(data).hexdigest()

@@ -306,16 +306,48 @@ class Auditor:
         methods = list(methods)
         options = options or RunOptions()
         results_cache = ResultCache(self.tree, specs, methods, hf_config, self.request_inputs(options))
-        hit = results_cache.get()
+        hit = results_cache.get(self.same_transformers)
         if hit is not None:
             return hit
         if prefetch:
             self.prefetch_all(prefetch_progress)
         self.ctx.store.begin_run()
         report = self._scan(specs, methods, hf_config, progress, options)
-        if not self.ctx.store.outside_reads():
-            results_cache.put(report)  # results whose facts read transformers' files are not cached
+        cacheable, state = self.transformers_state()
+        if cacheable:
+            results_cache.put(report, state)
         return report
+
+    def transformers_state(self) -> tuple[bool, dict | None]:
+        """Whether the results computed so far may be cached, and what of ``transformers`` they
+        depend on: ``(True, None)`` when no verdict read transformers' files; ``(True, state)``
+        when one did, ``state`` naming the source chosen (its ``how`` and version), its file list
+        (sha256) and the sha256 of every file read from it (see :func:`same_transformers`);
+        ``(False, None)`` when a verdict needed one and none was at hand (what is installed, or a
+        network failure, may change that), unless the tree alone decides it (an archive that states
+        no transformers requirement, with no ``--transformers``)."""
+        chosen = self.shared.get("transformers_chosen")  # chosen only when a verdict needed it
+        if chosen is not None and chosen[0] is None:
+            # needed, and none was at hand (the fact framework records no read): cacheable only
+            # where the tree alone says so (an archive that states no requirement, none given)
+            src = self.tree.source
+            alone = (src.root() is None and not self.transformers_arg
+                     and getattr(src, "requirement", lambda _: None)("transformers") is None)
+            return alone, None
+        if not self.ctx.store.outside_reads():  # recorded by the fact framework for this run
+            return True, None
+        if chosen is None:
+            return False, None
+        tf, note = chosen
+        return True, {"how": note, "version": tf.version, "files": tf.tree.files_digest(),
+                      "reads": dict(tf.tree.reads)}
+
+    def same_transformers(self, state: dict) -> bool:
+        """True when the transformers source this tree's verdicts would read now (chosen as on
+        first need, see :meth:`_load_transformers`) is the one ``state`` recorded, with the same
+        files and the same content in every file read (:func:`same_transformers`)."""
+        tf, how = self._load_transformers()
+        return same_transformers(state, tf, how)
 
     def request_inputs(self, options: RunOptions | None = None) -> dict:
         """The inputs besides the tree and the targets that a verdict depends on, for keying
@@ -352,7 +384,9 @@ class ResultCache:
     code, the request (targets, methods, checkpoint config, and the other inputs of
     :meth:`Auditor.request_inputs`), the tree's version, label and file list, and valid only
     while every file the scan read still has the content it had (sha256 of each, checked on
-    every hit): it can never return a stale verdict."""
+    every hit) and, for results that read ``transformers``, while the transformers chosen now is
+    the one read, with the same files and content (:func:`same_transformers`): it can never
+    return a stale verdict."""
 
     def __init__(self, tree: Tree, specs: list[TargetSpec], methods: list[str], hf_config: dict | None,
                  inputs: dict | None = None):
@@ -364,8 +398,8 @@ class ResultCache:
                              methods, hf_config, inputs or {})
 
     def _unchanged(self, entry) -> bool:
-        if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], dict)
-                and isinstance(entry[1], ScanReport)):
+        if not (isinstance(entry, tuple) and len(entry) == 3 and isinstance(entry[0], dict)
+                and isinstance(entry[1], ScanReport) and (entry[2] is None or isinstance(entry[2], dict))):
             return False
         for rel, digest in entry[0].items():
             try:
@@ -376,17 +410,41 @@ class ResultCache:
                 return False
         return True
 
-    def get(self) -> ScanReport | None:
-        """The cached report if every file it was computed from is unchanged, else None."""
+    def get(self, same_transformers: Callable[[dict], bool] | None = None) -> ScanReport | None:
+        """The cached report if every file it was computed from is unchanged and, when it read
+        ``transformers``, ``same_transformers(state)`` says the transformers at hand now is the one
+        it read (same source, files and content); else None."""
         entry = self.store.get(self.key, tuple, self._unchanged)
         if entry is None:
+            return None
+        if entry[2] is not None and (same_transformers is None or not same_transformers(entry[2])):
             return None
         self.tree.reads.update(entry[0])
         return entry[1]
 
-    def put(self, report: ScanReport) -> None:
-        """Store ``report`` with the sha256 of every file it was computed from."""
-        self.store.put(self.key, (dict(self.tree.reads), report))
+    def put(self, report: ScanReport, transformers: dict | None = None) -> None:
+        """Store ``report`` with the sha256 of every file it was computed from, and the
+        ``transformers`` state it read (:meth:`Auditor.transformers_state`; None: none)."""
+        self.store.put(self.key, (dict(self.tree.reads), report, transformers))
+
+
+def same_transformers(state: dict, tf, how: str) -> bool:
+    """True when the transformers source ``tf`` (an
+    :class:`auditor.hf.configs.TransformersConfigs`, chosen as ``how`` says; None:
+    none at hand) is the one ``state`` recorded (:meth:`Auditor.transformers_state`): the same
+    choice and version, the same file list, and every file read then has the same sha256 now."""
+    if tf is None or how != state.get("how") or tf.version != state.get("version"):
+        return False
+    if tf.tree.files_digest() != state.get("files"):
+        return False
+    for rel, digest in state.get("reads", {}).items():
+        try:
+            tf.tree.read(rel)
+        except (KeyError, OSError):
+            return False
+        if tf.tree.reads.get(rel) != digest:
+            return False
+    return True
 
 
 def extractors_for(engine: Engine):

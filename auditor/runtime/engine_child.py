@@ -266,7 +266,17 @@ def _install_hooks(model) -> str:
             STATE["aux"] = [t.detach().float().cpu().clone() for t in output[1] if isinstance(t, torch.Tensor)]
         return None
 
-    model.register_forward_hook(out_hook)
+    # not a forward hook: vLLM's @support_torch_compile replaces __call__ and, without compiling,
+    # calls self.forward directly, so module hooks of a decorated class never fire (Ernie 4.5 puts
+    # it on the top-level class); the instance's own forward is what every path calls
+    inner = model.forward
+
+    def forward(*args, **kwargs):
+        output = inner(*args, **kwargs)
+        out_hook(model, args, output)
+        return output
+
+    model.forward = forward
     STATE["hooked"] = True
     return ""
 

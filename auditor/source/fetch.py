@@ -832,7 +832,7 @@ def _download(client: _Client, sdist: SdistFile, target: pathlib.Path, progress:
                     length = response.headers.get("Content-Length")
                     total = int(length) if length and length.isdigit() else sdist.size
                     if progress:
-                        from auditor.source.sources import progress_bar
+                        from auditor.source.progress import progress_bar
 
                         bar = progress_bar(f"downloading {sdist.filename}", total)
                         bar[0].start()

@@ -43,6 +43,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from auditor.model.errors import SourceError
+from auditor.source.progress import progress_bar
 
 __all__ = [
     "TreeSource",
@@ -341,39 +342,6 @@ class _LimitedReader(io.RawIOBase):
         data = self.read(len(buffer))
         buffer[: len(data)] = data
         return len(data)
-
-
-def progress_bar(description: str, total: int | None):
-    """Build a transient rich progress bar drawn on stderr.
-
-    Args:
-        description: the text shown left of the bar.
-        total: the expected number of bytes, or None when unknown.
-
-    Returns:
-        A ``(progress, task_id)`` pair; use ``progress`` as a context manager.
-    """
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        DownloadColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-        TransferSpeedColumn,
-    )
-
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    )
-    task = progress.add_task(description, total=total)
-    return progress, task
 
 
 # ------------------------------------------------------------------------- interface

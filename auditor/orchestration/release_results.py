@@ -1,0 +1,122 @@
+"""Whole-scan results of a release archive, found before the archive is opened.
+
+A scan of a release archive (``--vllm-version X``, ``--sglang-version X`` or an archive PATH)
+is a function of the archive's bytes, the request as the user gave it (targets, methods,
+checkpoint config, run options, platform, ``--engine``, ``--transformers``), the tool's code
+and, when a verdict read ``transformers``, of the transformers release read. So its report is
+cached (the ``results`` kind of :mod:`auditor.cache`) under a key over the archive's verified
+sha256 and that request, and consulted before the archive is opened: a hit costs the sha256 of
+the archive (none for a fetched release: :func:`auditor.source.fetch.fetch_release` has just
+verified it against its recorded digest), not its decompression, index and resolution.
+
+A report whose verdicts read transformers is returned only while the transformers that would be
+chosen now is the one it read, with the same files and content
+(:func:`auditor.orchestration.scan.same_transformers`; the choice is made again, as on a cold
+run). A report whose verdicts needed a transformers that was not at hand is never stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pathlib
+from dataclasses import dataclass
+
+from auditor.cache import Store
+from auditor.cache import key as cache_key
+from auditor.model.results import ScanReport
+
+
+@dataclass
+class _RequirementOnly:
+    """Stands for a tree when transformers is chosen again on a hit: all the choice reads of an
+    archive is its transformers requirement (an archive never prefers an installed one)."""
+
+    spec: str | None
+
+    def requirement(self, project: str) -> str | None:
+        return self.spec if project == "transformers" else None
+
+    def root(self) -> None:
+        return None
+
+
+def archive_sha256(path: str | None, vllm_version: str | None, sglang_version: str | None,
+                   progress: bool = False) -> tuple[str, str, str | None] | None:
+    """``(sha256, file name, package)`` of the release archive a scan is asked to read, or None
+    when it reads no archive (a folder, an installed package), or a release fetched without a
+    verified digest. ``package`` is the engine a version option implies (None for a PATH).
+
+    A release is fetched as :func:`auditor.source.fetch.fetch_release` does (verified against its
+    recorded sha256, which is returned); an archive PATH is hashed here (not a file larger than
+    :data:`auditor.source.sources.MAX_ARCHIVE_BYTES`, nor one that is no archive: opening it
+    refuses those).
+
+    Raises:
+        AuditError (SourceError): the release cannot be fetched (as opening it would).
+    """
+    from auditor.source.fetch import fetch_release, recorded_sha256
+
+    for version, project in ((vllm_version, "vllm"), (sglang_version, "sglang")):
+        if version is not None:
+            archive = fetch_release(version, progress=progress, project=project)
+            digest = recorded_sha256(archive)
+            return (digest, archive.name, project) if digest else None
+    if path is None:
+        return None
+    from auditor.source.sources import MAX_ARCHIVE_BYTES, not_a_tree_or_archive
+
+    target = pathlib.Path(path).expanduser()
+    try:
+        if not target.is_file() or target.stat().st_size > MAX_ARCHIVE_BYTES:
+            return None  # a folder; or a file that opening it refuses, unhashed
+        if not_a_tree_or_archive(target) is not None:
+            return None
+        with open(target, "rb") as fh:
+            digest = hashlib.file_digest(fh, "sha256").hexdigest()
+    except OSError:
+        return None  # opening it reports why
+    return digest, target.name, None
+
+
+class ReleaseResults:
+    """The cached report of one request on one release archive (see the module docstring).
+
+    Args:
+        archive: ``(sha256, file name, package)`` from :func:`archive_sha256`.
+        request: every input of the scan besides the archive, as given (JSON-able).
+        enabled: False (``--no-cache``) turns :meth:`get` into a miss and :meth:`put` into a no-op.
+    """
+
+    def __init__(self, archive: tuple[str, str, str | None], request: dict, enabled: bool = True):
+        self.request = request
+        self.store = Store("results", enabled)
+        self.key = cache_key("release-results", list(archive), request,
+                             os.environ.get("EAGLE_AUDIT_TRANSFORMERS"))
+
+    def get(self) -> ScanReport | None:
+        """The cached report, or None (a miss, or it read a transformers that is not the one that
+        would be chosen now)."""
+        entry = self.store.get(self.key, tuple, lambda e: len(e) == 3 and isinstance(e[2], ScanReport))
+        if entry is None:
+            return None
+        state, requirement, report = entry
+        if state is not None:
+            from auditor.hf.configs import transformers_for_tree
+            from auditor.orchestration.scan import same_transformers
+
+            tf, how = transformers_for_tree(_RequirementOnly(requirement), self.request.get("transformers"))
+            if not same_transformers(state, tf, how):
+                return None
+        return report
+
+    def put(self, report: ScanReport, auditor) -> None:
+        """Store ``report``, computed by ``auditor`` (an
+        :class:`auditor.orchestration.scan.Auditor` over the archive), unless its verdicts needed
+        a transformers that was not at hand."""
+        cacheable, state = auditor.transformers_state()
+        if not cacheable:
+            return
+        requirement = auditor.tree.source.requirement("transformers") if hasattr(auditor.tree.source,
+                                                                                 "requirement") else None
+        self.store.put(self.key, (state, requirement, report))

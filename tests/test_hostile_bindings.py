@@ -157,6 +157,121 @@ def test_identity_class_decorator_keeps_the_verdict(tmp_path):
     assert (code, res["verdict"]) == (0, "supported")
 
 
+# what a class decorator binds: followed through the tree, or unknown (never the class assumed)
+
+def _decorated_with(deco: str, head: str = "", files: dict[str, str] | None = None, cls: str = "LlamaForCausalLM"):
+    """``llama.py`` with ``head`` after its imports and ``@deco`` on ``cls``."""
+    text = LLAMA.replace("from .utils import maybe_prefix", "from .utils import maybe_prefix\n" + head)
+    text = text.replace(f"\nclass {cls}(", f"\n@{deco}\nclass {cls}(")
+    return {**llama(text), **(files or {})}
+
+
+@pytest.mark.parametrize("head, deco, needle", [
+    ("from somewhere_else import swap", "swap", "somewhere_else.swap, from outside the tree"),
+    ("import torch", "torch.compile", "torch.compile, from outside the tree"),
+    ("from somewhere_else import swap", "swap(layers=2)", "somewhere_else.swap, from outside the tree"),
+    ("_DECOS = [lambda c: c]", "_DECOS[0]", "no name static analysis can follow"),
+    ("", "_nowhere", "cannot be followed"),
+], ids=["external-name", "external-attribute", "external-call", "subscript", "unbound"])
+def test_class_decorator_the_tree_cannot_resolve_is_unknown(tmp_path, head, deco, needle):
+    res = expect(make_tree(tmp_path, _decorated_with(deco, head)), "unknown", needle)
+    assert any("llama.py:" in f["message"] for f in res["findings"])
+
+
+def test_class_decorator_on_the_holder_the_tree_cannot_resolve_is_unknown(tmp_path):
+    files = _decorated_with("swap", "from somewhere_else import swap", cls="LlamaModel")
+    expect(make_tree(tmp_path, files), "unknown", "somewhere_else.swap")
+
+
+#: a registry object of the tree, as vLLM's MULTIMODAL_REGISTRY.register_processor(...)
+#: (vllm/multimodal/registry.py): a method returning an inner function that gives its argument back
+REG = """class _Registry:
+    def __init__(self):
+        self.rows = {}
+
+    def register(self, name, *, info=None):
+        def wrapper(model_cls):
+            self.rows[name] = model_cls
+            return model_cls
+
+        return wrapper
+
+    def swap(self, name):
+        def wrapper(model_cls):
+            return LlamaModel
+
+        return wrapper
+
+    def keep(self, model_cls):
+        return model_cls
+
+    @classmethod
+    def tag(cls, name):
+        def wrapper(model_cls):
+            return model_cls
+
+        return wrapper
+
+    @staticmethod
+    def other(model_cls):
+        return _make(model_cls)
+
+
+REGISTRY = _Registry()
+
+
+def register_here(cls):
+    return REGISTRY.register("x", info=1)(cls)
+
+
+def compile_like(cls=None, *, dims=None):
+    def helper(cls):
+        if not hasattr(cls, "forward"):
+            raise TypeError("no forward")
+        return _compile(cls, dims)
+
+    if cls is not None:
+        return helper(cls)
+    return helper
+
+
+def _compile(cls, dims):
+    cls.dims = dims
+    return cls
+
+
+def returns_a_call(cls):
+    return torch.compile(cls)
+
+
+from .llama import LlamaModel  # noqa: E402
+"""
+
+
+@pytest.mark.parametrize("deco", [
+    "REGISTRY.register('llama', info=1)", "_registry.REGISTRY.register('llama')", "REGISTRY.keep",
+    "_Registry.tag('x')", "register_here", "compile_like", "compile_like(dims={'x': 0})", "typing.final",
+], ids=["instance-method-factory", "through-the-module", "instance-method", "classmethod-factory",
+        "factory-applied-in-place", "bare-optional-argument", "called-optional-argument", "stdlib-identity"])
+def test_class_decorator_that_gives_the_class_back_is_followed(tmp_path, deco):
+    head = ("import typing\n\nfrom . import _registry\nfrom ._registry import REGISTRY, _Registry, compile_like, "
+            "register_here\n")
+    root = make_tree(tmp_path, _decorated_with(deco, head, {f"{MODELS}/_registry.py": "import torch\n\n\n" + REG}))
+    code, res, _ = scan(root)
+    assert (code, res["verdict"]) == (0, "supported"), res
+
+
+@pytest.mark.parametrize("deco, verdict, needle", [
+    ("REGISTRY.swap('llama')", "blocked", "does not satisfy"),  # followed: the class it returns
+    ("_Registry.other", "unknown", "may return the result of _make"),
+    ("returns_a_call", "unknown", "may return the result of torch.compile"),
+], ids=["method-returns-another-class", "staticmethod-returns-a-call", "function-returns-an-external-call"])
+def test_class_decorator_that_may_not_give_the_class_back(tmp_path, deco, verdict, needle):
+    head = "from ._registry import REGISTRY, _Registry, returns_a_call\n"
+    root = make_tree(tmp_path, _decorated_with(deco, head, {f"{MODELS}/_registry.py": "import torch\n\n\n" + REG}))
+    expect(root, verdict, needle)
+
+
 def test_method_replaced_after_the_class(tmp_path):
     # followed: the holder's forward becomes the decoder layer's, which captures nothing
     expect(make_tree(tmp_path, llama(LLAMA + "\nLlamaModel.forward = LlamaDecoderLayer.forward\n")), "blocked",

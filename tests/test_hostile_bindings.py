@@ -305,6 +305,56 @@ def test_registry_entry_repointed(tmp_path, tail, verdict, needle):
         assert res["class"].endswith("toy.ToyV2ForCausalLM")
 
 
+def _registry_with(tail: str, before_merge: str = "") -> dict[str, str]:
+    text = REGISTRY.replace("\n\nclass _ModelRegistry", f"\n{tail}\n\n\nclass _ModelRegistry")
+    if before_merge:
+        text = text.replace("\n_VLLM_MODELS = {", f"\n{before_merge}\n\n\n_VLLM_MODELS = {{")
+    return {f"{MODELS}/registry.py": text}
+
+
+TOY = '("toy", "ToyV2ForCausalLM")'
+
+
+@pytest.mark.parametrize("tail, needle", [
+    ("_VLLM_MODELS = {k: v for k, v in _plugin_rows()}", "built at run time"),
+    ("_VLLM_MODELS = {**_TEXT_GENERATION_MODELS, **_load()}", "built at run time"),
+    ('_VLLM_MODELS = getattr(_plugins, "MODELS", _VLLM_MODELS)', "built at run time"),
+    (f'for _a, _row in {{"LlamaForCausalLM": {TOY}}}.items():\n    _VLLM_MODELS[_a] = _row', "module-level for"),
+    (f'if _flag():\n    _VLLM_MODELS.update({{"LlamaForCausalLM": {TOY}}})', "module-level if"),
+    (f'def _register():\n    _VLLM_MODELS["LlamaForCausalLM"] = {TOY}\n\n\n_register()', "in _register()"),
+    ("def _swap():\n    global _VLLM_MODELS\n    _VLLM_MODELS = {}", "global _VLLM_MODELS"),
+    (f'def _fill(t):\n    t["LlamaForCausalLM"] = {TOY}\n\n\n_fill(_VLLM_MODELS)', "_fill(_VLLM_MODELS)"),
+    ("import _plugins\n_plugins.extend(_VLLM_MODELS)", "_plugins.extend(_VLLM_MODELS)"),
+    (f'x = _VLLM_MODELS.pop("LlamaForCausalLM")', "pop"),
+], ids=["comprehension", "spread-of-a-call", "getattr", "loop", "branch", "function", "global-in-function",
+        "handed-to-a-function", "handed-to-an-external", "nested-in-an-expression"])
+def test_registry_built_or_changed_at_run_time_is_unknown(tmp_path, tail, needle):
+    res = expect(make_tree(tmp_path, _registry_with(tail)), "unknown", needle)
+    assert any("registry.py:" in f["message"] for f in res["findings"])
+
+
+def test_registry_sub_table_changed_in_a_function_is_unknown(tmp_path):
+    fn = f'def _more():\n    _TEXT_GENERATION_MODELS["LlamaForCausalLM"] = {TOY}\n\n\n_more()'
+    expect(make_tree(tmp_path, _registry_with("", before_merge=fn)), "unknown", "in _more()")
+
+
+@pytest.mark.parametrize("tail", [
+    "ModelRegistry = _ModelRegistry(dict(_VLLM_MODELS))",
+    "_N = len(_VLLM_MODELS)\n_NAMES = sorted(_VLLM_MODELS)",
+    "def _names():\n    return list(_VLLM_MODELS)",
+    "def _local():\n    _VLLM_MODELS = {}\n    _VLLM_MODELS['x'] = 1\n    return _VLLM_MODELS",
+], ids=["copied", "read", "read-in-a-function", "local-of-the-same-name"])
+def test_registry_only_read_keeps_the_verdict(tmp_path, tail):
+    code, res, _ = scan(make_tree(tmp_path, _registry_with(tail)))
+    assert (code, res["verdict"]) == (0, "supported"), res
+
+
+def test_registry_changed_through_an_alias_is_followed(tmp_path):
+    root = make_tree(tmp_path, _registry_with(f'_m = _VLLM_MODELS\n_m["LlamaForCausalLM"] = {TOY}'))
+    res = expect(root, "blocked")
+    assert res["class"].endswith("toy.ToyV2ForCausalLM")
+
+
 @pytest.mark.parametrize("tail", ['del _VLLM_MODELS["LlamaForCausalLM"]', '_VLLM_MODELS.pop("LlamaForCausalLM")'],
                          ids=["del", "pop"])
 def test_registry_entry_removed(tmp_path, tail):
@@ -456,3 +506,21 @@ def test_sglang_entryclass_rebound_in_a_loop_is_unknown(tmp_path):
     root = sglang_tree(tmp_path, {f"{SG_MODELS}/llama.py": SG_LLAMA
                                   + "\nfor EntryClass in ([LlamaForCausalLM],):\n    pass\n"})
     expect(root, "unknown", "for loop", arch="LlamaForCausalLM")
+
+
+@pytest.mark.parametrize("tail, needle", [
+    ("\nEntryClass = [c for c in (LlamaForCausalLM, Phi3ForCausalLM)]\n", "built at run time"),
+    ("\nEntryClass = _pick(LlamaForCausalLM)\n", "built at run time"),
+    ("\nfor _c in (Phi3ForCausalLM,):\n    EntryClass.append(_c)\n", "module-level for"),
+    ("\ndef _drop():\n    EntryClass.remove(LlamaForCausalLM)\n\n\n_drop()\n", "in _drop()"),
+    ("\nif _flag():\n    EntryClass = [Phi3ForCausalLM]\n", "module-level if"),
+], ids=["comprehension", "call", "loop", "function", "branch"])
+def test_sglang_entryclass_built_or_changed_at_run_time_is_unknown(tmp_path, tail, needle):
+    root = sglang_tree(tmp_path, {f"{SG_MODELS}/llama.py": SG_LLAMA + tail})
+    expect(root, "unknown", needle, arch="LlamaForCausalLM")
+
+
+def test_sglang_entryclass_named_in_all_keeps_the_verdict(tmp_path):
+    root = sglang_tree(tmp_path, {f"{SG_MODELS}/llama.py": SG_LLAMA + '\n__all__ = ["EntryClass"]\n'})
+    code, res, _ = scan(root)
+    assert (code, res["verdict"]) == (0, "supported")

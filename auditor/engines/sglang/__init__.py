@@ -6,11 +6,11 @@ beside the vLLM ones, under the same gate ids."""
 from auditor.engines.base import Engine
 from auditor.engines.sglang.drafts import DRAFT_MAP_EXTRACTOR
 from auditor.engines.sglang.facts import CAPTURE_EXTRACTOR, TreeFacts, trace_capture
-from auditor.engines.sglang.registry import ENTRY_EXTRACTOR, MODELS_DIR, Registry
+from auditor.engines.sglang.registry import ENTRY_CHANGES_EXTRACTOR, ENTRY_EXTRACTOR, MODELS_DIR, Registry
 from auditor.engines.sglang.workers import WORKERS_EXTRACTOR
 
 #: The extractors the engine needs in the summary pass.
-EXTRACTORS = (ENTRY_EXTRACTOR, CAPTURE_EXTRACTOR, DRAFT_MAP_EXTRACTOR, WORKERS_EXTRACTOR)
+EXTRACTORS = (ENTRY_EXTRACTOR, ENTRY_CHANGES_EXTRACTOR, CAPTURE_EXTRACTOR, DRAFT_MAP_EXTRACTOR, WORKERS_EXTRACTOR)
 
 
 def _holder(ctx, ref) -> tuple[str | None, str | None]:

@@ -121,13 +121,37 @@ class Registry:
         found = m.extras.get("tables", {})
         tables: dict[str, dict] = found.get("tables", {})
         key_lines: dict[str, int] = found.get("key_lines", {})
-        merged_name = "_VLLM_MODELS" if "_VLLM_MODELS" in tables else None
+        built: dict[str, tuple] = found.get("built", {})
+        merged_name = "_VLLM_MODELS" if "_VLLM_MODELS" in tables or "_VLLM_MODELS" in built else None
         if merged_name is None:
             # the biggest table of (module, class) rows is the merged one
             cands = [k for k, v in tables.items() if _is_arch_table(v)]
             if not cands:
                 raise AuditError(f"no architecture table found in {m.path}")
             merged_name = max(cands, key=lambda k: len(tables[k]))
+        # the merged table as the module ends up with it: built at run time, or rebound behind the
+        # index's back (``global`` in a function, ``globals()``, a loop target, a star import)
+        dynamic = None
+        if merged_name in built:
+            construct, line = built[merged_name]
+            dynamic = f"`{construct}` at {m.path}:{line} (the table is built at run time)"
+            rows: dict = {}
+            for t, v in tables.items():
+                if _is_arch_table(v):
+                    for k, row in v.items():
+                        rows.setdefault(k, row)
+            if not rows:
+                raise AuditError(f"the model registry {merged_name} is built at run time by {dynamic.split(' (')[0]}, "
+                                 "which static analysis cannot follow, and no literal table names an architecture")
+            tables = {**tables, merged_name: rows}
+        marks = m.unfollowable.get(merged_name, []) + m.unfollowable.get("*", [])
+        if dynamic is None and marks:
+            construct, line, _ = marks[0]
+            dynamic = f"{construct} at {m.path}:{line}"
+        lit_line = found.get("lines", {}).get(merged_name, 0)
+        for star, line in m.stars:
+            if dynamic is None and line > lit_line and resolver.star_exports(star, merged_name):
+                dynamic = f"`from {star} import *` at {m.path}:{line}"
         if len(tables[merged_name]) > MAX_ROWS:
             raise AuditError(f"the model registry {m.path} has {len(tables[merged_name])} rows in {merged_name}, more "
                              f"than {MAX_ROWS} (a vLLM release registers under 1000): refusing to audit it")
@@ -143,6 +167,9 @@ class Registry:
             for e in self.entries.values():
                 if key is None or key == e.architecture:
                     e.unfollowable = e.unfollowable or f"`{construct}` at {m.path}:{line}"
+        if dynamic is not None:
+            for e in self.entries.values():
+                e.unfollowable = e.unfollowable or dynamic
         self._configs: dict[str, object] | None = None
 
     def architectures(self) -> list[str]:

@@ -289,6 +289,41 @@ def test_method_replaced_by_the_package_above(tmp_path):
     expect(make_tree(tmp_path, {f"{MODELS}/__init__.py": init + tail}), "unknown", "LlamaModel.forward")
 
 
+# changes made to a class by other modules, or by functions: they run when that module is imported
+# or the function called, which static analysis cannot tell: unknown, naming the construct
+
+@pytest.mark.parametrize("patch, needle", [
+    ("from .llama import LlamaForCausalLM\n\ndel LlamaForCausalLM.set_aux_hidden_state_layers\n",
+     "when vllm.model_executor.models._patch is imported"),
+    ("from . import llama as L\n\n_C = L.LlamaModel\n_C.forward = L.LlamaDecoderLayer.forward\n", "_C.forward"),
+    ('from .llama import LlamaForCausalLM\n\nsetattr(LlamaForCausalLM, "supports_eagle3", False)\n',
+     "setattr(LlamaForCausalLM"),
+    ("def patch():\n    from vllm.model_executor.models.llama import LlamaModel\n    LlamaModel.forward = None\n",
+     "in patch(), when it is called"),
+    ("import vllm.model_executor.models.llama\n\n\ndef patch(name):\n"
+     "    setattr(vllm.model_executor.models.llama.LlamaForCausalLM, name, None)\n", "in patch()"),
+], ids=["del-at-import", "alias", "setattr", "function-local-import", "computed-member"])
+def test_class_changed_by_another_module(tmp_path, patch, needle):
+    res = expect(make_tree(tmp_path, {f"{MODELS}/_patch.py": patch}), "unknown", needle)
+    assert any("_patch.py:" in f["message"] for f in res["findings"])
+
+
+def test_class_changed_by_a_function_of_its_own_module(tmp_path):
+    tail = "\ndef _fwd(self, *a):\n    return a\n\n\ndef _patch():\n    LlamaModel.forward = _fwd\n"
+    expect(make_tree(tmp_path, llama(LLAMA + tail)), "unknown", "in _patch(), when it is called")
+
+
+@pytest.mark.parametrize("other", [
+    "from .llama import LlamaForCausalLM\n\n_fwd = LlamaForCausalLM.forward\n",  # read only
+    "def tag(cls):\n    cls.tagged = True\n    return cls\n",  # a parameter, not the class
+    "class LlamaForCausalLMHelper:\n    pass\n\n\nLlamaForCausalLMHelper.x = 1\n",  # another class
+    "import torch\n\ntorch.LlamaForCausalLM = 1\n",  # an external module's attribute named alike
+], ids=["read", "parameter", "other-class", "external-head"])
+def test_other_modules_that_do_not_change_the_class_keep_the_verdict(tmp_path, other):
+    code, res, _ = scan(make_tree(tmp_path, {f"{MODELS}/_other.py": other}))
+    assert (code, res["verdict"]) == (0, "supported"), res
+
+
 # -- a registry changed after its literal ---------------------------------------------------------
 
 @pytest.mark.parametrize("tail, verdict, needle", [

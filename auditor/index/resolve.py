@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from dataclasses import dataclass, field
 from typing import Mapping, Union
 
@@ -94,6 +95,9 @@ _BUILTINS = {
     "RuntimeError", "type", "bytes", "frozenset", "bool", "NamedTuple", "TypeError", "KeyError",
 }
 
+
+#: An identifier in a module's text (see :meth:`Resolver._mentioning`).
+_IDENTIFIER = re.compile(rb"[A-Za-z_]\w*")
 
 #: Class decorators from outside the tree (the standard library and typing_extensions) that
 #: return the class they decorate, with its members: followed as the identity. Any other
@@ -557,9 +561,11 @@ class Resolver:
     def unfollowable_members(self, ref: ClassRef) -> list[tuple[ClassRef, str, str, str, int]]:
         """Changes to the members of the classes on ``ref``'s MRO that the index cannot follow,
         as ``(class, member or "*", construct, path, line)``: those made in the class's own module
-        after it, and those made to it by the packages above its module (``__init__.py`` files,
-        which run before the class can be used). Changes from other modules, which run only when
-        something imports them, are not seen.
+        after it, those made to it by the packages above its module (``__init__.py`` files, which
+        run before the class can be used), and those made by any other module of the tree, at
+        module level (they run when something imports that module) or in a module-level function
+        (when it is called): static analysis cannot tell whether or when they run
+        (:meth:`changes_from_elsewhere`).
 
         Args:
             ref: the class.
@@ -581,7 +587,86 @@ class Resolver:
                 for head, member, construct, line in pm.foreign_changes if pm is not None else ():
                     if self.resolve_dotted(pm.module, head) == e:
                         out.append((e, member, construct, pm.path, line))
+            out += self.changes_from_elsewhere(e)
         return out
+
+    def changes_from_elsewhere(self, ref: ClassRef) -> list[tuple[ClassRef, str, str, str, int]]:
+        """Changes to the members of the class ``ref`` made by the modules of the tree other than
+        its own module and the packages above it, or by module-level functions (its own module's
+        included), as ``(class, member or "*", construct, path, line)``.
+
+        The modules whose text names the class, under its name or an alias of it (``X = Cls``,
+        ``from m import Cls as X``, followed to a fixed point; :meth:`_mentioning`), are
+        summarised, and a change they record is counted when its head resolves to ``ref``, or
+        cannot be resolved and ends with one of those names.
+        """
+        cache = self.__dict__.setdefault("_elsewhere", {})
+        key = (ref.module, ref.qualname)
+        if key in cache:
+            return cache[key]
+        cache[key] = []
+        name = ref.name
+        own = self.tree.path_of(ref.module)
+        parts = ref.module.split(".")
+        above = {self.tree.path_of(".".join(parts[:i])) for i in range(1, len(parts))}
+        out = []
+        # the names the class may be reached under: its own, then every alias or import that
+        # renames one of them, in the modules that mention it (to a fixed point)
+        names, todo, candidates = {name}, [name], set()
+        while todo and len(names) < 200:
+            n = todo.pop()
+            for p in self._mentioning(n):
+                if p in candidates:
+                    continue
+                candidates.add(p)
+                for bound, b in self.tree.summary(p).bindings.items():
+                    src = b.target.split(".")[-1] if b.kind == "alias" else b.target[1] if b.kind == "import" else None
+                    if src in names and bound not in names:
+                        names.add(bound)
+                        todo.append(bound)
+        for p in sorted(candidates):
+            s = self.tree.summary(p)
+            if not (s.foreign_changes or s.deferred_changes):
+                continue
+            changes = [(h, mm, c, ln, None) for h, mm, c, ln in s.foreign_changes if p != own and p not in above]
+            changes += s.deferred_changes
+            for head, member, construct, line, fn in changes:
+                t = self._head_target(s, head, fn)
+                if isinstance(t, ClassRef):
+                    if (t.module, t.qualname) != (ref.module, ref.qualname):
+                        continue
+                elif head.split(".")[-1] not in names:
+                    continue  # an unresolved head counts only when it is spelled as the class
+                when = f"in {fn}(), when it is called" if fn else f"when {s.module} is imported"
+                out.append((ref, member, f"{construct} ({when})", s.path, line))
+        cache[key] = out
+        return out
+
+    def _head_target(self, s: ModuleSummary, head: str, fn: str | None) -> Target:
+        """What the head of a member change names in module ``s`` (in function ``fn``: its
+        imports first)."""
+        first = head.split(".")[0]
+        ff = s.functions.get(fn) if fn else None
+        if ff is not None and first in ff.local_bindings:
+            local = self._from_binding(s, first, ff.local_bindings[first], frozenset())
+            return self.resolve_dotted(s.module, head, subst=((first, local),))
+        return self.resolve_dotted(s.module, head)
+
+    def _mentioning(self, name: str) -> list[str]:
+        """The modules of the tree whose text holds the identifier ``name``, from an index of
+        every identifier of every module (built on first use: every module is read once)."""
+        index = self.__dict__.get("_mentions")
+        if index is None:
+            index = {}
+            for p in sorted(self.tree.files):
+                for ident in set(_IDENTIFIER.findall(self.tree.read(p))):
+                    got = index.get(ident)
+                    if got is None:
+                        index[ident] = [p]
+                    else:
+                        got.append(p)
+            self.__dict__["_mentions"] = index
+        return index.get(name.encode(), [])
 
     def _from_binding(self, m: ModuleSummary, name: str, b, seen) -> Target:
         if b.kind == "class":

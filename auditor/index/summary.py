@@ -282,6 +282,10 @@ class ModuleSummary:
     #: (``llama.LlamaModel.forward = f``, ``del Imported.m``, ``setattr(Imported, "m", v)``), as
     #: ``(dotted head as written, member or "*", construct, line)``
     foreign_changes: list[tuple[str, str, str, int]] = field(default_factory=list)
+    #: changes to the members of a class made in the body of a module-level function (they run
+    #: when it is called), as ``(dotted head as written, member or "*", construct, line, function
+    #: name)``; heads that are the function's parameters or locals are left out
+    deferred_changes: list[tuple[str, str, str, int, str]] = field(default_factory=list)
 
 
 def module_name_for(path: str) -> tuple[str, bool]:
@@ -1151,6 +1155,39 @@ class _Summarizer:
                 elif isinstance(stmt.value, ast.Call):
                     ff.returns_call.append(_text(stmt.value.func))
         self.s.functions[fn.name] = ff
+        self._deferred(fn, set(params))
+
+    def _deferred(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, params: set[str]) -> None:
+        """Record the member changes ``fn``'s body makes to names it does not own
+        (:attr:`ModuleSummary.deferred_changes`)."""
+        stmts = list(_iter_stmts(fn.body))
+        local = set(params)
+        for st in stmts:
+            if isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)):
+                targets = st.targets if isinstance(st, ast.Assign) else [st.target]
+                local |= {n.id for t in targets if not isinstance(t, ast.Attribute) for n in ast.walk(t)
+                          if isinstance(n, ast.Name)}
+            elif isinstance(st, (ast.With, ast.AsyncWith)):
+                local |= {n.id for i in st.items if i.optional_vars is not None for n in ast.walk(i.optional_vars)
+                          if isinstance(n, ast.Name)}
+        local -= {n for st in stmts if isinstance(st, ast.Global) for n in st.names}
+        local |= {"self", "cls"}
+
+        def record(head: str | None, member: str, construct: str, line: int) -> None:
+            if head is not None and head.split(".")[0] not in local:
+                self.s.deferred_changes.append((head, member, construct[:100], line, fn.name))
+
+        for st in stmts:
+            if isinstance(st, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+                targets = st.targets if isinstance(st, (ast.Assign, ast.Delete)) else [st.target]
+                for t in targets:
+                    if isinstance(t, ast.Attribute):
+                        record(dotted(t.value), t.attr, _text(st), st.lineno)
+            elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) \
+                    and dotted(st.value.func) in ("setattr", "delattr") and st.value.args:
+                key = st.value.args[1] if len(st.value.args) > 1 else None
+                member = key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else "*"
+                record(dotted(st.value.args[0]), member, _text(st), st.lineno)
 
     def _class(self, node: ast.ClassDef, qualname: str, guarded: bool, type_checking: bool) -> ClassFact:
         methods: dict[str, MethodFact] = {}

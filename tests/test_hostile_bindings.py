@@ -390,6 +390,28 @@ def test_registry_changed_through_an_alias_is_followed(tmp_path):
     assert res["class"].endswith("toy.ToyV2ForCausalLM")
 
 
+@pytest.mark.parametrize("plugin, needle", [
+    ('from .registry import ModelRegistry\n\nModelRegistry.register_model("LlamaForCausalLM", "x:Y")\n',
+     "when vllm.model_executor.models._plugin is imported"),
+    ("from vllm.model_executor.models import ModelRegistry\n\n\ndef setup():\n"
+     f'    ModelRegistry.models["LlamaForCausalLM"] = {TOY}\n', "in setup(), when it is called"),
+    ("def setup(arch):\n    from vllm.model_executor import models as me\n\n"
+     "    me.ModelRegistry.register_model(arch, 'x:Y')\n", "me.ModelRegistry.register_model(arch"),
+], ids=["register-at-import", "item-in-a-function", "computed-through-a-local-import"])
+def test_runtime_registry_changed_by_another_module(tmp_path, plugin, needle):
+    res = expect(make_tree(tmp_path, {f"{MODELS}/_plugin.py": plugin}), "unknown", needle)
+    assert any("_plugin.py:" in f["message"] for f in res["findings"])
+
+
+@pytest.mark.parametrize("plugin", [
+    'from .registry import ModelRegistry\n\nModelRegistry.register_model("ToyV3ForCausalLM", "x:Y")\n',
+    "from .registry import ModelRegistry\n\n_ARCHS = ModelRegistry.models.keys()\n",
+], ids=["another-row", "read"])
+def test_runtime_registry_other_rows_or_reads_keep_the_verdict(tmp_path, plugin):
+    code, res, _ = scan(make_tree(tmp_path, {f"{MODELS}/_plugin.py": plugin}))
+    assert (code, res["verdict"]) == (0, "supported"), res
+
+
 @pytest.mark.parametrize("tail", ['del _VLLM_MODELS["LlamaForCausalLM"]', '_VLLM_MODELS.pop("LlamaForCausalLM")'],
                          ids=["del", "pop"])
 def test_registry_entry_removed(tmp_path, tail):

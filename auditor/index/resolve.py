@@ -96,7 +96,7 @@ _BUILTINS = {
 }
 
 
-#: An identifier in a module's text (see :meth:`Resolver._mentioning`).
+#: An identifier in a module's text (see :meth:`Resolver.mentioning`).
 _IDENTIFIER = re.compile(rb"[A-Za-z_]\w*")
 
 #: Class decorators from outside the tree (the standard library and typing_extensions) that
@@ -425,7 +425,7 @@ class Resolver:
         owner = self.resolve_dotted(module, owner_text)
         instance = False
         if not isinstance(owner, ClassRef):
-            owner, instance = self._instance_of(module, owner_text), True
+            owner, instance = self.instance_of(module, owner_text), True
         if not isinstance(owner, ClassRef):
             return None
         hit = self.lookup(owner, meth)
@@ -443,12 +443,34 @@ class Resolver:
             skip = 0  # a plain function read from the class: its first parameter takes the class
         return cref.module, mf, skip, self.tree.module(cref.module).path
 
-    def _instance_of(self, module: str, text: str) -> ClassRef | None:
+    def instance_of(self, module: str, text: str, function: str | None = None) -> ClassRef | None:
         """The tree class of which the module-level name ``text`` (``X`` or ``pkg.mod.X``) seen
-        from ``module`` is an instance (``X = Cls()``, through imports), or None."""
+        from ``module`` is an instance (``X = Cls()``, through imports), or None.
+
+        Args:
+            module: the module the name is read in.
+            text: the dotted name.
+            function: a module-level function of ``module`` the name is read in (its own imports
+                are followed first).
+
+        Returns:
+            The class, or None when the name is not bound to an instance of a tree class in a
+            way static analysis can follow.
+        """
         parts = text.split(".")
         mod, name = module, parts[-1]
-        if len(parts) > 1:
+        fm = self.tree.module(module) if function else None
+        ff = fm.functions.get(function) if fm is not None else None
+        local = ff.local_bindings.get(parts[0]) if ff is not None else None
+        if local is not None and local.kind == "import" and len(parts) == 1:
+            mod, name = local.target
+        elif local is not None and len(parts) > 1:
+            t = self._from_binding(fm, parts[0], local, frozenset())
+            t = self.resolve_dotted(module, ".".join(parts[:-1]), subst=((parts[0], t),))
+            if not isinstance(t, ModuleRef):
+                return None
+            mod = t.module
+        elif len(parts) > 1:
             t = self.resolve_dotted(module, ".".join(parts[:-1]))
             if not isinstance(t, ModuleRef):
                 return None
@@ -596,7 +618,7 @@ class Resolver:
         included), as ``(class, member or "*", construct, path, line)``.
 
         The modules whose text names the class, under its name or an alias of it (``X = Cls``,
-        ``from m import Cls as X``, followed to a fixed point; :meth:`_mentioning`), are
+        ``from m import Cls as X``, followed to a fixed point; :meth:`mentioning`), are
         summarised, and a change they record is counted when its head resolves to ``ref``, or
         cannot be resolved and ends with one of those names.
         """
@@ -615,7 +637,7 @@ class Resolver:
         names, todo, candidates = {name}, [name], set()
         while todo and len(names) < 200:
             n = todo.pop()
-            for p in self._mentioning(n):
+            for p in self.mentioning(n):
                 if p in candidates:
                     continue
                 candidates.add(p)
@@ -652,7 +674,7 @@ class Resolver:
             return self.resolve_dotted(s.module, head, subst=((first, local),))
         return self.resolve_dotted(s.module, head)
 
-    def _mentioning(self, name: str) -> list[str]:
+    def mentioning(self, name: str) -> list[str]:
         """The modules of the tree whose text holds the identifier ``name``, from an index of
         every identifier of every module (built on first use: every module is read once)."""
         index = self.__dict__.get("_mentions")

@@ -286,6 +286,13 @@ class ModuleSummary:
     #: when it is called), as ``(dotted head as written, member or "*", construct, line, function
     #: name)``; heads that are the function's parameters or locals are left out
     deferred_changes: list[tuple[str, str, str, int, str]] = field(default_factory=list)
+    #: calls that may change a container reached through a dotted name (``R.register_model("X",
+    #: ...)``, ``R.update(...)``) and item writes through one (``R.models["X"] = ...``, ``del
+    #: R[k]``), at module level or in a module-level function, as ``(dotted head, method or
+    #: "__setitem__"/"__delitem__", first argument or key when it is a string constant else None,
+    #: construct, line, function name or None)``; heads that are ``self``, ``cls`` or the
+    #: function's own names are left out
+    container_changes: list[tuple[str, str, Any, str, int, str | None]] = field(default_factory=list)
 
 
 def module_name_for(path: str) -> tuple[str, bool]:
@@ -536,6 +543,32 @@ def _iter_stmts(body: list[ast.stmt]):
             stack.extend(reversed(h.body))
         for c in getattr(st, "cases", ()) or ():
             stack.extend(reversed(c.body))
+
+
+#: method names of a call that may change the container it is called on
+_CHANGING_CALLS = frozenset({"update", "pop", "setdefault", "clear", "popitem", "__setitem__", "__delitem__",
+                             "append", "extend", "insert", "remove"})
+
+
+def container_change(st: ast.stmt) -> tuple[str, str, Any] | None:
+    """``(dotted head, method, first argument or key when a string constant)`` when statement
+    ``st`` is a call that may change the container it is called on (a method of
+    :data:`_CHANGING_CALLS` or one whose name starts with ``register``) or an item write or delete
+    through a dotted name; else None."""
+    def key(node):
+        return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+    if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and isinstance(st.value.func, ast.Attribute):
+        f = st.value.func
+        head = dotted(f.value)
+        if head is not None and (f.attr in _CHANGING_CALLS or f.attr.startswith("register")):
+            return head, f.attr, key(st.value.args[0]) if st.value.args else None
+    if isinstance(st, (ast.Assign, ast.AugAssign, ast.Delete)):
+        targets = st.targets if isinstance(st, (ast.Assign, ast.Delete)) else [st.target]
+        for t in targets:
+            if isinstance(t, ast.Subscript) and dotted(t.value) is not None:
+                return dotted(t.value), "__delitem__" if isinstance(st, ast.Delete) else "__setitem__", key(t.slice)
+    return None
 
 
 def _return_entry(value: ast.expr | None, conds: tuple) -> tuple:
@@ -1021,6 +1054,10 @@ class _Summarizer:
 
     def _stmt(self, stmt: ast.stmt, guarded: bool, type_checking: bool) -> None:
         s = self.s
+        if isinstance(stmt, (ast.Expr, ast.Assign, ast.AugAssign, ast.Delete)):
+            cc = container_change(stmt)
+            if cc is not None and cc[0].split(".")[0] not in ("self", "cls"):
+                s.container_changes.append((*cc, _text(stmt)[:100], stmt.lineno, None))
         if isinstance(stmt, ast.ClassDef):
             cf = self._class(stmt, stmt.name, guarded, type_checking)
             self._bind(stmt.name, Binding("class", cf.qualname, stmt.lineno, guarded), type_checking)
@@ -1165,8 +1202,8 @@ class _Summarizer:
         for st in stmts:
             if isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)):
                 targets = st.targets if isinstance(st, ast.Assign) else [st.target]
-                local |= {n.id for t in targets if not isinstance(t, ast.Attribute) for n in ast.walk(t)
-                          if isinstance(n, ast.Name)}
+                local |= {n.id for t in targets for n in ast.walk(t)
+                          if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
             elif isinstance(st, (ast.With, ast.AsyncWith)):
                 local |= {n.id for i in st.items if i.optional_vars is not None for n in ast.walk(i.optional_vars)
                           if isinstance(n, ast.Name)}
@@ -1188,6 +1225,9 @@ class _Summarizer:
                 key = st.value.args[1] if len(st.value.args) > 1 else None
                 member = key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else "*"
                 record(dotted(st.value.args[0]), member, _text(st), st.lineno)
+            cc = container_change(st)
+            if cc is not None and cc[0].split(".")[0] not in local:
+                self.s.container_changes.append((*cc, _text(st)[:100], st.lineno, fn.name))
 
     def _class(self, node: ast.ClassDef, qualname: str, guarded: bool, type_checking: bool) -> ClassFact:
         methods: dict[str, MethodFact] = {}

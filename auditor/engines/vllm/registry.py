@@ -20,6 +20,9 @@ from auditor.index.tables import extract_all_tables
 from auditor.model.errors import AuditError
 
 REGISTRY_MODULE = "vllm.model_executor.models.registry"
+#: The run-time registry object ``registry.py`` builds from its tables (``ModelRegistry =
+#: _ModelRegistry(...)``): what vLLM resolves architectures with.
+RUNTIME_REGISTRY = "ModelRegistry"
 
 #: Evaluates the module-level tables of the model registry and of the HF config registry.
 TABLES_EXTRACTOR = Extractor("tables", extract_all_tables,
@@ -170,7 +173,33 @@ class Registry:
         if dynamic is not None:
             for e in self.entries.values():
                 e.unfollowable = e.unfollowable or dynamic
+        for key, change in self._changed_elsewhere(m.path):
+            for e in self.entries.values():
+                if key is None or key == e.architecture:
+                    e.unfollowable = e.unfollowable or change
         self._configs: dict[str, object] | None = None
+
+    def _changed_elsewhere(self, own: str) -> list[tuple[str | None, str]]:
+        """Rows of the run-time registry (``ModelRegistry``, an instance built in
+        ``registry.py``) changed by other modules of the tree, at module level (when the module
+        is imported) or in a module-level function (when it is called):
+        ``ModelRegistry.register_model("X", ...)``, ``ModelRegistry.models["X"] = ...``; as
+        ``(architecture or None for any row, "`construct` at path:line")``."""
+        r = self.resolver
+        cls = r.instance_of(REGISTRY_MODULE, RUNTIME_REGISTRY)
+        if cls is None:
+            return []
+        out = []
+        for p in r.mentioning(RUNTIME_REGISTRY):
+            if p == own:
+                continue
+            s = r.tree.summary(p)
+            for head, _method, key, construct, line, fn in s.container_changes:
+                owners = [head] + ([head.rsplit(".", 1)[0]] if "." in head else [])
+                if any(r.instance_of(s.module, o, fn) == cls for o in owners):
+                    when = f"in {fn}(), when it is called" if fn else f"when {s.module} is imported"
+                    out.append((key, f"`{construct}` at {s.path}:{line} ({when})"))
+        return out
 
     def architectures(self) -> list[str]:
         """Every registered architecture name, sorted."""

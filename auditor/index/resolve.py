@@ -98,6 +98,9 @@ _BUILTINS = {
 
 #: An identifier in a module's text (see :meth:`Resolver.mentioning`).
 _IDENTIFIER = re.compile(rb"[A-Za-z_]\w*")
+#: How many names :meth:`Resolver.mentioning` looks up by searching the texts before it indexes
+#: every identifier of the tree (a single-target scan asks for a few, a full scan for hundreds).
+_INDEX_AFTER = 40
 
 #: Class decorators from outside the tree (the standard library and typing_extensions) that
 #: return the class they decorate, with its members: followed as the identity. Any other
@@ -638,7 +641,7 @@ class Resolver:
         while todo and len(names) < 200:
             n = todo.pop()
             for p in self.mentioning(n):
-                if p in candidates:
+                if p in candidates or not self._may_change(p, names):
                     continue
                 candidates.add(p)
                 for bound, b in self.tree.summary(p).bindings.items():
@@ -675,20 +678,54 @@ class Resolver:
         return self.resolve_dotted(s.module, head)
 
     def mentioning(self, name: str) -> list[str]:
-        """The modules of the tree whose text holds the identifier ``name``, from an index of
-        every identifier of every module (built on first use: every module is read once)."""
-        index = self.__dict__.get("_mentions")
-        if index is None:
+        """The modules of the tree whose text holds the identifier ``name``. Every module is read
+        once; the first names are looked up by a plain search of the texts, and after
+        :data:`_INDEX_AFTER` of them an index of every identifier of every module answers."""
+        memo = self.__dict__.setdefault("_mentions", {})
+        if name in memo:
+            return memo[name]
+        texts = self.__dict__.get("_texts")
+        if texts is None:
+            texts = self.__dict__["_texts"] = [(p, self.tree.read(p)) for p in sorted(self.tree.files)]
+        index = self.__dict__.get("_ident_index")
+        if index is None and len(memo) >= _INDEX_AFTER:
             index = {}
-            for p in sorted(self.tree.files):
-                for ident in set(_IDENTIFIER.findall(self.tree.read(p))):
+            for p, text in texts:
+                for ident in set(_IDENTIFIER.findall(text)):
                     got = index.get(ident)
                     if got is None:
                         index[ident] = [p]
                     else:
                         got.append(p)
-            self.__dict__["_mentions"] = index
-        return index.get(name.encode(), [])
+            self.__dict__["_ident_index"] = index
+        needle = name.encode()
+        if index is not None:
+            memo[name] = index.get(needle, [])
+        else:
+            pat = re.compile(rb"(?<![\w])" + re.escape(needle) + rb"(?![\w])")
+            memo[name] = [p for p, text in texts if needle in text and pat.search(text)]
+        return memo[name]
+
+    def _may_change(self, path: str, names: set[str]) -> bool:
+        """True when the text of the module at ``path`` may change a member of something named
+        ``names`` (a member write, ``del``, ``setattr``/``delattr`` or an item write on one of
+        them, or a rebinding of one: ``X = N``, ``N as X``): a cheap test before summarising it."""
+        by_path = self.__dict__.get("_texts_by_path")
+        if by_path is None:
+            by_path = self.__dict__["_texts_by_path"] = dict(self.__dict__["_texts"])
+        text = by_path.get(path, b"")
+        pats = self.__dict__.setdefault("_change_patterns", {})
+        key = frozenset(names)
+        if key not in pats:
+            pats[key] = self._change_pattern(names)
+        return pats[key].search(text) is not None
+
+    @staticmethod
+    def _change_pattern(names: set[str]):
+        """The byte pattern of :meth:`_may_change` for ``names``."""
+        alt = b"|".join(re.escape(n.encode()) for n in sorted(names))
+        return re.compile(rb"(?<![\w])(?:" + alt + rb")(?![\w])(?:[ \t]*(?:\.[ \t]*\w+[ \t]*)*(?:[-+*/|&@%]?=(?!=)|\[)"
+                         rb"|[ \t]+as[ \t])|(?:set|del)attr|\bdel[ \t]|=[ \t]*(?:[\w.]*\.)?(?:" + alt + rb")(?![\w.(])")
 
     def _from_binding(self, m: ModuleSummary, name: str, b, seen) -> Target:
         if b.kind == "class":

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass
 
 from auditor.index.resolve import ClassRef, Resolver, Target, Unresolved
@@ -20,6 +21,12 @@ from auditor.index.tables import extract_all_tables
 from auditor.model.errors import AuditError
 
 REGISTRY_MODULE = "vllm.model_executor.models.registry"
+#: What a module's text must hold to change the run-time registry: a changing call or an item
+#: write on it (or on an attribute of it), or a rebinding of it under another name.
+_MAY_CHANGE_REGISTRY = re.compile(rb"ModelRegistry\b(?:\.\w+)*[ \t]*(?:\.[ \t]*(?:register\w*|update|pop|setdefault|"
+                                  rb"clear|popitem|__setitem__|__delitem__)[ \t]*\(|\[|[ \t]+as[ \t])"
+                                  rb"|=[ \t]*(?:[\w.]*\.)?ModelRegistry\b(?![\w.(])|(?:set|del)attr")
+
 #: The run-time registry object ``registry.py`` builds from its tables (``ModelRegistry =
 #: _ModelRegistry(...)``): what vLLM resolves architectures with.
 RUNTIME_REGISTRY = "ModelRegistry"
@@ -191,7 +198,7 @@ class Registry:
             return []
         out = []
         for p in r.mentioning(RUNTIME_REGISTRY):
-            if p == own:
+            if p == own or not _MAY_CHANGE_REGISTRY.search(r.tree.read(p)):
                 continue
             s = r.tree.summary(p)
             for head, _method, key, construct, line, fn in s.container_changes:

@@ -39,8 +39,8 @@ def extract_entry(tree: ast.Module) -> dict | None:
             elts = v.elts if isinstance(v, (ast.List, ast.Tuple)) else [v]
             names = [dotted(e) for e in elts]
             found = {"names": [n for n in names if n], "line": st.lineno, "unreadable": None in names}
-            if None in names:
-                _built(found, st, v)
+            if any(n is None and not isinstance(e, ast.Constant) for n, e in zip(names, elts)):
+                _built(found, st, v)  # a call, a comprehension…: what it holds is known only at run time
         elif found is not None:
             # ``EntryClass.append(X)``, ``.extend([X, Y])``, ``.remove(X)``, ``EntryClass += [X]``
             call = st.value if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) else None
@@ -59,7 +59,7 @@ def extract_entry(tree: ast.Module) -> dict | None:
             else:
                 found["names"] += [n for n in names if n]
             found["unreadable"] = found["unreadable"] or None in names
-            if None in names:
+            if any(n is None and not isinstance(e, ast.Constant) for n, e in zip(names, elts)):
                 _built(found, st, arg if arg is not None else st)
             found["line"] = st.lineno
     return found

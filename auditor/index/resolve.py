@@ -583,7 +583,7 @@ class Resolver:
                 return False
         return True
 
-    def unfollowable_members(self, ref: ClassRef) -> list[tuple[ClassRef, str, str, str, int]]:
+    def unfollowable_members(self, ref: ClassRef, elsewhere: bool = True) -> list[tuple[ClassRef, str, str, str, int]]:
         """Changes to the members of the classes on ``ref``'s MRO that the index cannot follow,
         as ``(class, member or "*", construct, path, line)``: those made in the class's own module
         after it, those made to it by the packages above its module (``__init__.py`` files, which
@@ -594,6 +594,8 @@ class Resolver:
 
         Args:
             ref: the class.
+            elsewhere: also search the other modules and the functions (False: only the class's
+                own module and the packages above it, which costs no extra reading).
 
         Returns:
             The changes, in MRO order (empty when every member is known).
@@ -612,7 +614,8 @@ class Resolver:
                 for head, member, construct, line in pm.foreign_changes if pm is not None else ():
                     if self.resolve_dotted(pm.module, head) == e:
                         out.append((e, member, construct, pm.path, line))
-            out += self.changes_from_elsewhere(e)
+            if elsewhere:
+                out += self.changes_from_elsewhere(e)
         return out
 
     def changes_from_elsewhere(self, ref: ClassRef) -> list[tuple[ClassRef, str, str, str, int]]:

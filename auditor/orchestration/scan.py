@@ -257,7 +257,9 @@ class Auditor:
         if facts.ref is not None and method == "eagle3":
             holder, lm = self.engine.holder(self.ctx, facts.ref)
         if facts.ref is not None:
-            findings += self._unfollowable(facts.ref, holder)
+            # changes from other modules are searched only where they could turn a verdict that
+            # is otherwise supported (the search reads the whole tree)
+            findings += self._unfollowable(facts.ref, holder, elsewhere=verdict_of(findings).value == "supported")
         draft = draft_model(self.ctx, target) if facts.ref is not None and self.engine.name == "vllm" else None
         return TargetResult(
             architecture=spec.architecture,
@@ -276,7 +278,7 @@ class Auditor:
             not_evaluated={g: why for g, why in skipped.items() if g not in evaluated},
         )
 
-    def _unfollowable(self, ref, holder: str | None) -> list[Finding]:
+    def _unfollowable(self, ref, holder: str | None, elsewhere: bool = True) -> list[Finding]:
         """``unknown`` findings for the changes the index cannot follow to the methods of the
         classes on the target's MRO and on its holder model's (``Cls.forward = other`` after the
         class, ``setattr(Cls, name, value)``): a gate that reads such a method cannot be decided."""
@@ -292,7 +294,7 @@ class Auditor:
         out: list[Finding] = []
         seen: set = set()
         for r in refs:
-            for cls, member, construct, path, line in self.resolver.unfollowable_members(r):
+            for cls, member, construct, path, line in self.resolver.unfollowable_members(r, elsewhere):
                 if (path, line) in seen:
                     continue
                 seen.add((path, line))

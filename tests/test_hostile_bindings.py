@@ -157,6 +157,121 @@ def test_identity_class_decorator_keeps_the_verdict(tmp_path):
     assert (code, res["verdict"]) == (0, "supported")
 
 
+# what a class decorator binds: followed through the tree, or unknown (never the class assumed)
+
+def _decorated_with(deco: str, head: str = "", files: dict[str, str] | None = None, cls: str = "LlamaForCausalLM"):
+    """``llama.py`` with ``head`` after its imports and ``@deco`` on ``cls``."""
+    text = LLAMA.replace("from .utils import maybe_prefix", "from .utils import maybe_prefix\n" + head)
+    text = text.replace(f"\nclass {cls}(", f"\n@{deco}\nclass {cls}(")
+    return {**llama(text), **(files or {})}
+
+
+@pytest.mark.parametrize("head, deco, needle", [
+    ("from somewhere_else import swap", "swap", "somewhere_else.swap, from outside the tree"),
+    ("import torch", "torch.compile", "torch.compile, from outside the tree"),
+    ("from somewhere_else import swap", "swap(layers=2)", "somewhere_else.swap, from outside the tree"),
+    ("_DECOS = [lambda c: c]", "_DECOS[0]", "no name static analysis can follow"),
+    ("", "_nowhere", "cannot be followed"),
+], ids=["external-name", "external-attribute", "external-call", "subscript", "unbound"])
+def test_class_decorator_the_tree_cannot_resolve_is_unknown(tmp_path, head, deco, needle):
+    res = expect(make_tree(tmp_path, _decorated_with(deco, head)), "unknown", needle)
+    assert any("llama.py:" in f["message"] for f in res["findings"])
+
+
+def test_class_decorator_on_the_holder_the_tree_cannot_resolve_is_unknown(tmp_path):
+    files = _decorated_with("swap", "from somewhere_else import swap", cls="LlamaModel")
+    expect(make_tree(tmp_path, files), "unknown", "somewhere_else.swap")
+
+
+#: a registry object of the tree, as vLLM's MULTIMODAL_REGISTRY.register_processor(...)
+#: (vllm/multimodal/registry.py): a method returning an inner function that gives its argument back
+REG = """class _Registry:
+    def __init__(self):
+        self.rows = {}
+
+    def register(self, name, *, info=None):
+        def wrapper(model_cls):
+            self.rows[name] = model_cls
+            return model_cls
+
+        return wrapper
+
+    def swap(self, name):
+        def wrapper(model_cls):
+            return LlamaModel
+
+        return wrapper
+
+    def keep(self, model_cls):
+        return model_cls
+
+    @classmethod
+    def tag(cls, name):
+        def wrapper(model_cls):
+            return model_cls
+
+        return wrapper
+
+    @staticmethod
+    def other(model_cls):
+        return _make(model_cls)
+
+
+REGISTRY = _Registry()
+
+
+def register_here(cls):
+    return REGISTRY.register("x", info=1)(cls)
+
+
+def compile_like(cls=None, *, dims=None):
+    def helper(cls):
+        if not hasattr(cls, "forward"):
+            raise TypeError("no forward")
+        return _compile(cls, dims)
+
+    if cls is not None:
+        return helper(cls)
+    return helper
+
+
+def _compile(cls, dims):
+    cls.dims = dims
+    return cls
+
+
+def returns_a_call(cls):
+    return torch.compile(cls)
+
+
+from .llama import LlamaModel  # noqa: E402
+"""
+
+
+@pytest.mark.parametrize("deco", [
+    "REGISTRY.register('llama', info=1)", "_registry.REGISTRY.register('llama')", "REGISTRY.keep",
+    "_Registry.tag('x')", "register_here", "compile_like", "compile_like(dims={'x': 0})", "typing.final",
+], ids=["instance-method-factory", "through-the-module", "instance-method", "classmethod-factory",
+        "factory-applied-in-place", "bare-optional-argument", "called-optional-argument", "stdlib-identity"])
+def test_class_decorator_that_gives_the_class_back_is_followed(tmp_path, deco):
+    head = ("import typing\n\nfrom . import _registry\nfrom ._registry import REGISTRY, _Registry, compile_like, "
+            "register_here\n")
+    root = make_tree(tmp_path, _decorated_with(deco, head, {f"{MODELS}/_registry.py": "import torch\n\n\n" + REG}))
+    code, res, _ = scan(root)
+    assert (code, res["verdict"]) == (0, "supported"), res
+
+
+@pytest.mark.parametrize("deco, verdict, needle", [
+    ("REGISTRY.swap('llama')", "blocked", "does not satisfy"),  # followed: the class it returns
+    ("_Registry.other", "unknown", "may return the result of _make"),
+    ("returns_a_call", "unknown", "may return the result of torch.compile"),
+], ids=["method-returns-another-class", "staticmethod-returns-a-call", "function-returns-an-external-call"])
+def test_class_decorator_that_may_not_give_the_class_back(tmp_path, deco, verdict, needle):
+    head = "from ._registry import REGISTRY, _Registry, returns_a_call\n"
+    root = make_tree(tmp_path, _decorated_with(deco, head, {f"{MODELS}/_registry.py": "import torch\n\n\n" + REG}))
+    expect(root, verdict, needle)
+
+
 def test_method_replaced_after_the_class(tmp_path):
     # followed: the holder's forward becomes the decoder layer's, which captures nothing
     expect(make_tree(tmp_path, llama(LLAMA + "\nLlamaModel.forward = LlamaDecoderLayer.forward\n")), "blocked",
@@ -174,6 +289,41 @@ def test_method_replaced_by_the_package_above(tmp_path):
     expect(make_tree(tmp_path, {f"{MODELS}/__init__.py": init + tail}), "unknown", "LlamaModel.forward")
 
 
+# changes made to a class by other modules, or by functions: they run when that module is imported
+# or the function called, which static analysis cannot tell: unknown, naming the construct
+
+@pytest.mark.parametrize("patch, needle", [
+    ("from .llama import LlamaForCausalLM\n\ndel LlamaForCausalLM.set_aux_hidden_state_layers\n",
+     "when vllm.model_executor.models._patch is imported"),
+    ("from . import llama as L\n\n_C = L.LlamaModel\n_C.forward = L.LlamaDecoderLayer.forward\n", "_C.forward"),
+    ('from .llama import LlamaForCausalLM\n\nsetattr(LlamaForCausalLM, "supports_eagle3", False)\n',
+     "setattr(LlamaForCausalLM"),
+    ("def patch():\n    from vllm.model_executor.models.llama import LlamaModel\n    LlamaModel.forward = None\n",
+     "in patch(), when it is called"),
+    ("import vllm.model_executor.models.llama\n\n\ndef patch(name):\n"
+     "    setattr(vllm.model_executor.models.llama.LlamaForCausalLM, name, None)\n", "in patch()"),
+], ids=["del-at-import", "alias", "setattr", "function-local-import", "computed-member"])
+def test_class_changed_by_another_module(tmp_path, patch, needle):
+    res = expect(make_tree(tmp_path, {f"{MODELS}/_patch.py": patch}), "unknown", needle)
+    assert any("_patch.py:" in f["message"] for f in res["findings"])
+
+
+def test_class_changed_by_a_function_of_its_own_module(tmp_path):
+    tail = "\ndef _fwd(self, *a):\n    return a\n\n\ndef _patch():\n    LlamaModel.forward = _fwd\n"
+    expect(make_tree(tmp_path, llama(LLAMA + tail)), "unknown", "in _patch(), when it is called")
+
+
+@pytest.mark.parametrize("other", [
+    "from .llama import LlamaForCausalLM\n\n_fwd = LlamaForCausalLM.forward\n",  # read only
+    "def tag(cls):\n    cls.tagged = True\n    return cls\n",  # a parameter, not the class
+    "class LlamaForCausalLMHelper:\n    pass\n\n\nLlamaForCausalLMHelper.x = 1\n",  # another class
+    "import torch\n\ntorch.LlamaForCausalLM = 1\n",  # an external module's attribute named alike
+], ids=["read", "parameter", "other-class", "external-head"])
+def test_other_modules_that_do_not_change_the_class_keep_the_verdict(tmp_path, other):
+    code, res, _ = scan(make_tree(tmp_path, {f"{MODELS}/_other.py": other}))
+    assert (code, res["verdict"]) == (0, "supported"), res
+
+
 # -- a registry changed after its literal ---------------------------------------------------------
 
 @pytest.mark.parametrize("tail, verdict, needle", [
@@ -188,6 +338,78 @@ def test_registry_entry_repointed(tmp_path, tail, verdict, needle):
     res = expect(root, verdict, needle)
     if verdict == "blocked":
         assert res["class"].endswith("toy.ToyV2ForCausalLM")
+
+
+def _registry_with(tail: str, before_merge: str = "") -> dict[str, str]:
+    text = REGISTRY.replace("\n\nclass _ModelRegistry", f"\n{tail}\n\n\nclass _ModelRegistry")
+    if before_merge:
+        text = text.replace("\n_VLLM_MODELS = {", f"\n{before_merge}\n\n\n_VLLM_MODELS = {{")
+    return {f"{MODELS}/registry.py": text}
+
+
+TOY = '("toy", "ToyV2ForCausalLM")'
+
+
+@pytest.mark.parametrize("tail, needle", [
+    ("_VLLM_MODELS = {k: v for k, v in _plugin_rows()}", "built at run time"),
+    ("_VLLM_MODELS = {**_TEXT_GENERATION_MODELS, **_load()}", "built at run time"),
+    ('_VLLM_MODELS = getattr(_plugins, "MODELS", _VLLM_MODELS)', "built at run time"),
+    (f'for _a, _row in {{"LlamaForCausalLM": {TOY}}}.items():\n    _VLLM_MODELS[_a] = _row', "module-level for"),
+    (f'if _flag():\n    _VLLM_MODELS.update({{"LlamaForCausalLM": {TOY}}})', "module-level if"),
+    (f'def _register():\n    _VLLM_MODELS["LlamaForCausalLM"] = {TOY}\n\n\n_register()', "in _register()"),
+    ("def _swap():\n    global _VLLM_MODELS\n    _VLLM_MODELS = {}", "global _VLLM_MODELS"),
+    (f'def _fill(t):\n    t["LlamaForCausalLM"] = {TOY}\n\n\n_fill(_VLLM_MODELS)', "_fill(_VLLM_MODELS)"),
+    ("import _plugins\n_plugins.extend(_VLLM_MODELS)", "_plugins.extend(_VLLM_MODELS)"),
+    (f'x = _VLLM_MODELS.pop("LlamaForCausalLM")', "pop"),
+], ids=["comprehension", "spread-of-a-call", "getattr", "loop", "branch", "function", "global-in-function",
+        "handed-to-a-function", "handed-to-an-external", "nested-in-an-expression"])
+def test_registry_built_or_changed_at_run_time_is_unknown(tmp_path, tail, needle):
+    res = expect(make_tree(tmp_path, _registry_with(tail)), "unknown", needle)
+    assert any("registry.py:" in f["message"] for f in res["findings"])
+
+
+def test_registry_sub_table_changed_in_a_function_is_unknown(tmp_path):
+    fn = f'def _more():\n    _TEXT_GENERATION_MODELS["LlamaForCausalLM"] = {TOY}\n\n\n_more()'
+    expect(make_tree(tmp_path, _registry_with("", before_merge=fn)), "unknown", "in _more()")
+
+
+@pytest.mark.parametrize("tail", [
+    "ModelRegistry = _ModelRegistry(dict(_VLLM_MODELS))",
+    "_N = len(_VLLM_MODELS)\n_NAMES = sorted(_VLLM_MODELS)",
+    "def _names():\n    return list(_VLLM_MODELS)",
+    "def _local():\n    _VLLM_MODELS = {}\n    _VLLM_MODELS['x'] = 1\n    return _VLLM_MODELS",
+], ids=["copied", "read", "read-in-a-function", "local-of-the-same-name"])
+def test_registry_only_read_keeps_the_verdict(tmp_path, tail):
+    code, res, _ = scan(make_tree(tmp_path, _registry_with(tail)))
+    assert (code, res["verdict"]) == (0, "supported"), res
+
+
+def test_registry_changed_through_an_alias_is_followed(tmp_path):
+    root = make_tree(tmp_path, _registry_with(f'_m = _VLLM_MODELS\n_m["LlamaForCausalLM"] = {TOY}'))
+    res = expect(root, "blocked")
+    assert res["class"].endswith("toy.ToyV2ForCausalLM")
+
+
+@pytest.mark.parametrize("plugin, needle", [
+    ('from .registry import ModelRegistry\n\nModelRegistry.register_model("LlamaForCausalLM", "x:Y")\n',
+     "when vllm.model_executor.models._plugin is imported"),
+    ("from vllm.model_executor.models import ModelRegistry\n\n\ndef setup():\n"
+     f'    ModelRegistry.models["LlamaForCausalLM"] = {TOY}\n', "in setup(), when it is called"),
+    ("def setup(arch):\n    from vllm.model_executor import models as me\n\n"
+     "    me.ModelRegistry.register_model(arch, 'x:Y')\n", "me.ModelRegistry.register_model(arch"),
+], ids=["register-at-import", "item-in-a-function", "computed-through-a-local-import"])
+def test_runtime_registry_changed_by_another_module(tmp_path, plugin, needle):
+    res = expect(make_tree(tmp_path, {f"{MODELS}/_plugin.py": plugin}), "unknown", needle)
+    assert any("_plugin.py:" in f["message"] for f in res["findings"])
+
+
+@pytest.mark.parametrize("plugin", [
+    'from .registry import ModelRegistry\n\nModelRegistry.register_model("ToyV3ForCausalLM", "x:Y")\n',
+    "from .registry import ModelRegistry\n\n_ARCHS = ModelRegistry.models.keys()\n",
+], ids=["another-row", "read"])
+def test_runtime_registry_other_rows_or_reads_keep_the_verdict(tmp_path, plugin):
+    code, res, _ = scan(make_tree(tmp_path, {f"{MODELS}/_plugin.py": plugin}))
+    assert (code, res["verdict"]) == (0, "supported"), res
 
 
 @pytest.mark.parametrize("tail", ['del _VLLM_MODELS["LlamaForCausalLM"]', '_VLLM_MODELS.pop("LlamaForCausalLM")'],
@@ -341,3 +563,21 @@ def test_sglang_entryclass_rebound_in_a_loop_is_unknown(tmp_path):
     root = sglang_tree(tmp_path, {f"{SG_MODELS}/llama.py": SG_LLAMA
                                   + "\nfor EntryClass in ([LlamaForCausalLM],):\n    pass\n"})
     expect(root, "unknown", "for loop", arch="LlamaForCausalLM")
+
+
+@pytest.mark.parametrize("tail, needle", [
+    ("\nEntryClass = [c for c in (LlamaForCausalLM, Phi3ForCausalLM)]\n", "built at run time"),
+    ("\nEntryClass = _pick(LlamaForCausalLM)\n", "built at run time"),
+    ("\nfor _c in (Phi3ForCausalLM,):\n    EntryClass.append(_c)\n", "module-level for"),
+    ("\ndef _drop():\n    EntryClass.remove(LlamaForCausalLM)\n\n\n_drop()\n", "in _drop()"),
+    ("\nif _flag():\n    EntryClass = [Phi3ForCausalLM]\n", "module-level if"),
+], ids=["comprehension", "call", "loop", "function", "branch"])
+def test_sglang_entryclass_built_or_changed_at_run_time_is_unknown(tmp_path, tail, needle):
+    root = sglang_tree(tmp_path, {f"{SG_MODELS}/llama.py": SG_LLAMA + tail})
+    expect(root, "unknown", needle, arch="LlamaForCausalLM")
+
+
+def test_sglang_entryclass_named_in_all_keeps_the_verdict(tmp_path):
+    root = sglang_tree(tmp_path, {f"{SG_MODELS}/llama.py": SG_LLAMA + '\n__all__ = ["EntryClass"]\n'})
+    code, res, _ = scan(root)
+    assert (code, res["verdict"]) == (0, "supported")

@@ -6,7 +6,8 @@ Trees with known verdicts (fixtures/minivllm: ``LlamaForCausalLM`` supported,
 
 - semantics-preserving rewrites (the class behind an alias, the module re-exporting it from
   another module, a star import of it, the module split into a package, unrelated names bound by
-  loops, ``with`` and tuple unpacking) must leave the verdict unchanged;
+  loops, ``with`` and tuple unpacking, the classes under identity decorators written as vLLM's
+  own are) must leave the verdict unchanged;
 - one semantics-changing rewrite from issue 20's catalog, on top of any preserving layout, must
   change a ``supported`` verdict (to ``blocked`` or ``unknown``), never leave it ``supported``.
 """
@@ -71,15 +72,60 @@ CATALOG = {
     "allowlist-clear": {"spec": "eagle3_target_supported.clear()"},
     "allowlist-remove": {"spec": 'eagle3_target_supported.remove("llama")'},
     "eagle3-refused": {"spec_head": 'if self.method == "eagle3":\n            raise ValueError("no")'},
+    # a class decorator the tree cannot follow, or one that may not give the class back
+    "external-decorator": {"replace": ("class LlamaModel(nn.Module):",
+                                       "import _ext\n\n\n@_ext.swap\nclass LlamaModel(nn.Module):")},
+    "decorator-returns-a-call": {"replace": ("class LlamaModel(nn.Module):",
+                                             "def _wrap(cls):\n    return torch.compile(cls)\n\n\n"
+                                             "@_wrap\nclass LlamaModel(nn.Module):")},
+    # changed by another module (when it is imported) or by a function (when it is called)
+    "patched-by-another-module": {"files": {f"{MODELS}/_patch.py": f"from {PKG}.llama import LlamaForCausalLM\n\n"
+                                                                    "del LlamaForCausalLM.set_aux_hidden_state_layers\n"}},
+    "patched-in-a-function": {"tail": "def _patch():\n    LlamaModel.forward = None"},
+    # a registry built or changed at run time
+    "registry-built": {"registry": "_VLLM_MODELS = {k: v for k, v in _rows()}"},
+    "registry-in-a-function": {"registry": 'def _reg():\n    _VLLM_MODELS["LlamaForCausalLM"] = ("toy", "ToyV2ForCausalLM")'},
+    "registry-in-a-loop": {"registry": "for _k in _keys():\n    _VLLM_MODELS.pop(_k)"},
 }
+
+#: class decorators that give the class back, as vLLM's own are written (a registry instance's
+#: method returning an inner function, an optional-argument decorator): followed, no change
+IDENTITY = """
+
+class _Reg:
+    def register(self, name, *, info=None):
+        def wrapper(model_cls):
+            return model_cls
+
+        return wrapper
+
+
+_REG = _Reg()
+
+
+def _compile(cls=None, *, dims=None):
+    def helper(cls):
+        return cls
+
+    if cls is not None:
+        return helper(cls)
+    return helper
+"""
 
 LAYOUTS = ("module", "re-export", "star", "package")
 
 
-def build(root: Path, layout: str, alias: bool, harmless: list[str], change: str | None) -> Path:
+def build(root: Path, layout: str, alias: bool, harmless: list[str], change: str | None,
+          decorate: bool = False) -> Path:
     """A minivllm tree whose ``llama`` module has ``layout``, the class behind an alias or not,
-    the ``harmless`` statements and the catalog ``change`` (None: none)."""
+    the ``harmless`` statements, the catalog ``change`` (None: none) and, with ``decorate``, the
+    target and its holder under identity decorators of the tree."""
     text = LLAMA
+    if decorate:
+        text = text.replace("\n\nclass LlamaDecoderLayer(", IDENTITY + "\n\nclass LlamaDecoderLayer(")
+        text = text.replace("\nclass LlamaModel(", "\n@_compile\nclass LlamaModel(")
+        text = text.replace("\nclass LlamaForCausalLM(", "\n@_REG.register('llama', info=1)\n@_compile(dims=1)"
+                                                        "\nclass LlamaForCausalLM(")
     if alias:
         text = text.replace("class LlamaForCausalLM(", "class _LlamaImpl(") + "\n\nLlamaForCausalLM = _LlamaImpl\n"
     c = CATALOG.get(change, {}) if change else {}
@@ -120,20 +166,21 @@ harmless = st.lists(st.sampled_from(HARMLESS), max_size=3, unique=True)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(layout=layouts, alias=st.booleans(), extra=harmless,
+@given(layout=layouts, alias=st.booleans(), extra=harmless, decorate=st.booleans(),
        arch=st.sampled_from([("LlamaForCausalLM", "supported"), ("ToyV2ForCausalLM", "blocked")]))
-def test_semantics_preserving_rewrites_keep_the_verdict(layout, alias, extra, arch):
+def test_semantics_preserving_rewrites_keep_the_verdict(layout, alias, extra, decorate, arch):
     with tempfile.TemporaryDirectory() as d:
-        root = build(Path(d), layout, alias, extra, None)
-        assert verdict(root, arch[0]) == arch[1], (layout, alias, extra)
+        root = build(Path(d), layout, alias, extra, None, decorate)
+        assert verdict(root, arch[0]) == arch[1], (layout, alias, extra, decorate)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(layout=layouts, alias=st.booleans(), extra=harmless, change=st.sampled_from(sorted(CATALOG)))
-def test_semantics_changing_rewrites_never_stay_supported(layout, alias, extra, change):
+@given(layout=layouts, alias=st.booleans(), extra=harmless, decorate=st.booleans(),
+       change=st.sampled_from(sorted(CATALOG)))
+def test_semantics_changing_rewrites_never_stay_supported(layout, alias, extra, decorate, change):
     with tempfile.TemporaryDirectory() as d:
-        root = build(Path(d), layout, alias, extra, change)
-        assert verdict(root, "LlamaForCausalLM") in ("blocked", "unknown"), (layout, alias, extra, change)
+        root = build(Path(d), layout, alias, extra, change, decorate)
+        assert verdict(root, "LlamaForCausalLM") in ("blocked", "unknown"), (layout, alias, extra, decorate, change)
 
 
 def test_every_catalog_change_is_caught_in_the_plain_layout(tmp_path):
@@ -141,3 +188,16 @@ def test_every_catalog_change_is_caught_in_the_plain_layout(tmp_path):
     for change in sorted(CATALOG):
         root = build(tmp_path / change, "module", False, [], change)
         assert verdict(root, "LlamaForCausalLM") in ("blocked", "unknown"), change
+
+
+def test_decorator_patch_and_registry_changes_are_caught_in_every_layout(tmp_path):
+    """The catalog entries that reach the class through other names or other modules (an
+    alias of the class, a re-export, a star import, a package), exhaustively over the layouts:
+    sampling once missed the star layout with an aliased class patched from another module."""
+    changes = ["external-decorator", "decorator-returns-a-call", "patched-by-another-module", "patched-in-a-function",
+               "registry-built", "registry-in-a-function", "registry-in-a-loop"]
+    for change in changes:
+        for layout in LAYOUTS:
+            for alias in (False, True):
+                root = build(tmp_path / f"{change}-{layout}-{alias}", layout, alias, [], change, decorate=alias)
+                assert verdict(root, "LlamaForCausalLM") in ("blocked", "unknown"), (change, layout, alias)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from dataclasses import dataclass, field
 from typing import Mapping, Union
 
@@ -93,6 +94,42 @@ _BUILTINS = {
     "object", "int", "str", "float", "dict", "list", "tuple", "set", "Exception", "ValueError",
     "RuntimeError", "type", "bytes", "frozenset", "bool", "NamedTuple", "TypeError", "KeyError",
 }
+
+
+#: An identifier in a module's text (see :meth:`Resolver.mentioning`).
+_IDENTIFIER = re.compile(rb"[A-Za-z_]\w*")
+#: How many names :meth:`Resolver.mentioning` looks up by searching the texts before it indexes
+#: every identifier of the tree (a single-target scan asks for a few, a full scan for hundreds).
+_INDEX_AFTER = 40
+
+#: Class decorators from outside the tree (the standard library and typing_extensions) that
+#: return the class they decorate, with its members: followed as the identity. Any other
+#: decorator from outside the tree makes what the class statement binds unknown.
+IDENTITY_DECORATORS = frozenset({
+    "dataclasses.dataclass", "typing.runtime_checkable", "typing_extensions.runtime_checkable", "typing.final",
+    "typing_extensions.final", "functools.total_ordering", "enum.unique", "typing.type_check_only",
+    "typing_extensions.deprecated", "warnings.deprecated",
+    # huggingface_hub's strict dataclasses (documented as the standard dataclass with validation
+    # added): every HF config class of transformers 5 is decorated with it
+    "huggingface_hub.dataclasses.strict",
+})
+
+
+def _param_test(text: str, bind: dict) -> bool | None:
+    """The truth of an ``if`` test on a parameter bound in ``bind`` (``"cls"``: a class,
+    ``"none"``: None): ``p``, ``not p``, ``p is None``, ``p is not None``; None otherwise."""
+    node = _parse_test(text)
+    neg = False
+    while isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        node, neg = node.operand, not neg
+    val = None
+    if isinstance(node, ast.Name) and node.id in bind:
+        val = bind[node.id] == "cls"
+    elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.left, ast.Name) \
+            and node.left.id in bind and isinstance(node.comparators[0], ast.Constant) \
+            and node.comparators[0].value is None and isinstance(node.ops[0], (ast.Is, ast.IsNot)):
+        val = (bind[node.left.id] == "none") == isinstance(node.ops[0], ast.Is)
+    return None if val is None else val != neg
 
 
 @dataclass
@@ -322,45 +359,243 @@ class Resolver:
         return cache[key]
 
     def _apply_decorators(self, m: ModuleSummary, c: ClassFact, ref: ClassRef, seen) -> Target:
-        for deco in reversed(c.decorators):
+        """Run ``c``'s decorators, innermost first, over ``ref``: each must be followed to the
+        class it gives back (see :meth:`_through_decorator`), else the result is Unresolved."""
+        for i in reversed(range(len(c.decorators))):
+            deco = c.decorators[i]
+            call = c.decorator_calls[i] if i < len(c.decorator_calls) else None
             name = deco.removesuffix("(...)")
             if not all(p.isidentifier() for p in name.split(".")):
-                continue
-            f = self.resolve_dotted(m.module, name, seen)
-            if not isinstance(f, FunctionRef):
-                continue  # external decorators and registry methods give the class back
+                return Unresolved(ref.dotted, f"the class decorator `@{deco}` ({m.path}:{c.line}) is no name static "
+                                              "analysis can follow: what it binds the class name to is not known")
+            out = self._through_decorator(m.module, f"{m.path}:{c.line}", name, deco.endswith("(...)"), call, ref, seen)
+            if isinstance(out, Unresolved):
+                return out
+            ref = out
+        return ref
+
+    def _through_decorator(self, module: str, where: str, name: str, is_call: bool, call, ref: ClassRef,
+                           seen, depth: int = 0) -> ClassRef | Unresolved:
+        """The class one decorator ``@name`` (``@name(...)`` when ``is_call``, with ``call`` =
+        ``(positional count, keyword names)``) gives back for ``ref``.
+
+        Followed: a function of the tree (its returns, through the functions it calls with the
+        class), a method of a class or of a module-level instance of the tree
+        (``@MULTIMODAL_REGISTRY.register_processor(...)``, vLLM ``vllm/multimodal/registry.py``),
+        and the decorators of :data:`IDENTITY_DECORATORS`. Anything else — a decorator from
+        outside the tree, a name the tree cannot bind, a function that may return something else
+        — is Unresolved, naming the decorator and ``where`` (the class's ``file:line``).
+        """
+        f = self.resolve_dotted(module, name, seen)
+        if isinstance(f, External):
+            if f.name in IDENTITY_DECORATORS:
+                return ref
+            return Unresolved(ref.dotted, f"the class decorator @{name} ({where}) is {f.name}, from outside the tree: "
+                                          "what it binds the class name to is not known")
+        skip = 0
+        if isinstance(f, FunctionRef):
             fm = self.tree.module(f.module)
             ff = fm.functions.get(f.name) if fm else None
             if ff is None:
-                continue
-            if deco.endswith("(...)"):
-                returns = [r for inner in ff.returns if inner in ff.inner_returns for r in ff.inner_returns[inner]]
-            elif ff.returns_local_class and ff.params:
-                ref = ClassRef(f.module, ff.returns_local_class, ((ff.params[0], ref),))
-                continue
-            else:
-                returns = ff.returns
-            found = [self.resolve_dotted(f.module, r, seen) for r in returns
-                     if all(p.isidentifier() for p in r.split("."))]
-            classes = [t for t in found if isinstance(t, ClassRef)]
-            if not classes:
-                continue
-            if len(classes) == len(returns) and len(set(classes)) == 1:
-                ref = classes[0]
-            else:
-                return Unresolved(ref.dotted, f"the class decorator {name} ({fm.path}:{ff.line}) may return another "
-                                              "class than the one it decorates")
-        return ref
+                return Unresolved(ref.dotted, f"the class decorator @{name} ({where}) is not found in the tree")
+            if not is_call and ff.returns_local_class and ff.params:
+                return ClassRef(f.module, ff.returns_local_class, ((ff.params[0], ref),))
+            fact, module, label = ff.gives, f.module, f"{name} ({fm.path}:{ff.line})"
+        else:
+            meth = self._method_of(module, name)
+            if meth is None:
+                why = f.reason if isinstance(f, Unresolved) else f"it names a {type(f).__name__.removesuffix('Ref').lower()}"
+                return Unresolved(ref.dotted, f"the class decorator @{name} ({where}) cannot be followed ({why}): what "
+                                              "it binds the class name to is not known")
+            module, mf, skip, path = meth
+            fact, label = mf.gives, f"{name} ({path}:{mf.line})"
+        if fact is None:
+            return Unresolved(ref.dotted, f"the class decorator @{label} is not summarised")
+        got = self._decorator_result(fact, module, skip, is_call, call, ref, depth=depth)
+        if isinstance(got, ClassRef):
+            return got
+        if isinstance(got, Unresolved):
+            return got
+        return Unresolved(ref.dotted, f"the class decorator {label} of {ref.name} ({where}) {got}")
 
-    def unfollowable_members(self, ref: ClassRef) -> list[tuple[ClassRef, str, str, str, int]]:
+    def _method_of(self, module: str, text: str):
+        """``(module, MethodFact, parameters bound before the class, path)`` of the method a
+        dotted decorator names (``Cls.register``, ``REGISTRY.register_processor``, with
+        ``REGISTRY = Registry()`` bound in the tree), or None."""
+        owner_text, _, meth = text.rpartition(".")
+        if not owner_text:
+            return None
+        owner = self.resolve_dotted(module, owner_text)
+        instance = False
+        if not isinstance(owner, ClassRef):
+            owner, instance = self.instance_of(module, owner_text), True
+        if not isinstance(owner, ClassRef):
+            return None
+        hit = self.lookup(owner, meth)
+        if hit is None or not isinstance(hit[1], MethodFact):
+            return None
+        cref, mf = hit
+        if any(mm in (meth, "*") for e in self.mro(owner).entries if isinstance(e, ClassRef)
+               for mm, _, _ in (self.cls(e).unfollowable if self.cls(e) else ())):
+            return None  # the member is changed after its class in a way not followed
+        if "staticmethod" in mf.decorators:
+            skip = 0
+        elif "classmethod" in mf.decorators or instance:
+            skip = 1
+        else:
+            skip = 0  # a plain function read from the class: its first parameter takes the class
+        return cref.module, mf, skip, self.tree.module(cref.module).path
+
+    def instance_of(self, module: str, text: str, function: str | None = None) -> ClassRef | None:
+        """The tree class of which the module-level name ``text`` (``X`` or ``pkg.mod.X``) seen
+        from ``module`` is an instance (``X = Cls()``, through imports), or None.
+
+        Args:
+            module: the module the name is read in.
+            text: the dotted name.
+            function: a module-level function of ``module`` the name is read in (its own imports
+                are followed first).
+
+        Returns:
+            The class, or None when the name is not bound to an instance of a tree class in a
+            way static analysis can follow.
+        """
+        parts = text.split(".")
+        mod, name = module, parts[-1]
+        fm = self.tree.module(module) if function else None
+        ff = fm.functions.get(function) if fm is not None else None
+        local = ff.local_bindings.get(parts[0]) if ff is not None else None
+        if local is not None and local.kind == "import" and len(parts) == 1:
+            mod, name = local.target
+        elif local is not None and len(parts) > 1:
+            t = self._from_binding(fm, parts[0], local, frozenset())
+            t = self.resolve_dotted(module, ".".join(parts[:-1]), subst=((parts[0], t),))
+            if not isinstance(t, ModuleRef):
+                return None
+            mod = t.module
+        elif len(parts) > 1:
+            t = self.resolve_dotted(module, ".".join(parts[:-1]))
+            if not isinstance(t, ModuleRef):
+                return None
+            mod = t.module
+        for _ in range(20):
+            sm = self.tree.module(mod)
+            b = sm.bindings.get(name) if sm is not None else None
+            if b is None or name in sm.unfollowable or "*" in sm.unfollowable or name in sm.cond_bindings \
+                    or any(line > b.line for _, line in sm.stars):
+                return None
+            if b.kind == "import":
+                mod, name = b.target
+                continue
+            if b.kind == "factory":
+                t = self.resolve_dotted(mod, b.target[0])
+                return t if isinstance(t, ClassRef) else None
+            return None
+        return None
+
+    def _decorator_result(self, fact, module: str, skip: int, is_call: bool, call, ref: ClassRef, scopes=(),
+                          depth: int = 0):
+        """What a decorator described by ``fact`` gives back for ``ref``: a ClassRef, or the
+        reason it cannot be followed (a phrase, or the Unresolved of a decorator it applies)."""
+        params = fact.params[skip:]
+        if not is_call:
+            if not params:
+                return "takes no argument"
+            bind = {params[0]: "cls"}
+            bind.update({p: "none" for p in params[1:] if fact.defaults.get(p) == "None"})
+            return self._returned(fact, module, bind, [fact.inner, *scopes], ref, depth)
+        npos, kws = call if call is not None else (len(params), [p for p in params])
+        bind = {p: "none" for k, p in enumerate(params)
+                if k >= npos and p not in kws and "**" not in kws and fact.defaults.get(p) == "None"}
+        out = set()
+        for kind, text, _args, conds, *_ in fact.returns:
+            if not self._may_run(conds, bind):
+                continue
+            inner = fact.inner.get(text) if kind == "name" else None
+            if inner is None:
+                return f"may return {text}, not a decorator static analysis can follow"
+            got = self._decorator_result(inner, module, 0, False, None, ref, (fact.inner, *scopes), depth)
+            if not isinstance(got, ClassRef):
+                return got
+            out.add(got)
+        if len(out) != 1:
+            return "never returns a decorator" if not out else "may return another class than the one it decorates"
+        return out.pop()
+
+    def _returned(self, fact, module: str, bind: dict, scopes: list, ref: ClassRef, depth: int):
+        """What a function described by ``fact`` returns when its parameters are bound as
+        ``bind`` (``"cls"``: the decorated class, ``"none"``: None): a ClassRef, or the reason."""
+        out = set()
+        for kind, text, args, conds, *more in fact.returns:
+            if not self._may_run(conds, bind):
+                continue
+            if kind == "decorate" and depth < 8 and [bind.get(a) for a in args] == ["cls"]:
+                # ``return FACTORY(...)(cls)``: the factory's decorator applied to the class
+                got = self._through_decorator(module, f"returned by {text}(...)(...)", text, True, more[0] if more
+                                              else None, ref, frozenset(), depth + 1)
+                if isinstance(got, ClassRef):
+                    out.add(got)
+                    continue
+                return got
+            if kind == "name" and bind.get(text) == "cls":
+                out.add(ref)
+                continue
+            if kind == "name" and text not in fact.params:
+                t = self.resolve_dotted(module, text)
+                if isinstance(t, ClassRef):
+                    out.add(t)
+                    continue
+            if kind == "call" and depth < 8:
+                got = self._returned_by_call(text, args, module, bind, scopes, ref, depth)
+                if isinstance(got, ClassRef):
+                    out.add(got)
+                    continue
+                return got
+            return f"may return {text}, not the class it decorates"
+        if len(out) != 1:
+            return "never returns" if not out else "may return another class than the one it decorates"
+        return out.pop()
+
+    def _returned_by_call(self, callee: str, args: tuple, module: str, bind: dict, scopes: list, ref: ClassRef,
+                          depth: int):
+        """What ``return callee(*args)`` gives back, when the call hands the class on."""
+        hands = [j for j, a in enumerate(args) if bind.get(a) == "cls"]
+        fact = next((sc[callee] for sc in scopes if callee in sc), None)
+        cmod, cscopes = module, scopes
+        if fact is None:
+            f = self.resolve_dotted(module, callee)
+            fm = self.tree.module(f.module) if isinstance(f, FunctionRef) else None
+            ff = fm.functions.get(f.name) if fm is not None else None
+            fact, cmod, cscopes = (ff.gives, f.module, []) if ff is not None else (None, module, scopes)
+        if fact is None or len(hands) != 1 or hands[0] >= len(fact.params):
+            return f"may return the result of {callee}(...), which static analysis cannot follow"
+        sub = {fact.params[hands[0]]: "cls"}
+        sub.update({p: "none" for p in fact.params[len(args):] if fact.defaults.get(p) == "None"})
+        return self._returned(fact, cmod, sub, [fact.inner] + cscopes, ref, depth + 1)
+
+    @staticmethod
+    def _may_run(conds: tuple, bind: dict) -> bool:
+        """False when one of the ``if`` tests ``conds`` is decided against its branch by the
+        parameter bindings (``cls is not None`` with ``cls`` the class: true)."""
+        for text, want in conds:
+            v = _param_test(text, bind)
+            if v is not None and v != want:
+                return False
+        return True
+
+    def unfollowable_members(self, ref: ClassRef, elsewhere: bool = True) -> list[tuple[ClassRef, str, str, str, int]]:
         """Changes to the members of the classes on ``ref``'s MRO that the index cannot follow,
         as ``(class, member or "*", construct, path, line)``: those made in the class's own module
-        after it, and those made to it by the packages above its module (``__init__.py`` files,
-        which run before the class can be used). Changes from other modules, which run only when
-        something imports them, are not seen.
+        after it, those made to it by the packages above its module (``__init__.py`` files, which
+        run before the class can be used), and those made by any other module of the tree, at
+        module level (they run when something imports that module) or in a module-level function
+        (when it is called): static analysis cannot tell whether or when they run
+        (:meth:`changes_from_elsewhere`).
 
         Args:
             ref: the class.
+            elsewhere: also search the other modules and the functions (False: only the class's
+                own module and the packages above it, which costs no extra reading).
 
         Returns:
             The changes, in MRO order (empty when every member is known).
@@ -379,7 +614,121 @@ class Resolver:
                 for head, member, construct, line in pm.foreign_changes if pm is not None else ():
                     if self.resolve_dotted(pm.module, head) == e:
                         out.append((e, member, construct, pm.path, line))
+            if elsewhere:
+                out += self.changes_from_elsewhere(e)
         return out
+
+    def changes_from_elsewhere(self, ref: ClassRef) -> list[tuple[ClassRef, str, str, str, int]]:
+        """Changes to the members of the class ``ref`` made by the modules of the tree other than
+        its own module and the packages above it, or by module-level functions (its own module's
+        included), as ``(class, member or "*", construct, path, line)``.
+
+        The modules whose text names the class, under its name or an alias of it (``X = Cls``,
+        ``from m import Cls as X``, followed to a fixed point; :meth:`mentioning`), are
+        summarised, and a change they record is counted when its head resolves to ``ref``, or
+        cannot be resolved and ends with one of those names.
+        """
+        cache = self.__dict__.setdefault("_elsewhere", {})
+        key = (ref.module, ref.qualname)
+        if key in cache:
+            return cache[key]
+        cache[key] = []
+        name = ref.name
+        own = self.tree.path_of(ref.module)
+        parts = ref.module.split(".")
+        above = {self.tree.path_of(".".join(parts[:i])) for i in range(1, len(parts))}
+        out = []
+        # the names the class may be reached under: its own, then every alias or import that
+        # renames one of them, in the modules that mention it (to a fixed point)
+        names, todo, candidates = {name}, [name], set()
+        while todo and len(names) < 200:
+            n = todo.pop()
+            for p in self.mentioning(n):
+                if p in candidates or not self._may_change(p, names):
+                    continue
+                candidates.add(p)
+                for bound, b in self.tree.summary(p).bindings.items():
+                    src = b.target.split(".")[-1] if b.kind == "alias" else b.target[1] if b.kind == "import" else None
+                    if src in names and bound not in names:
+                        names.add(bound)
+                        todo.append(bound)
+        for p in sorted(candidates):
+            s = self.tree.summary(p)
+            if not (s.foreign_changes or s.deferred_changes):
+                continue
+            changes = [(h, mm, c, ln, None) for h, mm, c, ln in s.foreign_changes if p != own and p not in above]
+            changes += s.deferred_changes
+            for head, member, construct, line, fn in changes:
+                t = self._head_target(s, head, fn)
+                if isinstance(t, ClassRef):
+                    if (t.module, t.qualname) != (ref.module, ref.qualname):
+                        continue
+                elif head.split(".")[-1] not in names:
+                    continue  # an unresolved head counts only when it is spelled as the class
+                when = f"in {fn}(), when it is called" if fn else f"when {s.module} is imported"
+                out.append((ref, member, f"{construct} ({when})", s.path, line))
+        cache[key] = out
+        return out
+
+    def _head_target(self, s: ModuleSummary, head: str, fn: str | None) -> Target:
+        """What the head of a member change names in module ``s`` (in function ``fn``: its
+        imports first)."""
+        first = head.split(".")[0]
+        ff = s.functions.get(fn) if fn else None
+        if ff is not None and first in ff.local_bindings:
+            local = self._from_binding(s, first, ff.local_bindings[first], frozenset())
+            return self.resolve_dotted(s.module, head, subst=((first, local),))
+        return self.resolve_dotted(s.module, head)
+
+    def mentioning(self, name: str) -> list[str]:
+        """The modules of the tree whose text holds the identifier ``name``. Every module is read
+        once; the first names are looked up by a plain search of the texts, and after
+        :data:`_INDEX_AFTER` of them an index of every identifier of every module answers."""
+        memo = self.__dict__.setdefault("_mentions", {})
+        if name in memo:
+            return memo[name]
+        texts = self.__dict__.get("_texts")
+        if texts is None:
+            texts = self.__dict__["_texts"] = [(p, self.tree.read(p)) for p in sorted(self.tree.files)]
+        index = self.__dict__.get("_ident_index")
+        if index is None and len(memo) >= _INDEX_AFTER:
+            index = {}
+            for p, text in texts:
+                for ident in set(_IDENTIFIER.findall(text)):
+                    got = index.get(ident)
+                    if got is None:
+                        index[ident] = [p]
+                    else:
+                        got.append(p)
+            self.__dict__["_ident_index"] = index
+        needle = name.encode()
+        if index is not None:
+            memo[name] = index.get(needle, [])
+        else:
+            pat = re.compile(rb"(?<![\w])" + re.escape(needle) + rb"(?![\w])")
+            memo[name] = [p for p, text in texts if needle in text and pat.search(text)]
+        return memo[name]
+
+    def _may_change(self, path: str, names: set[str]) -> bool:
+        """True when the text of the module at ``path`` may change a member of something named
+        ``names`` (a member write, ``del``, ``setattr``/``delattr`` or an item write on one of
+        them, or a rebinding of one: ``X = N``, ``N as X``): a cheap test before summarising it."""
+        by_path = self.__dict__.get("_texts_by_path")
+        if by_path is None:
+            by_path = self.__dict__["_texts_by_path"] = dict(self.__dict__["_texts"])
+        text = by_path.get(path, b"")
+        pats = self.__dict__.setdefault("_change_patterns", {})
+        key = frozenset(names)
+        if key not in pats:
+            pats[key] = self._change_pattern(names)
+        return pats[key].search(text) is not None
+
+    @staticmethod
+    def _change_pattern(names: set[str]):
+        """The byte pattern of :meth:`_may_change` for ``names``."""
+        alt = b"|".join(re.escape(n.encode()) for n in sorted(names))
+        return re.compile(rb"(?<![\w])(?:" + alt + rb")(?![\w])(?:[ \t]*(?:\.[ \t]*\w+[ \t]*)*(?:[-+*/|&@%]?=(?!=)|\[)"
+                         rb"|[ \t]+as[ \t])|(?:set|del)attr|\bdel[ \t]|=[ \t]*(?:[\w.]*\.)?(?:" + alt + rb")(?![\w.(])")
 
     def _from_binding(self, m: ModuleSummary, name: str, b, seen) -> Target:
         if b.kind == "class":

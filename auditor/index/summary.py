@@ -94,6 +94,30 @@ class LoopFact:
 
 @cacheable
 @dataclass(slots=True)
+class ReturnsFact:
+    """What a function gives back, for following a class decorator through it.
+
+    ``params``: its positional parameter names in order (``self``/``cls`` included for
+    methods); ``defaults``: each parameter with a default, mapped to the default's short text
+    (``"None"``); ``returns``: each reachable ``return`` as ``(kind, text, args, conds)``, where
+    ``kind`` is ``"name"`` (``text`` the dotted name returned), ``"call"`` (``text`` the dotted
+    callee, ``args`` its positional arguments, each a dotted name or ``"?"``) or ``"other"``
+    (``text`` a short description) or ``"decorate"`` (``return text(...)(*args)``: a decorator
+    factory applied in place, with a fifth item ``(positional count, keyword names)`` of the
+    factory's call), and ``conds`` the ``if`` tests it is returned under as
+    ``(test text, value it must have)`` (a test whose branch always returns puts the statements
+    after it under the opposite value); ``inner``: the same for the functions defined directly in
+    its body, by name (two levels deep at most).
+    """
+
+    params: list[str]
+    defaults: dict[str, str] = field(default_factory=dict)
+    returns: list[tuple] = field(default_factory=list)
+    inner: dict[str, "ReturnsFact"] = field(default_factory=dict)
+
+
+@cacheable
+@dataclass(slots=True)
 class MethodFact:
     """A method defined in a class body.
 
@@ -136,6 +160,8 @@ class MethodFact:
     super_init: tuple[list[str], dict[str, str]] | None = None
     #: ``__init__`` only: the ``self.<m>(...)`` methods it calls in its body
     self_calls: list[str] = field(default_factory=list)
+    #: what the method gives back (see :class:`ReturnsFact`), to follow it as a class decorator
+    gives: ReturnsFact | None = None
 
 
 @cacheable
@@ -181,6 +207,10 @@ class ClassFact:
     #: members changed after the class in a way the index cannot follow (``Cls.forward =
     #: other_function``, ``setattr(Cls, name, v)``), as ``(member or "*", construct, line)``
     unfollowable: list[tuple[str, str, int]] = field(default_factory=list)
+    #: for each of ``decorators``: None when it is not a call, else ``(number of positional
+    #: arguments, keyword names)`` of the call (``@support_torch_compile(dynamic_arg_dims=...)``
+    #: → ``(0, ["dynamic_arg_dims"])``)
+    decorator_calls: list = field(default_factory=list)
 
 
 @cacheable
@@ -201,6 +231,8 @@ class FunctionFact:
     #: ``f(...)`` for a call, a constant's repr), and those of the functions nested in it by name
     returns: list[str] = field(default_factory=list)
     inner_returns: dict[str, list[str]] = field(default_factory=dict)
+    #: what it gives back (see :class:`ReturnsFact`), to follow it as a class decorator
+    gives: ReturnsFact | None = None
 
 
 @cacheable
@@ -250,6 +282,17 @@ class ModuleSummary:
     #: (``llama.LlamaModel.forward = f``, ``del Imported.m``, ``setattr(Imported, "m", v)``), as
     #: ``(dotted head as written, member or "*", construct, line)``
     foreign_changes: list[tuple[str, str, str, int]] = field(default_factory=list)
+    #: changes to the members of a class made in the body of a module-level function (they run
+    #: when it is called), as ``(dotted head as written, member or "*", construct, line, function
+    #: name)``; heads that are the function's parameters or locals are left out
+    deferred_changes: list[tuple[str, str, str, int, str]] = field(default_factory=list)
+    #: calls that may change a container reached through a dotted name (``R.register_model("X",
+    #: ...)``, ``R.update(...)``) and item writes through one (``R.models["X"] = ...``, ``del
+    #: R[k]``), at module level or in a module-level function, as ``(dotted head, method or
+    #: "__setitem__"/"__delitem__", first argument or key when it is a string constant else None,
+    #: construct, line, function name or None)``; heads that are ``self``, ``cls`` or the
+    #: function's own names are left out
+    container_changes: list[tuple[str, str, Any, str, int, str | None]] = field(default_factory=list)
 
 
 def module_name_for(path: str) -> tuple[str, bool]:
@@ -502,6 +545,111 @@ def _iter_stmts(body: list[ast.stmt]):
             stack.extend(reversed(c.body))
 
 
+#: method names of a call that may change the container it is called on
+_CHANGING_CALLS = frozenset({"update", "pop", "setdefault", "clear", "popitem", "__setitem__", "__delitem__",
+                             "append", "extend", "insert", "remove"})
+
+
+def container_change(st: ast.stmt) -> tuple[str, str, Any] | None:
+    """``(dotted head, method, first argument or key when a string constant)`` when statement
+    ``st`` is a call that may change the container it is called on (a method of
+    :data:`_CHANGING_CALLS` or one whose name starts with ``register``) or an item write or delete
+    through a dotted name; else None."""
+    def key(node):
+        return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+    if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and isinstance(st.value.func, ast.Attribute):
+        f = st.value.func
+        head = dotted(f.value)
+        if head is not None and (f.attr in _CHANGING_CALLS or f.attr.startswith("register")):
+            return head, f.attr, key(st.value.args[0]) if st.value.args else None
+    if isinstance(st, (ast.Assign, ast.AugAssign, ast.Delete)):
+        targets = st.targets if isinstance(st, (ast.Assign, ast.Delete)) else [st.target]
+        for t in targets:
+            if isinstance(t, ast.Subscript) and dotted(t.value) is not None:
+                return dotted(t.value), "__delitem__" if isinstance(st, ast.Delete) else "__setitem__", key(t.slice)
+    return None
+
+
+def _return_entry(value: ast.expr | None, conds: tuple) -> tuple:
+    """One ``return`` for :class:`ReturnsFact`: ``(kind, text, args, conds)``."""
+    if value is None:
+        return ("other", "None", (), conds)
+    d = dotted(value)
+    if d is not None:
+        return ("name", d, (), conds)
+    if isinstance(value, ast.Call) and dotted(value.func) is not None:
+        args = tuple("?" if isinstance(a, ast.Starred) else (dotted(a) or "?") for a in value.args)
+        return ("call", dotted(value.func), args, conds)
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Call) and dotted(value.func.func) is not None:
+        # ``return REGISTRY.register(...)(cls)``: a decorator factory applied in place
+        args = tuple("?" if isinstance(a, ast.Starred) else (dotted(a) or "?") for a in value.args)
+        inner = value.func
+        return ("decorate", dotted(inner.func), args, conds, (len(inner.args), [k.arg or "**" for k in inner.keywords]))
+    return ("other", _short(value), (), conds)
+
+
+def _gather_returns(body: list[ast.stmt], conds: tuple, out: list, inner: dict, depth: int) -> bool:
+    """Record the returns of ``body`` run under ``conds`` into ``out`` (and the functions it
+    defines into ``inner``); True when the block always ends in a ``return`` or ``raise``."""
+    for st in body:
+        if isinstance(st, ast.Return):
+            out.append(_return_entry(st.value, conds))
+            return True
+        if isinstance(st, ast.Raise):
+            return True
+        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if depth < 2:
+                inner[st.name] = returns_fact(st, depth + 1)
+            else:
+                inner.pop(st.name, None)
+        elif isinstance(st, ast.ClassDef):
+            inner.pop(st.name, None)
+        elif isinstance(st, ast.If):
+            test = _text(st.test)
+            done_true = _gather_returns(st.body, conds + ((test, True),), out, inner, depth)
+            done_false = _gather_returns(st.orelse, conds + ((test, False),), out, inner, depth)
+            if done_true and done_false:
+                return True
+            if done_true:
+                conds = conds + ((test, False),)  # what follows runs only when the test was false
+            elif done_false:
+                conds = conds + ((test, True),)
+        elif isinstance(st, _COMPOUND):
+            for fld in ("body", "orelse", "finalbody"):
+                sub = getattr(st, fld, None)
+                if sub and isinstance(sub[0], ast.stmt):
+                    _gather_returns(sub, conds, out, inner, depth)
+            for h in getattr(st, "handlers", ()) or ():
+                _gather_returns(h.body, conds, out, inner, depth)
+            for c in getattr(st, "cases", ()) or ():
+                _gather_returns(c.body, conds, out, inner, depth)
+    return False
+
+
+def returns_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef, depth: int = 0) -> ReturnsFact:
+    """What ``fn`` gives back (see :class:`ReturnsFact`), read from its statements.
+
+    Args:
+        fn: a function or method definition (already pruned of dead code).
+        depth: how deeply ``fn`` is nested in the function being described (its own nested
+            functions are described up to two levels).
+
+    Returns:
+        The fact (an ``async def`` gives back a coroutine: recorded as one ``"other"`` return).
+    """
+    a = fn.args
+    pos = a.posonlyargs + a.args
+    defaults = {p.arg: _short(d) for p, d in zip(pos[len(pos) - len(a.defaults):], a.defaults)}
+    fact = ReturnsFact(params=[p.arg for p in pos], defaults=defaults)
+    if isinstance(fn, ast.AsyncFunctionDef):
+        fact.returns.append(("other", "a coroutine", (), ()))
+        return fact
+    if not _gather_returns(fn.body, (), fact.returns, fact.inner, depth):
+        fact.returns.append(("other", "None", (), ()))  # the end of the body is reachable
+    return fact
+
+
 _REFERENCE_METHODS = frozenset(
     {
         "set_aux_hidden_state_layers",
@@ -544,6 +692,7 @@ def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
         is_stub=_is_stub_body(fn.body),
         decorators=[_short(d) for d in fn.decorator_list],
     )
+    mf.gives = returns_fact(fn)
     if fn.name not in DETAILED_METHODS:
         # shallow: ``return X(...)`` in the body or one ``if``/``else`` level down (factories
         # such as ``_init_model``/``_build_model`` that build the inner model)
@@ -905,6 +1054,10 @@ class _Summarizer:
 
     def _stmt(self, stmt: ast.stmt, guarded: bool, type_checking: bool) -> None:
         s = self.s
+        if isinstance(stmt, (ast.Expr, ast.Assign, ast.AugAssign, ast.Delete)):
+            cc = container_change(stmt)
+            if cc is not None and cc[0].split(".")[0] not in ("self", "cls"):
+                s.container_changes.append((*cc, _text(stmt)[:100], stmt.lineno, None))
         if isinstance(stmt, ast.ClassDef):
             cf = self._class(stmt, stmt.name, guarded, type_checking)
             self._bind(stmt.name, Binding("class", cf.qualname, stmt.lineno, guarded), type_checking)
@@ -993,6 +1146,7 @@ class _Summarizer:
     def _function(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
         ff = FunctionFact(name=fn.name, line=fn.lineno, params=params)
+        ff.gives = returns_fact(fn)
         local_classes: dict[str, str] = {}
         # statements are enough (imports, classes, returns) unless this module rewrites bases
         nodes = ast.walk(fn) if self.track_bases else _iter_stmts(fn.body)
@@ -1038,6 +1192,42 @@ class _Summarizer:
                 elif isinstance(stmt.value, ast.Call):
                     ff.returns_call.append(_text(stmt.value.func))
         self.s.functions[fn.name] = ff
+        self._deferred(fn, set(params))
+
+    def _deferred(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, params: set[str]) -> None:
+        """Record the member changes ``fn``'s body makes to names it does not own
+        (:attr:`ModuleSummary.deferred_changes`)."""
+        stmts = list(_iter_stmts(fn.body))
+        local = set(params)
+        for st in stmts:
+            if isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)):
+                targets = st.targets if isinstance(st, ast.Assign) else [st.target]
+                local |= {n.id for t in targets for n in ast.walk(t)
+                          if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            elif isinstance(st, (ast.With, ast.AsyncWith)):
+                local |= {n.id for i in st.items if i.optional_vars is not None for n in ast.walk(i.optional_vars)
+                          if isinstance(n, ast.Name)}
+        local -= {n for st in stmts if isinstance(st, ast.Global) for n in st.names}
+        local |= {"self", "cls"}
+
+        def record(head: str | None, member: str, construct: str, line: int) -> None:
+            if head is not None and head.split(".")[0] not in local:
+                self.s.deferred_changes.append((head, member, construct[:100], line, fn.name))
+
+        for st in stmts:
+            if isinstance(st, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+                targets = st.targets if isinstance(st, (ast.Assign, ast.Delete)) else [st.target]
+                for t in targets:
+                    if isinstance(t, ast.Attribute):
+                        record(dotted(t.value), t.attr, _text(st), st.lineno)
+            elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) \
+                    and dotted(st.value.func) in ("setattr", "delattr") and st.value.args:
+                key = st.value.args[1] if len(st.value.args) > 1 else None
+                member = key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else "*"
+                record(dotted(st.value.args[0]), member, _text(st), st.lineno)
+            cc = container_change(st)
+            if cc is not None and cc[0].split(".")[0] not in local:
+                self.s.container_changes.append((*cc, _text(st)[:100], st.lineno, fn.name))
 
     def _class(self, node: ast.ClassDef, qualname: str, guarded: bool, type_checking: bool) -> ClassFact:
         methods: dict[str, MethodFact] = {}
@@ -1051,6 +1241,8 @@ class _Summarizer:
             bases=[_text(b) for b in node.bases],
             keywords={k.arg or "**": _text(k.value) for k in node.keywords},
             decorators=[_short(d) for d in node.decorator_list],
+            decorator_calls=[(len(d.args), [k.arg or "**" for k in d.keywords]) if isinstance(d, ast.Call) else None
+                             for d in node.decorator_list],
             methods=methods,
             attrs=attrs,
             empty=_is_empty_class_body(node.body),

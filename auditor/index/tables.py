@@ -24,7 +24,7 @@ class _Unresolvable(Exception):
 
 def _eval_table(node: ast.AST, env: dict[str, Any]) -> Any:
     """Evaluate a literal table expression: dict/list/tuple/str literals, names of tables already
-    evaluated, ``{**a, **b}``, ``dict(k=v)``/``Cls(k=v)`` keyword calls, and dict comprehensions
+    evaluated, ``{**a, **b}``, ``dict(k=v)``/``SomeDict(k=v)`` keyword calls, and dict comprehensions
     ``{k: (m, a) for k, (m, a) in T.items() if a == "X"}``. Names not in ``env`` evaluate to
     ``("name", id)`` markers. Raises _Unresolvable for anything else."""
     if isinstance(node, ast.Constant):
@@ -46,7 +46,7 @@ def _eval_table(node: ast.AST, env: dict[str, Any]) -> Any:
             else:
                 out[_eval_table(k, env)] = _eval_table(v, env)
         return out
-    if isinstance(node, ast.Call) and not node.args:
+    if isinstance(node, ast.Call) and not node.args and _dict_like(node.func):
         out = {}
         for kw in node.keywords:
             if kw.arg is None:
@@ -73,6 +73,14 @@ def _eval_table(node: ast.AST, env: dict[str, Any]) -> Any:
                 out[_eval_table(node.key, local)] = _eval_table(node.value, local)
         return out
     raise _Unresolvable
+
+
+def _dict_like(func: ast.expr) -> bool:
+    """A callee whose keyword call builds a dict of its keywords: ``dict``, or a class named as a
+    dict (vLLM's ``LazyConfigDict(chatglm="ChatGLMConfig", ...)``); any other call is a value
+    built at run time."""
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    return name == "dict" or name.endswith("Dict")
 
 
 def _bind_target(target: ast.AST, value: Any, env: dict[str, Any]) -> None:
@@ -175,32 +183,177 @@ def _mutate(stmt: ast.stmt, env: dict[str, Any], taint: dict[str, list]) -> bool
     return True
 
 
+#: Methods that change a dict or a list in place.
+CONTAINER_MUTATORS = _MUTATORS + ("append", "extend", "insert", "remove", "__iadd__", "__ior__", "__init__")
+
+#: Callables that only read a container passed to them (``dict(T)`` copies it).
+_READERS = frozenset({"dict", "list", "tuple", "set", "frozenset", "len", "sorted", "iter", "any", "all",
+                      "isinstance", "print", "repr", "str", "sum", "min", "max", "enumerate", "zip", "reversed",
+                      "types.MappingProxyType", "MappingProxyType", "copy.copy", "copy.deepcopy"})
+
+
+def hidden_changes(tree: ast.Module, names: set[str], skip: set[int] = frozenset()) -> dict[str, list]:
+    """Changes of the module-level containers ``names`` that static evaluation of the module's
+    straight-line statements does not follow: made inside a module-level loop, ``if``, ``try``,
+    ``with`` or ``match``, inside a function or method body (which runs when it is called, at a time
+    static analysis cannot tell), by handing the container to a call that may change it or keep it
+    (``_fill(T)``: a function or class of the module is read, any other callee may), or nested in
+    an expression (``x = T.pop(k)``).
+
+    Args:
+        tree: the parsed module (dead code already pruned).
+        names: the container names to watch.
+        skip: ``id()`` of the top-level statements the caller followed itself.
+
+    Returns:
+        ``{name: [(None, construct, line)]}`` (None: any row may change), in statement order.
+    """
+    out: dict[str, list] = {}
+    defs = {st.name: st for st in tree.body if isinstance(st, (ast.FunctionDef, ast.ClassDef))}
+
+    def hands_over(call: ast.Call, arg: ast.expr, depth: int = 0) -> bool:
+        """True when ``call`` may change (or keep a reference to) the container ``arg`` it is
+        given: a callee defined in this module is read (a class: its ``__init__``); any other
+        callee is assumed to."""
+        f = call.func
+        fname = f.id if isinstance(f, ast.Name) else ast.unparse(f)
+        if fname in _READERS:
+            return False
+        fn = defs.get(fname)
+        if isinstance(fn, ast.ClassDef):
+            fn = next((st for st in fn.body if isinstance(st, ast.FunctionDef) and st.name == "__init__"), None)
+            skip_self = 1
+        else:
+            skip_self = 0
+        if not isinstance(fn, ast.FunctionDef) or depth > 3:
+            return True
+        params = [a.arg for a in fn.args.posonlyargs + fn.args.args][skip_self:]
+        if arg in call.args:
+            i = call.args.index(arg)
+            if i >= len(params):
+                return True
+            param = params[i]
+        else:
+            param = next((k.arg for k in call.keywords if k.value is arg), None)
+            if param is None:
+                return True
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Name) and node.id == param and isinstance(node.ctx, ast.Store):
+                return True  # rebound: what it holds then is not followed
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == param \
+                    and not isinstance(node.ctx, ast.Load):
+                return True
+            if isinstance(node, ast.Call):
+                g = node.func
+                if isinstance(g, ast.Attribute) and isinstance(g.value, ast.Name) and g.value.id == param \
+                        and g.attr in CONTAINER_MUTATORS:
+                    return True
+                for a in list(node.args) + [k.value for k in node.keywords]:
+                    if isinstance(a, ast.Name) and a.id == param and hands_over(node, a, depth + 1):
+                        return True
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Name) \
+                    and node.value.id == param:
+                return True  # kept under another name (``self.models = models``)
+        return False
+
+    def hit(name: str, node: ast.AST, where: str) -> None:
+        what = f"{ast.unparse(node)[:80]}{where}"
+        out.setdefault(name, []).append((None, what, getattr(node, "lineno", 0)))
+
+    def watched(node: ast.AST, shadow: set[str]) -> str | None:
+        return node.id if isinstance(node, ast.Name) and node.id in names and node.id not in shadow else None
+
+    def walk(node: ast.AST, shadow: set[str], where: str, top: bool) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            args = node.args
+            params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+            params |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+            body = node.body if isinstance(node.body, list) else [node.body]
+            glob = {n for st in body for x in ast.walk(st) if isinstance(x, ast.Global) for n in x.names}
+            local = {x.id for st in body for x in ast.walk(st) if isinstance(x, ast.Name)
+                     and isinstance(x.ctx, ast.Store)} - glob
+            inner = shadow | params | local
+            label = f" (in {node.name}(), line {node.lineno})" if not isinstance(node, ast.Lambda) else where
+            for n in glob & names:
+                out.setdefault(n, []).append((None, f"`global {n}` in {getattr(node, 'name', 'a lambda')}()",
+                                              node.lineno))
+            for st in body:
+                walk(st, inner, label, False)
+            return
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            for t in targets:
+                for x in ast.walk(t):
+                    if isinstance(x, ast.Subscript) and watched(x.value, shadow):
+                        hit(x.value.id, node, where)
+                    elif not top and isinstance(x, ast.Name) and watched(x, shadow) \
+                            and not isinstance(x.ctx, ast.Load):
+                        hit(x.id, node, where)  # rebound inside a loop, a branch or a function
+            if isinstance(node, ast.AugAssign) and watched(node.target, shadow):
+                hit(node.target.id, node, where)
+        if isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Attribute) and watched(f.value, shadow) and f.attr in CONTAINER_MUTATORS:
+                hit(f.value.id, node, where)
+            else:
+                for a in list(node.args) + [k.value for k in node.keywords]:
+                    if watched(a, shadow) and hands_over(node, a):
+                        hit(a.id, node, where)
+        for child in ast.iter_child_nodes(node):
+            walk(child, shadow, where, False)
+
+    for st in tree.body:
+        if id(st) in skip:
+            continue
+        compound = isinstance(st, (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try)) \
+            or type(st).__name__ in ("Match", "TryStar")
+        walk(st, set(), f" (in a module-level {type(st).__name__.lower()} at line {st.lineno})" if compound else "",
+             not compound)
+    return out
+
+
 def extract_tables(tree: ast.Module) -> dict[str, dict]:
     """Evaluate the module-level dict tables of a module, in order (later tables may spread
     earlier ones), with the changes made to them after their literal (see :func:`_mutate`).
     Returns ``{"tables": {name: {key: value}}, "lines": {name: line}}`` plus, when some change
     cannot be evaluated, ``"unfollowable": {name: [(key or None, construct, line)]}`` (a table
-    built by spreading a table inherits its entries); tables that are not literal are skipped."""
+    built by spreading a table inherits its entries; changes out of straight-line code are
+    found by :func:`hidden_changes`), and ``"built": {name: (statement, line)}`` for the names
+    whose last module-level assignment is not a table static evaluation can read (a
+    comprehension over a call, ``getattr(...)``, a spread of a function's result): their value
+    is built at run time, and the name is absent from ``tables``. ``T2 = T`` binds the same
+    table (a change through either name counts for both)."""
     env: dict[str, Any] = {}
     lines: dict[str, int] = {}
     taint: dict[str, list] = {}
+    built: dict[str, tuple[str, int]] = {}
+    followed: set[int] = set()
     for stmt in tree.body:
         if _mutate(stmt, env, taint):
+            followed.add(id(stmt))
             continue
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             if len(targets) != 1 or not isinstance(targets[0], ast.Name):
                 continue
             v = stmt.value
-            if not isinstance(v, (ast.Dict, ast.DictComp, ast.Call)):
-                continue
-            if isinstance(v, ast.Call) and (v.args or not v.keywords):
+            name = targets[0].id
+            if isinstance(v, ast.Name) and v.id in env:
+                env[name], lines[name] = env[v.id], stmt.lineno  # the same object: changes through either count
+                built.pop(name, None)
                 continue
             try:
+                if not isinstance(v, (ast.Dict, ast.DictComp, ast.Call)) or (
+                        isinstance(v, ast.Call) and (v.args or not v.keywords)):
+                    raise _Unresolvable
                 val = _eval_table(v, env)
             except (_Unresolvable, TypeError, ValueError):
+                # not a literal table: its value is built when the module runs
+                built[name] = (ast.unparse(stmt)[:100], stmt.lineno)
+                env.pop(name, None)
                 continue
             if isinstance(val, dict):
+                built.pop(name, None)
                 name = targets[0].id
                 env[name] = val
                 lines[name] = stmt.lineno
@@ -209,10 +362,32 @@ def extract_tables(tree: ast.Module) -> dict[str, dict]:
                 taint.pop(name, None)
                 if inherited:
                     taint[name] = inherited
+    hidden = hidden_changes(tree, set(env), followed)
+    for name, changes in hidden.items():
+        taint.setdefault(name, []).extend(changes)
+    # a table built from one that changes where it cannot be followed (when, is not known) inherits
+    # those changes
+    for name in list(env):
+        for other, changes in hidden.items():
+            if other != name and _spreads(tree, name, other):
+                taint.setdefault(name, []).extend(e for e in changes if e not in taint.get(name, []))
     out = {"tables": env, "lines": lines}
     if taint:
         out["unfollowable"] = taint
+    if built:
+        out["built"] = built
     return out
+
+
+def _spreads(tree: ast.Module, name: str, other: str) -> bool:
+    """True when a module-level assignment of ``name`` reads ``other``."""
+    for st in tree.body:
+        if isinstance(st, (ast.Assign, ast.AnnAssign)) and st.value is not None and any(
+                isinstance(t, ast.Name) and t.id == name for t in (st.targets if isinstance(st, ast.Assign)
+                                                                   else [st.target])):
+            if any(isinstance(n, ast.Name) and n.id == other for n in ast.walk(st.value)):
+                return True
+    return False
 
 
 def _key_lines(tree: ast.Module, names: set[str]) -> dict[str, int]:

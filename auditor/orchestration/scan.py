@@ -239,6 +239,12 @@ class Auditor:
                 findings.extend(found)
             else:
                 skipped.setdefault(rule.GATE, rule.skip_reason(target))
+        if facts.ref is not None and verdict_of(findings).value == "supported":
+            # changes made by other modules or by functions are searched only where they could
+            # turn a verdict that is otherwise supported (the search reads the whole tree)
+            from rules.resolve.rule import ResolveRule
+
+            findings += list(ResolveRule().unfollowable(self.ctx, facts.ref, holder, elsewhere=True))
         draft = draft_model(self.ctx, target) if facts.ref is not None and self.engine.models_drafter else None
         return TargetResult(
             architecture=spec.architecture,

@@ -87,9 +87,13 @@ class ResolveRule(Rule):
             return
         yield from self.unfollowable(ctx, facts.ref, target.holder)
 
-    def unfollowable(self, ctx: Context, ref: ClassRef, holder: str | None) -> Iterator[Finding]:
+    def unfollowable(self, ctx: Context, ref: ClassRef, holder: str | None, elsewhere: bool = False
+                     ) -> Iterator[Finding]:
         """``unknown`` findings for the changes the index cannot follow to the methods of the
-        classes on ``ref``'s MRO and on its ``holder`` model's (dotted name, or None)."""
+        classes on ``ref``'s MRO and on its ``holder`` model's (dotted name, or None); with
+        ``elsewhere``, also those made by other modules of the tree and by module-level functions
+        (:meth:`auditor.index.resolve.Resolver.changes_from_elsewhere`: the scan asks for them
+        only when the verdict is otherwise supported, as the search reads the whole tree)."""
         refs = [ref]
         if holder and "." in holder:
             mod, _, name = holder.rpartition(".")
@@ -98,7 +102,7 @@ class ResolveRule(Rule):
                 refs.append(h)
         seen: set = set()
         for r in refs:
-            for cls, member, construct, path, line in ctx.resolver.unfollowable_members(r):
+            for cls, member, construct, path, line in ctx.resolver.unfollowable_members(r, elsewhere):
                 if (path, line) in seen:
                     continue
                 seen.add((path, line))

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from auditor.index.resolve import ClassRef, Resolver, Target, Unresolved
 from auditor.index.summary import Extractor, dotted
+from auditor.index.tables import hidden_changes
 from auditor.model.errors import AuditError
 
 MODELS_PACKAGE = "sglang.srt.models"
@@ -38,6 +39,8 @@ def extract_entry(tree: ast.Module) -> dict | None:
             elts = v.elts if isinstance(v, (ast.List, ast.Tuple)) else [v]
             names = [dotted(e) for e in elts]
             found = {"names": [n for n in names if n], "line": st.lineno, "unreadable": None in names}
+            if any(n is None and not isinstance(e, ast.Constant) for n, e in zip(names, elts)):
+                _built(found, st, v)  # a call, a comprehension…: what it holds is known only at run time
         elif found is not None:
             # ``EntryClass.append(X)``, ``.extend([X, Y])``, ``.remove(X)``, ``EntryClass += [X]``
             call = st.value if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) else None
@@ -56,12 +59,51 @@ def extract_entry(tree: ast.Module) -> dict | None:
             else:
                 found["names"] += [n for n in names if n]
             found["unreadable"] = found["unreadable"] or None in names
+            if any(n is None and not isinstance(e, ast.Constant) for n, e in zip(names, elts)):
+                _built(found, st, arg if arg is not None else st)
             found["line"] = st.lineno
     return found
 
 
+def _built(found: dict, st: ast.stmt, value: ast.AST) -> None:
+    """Record that ``EntryClass`` is built at run time by ``st``: the statement (``built``) and
+    the dotted names its value mentions (``mentions``: the classes it may register)."""
+    found.setdefault("built", (ast.unparse(st)[:100], st.lineno))
+    seen = found.setdefault("mentions", [])
+    for n in ast.walk(value):
+        d = dotted(n) if isinstance(n, (ast.Name, ast.Attribute)) else None
+        if d and d not in seen and d != ENTRY_NAME:
+            seen.append(d)
+
+
+def extract_entry_changes(tree: ast.Module) -> list | None:
+    """Changes to ``EntryClass`` out of the module's straight-line statements (in a loop, a
+    branch, a function; see :func:`auditor.index.tables.hidden_changes`), or None."""
+    followed = set()
+    for st in tree.body:  # the statements extract_entry follows itself
+        call = st.value if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) else None
+        if call is not None and dotted(call.func) in (f"{ENTRY_NAME}.{m}" for m in ("append", "extend", "remove")) \
+                and all(isinstance(a, (ast.Name, ast.Attribute, ast.List, ast.Tuple)) for a in call.args) \
+                or isinstance(st, ast.AugAssign) and isinstance(st.target, ast.Name) and st.target.id == ENTRY_NAME \
+                and isinstance(st.op, ast.Add):
+            followed.add(id(st))
+    return hidden_changes(tree, {ENTRY_NAME}, followed).get(ENTRY_NAME)
+
+
 #: Reads ``EntryClass`` in the model modules.
 ENTRY_EXTRACTOR = Extractor("sglang-entry", extract_entry, prefixes=(MODELS_DIR,), needles=(ENTRY_NAME.encode(),))
+
+def names_entry_twice(source: bytes) -> bool:
+    """True when a module's bytes name ``EntryClass`` more than once (a module-level function, so
+    that the extractor can be sent to the summary worker processes)."""
+    return source.count(ENTRY_NAME.encode()) > 1
+
+
+#: Finds changes to ``EntryClass`` the straight-line reading misses, in the model modules that name
+#: it more than once (the others cannot change it but through ``globals()``, which the summary sees).
+ENTRY_CHANGES_EXTRACTOR = Extractor("sglang-entry-changes", extract_entry_changes, prefixes=(MODELS_DIR,),
+                                    needles=(ENTRY_NAME.encode(),),
+                                    prefilter=names_entry_twice)
 
 #: Words of an SGLang class name that mark a draft model (an EAGLE/EAGLE-3 head, a NextN/MTP
 #: module, a DFlash or Medusa drafter): SGLang registers drafters beside targets, in one
@@ -138,11 +180,26 @@ class Registry:
             if not entry:
                 continue
             marks = s.unfollowable.get(ENTRY_NAME, []) + s.unfollowable.get("*", [])
+            hidden = s.extras.get(ENTRY_CHANGES_EXTRACTOR.name)
+            why = None
             if marks:
                 construct, line, _ = marks[0]
                 why = (f"{ENTRY_NAME} of {s.path} may be rebound by {construct} at {s.path}:{line}, which static "
                        "analysis cannot follow")
-                for name in entry["names"]:
+            elif hidden:
+                _, construct, line = hidden[0]
+                why = (f"{ENTRY_NAME} of {s.path} may be changed by `{construct}` at {s.path}:{line}, which static "
+                       "analysis cannot follow")
+            elif entry.get("built"):
+                construct, line = entry["built"]
+                why = (f"{ENTRY_NAME} of {s.path} is built at run time by `{construct}` at {s.path}:{line}, which "
+                       "static analysis cannot follow: which classes it registers is not known")
+            if why is not None:
+                names = list(entry["names"])
+                for d in entry.get("mentions", []):  # the classes a run-time EntryClass may register
+                    if d not in names and isinstance(resolver.resolve_dotted(s.module, d), ClassRef):
+                        names.append(d)
+                for name in names:
                     arch = name.rsplit(".", 1)[-1]
                     self.entries.setdefault(arch, EntryRow(arch, s.module, name, Unresolved(f"{s.module}.{name}", why),
                                                            s.path, entry["line"]))

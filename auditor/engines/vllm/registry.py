@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass
 
 from auditor.index.resolve import ClassRef, Resolver, Target, Unresolved
@@ -20,6 +21,15 @@ from auditor.index.tables import extract_all_tables
 from auditor.model.errors import AuditError
 
 REGISTRY_MODULE = "vllm.model_executor.models.registry"
+#: What a module's text must hold to change the run-time registry: a changing call or an item
+#: write on it (or on an attribute of it), or a rebinding of it under another name.
+_MAY_CHANGE_REGISTRY = re.compile(rb"ModelRegistry\b(?:\.\w+)*[ \t]*(?:\.[ \t]*(?:register\w*|update|pop|setdefault|"
+                                  rb"clear|popitem|__setitem__|__delitem__)[ \t]*\(|\[|[ \t]+as[ \t])"
+                                  rb"|=[ \t]*(?:[\w.]*\.)?ModelRegistry\b(?![\w.(])|(?:set|del)attr")
+
+#: The run-time registry object ``registry.py`` builds from its tables (``ModelRegistry =
+#: _ModelRegistry(...)``): what vLLM resolves architectures with.
+RUNTIME_REGISTRY = "ModelRegistry"
 
 #: Evaluates the module-level tables of the model registry and of the HF config registry.
 TABLES_EXTRACTOR = Extractor("tables", extract_all_tables,
@@ -121,13 +131,37 @@ class Registry:
         found = m.extras.get("tables", {})
         tables: dict[str, dict] = found.get("tables", {})
         key_lines: dict[str, int] = found.get("key_lines", {})
-        merged_name = "_VLLM_MODELS" if "_VLLM_MODELS" in tables else None
+        built: dict[str, tuple] = found.get("built", {})
+        merged_name = "_VLLM_MODELS" if "_VLLM_MODELS" in tables or "_VLLM_MODELS" in built else None
         if merged_name is None:
             # the biggest table of (module, class) rows is the merged one
             cands = [k for k, v in tables.items() if _is_arch_table(v)]
             if not cands:
                 raise AuditError(f"no architecture table found in {m.path}")
             merged_name = max(cands, key=lambda k: len(tables[k]))
+        # the merged table as the module ends up with it: built at run time, or rebound behind the
+        # index's back (``global`` in a function, ``globals()``, a loop target, a star import)
+        dynamic = None
+        if merged_name in built:
+            construct, line = built[merged_name]
+            dynamic = f"`{construct}` at {m.path}:{line} (the table is built at run time)"
+            rows: dict = {}
+            for t, v in tables.items():
+                if _is_arch_table(v):
+                    for k, row in v.items():
+                        rows.setdefault(k, row)
+            if not rows:
+                raise AuditError(f"the model registry {merged_name} is built at run time by {dynamic.split(' (')[0]}, "
+                                 "which static analysis cannot follow, and no literal table names an architecture")
+            tables = {**tables, merged_name: rows}
+        marks = m.unfollowable.get(merged_name, []) + m.unfollowable.get("*", [])
+        if dynamic is None and marks:
+            construct, line, _ = marks[0]
+            dynamic = f"{construct} at {m.path}:{line}"
+        lit_line = found.get("lines", {}).get(merged_name, 0)
+        for star, line in m.stars:
+            if dynamic is None and line > lit_line and resolver.star_exports(star, merged_name):
+                dynamic = f"`from {star} import *` at {m.path}:{line}"
         if len(tables[merged_name]) > MAX_ROWS:
             raise AuditError(f"the model registry {m.path} has {len(tables[merged_name])} rows in {merged_name}, more "
                              f"than {MAX_ROWS} (a vLLM release registers under 1000): refusing to audit it")
@@ -143,7 +177,36 @@ class Registry:
             for e in self.entries.values():
                 if key is None or key == e.architecture:
                     e.unfollowable = e.unfollowable or f"`{construct}` at {m.path}:{line}"
+        if dynamic is not None:
+            for e in self.entries.values():
+                e.unfollowable = e.unfollowable or dynamic
+        for key, change in self._changed_elsewhere(m.path):
+            for e in self.entries.values():
+                if key is None or key == e.architecture:
+                    e.unfollowable = e.unfollowable or change
         self._configs: dict[str, object] | None = None
+
+    def _changed_elsewhere(self, own: str) -> list[tuple[str | None, str]]:
+        """Rows of the run-time registry (``ModelRegistry``, an instance built in
+        ``registry.py``) changed by other modules of the tree, at module level (when the module
+        is imported) or in a module-level function (when it is called):
+        ``ModelRegistry.register_model("X", ...)``, ``ModelRegistry.models["X"] = ...``; as
+        ``(architecture or None for any row, "`construct` at path:line")``."""
+        r = self.resolver
+        cls = r.instance_of(REGISTRY_MODULE, RUNTIME_REGISTRY)
+        if cls is None:
+            return []
+        out = []
+        for p in r.mentioning(RUNTIME_REGISTRY):
+            if p == own or not _MAY_CHANGE_REGISTRY.search(r.tree.read(p)):
+                continue
+            s = r.tree.summary(p)
+            for head, _method, key, construct, line, fn in s.container_changes:
+                owners = [head] + ([head.rsplit(".", 1)[0]] if "." in head else [])
+                if any(r.instance_of(s.module, o, fn) == cls for o in owners):
+                    when = f"in {fn}(), when it is called" if fn else f"when {s.module} is imported"
+                    out.append((key, f"`{construct}` at {s.path}:{line} ({when})"))
+        return out
 
     def architectures(self) -> list[str]:
         """Every registered architecture name, sorted."""

@@ -891,9 +891,9 @@ def verify(
 
     \b
     Examples:
-      eagle-audit verify --python ~/vllm-cpu/.venv -m LlamaForCausalLM -m GemmaForCausalLM
+      eagle-audit verify --python ~/vllm-cpu/.venv -m LlamaForCausalLM
       eagle-audit verify -m StableLmForCausalLM --format json -o verify.json
-      eagle-audit verify --python .venv -m kimi_k2 --hf-config ./ckpt --dtype float32
+      eagle-audit verify --python .venv -m kimi_k2 --hf-config ./ckpt
     """
     from auditor.hf.targets import load_hf_config, resolve_targets
     from auditor.orchestration.verify import VerifyReport, engine_distribution, engine_version, locate_engine
@@ -1332,7 +1332,8 @@ def fix_cmd(
         [], "--codemods", metavar="FILE", show_default=False,
         help="Replay a codemods file written by --out-dir on this tree (re-planned from its scan)."),
     apply: bool = typer.Option(False, "--apply", help="Edit the folder tree in place (atomic writes, backup kept)."),
-    revert: bool = typer.Option(False, "--revert", help="Restore the files changed by the last --apply on this tree."),
+    revert: bool = typer.Option(False, "--revert", help="Restore the files changed by the last --apply on this tree (PATH, or the vllm "
+                                "of --python ENV, as --apply took it)."),
     verify_run: bool = typer.Option(
         False, "--verify", help="With --apply on an installed vLLM: RUN the engine on the patched tree (as "
         "eagle-audit verify does) and revert on its own when the engine does not prove every target."),
@@ -1376,7 +1377,16 @@ def fix_cmd(
         _fail("--verify runs the engine on the tree --apply patched: give --apply too")
     if revert:
         if apply or out_dir or codemods or model or vllm_version or sglang_version:
-            _fail("--revert takes only the PATH of the tree to restore")
+            _fail("--revert takes only the PATH of the tree to restore (or --python, as --apply did)")
+        if python is not None and not path:
+            # the vllm package --apply --python patched
+            from auditor.model.errors import AuditError
+            from auditor.orchestration.verify import locate_engine
+
+            try:
+                path = str(locate_engine(python).site_packages / "vllm")
+            except AuditError as exc:
+                _fail(str(exc))
         if not path or not Path(path).is_dir():
             _fail("--revert needs the PATH of the folder tree that --apply changed")
         from auditor.source.sources import FolderSource

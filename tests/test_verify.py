@@ -336,3 +336,22 @@ def test_a_platform_limit_under_the_model_is_no_disagreement(tmp_path):
     assert "not in the model's own code" in r["reason"], r
     r = run_with([platform, model])
     assert r["outcome"] == "broken" and r["model_code_failed"] is True and r["agrees"] is False, r
+
+
+def test_revert_finds_the_tree_by_environment_as_apply_did(tmp_path):
+    """``fix --apply --python ENV`` patches ENV's vllm; ``fix --revert --python ENV`` restores it
+    (a new user tried it and was told to give a PATH)."""
+    env = _fake_env(tmp_path, "exit 0\n")
+    site_vllm = env / "lib" / "python3.11" / "site-packages" / "vllm"
+    before = {p: p.read_bytes() for p in site_vllm.rglob("*.py")}
+    run = lambda *a: subprocess.run([sys.executable, "-m", "auditor", "fix", *map(str, a), "--no-progress", "--no-config"],
+                                    capture_output=True, text=True, timeout=300, cwd=REPO,
+                                    env=dict(os.environ, NO_COLOR="1", COLUMNS="200"))
+    p = run("--python", env, "-m", "ToyV3ForCausalLM", "--apply")
+    assert p.returncode == 0, p.stderr
+    assert {p: p.read_bytes() for p in site_vllm.rglob("*.py")} != before
+    p = run("--revert", "--python", env)
+    assert p.returncode == 0 and p.stderr.startswith("restored 2 files from "), p.stderr
+    assert {p: p.read_bytes() for p in site_vllm.rglob("*.py")} == before
+    p = run("--revert", "--python", tmp_path / "nowhere")
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr

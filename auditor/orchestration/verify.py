@@ -212,7 +212,7 @@ class Verifier:
             return hf_config, maps, sub, "--hf-config"
         if not mt:
             return None, {}, {}, "no model_type known for the architecture: give --model-type or --hf-config"
-        self.progress(f"{spec.architecture}: building its config from the HF config class of model_type {mt}")
+        self.progress(f"{spec.architecture}: building its config ({mt})")
         out = run_child(self.env.python, {"action": "config", "model_type": mt}, timeout=min(self.timeout, 120),
                         cpu=self.env.cpu)
         if out.status != "ok":

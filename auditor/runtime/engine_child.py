@@ -182,6 +182,9 @@ def _patch_dummy_weights() -> str | None:
                         if w.dim() == 2 and w.shape[0] > live_rows:
                             w[live_rows:].zero_()
                             zeroed = True
+                            b = getattr(mod, "bias", None)  # GPT-J's lm_head has a bias: its dead rows too
+                            if isinstance(b, torch.Tensor) and b.dim() == 1 and b.shape[0] > live_rows:
+                                b[live_rows:].zero_()
             if not zeroed:
                 # a model with no lm_head module computes its logits with another one (Gemma 2:
                 # self.model.embed_tokens): the logits processor then zeroes the same logits

@@ -355,3 +355,20 @@ def test_revert_finds_the_tree_by_environment_as_apply_did(tmp_path):
     assert {p: p.read_bytes() for p in site_vllm.rglob("*.py")} == before
     p = run("--revert", "--python", tmp_path / "nowhere")
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_the_report_fits_80_columns_as_a_list_of_targets(tmp_path):
+    """At 80 columns the table would cut names and cells (a new user saw ``block…``, ``refus…``):
+    one block per target instead, every line within the width, the names whole."""
+    env = _fake_env(tmp_path, "kill -SEGV $$\n")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    p = subprocess.run([sys.executable, "-m", "auditor", "verify", "--python", str(env), "-m", "LlamaForCausalLM",
+                        "--hf-config", str(_hf(tmp_path)), "--no-progress"], capture_output=True, text=True,
+                       env=dict(os.environ, TMPDIR=str(tmp), NO_COLOR="1", COLUMNS="80"), timeout=120,
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode == 1, p.stderr
+    lines = p.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
+    assert "LlamaForCausalLM" in lines and "  engine: crashed; agrees with scan: —" in lines, p.stdout
+    assert "  scan: supported" in lines and "…" not in p.stdout, p.stdout

@@ -53,14 +53,51 @@ def _ids_cell(r: VerifyResult) -> str:
 def verify_table(report: VerifyReport, console: Console) -> None:
     """Print the report: one row per target (scan verdict, what the engine did, the aux layers and
     the layer boundaries their states match, token ids, accepted drafts, wall time), then one line
-    per target that did not prove, with the engine's exception, its ``file:line`` and gate."""
+    per target that did not prove, with the engine's exception, its ``file:line`` and gate. Under
+    :data:`NARROW` columns the rows are blocks of labelled lines, wrapped between words."""
     from rich.markup import escape
     from rich.table import Table
 
     e = report.engine
     console.print(escape(clean(f"{e.get('distribution')} {e.get('version')} — {e.get('python')} ({e.get('how')})"
-                               f"{', CPU backend' if e.get('cpu') else ''}")), highlight=False)
-    t = Table()
+                               f"{', CPU backend' if e.get('cpu') else ''}")), highlight=False,
+                  soft_wrap=console.width >= NARROW)
+    if console.width < NARROW:
+        _narrow(report, console)
+    else:
+        t = Table()
+        _wide(report, t)
+        console.print(t)
+    _after_table(report, console)
+
+
+#: below this many columns the results are a list of targets, not a table (a table would cut
+#: the architecture names and the engine cells)
+NARROW = 110
+
+
+def _narrow(report, console) -> None:
+    """One block per target, each line wrapped between words at the console's width."""
+    from rich.markup import escape
+
+    for r in report.results:
+        scan = r.scan_verdict + (f": {', '.join(r.scan_blocking)}" if r.scan_blocking else "")
+        accepted = "—" if r.accepted is None else f"{r.accepted}/{r.draft_tokens}" if r.draft_tokens else str(r.accepted)
+        agrees = {True: "yes", False: "NO", None: "—"}[r.agrees]
+        wall = r.times.get("wall_s")
+        style = _STYLE.get(r.outcome, "")
+        console.print(escape(clean(r.architecture)), highlight=False, soft_wrap=False)
+        console.print(f"  engine: [{style}]{escape(clean(engine_cell(r)))}[/]; agrees with scan: {agrees}",
+                      highlight=False, soft_wrap=False)
+        for label, value in (("scan", scan), ("aux layers", _aux_cell(r)), ("token ids", _ids_cell(r)),
+                             ("accepted", accepted), ("time", f"{wall:.0f} s" if wall else "—")):
+            console.print(f"  {label}: {escape(clean(value))}", highlight=False, soft_wrap=False)
+
+
+def _wide(report, t) -> None:
+    """The results table (one row per target)."""
+    from rich.markup import escape
+
     for col, kw in (("architecture", {"no_wrap": True}), ("scan", {}), ("engine", {}), ("agrees", {}),
                     ("aux layers", {}), ("token ids", {}), ("accepted", {}), ("time", {"justify": "right"})):
         t.add_column(col, **kw)
@@ -72,7 +109,12 @@ def verify_table(report: VerifyReport, console: Console) -> None:
         wall = r.times.get("wall_s")
         t.add_row(escape(clean(r.architecture)), escape(clean(scan)), f"[{style}]{escape(clean(engine_cell(r)))}[/]",
                   agrees, escape(_aux_cell(r)), escape(_ids_cell(r)), accepted, f"{wall:.0f} s" if wall else "—")
-    console.print(t)
+
+
+def _after_table(report, console) -> None:
+    """The line per target that did not prove (its exception, ``file:line`` and gate) and the summary."""
+    from rich.markup import escape
+
     for r in report.results:
         if r.outcome == "proven":
             continue
@@ -83,6 +125,7 @@ def verify_table(report: VerifyReport, console: Console) -> None:
             x = r.exception
             parts.append(f"{x.get('type')}: {x.get('message', '')[:300]} at {x.get('where')} "
                          f"({x.get('function')}) → gate {x.get('gate')}")
-        console.print(escape(clean(" — ".join(parts))), highlight=False, soft_wrap=True)
+        # whole on a wide console (one line to grep); wrapped between words on a narrow one
+        console.print(escape(clean(" — ".join(parts))), highlight=False, soft_wrap=console.width >= NARROW)
     summary = report.as_dict()["summary"]
     console.print(", ".join(f"{n} {o}" for o, n in summary.items() if n) or "no target", highlight=False)

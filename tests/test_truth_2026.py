@@ -66,3 +66,51 @@ def test_kind1_holder_assigned_in_a_helper_init_calls():
     (f,) = [f for f in r.findings if f.gate == "aux-capture"]
     assert f.severity.value == "error" and f.path == "vllm/models/inkling/nvidia/model.py"
     assert r.holder.endswith("InklingModel")
+
+
+def _with_drafter(tmp_path, doc: dict):
+    from auditor.model.options import load_draft_config
+
+    import json
+    (tmp_path / "config.json").write_text(json.dumps(doc))
+    return load_draft_config(tmp_path)
+
+
+#: The shape of a Gemma 4 assistant drafter's config.json (transformers' Gemma4AssistantConfig:
+#: model_type gemma4_assistant, a gemma4_text text_config narrower than the target's backbone).
+GEMMA4_ASSISTANT = {"architectures": ["Gemma4AssistantForCausalLM"], "model_type": "gemma4_assistant",
+                    "backbone_hidden_size": 2816, "use_ordered_embeddings": True, "tie_word_embeddings": True,
+                    "text_config": {"model_type": "gemma4_text", "hidden_size": 1024, "num_hidden_layers": 4,
+                                    "num_kv_shared_layers": 4, "vocab_size": 262144}}
+
+
+def _audit_with(version: str, arch: str, method: str, options):
+    from auditor.engines.vllm.targets import resolve_targets
+    from tests.real import release_auditor
+
+    a = release_auditor(version)
+    (spec,) = resolve_targets(a.registry, [arch])
+    return a.audit(spec, method, None, options)
+
+
+def test_kind5_mtp_drafter_checkpoint_of_its_own_is_judged(tmp_path):
+    """vLLM 0.21.0 ``SpeculativeConfig.hf_config_override`` rewrites ``gemma4_assistant`` into
+    ``gemma4_mtp`` / ``Gemma4MTPModel`` (registered), and the draft's model config is built from the
+    speculative ``model`` with that override: with the assistant's config the Gemma 4 target is
+    supported for MTP. Without it the target's own config is judged (gemma4: no branch): blocked,
+    with the hint to pass --draft-config. 0.20.1 has no such branch: blocked on the drafter."""
+    from auditor.model.options import RunOptions
+
+    dc, path = _with_drafter(tmp_path, GEMMA4_ASSISTANT)
+    opts = RunOptions(method="mtp", draft_config=dc, draft_config_path=path)
+    r = _audit_with("0.21.0", "Gemma4ForConditionalGeneration", "mtp", opts)
+    assert r.verdict.value == "supported", [f.message for f in r.findings]
+    assert r.blocking == [] and not _gates(r, "unknown")
+    r = _audit_with("0.21.0", "Gemma4ForConditionalGeneration", "mtp", RunOptions(method="mtp"))
+    assert (r.verdict.value, r.blocking) == ("blocked", ["mtp-draft"])
+    (f,) = [f for f in r.findings if f.gate == "mtp-draft"]
+    assert "pass --draft-config" in f.message and f.path == "vllm/config/speculative.py"
+    r = _audit_with("0.20.1", "Gemma4ForConditionalGeneration", "mtp", opts)
+    assert (r.verdict.value, r.blocking) == ("blocked", ["mtp-draft"])
+    (f,) = [f for f in r.findings if f.gate == "mtp-draft"]
+    assert "'gemma4_assistant'" in f.message and "drafter checkpoint" in f.message

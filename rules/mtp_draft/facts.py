@@ -395,3 +395,25 @@ def draft_of(ctx, arch: str, model_type: str | None, text_model_type: str | None
             out.unchanged = bool(ends) and not changed and out.architecture_known
     ctx.cache[key] = (path, fact, out)
     return ctx.cache[key]
+
+
+def rewrite_applies_to_draft_model(ctx, path: str, function: str) -> int | None:
+    """The line of the call in the module at ``path`` that builds the draft's model config from
+    the speculative ``model`` (the drafter checkpoint, when one is given) with
+    ``hf_overrides=<...>.<function>`` (vLLM ``config/speculative.py``:
+    ``ModelConfig(model=self.model, ..., hf_overrides=SpeculativeConfig.hf_config_override)``):
+    the rewrite then judges the drafter checkpoint's own config. None when no such call exists or
+    the module does not parse. Read with ``ast``, never imported."""
+    try:
+        tree = ast.parse(ctx.resolver.tree.read(path), filename=path)
+    except (KeyError, OSError, SyntaxError, ValueError, RecursionError):
+        return None
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        kws = {k.arg: k.value for k in node.keywords if k.arg}
+        hook = kws.get("hf_overrides")
+        named = (hook.attr if isinstance(hook, ast.Attribute) else hook.id if isinstance(hook, ast.Name) else None)
+        if named == function and "model" in kws:
+            return node.lineno
+    return None

@@ -114,3 +114,18 @@ def test_kind5_mtp_drafter_checkpoint_of_its_own_is_judged(tmp_path):
     assert (r.verdict.value, r.blocking) == ("blocked", ["mtp-draft"])
     (f,) = [f for f in r.findings if f.gate == "mtp-draft"]
     assert "'gemma4_assistant'" in f.message and "drafter checkpoint" in f.message
+
+
+def test_kind8_parallel_drafting_guard_decided_without_a_token_count():
+    """vLLM 0.20.1 ``SpecDecodeBaseProposer.__init__`` calls ``_raise_if_multimodal`` under
+    ``needs_extra_input_slots`` (``num_speculative_tokens`` slots with parallel drafting, less the
+    one the hidden states fill): true for every count above one, so Gemma 4 with parallel drafting
+    is blocked without --num-speculative-tokens, no longer unknown."""
+    from auditor.model.options import RunOptions
+
+    r = _audit_with("0.20.1", "Gemma4ForConditionalGeneration", "eagle3", RunOptions(parallel_drafting=True))
+    assert r.verdict.value == "blocked", [f.message for f in r.findings]
+    assert r.blocking == ["parallel-drafting-mm"] and not _gates(r, "unknown")
+    (f,) = [f for f in r.findings if f.gate == "parallel-drafting-mm"]
+    assert f.path == "vllm/v1/spec_decode/llm_base_proposer.py" and "_raise_if_multimodal" in f.message
+    assert "any number of speculative tokens above one" in f.message

@@ -129,3 +129,18 @@ def test_kind8_parallel_drafting_guard_decided_without_a_token_count():
     (f,) = [f for f in r.findings if f.gate == "parallel-drafting-mm"]
     assert f.path == "vllm/v1/spec_decode/llm_base_proposer.py" and "_raise_if_multimodal" in f.message
     assert "any number of speculative tokens above one" in f.message
+
+
+def test_kind8_image_token_read_from_a_transformers_that_has_the_config_class():
+    """vLLM 0.19.0 requires transformers<5, whose newest release (4.57.6) has no gemma4; but
+    ``gemma4_mm.py`` imports ``Gemma4Config`` from ``transformers.models.gemma4``, so Gemma 4 runs
+    only with a transformers that has it: read from the newest release, Gemma4Config defines
+    ``image_token_id``, not the ``image_token_index`` the proposer's fallback reads
+    (``v1/spec_decode/eagle.py``): image-token blocks, no longer unknown."""
+    r = _audit("vllm", "0.19.0", "Gemma4ForConditionalGeneration")
+    assert r.verdict.value == "blocked", [f.message for f in r.findings]
+    assert set(r.blocking) == {"allowlist", "interface", "aux-capture", "image-token"}
+    assert not _gates(r, "unknown")
+    (f,) = [f for f in r.findings if f.gate == "image-token"]
+    assert f.path == "vllm/v1/spec_decode/eagle.py" and f.line and f.data.candidates == ["image_token_id"]
+    assert "transformers.models.gemma4, which transformers 4.57.6 lacks" in f.message

@@ -98,6 +98,7 @@ TABLE: tuple[Entry, ...] = (
           "rules.aux_capture.codemod_sglang:SGLangAuxCaptureCodemod", name=aux_capture_planner_sglang.CODEMOD),
     Entry(aux_capture_sglang.SilentDelegationRule),
     Entry(SGLangMTPDraftRule),
+    Entry(draft_registry.SGLangDraftRegistryRule),
 )
 
 #: Code → rule class, in report order.

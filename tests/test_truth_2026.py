@@ -144,3 +144,49 @@ def test_kind8_image_token_read_from_a_transformers_that_has_the_config_class():
     (f,) = [f for f in r.findings if f.gate == "image-token"]
     assert f.path == "vllm/v1/spec_decode/eagle.py" and f.line and f.data.candidates == ["image_token_id"]
     assert "transformers.models.gemma4, which transformers 4.57.6 lacks" in f.message
+
+
+def _audit_sglang_with(version: str, arch: str, method: str, options):
+    from auditor.engines.vllm.targets import resolve_targets
+    from tests.real import release_auditor
+
+    a = release_auditor(version, "sglang")
+    (spec,) = resolve_targets(a.registry, [arch])
+    return a.audit(spec, method, None, options)
+
+
+def test_kind4_sglang_eagle_method_requires_get_embed_and_head():
+    """SGLang runs EAGLE-1 with the same workers as EAGLE-3 (``is_eagle()``): 0.5.10.post1
+    ``speculative/eagle_worker.py`` calls ``get_embed_and_head()`` on the target, which
+    ``Qwen2MoeForCausalLM`` lacks: ``--method eagle`` is audited (it was refused) and blocked on
+    the interface; the EAGLE-3 setter is not required for it (LlamaForCausalLM has both)."""
+    from auditor.model.options import RunOptions
+
+    r = _audit_sglang_with("0.5.10.post1", "Qwen2MoeForCausalLM", "eagle", RunOptions(method="eagle"))
+    assert (r.verdict.value, r.blocking) == ("blocked", ["interface"]), [f.message for f in r.findings]
+    (f,) = [f for f in r.findings if f.gate == "interface"]
+    assert f.data.missing == ["get_embed_and_head"] and f.path == "sglang/srt/models/qwen2_moe.py"
+    r = _audit_sglang_with("0.5.10.post1", "LlamaForCausalLM", "eagle", RunOptions(method="eagle"))
+    assert (r.verdict.value, r.blocking) == ("supported", [])
+
+
+def test_kind4_sglang_draft_config_is_judged(tmp_path):
+    """SGLang 0.5.11: a drafter whose architecture a model module registers (``LlamaForCausalLMEagle3``,
+    ``models/llama_eagle3.py`` EntryClass) passes; one no EntryClass lists is blocked by
+    ``draft-registry`` at the model registry's refusal (``models/registry.py``); without
+    --draft-config the gate is listed as not evaluated."""
+    from auditor.model.options import RunOptions
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    good, gpath = _with_drafter(tmp_path / "a", {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama"})
+    r = _audit_sglang_with("0.5.11", "LlamaForCausalLM", "eagle3", RunOptions(draft_config=good, draft_config_path=gpath))
+    assert (r.verdict.value, r.blocking) == ("supported", []), [f.message for f in r.findings]
+    assert "draft-registry" not in r.not_evaluated
+    bad, bpath = _with_drafter(tmp_path / "b", {"architectures": ["Qwen3ForCausalLMEagle3"], "model_type": "qwen3"})
+    r = _audit_sglang_with("0.5.11", "LlamaForCausalLM", "eagle3", RunOptions(draft_config=bad, draft_config_path=bpath))
+    assert (r.verdict.value, r.blocking) == ("blocked", ["draft-registry"]), [f.message for f in r.findings]
+    (f,) = [f for f in r.findings if f.gate == "draft-registry"]
+    assert f.rule == "EA406" and f.path == "sglang/srt/models/registry.py" and f.line
+    r = _audit_sglang_with("0.5.11", "LlamaForCausalLM", "eagle3", RunOptions())
+    assert "draft-registry" in r.not_evaluated

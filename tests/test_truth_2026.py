@@ -190,3 +190,24 @@ def test_kind4_sglang_draft_config_is_judged(tmp_path):
     assert f.rule == "EA406" and f.path == "sglang/srt/models/registry.py" and f.line
     r = _audit_sglang_with("0.5.11", "LlamaForCausalLM", "eagle3", RunOptions())
     assert "draft-registry" in r.not_evaluated
+
+
+def test_kind4_sglang_run_options_it_does_not_model_are_listed():
+    """SGLang 0.5.11 with -pp 2 and --parallel-drafting: no SGLang rule models either, so both are
+    listed as not evaluated (JSON and the table's 'not checked' line), never dropped silently."""
+
+
+    from auditor.model.options import RunOptions
+    from auditor.render.report import not_checked
+
+    r = _audit_sglang_with("0.5.11", "LlamaForCausalLM", "eagle3",
+                           RunOptions(pipeline_parallel_size=2, parallel_drafting=True))
+    assert r.verdict.value == "supported"
+    assert "not modelled on SGLang trees" in r.not_evaluated["pp-aux-transport"]
+    assert "not modelled on SGLang trees" in r.not_evaluated["parallel-drafting-mm"]
+    items = not_checked(r, "sglang")
+    assert "pipeline parallelism (-pp N) (asked for; not modelled on SGLang trees)" in items
+    assert "parallel drafting (--parallel-drafting) (asked for; not modelled on SGLang trees)" in items
+    # a plain run asks for neither
+    r = _audit_sglang_with("0.5.11", "LlamaForCausalLM", "eagle3", RunOptions())
+    assert not any("not modelled" in w for w in r.not_evaluated.values())

@@ -401,10 +401,13 @@ def not_checked(result, engine: str = "vllm") -> list[str]:
     out: list[str] = []
     if result.role != "target":
         return out
-    for gate in result.not_evaluated:
+    for gate, why in result.not_evaluated.items():
         try:
             rule = rule_by_gate(gate, engine)
         except KeyError:
+            # a gate of another engine the run asks for, not modelled on this one (scan's _unmodelled)
+            if "; not modelled on " in why and why not in out:
+                out.append(why)
             continue
         if rule.CHECKED_WITH and result.method in rule.METHODS and rule.CHECKED_WITH not in out:
             out.append(rule.CHECKED_WITH)

@@ -195,8 +195,6 @@ def test_kind4_sglang_draft_config_is_judged(tmp_path):
 def test_kind4_sglang_run_options_it_does_not_model_are_listed():
     """SGLang 0.5.11 with -pp 2 and --parallel-drafting: no SGLang rule models either, so both are
     listed as not evaluated (JSON and the table's 'not checked' line), never dropped silently."""
-
-
     from auditor.model.options import RunOptions
     from auditor.render.report import not_checked
 

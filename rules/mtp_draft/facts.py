@@ -417,3 +417,22 @@ def rewrite_applies_to_draft_model(ctx, path: str, function: str) -> int | None:
         if named == function and "model" in kws:
             return node.lineno
     return None
+
+
+def drafter_checkpoint(target) -> tuple | None:
+    """For ``target`` (a :class:`rules.base.AuditTarget`) with ``--draft-config`` (an MTP
+    drafter shipped as its own checkpoint, as Gemma 4's ``gemma4_assistant`` from vLLM 0.21): ``(architecture, model_type, text model_type, config,
+    phrase)`` of that checkpoint, which is what the release's rewrite judges; ``(None, ..., why)``
+    when the config names no architecture or model_type; None without ``--draft-config``."""
+    dc = target.options.draft_config
+    if dc is None:
+        return None
+    where = target.options.draft_config_path or "--draft-config"
+    archs = [a for a in dc.get("architectures") or [] if isinstance(a, str)]
+    mt = dc.get("model_type") if isinstance(dc.get("model_type"), str) else None
+    if not archs or not mt:
+        return (None, None, None, None, f"the drafter checkpoint {where} (--draft-config) declares no "
+                f"{'architectures' if not archs else 'model_type'}: the MTP draft cannot be named")
+    tc = dc.get("text_config")
+    tmt = tc.get("model_type") if isinstance(tc, dict) and isinstance(tc.get("model_type"), str) else None
+    return archs[0], mt, tmt or mt, dc, f"the drafter checkpoint {where}, --draft-config"

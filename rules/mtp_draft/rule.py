@@ -15,6 +15,7 @@ from rules.mtp_draft.facts import (
     METHODS_EXTRACTOR,
     draft_of,
     mtp_methods,
+    drafter_checkpoint,
     rewrite_applies_to_draft_model,
 )
 
@@ -98,24 +99,6 @@ def _spec_module(ctx: Context) -> str | None:
     return None
 
 
-def _drafter_checkpoint(target: AuditTarget) -> tuple | None:
-    """With ``--draft-config`` (an MTP drafter shipped as its own checkpoint, as Gemma 4's
-    ``gemma4_assistant`` from vLLM 0.21): ``(architecture, model_type, text model_type, config,
-    phrase)`` of that checkpoint, which is what the release's rewrite judges; ``(None, ..., why)``
-    when the config names no architecture or model_type; None without ``--draft-config``."""
-    dc = target.options.draft_config
-    if dc is None:
-        return None
-    where = target.options.draft_config_path or "--draft-config"
-    archs = [a for a in dc.get("architectures") or [] if isinstance(a, str)]
-    mt = dc.get("model_type") if isinstance(dc.get("model_type"), str) else None
-    if not archs or not mt:
-        return (None, None, None, None, f"the drafter checkpoint {where} (--draft-config) declares no "
-                f"{'architectures' if not archs else 'model_type'}: the MTP draft cannot be named")
-    tc = dc.get("text_config")
-    tmt = tc.get("model_type") if isinstance(tc, dict) and isinstance(tc.get("model_type"), str) else None
-    return archs[0], mt, tmt or mt, dc, f"the drafter checkpoint {where}, --draft-config"
-
 
 class MtpDraftRule(Rule):
     """The MTP draft architecture, as the tree's speculative config derives it.
@@ -198,7 +181,7 @@ class MtpDraftRule(Rule):
                     f"{mf.list_name or 'list'} {mf.names}: SpeculativeConfig refuses it (use --method mtp)",
                     mpath, mf.list_line or mf.line, method=requested, accepted=mf.names)
                 return
-        drafter = _drafter_checkpoint(target)
+        drafter = drafter_checkpoint(target)
         if drafter is not None and drafter[0] is None:
             yield self.finding(Severity.UNKNOWN, drafter[4], _spec_module(ctx), None)
             return

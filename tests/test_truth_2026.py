@@ -209,3 +209,28 @@ def test_kind4_sglang_run_options_it_does_not_model_are_listed():
     # a plain run asks for neither
     r = _audit_sglang_with("0.5.11", "LlamaForCausalLM", "eagle3", RunOptions())
     assert not any("not modelled" in w for w in r.not_evaluated.values())
+
+
+def test_kind6_mtp_drafter_embedding_width_guard_warns(tmp_path):
+    """vLLM 0.25.1: Gemma 4's MTP draft (``Gemma4MTPModel`` → ``Gemma4MTP`` → its inner
+    ``Gemma4MultiTokenPredictor``, ``gemma4_mtp.py``) builds ``embed_tokens`` at ``hidden_size`` and a
+    ``pre_projection`` of ``2 * backbone_hidden_size`` over ``cat(embedding, hidden states)``, and
+    the proposer's ``_maybe_share_embeddings`` (``llm_base_proposer.py``) keeps the draft's own
+    embedding when the widths differ, for MTP drafts too: a warning at the guard, with the
+    assistant's widths (MoE backbone 2816, assistant 1024). 0.27.0 runs that check for EAGLE drafts
+    only (and Gemma4Proposer shares unconditionally): no warning. The verdict stays supported."""
+    from auditor.model.options import RunOptions
+
+    dc, path = _with_drafter(tmp_path, GEMMA4_ASSISTANT)
+    opts = RunOptions(method="mtp", draft_config=dc, draft_config_path=path)
+    r = _audit_with("0.25.1", "Gemma4ForConditionalGeneration", "mtp", opts)
+    assert (r.verdict.value, r.blocking) == ("supported", []), [f.message for f in r.findings]
+    (f,) = [f for f in r.findings if f.gate == "draft-embed-width"]
+    assert f.severity.value == "warning" and f.rule == "EA316"
+    assert f.path == "vllm/v1/spec_decode/llm_base_proposer.py" and f.line
+    assert f.data.draft.endswith("gemma4_mtp.Gemma4MultiTokenPredictor")
+    assert (f.data.embed_width, f.data.projection_width) == ("self.hidden_size", "self.backbone_hidden_size")
+    assert f.data.widths == {"hidden_size": 1024, "backbone_hidden_size": 2816}
+    r = _audit_with("0.27.0", "Gemma4ForConditionalGeneration", "mtp", opts)
+    assert (r.verdict.value, r.blocking) == ("supported", [])
+    assert "draft-embed-width" not in {f.gate for f in r.findings}

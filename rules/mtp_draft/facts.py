@@ -399,22 +399,47 @@ def draft_of(ctx, arch: str, model_type: str | None, text_model_type: str | None
 
 def rewrite_applies_to_draft_model(ctx, path: str, function: str) -> int | None:
     """The line of the call in the module at ``path`` that builds the draft's model config from
-    the speculative ``model`` (the drafter checkpoint, when one is given) with
-    ``hf_overrides=<...>.<function>`` (vLLM ``config/speculative.py``:
-    ``ModelConfig(model=self.model, ..., hf_overrides=SpeculativeConfig.hf_config_override)``):
-    the rewrite then judges the drafter checkpoint's own config. None when no such call exists or
-    the module does not parse. Read with ``ast``, never imported."""
+    the speculative ``model`` (the drafter checkpoint, when one is given) with ``hf_overrides``
+    reaching ``function``: the function itself (vLLM 0.21.0 ``config/speculative.py``:
+    ``ModelConfig(model=self.model, ..., hf_overrides=SpeculativeConfig.hf_config_override)``) or
+    a call of a function of the module that names it (0.25.1:
+    ``draft_hf_overrides = SpeculativeConfig.compose_draft_hf_overrides(...)``, which returns or
+    wraps it, then ``hf_overrides=draft_hf_overrides``; locals and calls followed three deep). The rewrite then judges the drafter checkpoint's own config. None
+    when no such call exists or the module does not parse. Read with ``ast``, never imported."""
     try:
         tree = ast.parse(ctx.resolver.tree.read(path), filename=path)
     except (KeyError, OSError, SyntaxError, ValueError, RecursionError):
         return None
+    defs = {n.name: n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+    def named(e: ast.AST) -> str | None:
+        return e.attr if isinstance(e, ast.Attribute) else e.id if isinstance(e, ast.Name) else None
+
+    assigned: dict[str, list[ast.AST]] = {}
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None:
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                if isinstance(t, ast.Name):
+                    assigned.setdefault(t.id, []).append(n.value)
+
+    def reaches(e: ast.AST, depth: int) -> bool:
+        if named(e) == function:
+            return True
+        if isinstance(e, ast.Name) and depth > 0:  # a local bound to it (0.25.1 draft_hf_overrides)
+            return any(reaches(v, depth - 1) for v in assigned.get(e.id, ()))
+        if isinstance(e, ast.Call) and depth > 0:
+            fn = defs.get(named(e.func) or "")
+            if fn is not None and fn.name != function:
+                return any(reaches(n, depth - 1) for n in ast.walk(fn) if isinstance(n, (ast.Name, ast.Attribute, ast.Call))
+                           and n is not fn)
+        return False
+
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
         kws = {k.arg: k.value for k in node.keywords if k.arg}
         hook = kws.get("hf_overrides")
-        named = (hook.attr if isinstance(hook, ast.Attribute) else hook.id if isinstance(hook, ast.Name) else None)
-        if named == function and "model" in kws:
+        if hook is not None and "model" in kws and reaches(hook, 3):
             return node.lineno
     return None
 

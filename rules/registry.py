@@ -18,6 +18,7 @@ from rules import (
     aux_capture,
     aux_layers,
     draft_embed_width,
+    draft_lm_head,
     draft_pp,
     draft_registry,
     embed_sharing,
@@ -36,6 +37,7 @@ from rules.aux_capture import sglang as aux_capture_sglang
 from rules.aux_layers import facts as aux_layers_facts
 from rules.base import Rule
 from rules.draft_embed_width import facts as draft_embed_width_facts
+from rules.draft_lm_head import facts as draft_lm_head_facts
 from rules.draft_pp import facts as draft_pp_facts
 from rules.draft_registry import facts as draft_registry_facts
 from rules.embed_sharing import facts as embed_sharing_facts
@@ -95,6 +97,8 @@ TABLE: tuple[Entry, ...] = (
           (platform_spec_decode_facts.WORKER_EXTRACTOR, platform_spec_decode_facts.RUNNER_EXTRACTOR)),
     Entry(draft_embed_width.DraftEmbedWidthRule, None, None,
           (draft_embed_width_facts.DRAFT_EXTRACTOR, draft_embed_width_facts.SHARER_EXTRACTOR)),
+    Entry(draft_lm_head.DraftLmHeadRule, None, None,
+          (draft_lm_head_facts.CLASS_EXTRACTOR, draft_lm_head_facts.SHARE_EXTRACTOR)),
     # SGLang (rules whose ENGINES name sglang): the same gate ids, SGLang's mechanism
     Entry(interface_sglang.SGLangInterfaceRule, interface_planner_sglang.plan,
           "rules.interface.codemod_sglang:SGLangInterfaceCodemod", name=interface_planner_sglang.CODEMOD),

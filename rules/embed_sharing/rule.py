@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -9,6 +10,7 @@ from auditor.cache import cacheable
 from auditor.engines.base import init_assign
 from auditor.engines.vllm.facts import LANGUAGE_MODEL_ATTRS, class_keyword, find_holder, is_multimodal
 from auditor.index.resolve import ClassRef
+from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding, Severity
 from auditor.model.options import RunOptions
 from rules.base import AuditTarget, Context, Example, Rule
@@ -44,11 +46,17 @@ class ToyGPTModel(nn.Module):
         super().__init__()
         self.wte = nn.Embedding(10, 4)
 
+    def embed_input_ids(self, input_ids):
+        return self.wte(input_ids)
+
 
 class ToyGPTForCausalLM(nn.Module):
     def __init__(self, config):
         super().__init__()
         self.transformer = ToyGPTModel(config)
+
+    def embed_input_ids(self, input_ids):
+        return self.transformer.embed_input_ids(input_ids)
 '''
 
 _OPT = '''"""An OPT-shaped model (synthetic): the embedding is one level further down."""
@@ -60,18 +68,42 @@ class ToyOPTDecoder(nn.Module):
         super().__init__()
         self.embed_tokens = nn.Embedding(10, 4)
 
+    def embed_input_ids(self, input_ids):
+        return self.embed_tokens(input_ids)
+
 
 class ToyOPTModel(nn.Module):
     def __init__(self, config):
         super().__init__()
         self.decoder = ToyOPTDecoder(config)
 
+    def embed_input_ids(self, input_ids):
+        return self.decoder.embed_input_ids(input_ids)
+
 
 class ToyOPTForCausalLM(nn.Module):
     def __init__(self, config):
         super().__init__()
         self.model = ToyOPTModel(config)
+
+    def embed_input_ids(self, input_ids):
+        return self.model.embed_input_ids(input_ids)
 '''
+
+_GPT_NAMED = _GPT.replace('''        self.wte = nn.Embedding(10, 4)
+''', '''        self.wte = nn.Embedding(10, 4)
+
+    @property
+    def embed_tokens(self):
+        return self.wte
+''').replace('''        self.transformer = ToyGPTModel(config)
+''', '''        self.transformer = ToyGPTModel(config)
+
+    @property
+    def model(self):
+        """The inner model."""
+        return self.transformer
+''')
 
 _PROPOSER_PATH = "vllm/v1/spec_decode/eagle.py"
 
@@ -96,7 +128,7 @@ class EmbedSharingData:
     function: str | None = None
 
 
-def _defines(ctx: Context, ref: ClassRef, names: list[str]) -> tuple[str | None, bool]:
+def defined_name(ctx: Context, ref: ClassRef, names: list[str]) -> tuple[str | None, bool]:
     """``(name, complete)``: the first of ``names`` that ``ref``'s MRO defines (an ``__init__``
     assignment ``self.<name> = ...``, a class attribute or a method/property), or None; ``complete``
     is False when part of the MRO could not be resolved (then a miss decides nothing)."""
@@ -115,10 +147,38 @@ def _defines(ctx: Context, ref: ClassRef, names: list[str]) -> tuple[str | None,
     return None, complete
 
 
-def _attr_class(ctx: Context, ref: ClassRef, attr: str) -> ClassRef | None:
+def _property_path(ctx: Context, ref: ClassRef, attr: str) -> list[str] | None:
+    """``["transformer"]`` when ``attr`` is a ``@property`` on ``ref``'s MRO whose body is one
+    ``return self.transformer`` (a second name for a module the class holds, as the embed-sharing
+    codemod writes it); None otherwise."""
+    import ast
+
+    hit = ctx.resolver.lookup(ref, attr)
+    if hit is None or not isinstance(hit[1], MethodFact) or "property" not in hit[1].decorators:
+        return None
+    loc = ctx.resolver.location(hit[0])
+    node = ctx.function_node(loc[0], attr, hit[1].line) if loc is not None else None
+    body = [s for s in node.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))] if node else []
+    if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
+        return None
+    parts, value = [], body[0].value
+    while isinstance(value, ast.Attribute):
+        parts.append(value.attr)
+        value = value.value
+    return parts[::-1] if isinstance(value, ast.Name) and value.id == "self" and parts else None
+
+
+def attr_class(ctx: Context, ref: ClassRef, attr: str, depth: int = 0) -> ClassRef | None:
     """The class ``self.<attr>`` is built from in ``ref``'s ``__init__`` (a direct constructor
-    call, or what :func:`find_holder` follows for the inner model), or None."""
+    call, or what :func:`find_holder` follows for the inner model), through a property that
+    returns ``self.<path>`` (:func:`_property_path`), or None."""
     found = init_assign(ctx.resolver, ref, (attr,))
+    if found is None and depth < 4:
+        path = _property_path(ctx, ref, attr)
+        cur: ClassRef | None = ref if path else None
+        for part in path or []:
+            cur = attr_class(ctx, cur, part, depth + 1) if cur is not None else None
+        return cur
     if found is None or found[2] is None:
         return None
     owner, _, (callee, _kwargs, _line), _ = found
@@ -129,6 +189,61 @@ def _attr_class(ctx: Context, ref: ClassRef, attr: str) -> ClassRef | None:
     if h.ref is not None and h.via.startswith(f"self.{attr} = {callee}(") and " → " not in h.via:
         return h.ref
     return None
+
+
+#: The model methods that embed token ids (``VllmModel.embed_input_ids`` in
+#: ``vllm/model_executor/models/interfaces_base.py``; ``get_input_embeddings`` before it was renamed).
+EMBED_METHODS = ("embed_input_ids", "get_input_embeddings")
+
+
+def _self_chain(node: ast.AST) -> list[str] | None:
+    """``["a", "b"]`` for the expression ``self.a.b``; None for anything else."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name) and node.id == "self" and parts:
+        return parts[::-1]
+    return None
+
+
+def embedding_path(ctx: Context, ref: ClassRef, depth: int = 0) -> tuple[list[str] | None, str]:
+    """The attribute path from an instance of ``ref`` to its token embedding module, as the class's
+    own embedding method reaches it: ``(["transformer", "wte"], "")`` for GPT-2, or ``(None, why)``.
+
+    The method (one of :data:`EMBED_METHODS`, looked up on the MRO) must be a single
+    ``return self.<path>(input_ids)`` (the module) or ``return self.<attr>.<embed method>(...)``
+    (a delegation, followed into the class ``self.<attr>`` is built from, at most 4 deep)."""
+    if depth > 4:
+        return None, "the embedding methods delegate too deep"
+    for name in EMBED_METHODS:
+        hit = ctx.resolver.lookup(ref, name)
+        if hit is None or not isinstance(hit[1], MethodFact):
+            continue
+        owner, mf = hit
+        loc = ctx.resolver.location(owner)
+        node = ctx.function_node(loc[0], name, mf.line) if loc is not None else None
+        if node is None:
+            return None, f"{owner.name}.{name} could not be read"
+        returns = [n for n in ast.walk(node) if isinstance(n, ast.Return)]
+        if len(returns) != 1 or not isinstance(returns[0].value, ast.Call):
+            return None, f"{owner.name}.{name} is not a single `return self.<module>(input_ids)`"
+        chain = _self_chain(returns[0].value.func)
+        if chain is None:
+            return None, f"{owner.name}.{name} does not return a call on self"
+        if chain[-1] in EMBED_METHODS:
+            if len(chain) != 2:
+                return None, f"{owner.name}.{name} delegates through {'.'.join(chain[:-1])}"
+            inner = attr_class(ctx, ref, chain[0])
+            if inner is None:
+                return None, f"the class of {ref.name}.{chain[0]} is not known statically"
+            rest, why = embedding_path(ctx, inner, depth + 1)
+            return ([chain[0], *rest] if rest is not None else None), why
+        built = defined_name(ctx, ref, [chain[0]])[0]
+        if built is None:
+            return None, f"{ref.name} does not define .{chain[0]}, which {owner.name}.{name} calls"
+        return chain, ""
+    return None, f"{ref.name} has no {' or '.join(EMBED_METHODS)} method to follow"
 
 
 def _language_model(ctx: Context, ref: ClassRef) -> ClassRef | None:
@@ -170,11 +285,12 @@ class EmbedSharingRule(Rule):
         "BLOOM keep their inner model at .transformer; OPT keeps its embedding at .model.decoder.embed_tokens."
     )
     HOW_TO_FIX = (
-        "Expose the inner model as .model and its token embedding as .embed_tokens on the target's classes (for "
-        "example read-only properties that return self.transformer and self.wte), or serve a model whose classes "
-        "follow the Llama layout. No codemod writes this yet: the engine must prove such a patch first."
+        "Expose the inner model as .model and its token embedding as .embed_tokens on the target's classes: "
+        "read-only properties that return the modules the classes already hold (self.transformer, self.wte), "
+        "found by following the model's own embed_input_ids. The codemod writes them for a text model whose "
+        "embedding path is plain; a multimodal wrapper's language model is patched by hand."
     )
-    FIX_AVAILABLE = False
+    FIX_AVAILABLE = True
     METHODS = ("eagle", "eagle3", "mtp")
     DATA = EmbedSharingData
     VALID = [
@@ -182,6 +298,9 @@ class EmbedSharingRule(Rule):
         Example(_tree(_GPT), "ToyGPTForCausalLM", options=RunOptions(pipeline_parallel_size=2),
                 rows=[("ToyGPTForCausalLM", "toygpt", "ToyGPTForCausalLM", "_TEXT_GENERATION_MODELS")],
                 note="two pipeline stages: the proposer loads the drafter's own embedding"),
+        Example(_tree(_GPT_NAMED), "ToyGPTForCausalLM",
+                rows=[("ToyGPTForCausalLM", "toygpt", "ToyGPTForCausalLM", "_TEXT_GENERATION_MODELS")],
+                note="the modules named as the proposer reads them: properties that return them (the codemod's shape)"),
     ]
     INVALID = [
         Example(_tree(_GPT), "ToyGPTForCausalLM", expect_severity=Severity.ERROR,
@@ -222,7 +341,7 @@ class EmbedSharingRule(Rule):
         walked: list[str] = []
         for i, names in enumerate(fact.steps):
             assert cur is not None
-            hit, complete = _defines(ctx, cur, names)
+            hit, complete = defined_name(ctx, cur, names)
             where = f"{path}:{fact.raise_lines[i]}"
             if hit is None:
                 shown = " or ".join(f".{n}" for n in names)
@@ -236,12 +355,12 @@ class EmbedSharingRule(Rule):
                 msg = f": {fact.messages[i]!r}" if fact.messages[i] else ""
                 yield self.finding(Severity.ERROR, f"{on} has no {shown}: the proposer's {fact.function} ({where}) "
                                    f"raises AttributeError{msg} when the drafter loads{stage}",
-                                   path, fact.raise_lines[i], language_model=lm.name, missing=names, chain=walked,
-                                   function=fact.function)
+                                   path, fact.raise_lines[i], fix=lm == ref and embedding_path(ctx, ref)[0] is not None,  # what the codemod patches
+                                   language_model=lm.name, missing=names, chain=walked, function=fact.function)
                 return
             walked.append(hit)
             if i + 1 < len(fact.steps):
-                nxt = _attr_class(ctx, cur, hit)
+                nxt = attr_class(ctx, cur, hit)
                 if nxt is None:
                     built = init_assign(ctx.resolver, cur, (hit,))
                     how = f"self.{hit} = {built[3][:80]}" if built is not None and built[3] else f".{hit}"

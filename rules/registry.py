@@ -100,7 +100,8 @@ TABLE: tuple[Entry, ...] = (
     Entry(draft_embed_width.DraftEmbedWidthRule, None, None,
           (draft_embed_width_facts.DRAFT_EXTRACTOR, draft_embed_width_facts.SHARER_EXTRACTOR)),
     Entry(draft_lm_head.DraftLmHeadRule, None, None,
-          (draft_lm_head_facts.CLASS_EXTRACTOR, draft_lm_head_facts.SHARE_EXTRACTOR)),
+          (draft_lm_head_facts.CLASS_EXTRACTOR, draft_lm_head_facts.SHARE_EXTRACTOR,
+           draft_lm_head_facts.FLAG_EXTRACTOR, draft_lm_head_facts.METHODS_EXTRACTOR)),
     # SGLang (rules whose ENGINES name sglang): the same gate ids, SGLang's mechanism
     Entry(interface_sglang.SGLangInterfaceRule, interface_planner_sglang.plan,
           "rules.interface.codemod_sglang:SGLangInterfaceCodemod", name=interface_planner_sglang.CODEMOD),

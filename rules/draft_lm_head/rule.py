@@ -11,13 +11,20 @@ from auditor.index.resolve import ClassRef
 from auditor.model.findings import Finding, Severity
 from auditor.model.options import RunOptions
 from rules.base import AuditTarget, Context, Example, Rule
-from rules.draft_lm_head.facts import CLASS_EXTRACTOR, SHARE_EXTRACTOR, InitFact
+from rules.draft_lm_head.facts import (
+    CLASS_EXTRACTOR,
+    FLAG_EXTRACTOR,
+    METHODS_EXTRACTOR,
+    SHARE_EXTRACTOR,
+    InitFact,
+)
 from rules.draft_registry.rule import EXAMPLE_EAGLE_CONFIG
 
 _DRAFTER = '''
 import torch.nn as nn
 
 from vllm.model_executor.models.llama import LlamaForCausalLM
+from vllm.model_executor.models.toy_utils import mark_eagle_weight
 
 
 class EagleToyForCausalLM(LlamaForCausalLM):
@@ -26,7 +33,15 @@ class EagleToyForCausalLM(LlamaForCausalLM):
         self.model = nn.Linear(4, 4)
 {head}
     def load_weights(self, weights):
+        for name, _ in weights:
+            mark_eagle_weight(self, name)
         return AutoWeightsLoader(self, skip_prefixes=["lm_head."]).load_weights(weights)
+'''
+
+_UTILS = '''
+def mark_eagle_weight(model, name):
+    if "lm_head" in name:
+        model.has_own_lm_head = True
 '''
 _HEAD = "        self.lm_head = nn.Linear(4, 4)\n"
 
@@ -53,7 +68,7 @@ class EagleProposer:
 def _tree(head: bool) -> dict[str, str]:
     return {"vllm/transformers_utils/configs/eagle.py": EXAMPLE_EAGLE_CONFIG,
             "vllm/model_executor/models/toy_eagle.py": _DRAFTER.replace("{head}", _HEAD if head else ""),
-            "vllm/v1/spec_decode/eagle.py": _PROPOSER}
+            "vllm/model_executor/models/toy_utils.py": _UTILS, "vllm/v1/spec_decode/eagle.py": _PROPOSER}
 
 
 _ROW = [("EagleToyForCausalLM", "toy_eagle", "EagleToyForCausalLM", "_SPECULATIVE_DECODING_MODELS")]
@@ -86,10 +101,11 @@ def builds_lm_head(ctx: Context, ref: ClassRef) -> tuple[bool | None, str, str, 
     while i < len(entries):
         c = entries[i]
         if not isinstance(c, ClassRef):
-            return False, str(getattr(c, "dotted", c)), "reaches a class outside the tree", skips
+            return False, str(getattr(c, "dotted", c)), (f"its __init__ chain reaches {getattr(c, 'dotted', c)} "
+                                                         "(outside the tree) and assigns no lm_head"), skips
         path = r.tree.path_of(c.module)
         facts: list[InitFact] = [f for f in (r.tree.summary(path).extras.get(CLASS_EXTRACTOR.name, ()) or ())
-                                 if f.cls == c.name] if path else []
+                                 if f.cls == c.name and f.has_init] if path else []
         hit = r.lookup(c, "__init__")
         if not facts:
             if hit is not None and hit[0] == c:
@@ -121,8 +137,10 @@ class DraftLmHeadRule(Rule):
     MTP draft), follows its construction (``__init__`` and the parents' ``__init__`` it runs) for
     an assignment of ``self.lm_head``, and, when there is none, finds the proposer's sharing of
     the target's LM head that reads the draft's own ``self.model.lm_head`` when the draft declares
-    one was trained (``has_own_lm_head``, on drafters with that protocol attribute on their MRO).
-    A warning: it bites only when the drafter checkpoint ships ``lm_head`` weights.
+    one was trained (``has_own_lm_head``: a literal ``True`` on its MRO, or set by a function its
+    ``load_weights`` calls when a weight is named ``lm_head``; drafters without the attribute are
+    MTP drafts, whose head the proposer always shares). A warning: it bites only when the flag is
+    on (for most drafters, when the checkpoint ships ``lm_head`` weights).
     """
 
     CODE = "EA317"
@@ -164,18 +182,53 @@ class DraftLmHeadRule(Rule):
         built, last, how, skips = builds_lm_head(ctx, draft.ref)
         if built is not False:
             return
-        if ctx.resolver.lookup(draft.ref, "has_own_lm_head") is None:
-            return  # not an EAGLE drafter: the proposer shares the target's head unconditionally
+        flag = own_head_flag(ctx, draft.ref)
+        if flag is None:
+            return  # the flag stays False (or there is none): the proposer shares the target's head
         reads = [(p, s) for p, s in ctx.facts.found(SHARE_EXTRACTOR) if s.read_line is not None]
         if not reads:
             return
         path, s = reads[0]
+        others = sorted({f"{m.split('.')[0]} ({p})" for p, ms in ctx.facts.found(METHODS_EXTRACTOR) for m in [ms]
+                         if m.endswith(f".{s.method}") and m.split(".")[0] != s.cls})
+        unless = ((f" (unless this draft's proposer is {others[0]}, which overrides {s.method})" if len(others) == 1
+                   else f" (unless this draft's proposer is one of {', '.join(others)}, which override {s.method})")
+                  if others else "")
         yield self.finding(
             Severity.WARNING,
             f"{draft.architecture} ({draft.ref.dotted}) builds no lm_head: {how}"
             + ("; its load_weights skips lm_head weights" if skips else "")
-            + f". {s.cls}.{s.method} shares the target's head only while the drafter's has_own_lm_head is False "
-            f"(set when the drafter checkpoint ships an lm_head weight); otherwise it reads self.model.lm_head at "
-            f"{path}:{s.read_line}: AttributeError. Serve a drafter checkpoint without lm_head weights",
+            + f". Its has_own_lm_head is {flag}, and then {s.cls}.{s.method} reads self.model.lm_head at "
+            f"{path}:{s.read_line} instead of sharing the target's: AttributeError{unless}"
+            + (". Serve a drafter checkpoint without lm_head weights" if flag.startswith("set ") else ""),
             path, s.read_line, draft=draft.ref.dotted, stops_at=last, via=how, skips=skips,
             read=f"{path}:{s.read_line}")
+
+
+def own_head_flag(ctx: Context, ref: ClassRef) -> str | None:
+    """How a drafter's ``has_own_lm_head`` becomes True, in words, or None when it never does: a
+    class of its MRO sets it to the literal ``True``, or its ``load_weights`` calls a function that
+    sets it (``process_eagle_weight``, when the checkpoint ships an ``lm_head`` weight). A drafter
+    without the attribute is an MTP draft, whose head the proposer always shares."""
+    r = ctx.resolver
+    hit = r.lookup(ref, "has_own_lm_head")
+    if hit is None:
+        return None
+    if getattr(hit[1], "literal", None) is True:
+        return f"True ({hit[0].name} sets it)"
+    setters = {name for _, name in ctx.facts.found(FLAG_EXTRACTOR)}
+    for e in r.mro(ref).entries:
+        if not isinstance(e, ClassRef):
+            continue
+        path = r.tree.path_of(e.module)
+        for f in (r.tree.summary(path).extras.get(CLASS_EXTRACTOR.name, ()) or ()) if path else ():
+            if f.cls == e.name and f.weight_calls:
+                hits = sorted(setters & set(f.weight_calls))
+                if hits:
+                    return (f"set when the drafter checkpoint ships an lm_head weight ({e.name}.load_weights "
+                            f"calls {hits[0]})")
+                break
+        else:
+            continue
+        break
+    return None

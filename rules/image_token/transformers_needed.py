@@ -52,7 +52,7 @@ def newest_transformers() -> tuple[object | None, str]:
 
     try:
         path, version = fetch_newest_wheel("transformers", "", progress=False)
-    except AuditError as exc:
+    except (AuditError, OSError) as exc:
         return None, f"the newest transformers release could not be fetched: {exc}"
     how = f"the newest transformers release: transformers {version} ({path.name})"
     return TransformersConfigs(source=WheelPackageSource(path, "transformers"), version=version, how=how), how

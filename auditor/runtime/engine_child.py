@@ -236,8 +236,8 @@ def _install_hooks(model) -> str:
                 hs = tensors[0] if tensors else None
             res = bound.get("residual")
             if isinstance(hs, torch.Tensor):
-                state = hs + res if isinstance(res, torch.Tensor) else hs
-                STATE["entering"][idx] = state.detach().float().cpu().clone()
+                STATE["entering"][idx] = (hs.detach().float().cpu().clone(),
+                                          res.detach().float().cpu().clone() if isinstance(res, torch.Tensor) else None)
             return None
         return hook
 
@@ -256,17 +256,39 @@ def _install_hooks(model) -> str:
     return ""
 
 
-def _match_aux() -> list:
-    """For each captured aux tensor, the layer ids whose entering hidden state it equals."""
+def _close(a, b) -> bool:
     import torch
 
+    return a.shape == b.shape and torch.allclose(a, b, rtol=1e-2, atol=1e-3 * max(1.0, float(a.abs().max())))
+
+
+def _entering_states() -> dict:
+    """Layer id → the hidden state entering that layer (the residual stream), from the
+    ``(hidden_states, residual)`` each layer was called with.
+
+    Most layers take a residual stream split in two (Llama: the layer's first norm adds
+    ``residual`` back), so the state is ``hidden_states + residual``. A layer that hands back its
+    own input as the residual and sums the rest itself (Cohere 2: ``residual = hidden_states``
+    first, and the next layer gets ``(sum, input)``) takes its state whole: ``hidden_states``.
+    Which one the model is, is measured: when every later layer's ``residual`` equals the
+    ``hidden_states`` the layer before it was called with, the residual is not part of the state."""
+    raw = STATE["entering"]
+    ids = sorted(raw)
+    handed_back = [raw[i][1] is not None and (i - 1) in raw and _close(raw[i][1], raw[i - 1][0]) for i in ids[1:]]
+    whole = bool(handed_back) and all(handed_back)
+    return {i: (hs if whole or res is None else hs + res) for i, (hs, res) in raw.items()}
+
+
+def _match_aux() -> list:
+    """For each captured aux tensor, the layer ids whose entering hidden state it equals."""
     if not STATE["aux"]:
         return []
+    entering = _entering_states()
     out = []
     for t in STATE["aux"]:
         hits = []
-        for idx, ent in sorted(STATE["entering"].items()):
-            if ent.shape == t.shape and torch.allclose(ent, t, rtol=1e-2, atol=1e-3 * max(1.0, float(ent.abs().max()))):
+        for idx, ent in sorted(entering.items()):
+            if _close(ent, t):
                 hits.append(idx)
         out.append(hits)
     return out

@@ -671,7 +671,7 @@ def scan(
       eagle-audit scan site-packages/vllm --hf-config ./checkpoint --method all
       eagle-audit scan --python ~/serve/.venv/bin/python -o report.sarif
     """
-    from auditor.engines.vllm.targets import load_hf_config, resolve_targets
+    from auditor.hf.targets import load_hf_config, resolve_targets
     from auditor.render import report as rep
 
     _check_model_type(model_type)
@@ -786,7 +786,7 @@ def verify(
       eagle-audit verify -m StableLmForCausalLM --format json -o verify.json
       eagle-audit verify --python .venv -m kimi_k2 --hf-config ./ckpt --dtype float32
     """
-    from auditor.engines.vllm.targets import load_hf_config, resolve_targets
+    from auditor.hf.targets import load_hf_config, resolve_targets
     from auditor.orchestration.verify import VerifyReport, engine_distribution, engine_version, locate_engine
     from auditor.render import verify as rv
 
@@ -828,7 +828,7 @@ def _fix_commands(result, auditor, path: Optional[str], vllm_version: Optional[s
     entry it implies); beyond :data:`_FIX_COMMAND_TARGETS` a placeholder stands for them."""
     from auditor.model.wording import shell_join
 
-    from auditor.engines.vllm.targets import resolve_targets
+    from auditor.hf.targets import resolve_targets
 
     fixable = result.fixable()
     if not fixable:
@@ -889,8 +889,8 @@ def _scan_all_platforms(path, vllm_version, model, model_type, cfg, methods, fmt
     """``scan --platform all``: the same scan on every platform (one tree, one index), then where
     the verdicts differ (``cfg``: the checkpoint's parsed config.json, or None). JSON:
     ``{"platform": "all", "reports": {platform: scan}, "differences": [...]}``."""
-    from auditor.engines.vllm.platforms import PLATFORMS
-    from auditor.engines.vllm.targets import resolve_targets
+    from auditor.model.options import PLATFORMS
+    from auditor.hf.targets import resolve_targets
     from auditor.orchestration.scan import Auditor, platform_differences
     from auditor.render import report as rep
 
@@ -1078,7 +1078,7 @@ def explain(
     for name in names:
         found = [name]
         if name not in auditor.registry.entries:  # a model_type names its architectures, as in scan
-            from auditor.engines.vllm.targets import resolve_targets
+            from auditor.hf.targets import resolve_targets
 
             # an unknown name: resolve_targets' error, as scan says it (closest architectures and
             # model_types, or how to give a Hugging Face repo id's config)
@@ -1188,7 +1188,7 @@ def fix_cmd(
                       --codemods patches/kimi_k2.vllm-0.16.0.eagle3.codemods.json
       eagle-audit fix --revert site-packages/vllm
     """
-    from auditor.engines.vllm.targets import resolve_targets
+    from auditor.hf.targets import resolve_targets
     from auditor.orchestration import fix as fx
 
     out_dir = _renamed(out_old, "--out", out_dir, "--out-dir")
@@ -1227,7 +1227,7 @@ def fix_cmd(
     method, model_type = settings.methods[0], settings.model_type
     model = [] if codemods else list(settings.models)
     loaded = fx.load_codemods(codemods) if codemods else None  # validated before any work
-    from auditor.engines.vllm.targets import load_hf_config
+    from auditor.hf.targets import load_hf_config
 
     hf = (load_hf_config(settings.hf_config, settings.label("hf_config")) if settings.hf_config and not codemods
           else None)
@@ -1492,7 +1492,7 @@ def gate_cmd(
                        --codemods patches/kimi_k2.codemods.json
       eagle-audit gate -f sarif -o gate.sarif   # settings: pyproject.toml
     """
-    from auditor.engines.vllm.targets import load_hf_config
+    from auditor.hf.targets import load_hf_config
     from auditor.orchestration.upgrade import run_gate
     from auditor.render import ci_formats
 
@@ -1680,7 +1680,7 @@ def compare_cmd(
       eagle-audit compare -m kimi_k2 --vllm-version 0.16.0 \\
                           --sglang-version 0.5.9 -o compare.html
     """
-    from auditor.engines.vllm.targets import load_hf_config
+    from auditor.hf.targets import load_hf_config
     from auditor.orchestration.compare import open_engine_side, run_compare
     from auditor.render import report as rep
 

@@ -46,7 +46,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from auditor.engines.vllm.targets import resolve_targets
+from auditor.hf.targets import resolve_targets
 from auditor.index.tree import SummaryCache  # noqa: E402
 from auditor.orchestration.scan import Auditor, make_tree  # noqa: E402
 from auditor.source.fetch import fetch_release  # noqa: E402

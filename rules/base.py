@@ -9,13 +9,15 @@ real scanner. ``check`` is a pure generator of :class:`~auditor.model.findings.F
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar, Iterator
+from typing import Any, Callable, ClassVar, Hashable, Iterator, TypeVar
 
-from auditor.engines.vllm.facts import TargetFacts, TreeFacts
-from auditor.engines.vllm.registry import Registry
+from auditor.engines.base import TreeFactsBase
+from auditor.index.providers import FactProvider, FactStore, ModuleAst
 from auditor.index.resolve import Resolver
 from auditor.model.findings import Finding, Severity
 from auditor.model.options import RunOptions
+
+P = TypeVar("P", bound=FactProvider)
 
 
 @dataclass
@@ -33,51 +35,54 @@ class AuditTarget:
 
     architecture: str
     method: str
-    facts: TargetFacts
+    #: what the tree says of the architecture (``ref``, ``unresolved``, …: the engine's
+    #: ``target_facts``)
+    facts: Any
     model_type: str | None = None
     text_model_type: str | None = None
     model_type_source: str = "guessed from the class name"
     hf_config: dict | None = None
     options: RunOptions = field(default_factory=RunOptions)
+    #: the holder model the engine names on the result line (dotted; EAGLE-3 only), set by the
+    #: scan before the rules run
+    holder: str | None = None
 
 
 @dataclass
 class Context:
-    """What every rule may read: the tree's resolver, registry and tree-wide facts (``facts``;
-    for an SGLang tree the objects of :mod:`auditor.engines.sglang`), a per-tree ``cache`` for
-    facts rules compute once, and the tree's ``engine``."""
+    """What every rule may read: the tree's resolver, the engine's registry (``entries``,
+    ``architectures()``, ``role(arch)``, ``class_ref(arch)``, …) and tree-wide facts (``facts``:
+    the engine's :class:`auditor.engines.base.TreeFactsBase`), typed facts computed once per
+    tree (:meth:`get`), the tree's ``engine`` name, and ``transformers_loader``: how the run
+    chooses the transformers source its verdicts may read (``() -> (configs or None, note)``).
+    """
 
     resolver: Resolver
-    registry: Registry
-    facts: TreeFacts
-    cache: dict = field(default_factory=dict)
+    registry: Any
+    facts: TreeFactsBase
     #: the engine of the tree (``vllm``, ``sglang``): only rules whose ``ENGINES`` name it run
     engine: str = "vllm"
+    transformers_loader: Callable[[], tuple[Any, str]] | None = None
+    store: FactStore = field(default_factory=FactStore)
+
+    def get(self, provider: type[P], key: Hashable = None) -> Any:
+        """The fact ``provider`` computes for ``key`` (``ctx.get(HolderFacts, ref)``), computed
+        once per tree; see :class:`auditor.index.providers.FactStore`.
+
+        Raises:
+            auditor.index.providers.UndeclaredFact: the provider or rule being computed did not
+                declare ``provider``.
+        """
+        return self.store.get(self, provider, key)
 
     def function_node(self, path: str, name: str, line: int):
         """The ``ast`` syntax tree of the function ``name`` defined at ``line`` of the module at
-        ``path``, re-read from the tree (parsed once per tree and module, never executed), for
-        gates that interpret a few lines of code (:mod:`auditor.index.evaluate`). None when the
-        module no longer parses or holds no such function."""
+        ``path`` (:class:`ModuleAst`), for gates that interpret a few lines of code
+        (:mod:`auditor.index.evaluate`). None when the module no longer parses or holds no such
+        function."""
         import ast
 
-        key = ("module-ast", path)
-        if key not in self.cache:
-            try:
-                data = self.resolver.tree.read(path)
-            except (KeyError, OSError):
-                data = None
-            mod = None
-            if data is not None:
-                try:
-                    mod = ast.parse(data, filename=path)
-                except (SyntaxError, ValueError, RecursionError):
-                    from auditor.index.summary import parse_newer_syntax
-
-                    parsed = parse_newer_syntax(data, path)
-                    mod = parsed[0] if parsed else None
-            self.cache[key] = mod
-        mod = self.cache[key]
+        mod = self.store.get(self, ModuleAst, path)
         if mod is None:
             return None
         for node in ast.walk(mod):
@@ -94,7 +99,10 @@ class Example:
     ``options``: the run the example assumes (pipeline-parallel size, drafter config, …; its
     ``method`` is ignored: ``method`` is the one audited); ``hf_config``: a checkpoint config.json;
     ``model_type``: the target's own model_type (default: derived from the architecture name);
-    ``rows``: registry rows ``(architecture, module, class name, table)`` added to the tree."""
+    ``rows``: registry rows ``(architecture, module, class name, table)`` added to the tree;
+    ``engine``: for a rule that judges several engines, the one whose synthetic base tree
+    (``fixtures/minivllm``, ``fixtures/minisglang``) the example is laid over (None: the rule's
+    only engine)."""
 
     files: dict[str, str]
     architecture: str
@@ -106,6 +114,7 @@ class Example:
     hf_config: dict | None = None
     model_type: str | None = None
     rows: list[tuple[str, str, str, str]] = field(default_factory=list)
+    engine: str | None = None
 
 
 class Rule:
@@ -131,6 +140,12 @@ class Rule:
     ENGINES: ClassVar[tuple[str, ...]] = ("vllm",)
     #: The dataclass of this rule's machine-readable finding details (None: findings carry none).
     DATA: ClassVar[type | None] = None
+    #: the fact providers :meth:`check` asks for (``ctx.get``); when set, any other is refused
+    #: (None: not declared)
+    FACTS: ClassVar[tuple[type[FactProvider], ...] | None] = None
+    #: True for a rule the scan runs even when the target's class does not resolve (EA300); the
+    #: other rules are then not evaluated
+    UNRESOLVED: ClassVar[bool] = False
     VALID: ClassVar[list[Example]] = []
     INVALID: ClassVar[list[Example]] = []
     #: set by :meth:`check` when the gate depends on code outside the tree (yielding nothing): the

@@ -61,6 +61,17 @@ class EagleCodemod(VisitorBasedCodemodCommand):
         self.params = params
         self.changes: list[str] = []
 
+    @classmethod
+    def merge_params(cls, params: dict, other: dict) -> None:
+        """Fold ``other`` (the parameters of a second invocation at the same place: same file and
+        class) into ``params``, in place, when two targets need the same edit (default: the
+        first invocation's parameters stand).
+
+        Args:
+            params: the parameters of the invocation planned first (updated).
+            other: those of the invocation planned after it.
+        """
+
     def transform_module(self, tree: cst.Module) -> cst.Module:
         """Run the codemod. The gate codemods use no metadata, so the module is transformed
         directly (libcst's default wraps it in a MetadataWrapper, which deep-copies it)."""

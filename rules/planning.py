@@ -31,26 +31,14 @@ class Invocation:
         p = self.params
         return (self.codemod, self.path, p.get("class") or p.get("class_name") or p.get("function") or "")
 
-    def merge(self, other: "Invocation") -> None:
+    def merge(self, other: "Invocation", merge_params: Callable[[dict, dict], None]) -> None:
+        """Fold ``other`` (the same codemod at the same place) into this invocation: its
+        architectures, and its parameters as the codemod's ``merge_params`` says
+        (:meth:`rules.cst.EagleCodemod.merge_params`)."""
         for a in other.architectures:
             if a not in self.architectures:
                 self.architectures.append(a)
-        if self.codemod == "allowlist":
-            mts = self.params["model_types"]
-            for mt in other.params["model_types"]:
-                if mt not in mts:
-                    mts.append(mt)
-        if self.codemod == "interface":
-            names = {m["name"] for m in self.params["members"]}
-            self.params["members"] += [m for m in other.params["members"] if m["name"] not in names]
-        if self.codemod == "sglang-interface":
-            # the setter of one plan and the getters of another, on the same class
-            for k, v in other.params.items():
-                if k == "getters":
-                    names = {g["name"] for g in self.params.get("getters", [])}
-                    self.params.setdefault("getters", []).extend(g for g in v if g["name"] not in names)
-                else:
-                    self.params.setdefault(k, v)
+        merge_params(self.params, other.params)
 
     def as_dict(self) -> dict:
         return {
@@ -90,9 +78,12 @@ class Planner:
         method: the speculative method being fixed.
         planners: gate id → ``plan(planner, result, finding)`` (``rules.registry.PLANNERS``).
         only: codemod names allowed (a replayed codemods file); None allows all.
+        codemods: codemod name → its class (``rules.registry.codemod_class``), whose
+            ``merge_params`` folds two invocations at the same place; None: the first stands.
     """
 
-    def __init__(self, ctx: Context, method: str, planners: dict[str, Callable], only: set[str] | None = None):
+    def __init__(self, ctx: Context, method: str, planners: dict[str, Callable], only: set[str] | None = None,
+                 codemods: Callable[[str], type] | None = None):
         self.ctx = ctx
         self.r = ctx.resolver
         self.registry = ctx.registry
@@ -101,6 +92,7 @@ class Planner:
         self.planners = planners
         self.method = method
         self.only = only
+        self.codemods = codemods
         self.invocations: dict[tuple, Invocation] = {}
         self.unfixable: list[Unfixable] = []
         self.explicit_setter: set[str] = set()  # targets whose planned interface writes the setter
@@ -114,7 +106,8 @@ class Planner:
             return
         k = inv.key()
         if k in self.invocations:
-            self.invocations[k].merge(inv)
+            merge = self.codemods(inv.codemod).merge_params if self.codemods else (lambda a, b: None)
+            self.invocations[k].merge(inv, merge)
         else:
             self.invocations[k] = inv
 

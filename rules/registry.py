@@ -28,13 +28,14 @@ from rules import (
     parallel_drafting_mm,
     platform_spec_decode,
     pp_aux_transport,
+    resolve,
 )
 from rules.allowlist import facts as allowlist_facts
 from rules.allowlist import planner as allowlist_planner
 from rules.aux_capture import planner as aux_capture_planner
 from rules.aux_capture import planner_sglang as aux_capture_planner_sglang
 from rules.aux_capture import sglang as aux_capture_sglang
-from rules.aux_layers import facts as aux_layers_facts
+from rules.common import layer_ids as aux_layers_facts
 from rules.base import Rule
 from rules.draft_embed_width import facts as draft_embed_width_facts
 from rules.draft_lm_head import facts as draft_lm_head_facts
@@ -110,6 +111,8 @@ TABLE: tuple[Entry, ...] = (
     Entry(aux_capture_sglang.SilentDelegationRule),
     Entry(SGLangMTPDraftRule),
     Entry(draft_registry.SGLangDraftRegistryRule),
+    # every engine: what static analysis cannot follow (run last; alone when the class does not resolve)
+    Entry(resolve.ResolveRule),
 )
 
 #: Code → rule class, in report order.
@@ -128,6 +131,12 @@ CODEMODS: dict[str, str] = {e.codemod_name: e.codemod for e in TABLE if e.codemo
 
 #: Every extractor the rules need in the summary pass.
 EXTRACTORS: tuple[Extractor, ...] = tuple(x for e in TABLE for x in e.extractors)
+
+
+def extractors_for(engine: str) -> tuple[Extractor, ...]:
+    """The extractors of the rules that judge trees of ``engine`` (the modules a full scan of
+    such a tree reads for the rules' facts)."""
+    return tuple(x for e in TABLE if e.rule.judges(engine) for x in e.extractors)
 
 
 def rule_by_gate(gate: str, engine: str = "vllm") -> type[Rule]:

@@ -88,7 +88,7 @@ def open_auditor(folder: Path | str):
 def audit(folder: Path | str, arch: str, method: str = "eagle3", text_model_type: str | None = None):
     """Audit one architecture of the tree in ``folder``; returns the
     :class:`auditor.orchestration.scan.TargetResult`. ``text_model_type`` acts as ``--model-type``."""
-    from auditor.engines.vllm.targets import resolve_targets
+    from auditor.hf.targets import resolve_targets
 
     a = open_auditor(folder)
     (spec,) = resolve_targets(a.registry, [arch], model_type=text_model_type)

@@ -87,7 +87,7 @@ def audit_case(case: dict):
     ``method``, and optionally ``model_type``/``text_model_type``, ``platform``,
     ``pipeline_parallel_size``, ``draft_config`` (the drafter's config.json as a table),
     ``parallel_drafting`` and ``num_speculative_tokens``. Returns the :class:`auditor.model.results.TargetResult`."""
-    from auditor.engines.vllm.targets import resolve_targets
+    from auditor.hf.targets import resolve_targets
     from auditor.model.options import RunOptions
     from auditor.model.results import TargetSpec
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from auditor.engines.vllm.targets import resolve_targets
+from auditor.hf.targets import resolve_targets
 from rules.allowlist.facts import allowlist_for
 from tests.real import case_id, check_case, expected_cases, release_auditor
 

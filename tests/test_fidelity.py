@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from auditor.engines.vllm.targets import resolve_targets
+from auditor.hf.targets import resolve_targets
 from auditor.model.results import TargetSpec
 from auditor.orchestration.scan import Auditor
 from tests.real import release_auditor
@@ -310,7 +310,7 @@ def test_holder_built_by_a_factory_handed_the_class(tmp_path):
 
 
 def test_llama4_language_model_from_initialize_model_0_16_0():
-    from auditor.engines.vllm.facts import find_holder
+    from auditor.engines.modelfiles import find_holder
 
     a = release_auditor("0.16.0")
     r = _one(a, "Llama4ForConditionalGeneration", "llama4", "llama4_text")
@@ -381,7 +381,7 @@ def test_transformers_backend_captures_aux_states_itself_0_33_0():
 def test_a_setter_that_delegates_is_not_self_capture(minivllm):
     from conftest import open_auditor
 
-    from auditor.engines.vllm.facts import captures_itself
+    from auditor.engines.modelfiles import captures_itself
 
     a = open_auditor(minivllm)
     ref = a.registry.class_ref("LlamaForCausalLM")
@@ -408,16 +408,16 @@ def test_transformers_fetched_per_the_tree_requirement_0_16_0():
 def test_an_archive_verdict_ignores_the_installed_transformers(monkeypatch):
     from pathlib import Path
 
-    from auditor.engines.vllm import hfconfigs
+    from auditor.hf import configs as hfconfigs
 
     stub = Path(__file__).resolve().parents[1] / "fixtures" / "transformers_stub"
     monkeypatch.setattr(hfconfigs, "locate_transformers", lambda explicit=None: stub if explicit is None else None)
     from auditor.index.tree import SummaryCache
     from auditor.orchestration.scan import make_tree as vllm_tree
-    from rules.image_token.rule import transformers_configs
+    from auditor.hf.configs import TransformersFacts
 
     a = Auditor(vllm_tree(release_auditor("0.16.0").tree.source, SummaryCache()))
-    tf = transformers_configs(a.ctx)
+    tf = a.ctx.get(TransformersFacts).configs
     assert tf is not None and tf.parent != stub  # not the one "installed" here
     assert "the tree's requirement" in a.transformers_used()["how"]
 

@@ -23,7 +23,7 @@ import pytest
 from typer.testing import CliRunner
 
 from auditor.cli import app
-from auditor.engines.vllm.targets import resolve_targets
+from auditor.hf.targets import resolve_targets
 from auditor.index.tree import SummaryCache
 from auditor.orchestration.fix import (
     BACKUP_DIR,

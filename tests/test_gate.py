@@ -33,7 +33,7 @@ from conftest import drift_tree
 from junitparser import JUnitXml
 from packaging.version import Version
 
-from auditor.engines.vllm.targets import resolve_targets
+from auditor.hf.targets import resolve_targets
 from auditor.model.errors import AuditError, SourceError
 from auditor.model.findings import Verdict
 from auditor.model.outcomes import ReleaseVerdict, UpgradeOutcome
@@ -314,7 +314,7 @@ def test_run_gate_opens_sides_given_as_specs(releases):
 
     report = run_gate("0.18.0", ["kimi_k2"], current=str(DRIFT), releases=Recording())
     assert fetched == ["0.18.0"]
-    assert report.candidate.spec == "0.18.0" and report.candidate.vllm_version == "0.18.0"
+    assert report.candidate.spec == "0.18.0" and report.candidate.release == "0.18.0"
     assert report.current.spec == str(DRIFT)
     assert report.outcome is UpgradeOutcome.NATIVE
 
@@ -569,14 +569,14 @@ def test_matrix_keeps_a_release_that_cannot_be_fetched_as_skipped(releases):
     report = run_matrix(["kimi_k2"], "0.17.1,0.18.0", releases=Flaky(), jobs=1,
                         progress=lambda *e: events.append(e))
     assert sorted(calls) == ["0.17.1", "0.18.0"]
-    rows = {(r.vllm_version, r.architecture): r for r in report.rows}
+    rows = {(r.release, r.architecture): r for r in report.rows}
     assert rows[("0.17.1", KIMI)].verdict is ReleaseVerdict.SKIPPED and "refused" in rows[("0.17.1", KIMI)].reason
     assert rows[("0.18.0", KIMI)].verdict is ReleaseVerdict.SUPPORTED
     assert set(report.errors) == {"0.17.1"}
     assert ("fetch", 2, 2) in events and ("audit", 2, 2) in events
     # a second run is answered from the per-archive cache, with the same rows
     again = run_matrix(["kimi_k2"], "0.18.0", releases=Flaky(), jobs=1)
-    assert [r.as_dict() for r in again.rows] == [r.as_dict() for r in report.rows if r.vllm_version == "0.18.0"]
+    assert [r.as_dict() for r in again.rows] == [r.as_dict() for r in report.rows if r.release == "0.18.0"]
 
 
 def test_matrix_audits_in_worker_processes(files, tmp_path):
@@ -595,7 +595,7 @@ def test_matrix_audits_in_worker_processes(files, tmp_path):
 
     report = run_matrix(["kimi_k2"], "0.99.0..", releases=Synthetic(), jobs=2)
     assert report.jobs == 2
-    assert [(r.vllm_version, r.architecture, r.verdict) for r in report.rows] == [
+    assert [(r.release, r.architecture, r.verdict) for r in report.rows] == [
         (v, a, ReleaseVerdict.BLOCKED) for v in ("0.99.0", "0.99.1") for a in (DSV3, KIMI)]
     for r in report.rows:
         assert r.blocking == ["allowlist", "interface", "aux-capture"] + (["image-token"] if r.architecture == KIMI else [])

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from conftest import add_registry_row, make_tree
 
-from auditor.engines.vllm.hfconfigs import TransformersConfigs, locate_transformers
+from auditor.hf.configs import TransformersConfigs, locate_transformers
 from auditor.model.results import TargetSpec
 from auditor.orchestration.scan import Auditor, open_tree
 
@@ -50,7 +50,7 @@ def test_image_token_decided_from_transformers(tmp_path):
 
 
 def test_image_token_unknown_without_transformers(tmp_path, monkeypatch):
-    import auditor.engines.vllm.hfconfigs as hf
+    import auditor.hf.configs as hf
 
     monkeypatch.setattr(hf.importlib.util, "find_spec", lambda name: None)
     monkeypatch.delenv("EAGLE_AUDIT_TRANSFORMERS", raising=False)
@@ -63,7 +63,7 @@ def test_image_token_unknown_without_transformers(tmp_path, monkeypatch):
 def test_a_fifo_in_a_given_transformers_folder_never_blocks(tmp_path):
     import os
 
-    from auditor.engines.vllm.hfconfigs import PackageFolderSource
+    from auditor.hf.configs import PackageFolderSource
 
     pkg = tmp_path / "transformers"
     pkg.mkdir()

@@ -163,7 +163,7 @@ VL = "ToyVLForConditionalGeneration"  # its patch touches four files
 
 def plan(root: Path, model: str = VL):
     """The validated fix of ``model`` on the tree ``root`` (nothing written)."""
-    from auditor.engines.vllm.targets import resolve_targets
+    from auditor.hf.targets import resolve_targets
     from auditor.orchestration.fix import plan_fix
     from tests.conftest import open_auditor
 
@@ -1042,7 +1042,7 @@ def _modules(draw) -> bytes:
 
 def _scan_dict(source) -> dict:
     """The full scan of a source as plain data (the label aside), or the error it ends with."""
-    from auditor.engines.vllm.targets import resolve_targets
+    from auditor.hf.targets import resolve_targets
     from auditor.index.tree import SummaryCache
     from auditor.model.errors import AuditError
     from auditor.orchestration.scan import Auditor, make_tree

@@ -174,7 +174,7 @@ def test_compare_and_matrix_markdown_keep_input_text_inert(tmp_path):
         rows=[SimpleNamespace(architecture=MD_EVIL, method="eagle3", cells=[cell])],
         unresolved={MD_EVIL: {"vllm": MD_EVIL}}, supports_all=[False])
     _assert_inert_markdown(compare_markdown(report))
-    row = SimpleNamespace(vllm_version="0.1.0", architecture=MD_EVIL, verdict=ReleaseVerdict.SKIPPED,
+    row = SimpleNamespace(release="0.1.0", architecture=MD_EVIL, verdict=ReleaseVerdict.SKIPPED,
                           blocking=[], warnings=[], first_native=False, reason=MD_EVIL)
     report = SimpleNamespace(architectures=[MD_EVIL], model=[MD_EVIL], method="eagle3", versions=MD_EVIL,
                              releases=["0.1.0"], rows=[row], first_supported={MD_EVIL: None},

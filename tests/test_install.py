@@ -36,7 +36,7 @@ def installed(tmp_path_factory) -> Path:
     (wheel,) = (tmp / "dist").glob("eagle_audit-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     for data in ("auditor/model/schemas/outputs/scan.json", "auditor/model/schemas/settings.json",
-                 "auditor/engines/vllm/targets.toml", "rules/registry.py"):
+                 "auditor/hf/targets.toml", "rules/registry.py"):
         assert data in names, data
     assert not any(n.startswith(("tests/", "fixtures/")) for n in names)
     venv = tmp / "venv"

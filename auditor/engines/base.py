@@ -3,9 +3,14 @@
 An :class:`Engine` describes one engine package (``auditor/engines/vllm``,
 ``auditor/engines/sglang``): the top-level package of its trees, the fact extractors its index
 pass needs, how to build its registry and tree-wide facts over a resolver, the import-time
-conditions of a platform, where its model code lives, and the speculative methods it audits.
-The orchestration layer picks the engine of a tree (:func:`auditor.engines.catalog.engine_for`)
-and never names an engine's modules itself.
+conditions of a platform, where its model code lives, the speculative methods it audits, and
+the hooks the layers above call (a target's facts, the holder shown on a result line, the
+explanation of ``eagle-audit explain``, the targets a ``--model`` names). The orchestration
+layer, the command line, the reporters and the rules pick the engine of a tree
+(:func:`auditor.engines.catalog.engine_for`) and never name an engine's modules themselves
+(import-linter's ``forbidden`` contracts in ``pyproject.toml``); the engines never import each
+other (its ``independence`` contract). What both engines read alike lives beside this module
+(:mod:`auditor.engines.modelfiles`) or below the engines (:mod:`auditor.hf`).
 """
 
 from __future__ import annotations
@@ -39,7 +44,18 @@ class Engine:
             waves, following imports).
         prefetch: ``tree -> paths`` of the modules besides the registry's that a full scan reads.
         holder: ``(context, class ref) -> (holder class dotted or None, language-model
-            architecture or None)`` for a target's report line, after the rules ran.
+            architecture or None)`` for a target's report line (EAGLE-3), from the typed facts
+            the gates read (``context.get``).
+        explain: ``(resolver, registry, tree facts, architecture, platform) -> dict``: what
+            ``eagle-audit explain`` says of one registered architecture.
+        target: ``(resolver, registry, architecture) -> target facts`` (its class, MRO, code
+            holder: :func:`auditor.engines.modelfiles.target_facts` for both engines).
+        resolve_targets: ``(registry, models, model_type, hf_config, ...) -> [TargetSpec]``:
+            the rows a ``--model`` names (:func:`auditor.hf.targets.resolve_targets`).
+        release_option: the keyword of :func:`auditor.orchestration.scan.open_tree` (and the
+            command-line option) that names one of its releases (``vllm_version``).
+        models_drafter: True when the rules name the draft model a run builds
+            (``rules.drafts.draft_model``) for its trees.
     """
 
     name: str
@@ -53,6 +69,16 @@ class Engine:
     model_scopes: tuple[str, ...]
     prefetch: Callable[[Any], set[str]]
     holder: Callable[[Any, Any], tuple[str | None, str | None]]
+    explain: Callable[..., dict]
+    target: Callable[[Any, Any, str], Any]
+    resolve_targets: Callable[..., list]
+    release_option: str
+    models_drafter: bool = False
+
+    def version(self, tree) -> str | None:
+        """The release of ``tree`` as the tree states it (its package metadata or version
+        module: :meth:`auditor.index.tree.Tree.version`), None when it does not."""
+        return tree.version()
 
 
 class TreeFactsBase:
@@ -192,3 +218,46 @@ def init_argument(resolver: Resolver, ref: ClassRef, owner: ClassRef, param: str
 
         env = {"__args__": [value(t) for t in sup[0]], "__kwargs__": {k: value(t) for k, t in sup[1].items()}}
     return None
+
+
+# -- explain: the parts every engine's explanation shares ---------------------------------
+
+
+def unresolved_class(dotted: str, facts) -> dict:
+    """The class part of an explanation when the registry row names no class the tree resolves."""
+    return {"class": dotted, "path": None, "line": None, "empty_subclass": False, "mro": [], "mro_detail": [],
+            "resolved": False, "mro_problems": [f"cannot resolve the class: {facts.unresolved.reason}"]}
+
+
+def class_and_mro(r, facts, is_protocol=None) -> dict:
+    """The class part of an explanation, the same for every engine: ``class``, ``path``, ``line``,
+    ``empty_subclass``, ``mro``, ``mro_detail`` (each entry's place and emptiness, and whether it
+    is a typing protocol when ``is_protocol`` is given), ``mro_problems``, ``resolved``."""
+    detail = []
+    for e in facts.mro:
+        d = {"name": e.dotted}
+        if isinstance(e, ClassRef):
+            loc = r.location(e)
+            c = r.cls(e)
+            d.update(path=loc[0] if loc else None, line=loc[1] if loc else None, empty=bool(c and c.empty))
+            if is_protocol is not None:
+                d["protocol"] = is_protocol(e)
+        detail.append(d)
+    problems = ([facts.mro_error] if facts.mro_error else []) + [
+        f"unresolved base {u.text}: {u.reason}" for u in facts.mro_unresolved]
+    return {"class": facts.ref.dotted, "path": facts.path, "line": facts.line, "empty_subclass": facts.empty,
+            "mro": [e.dotted for e in facts.mro], "mro_detail": detail, "mro_problems": problems,
+            "resolved": True}
+
+
+def branches_followed(resolver: Resolver, modules: set[str]) -> list[dict]:
+    """The import-time branches the resolution followed in ``modules`` on the resolver's platform:
+    ``module``, ``name``, ``path``, ``line`` of the binding used (None: no branch binds it) and
+    ``branch`` (the tests that hold there, e.g. ``not (current_platform.is_rocm())``)."""
+    out = []
+    for (mod, name), (conds, line) in sorted(resolver.followed.items()):
+        if mod not in modules:
+            continue
+        branch = " and ".join(t if want else f"not ({t})" for t, want in conds) or "no branch binds it"
+        out.append({"module": mod, "name": name, "path": resolver.tree.path_of(mod), "line": line, "branch": branch})
+    return out

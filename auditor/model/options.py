@@ -21,6 +21,18 @@ from auditor.model.errors import AuditError
 #: The speculative methods eagle-audit audits, in report order (``all`` expands to these).
 METHODS = ("eagle3", "eagle", "mtp")
 
+#: Platforms the tool audits for (vLLM's model packages pick their classes per platform at import
+#: time, see :mod:`auditor.engines.vllm.platforms`); ``cuda`` is what most users run (the default).
+PLATFORMS = ("cuda", "rocm", "xpu", "cpu")
+DEFAULT_PLATFORM = "cuda"
+
+
+def effective_method(method: str) -> str:
+    """The method a tree runs for a requested ``method``: ``eagle3``, ``eagle`` and ``mtp`` as
+    they are; an older MTP method string (``deepseek_mtp``) is audited as ``mtp`` (whether the
+    tree accepts that string is the ``mtp-draft`` gate's to say)."""
+    return method if method in METHODS else "mtp"
+
 #: vLLM's older MTP method strings (``deepseek_mtp``, ``qwen3_next_mtp``, …): a model_type-shaped
 #: name ending in ``_mtp``. Whether a release still accepts one, and maps it to ``mtp``, is read
 #: from that release (``rules/mtp_draft/facts.py``), never assumed here.

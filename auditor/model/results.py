@@ -91,7 +91,6 @@ class ScanReport:
     row and method, the files that did not parse, and the drafter and pooling architectures the
     tree registers."""
 
-    vllm_version: str | None
     source: str
     results: list[TargetResult]
     #: the platform whose import-time branches were followed (``cuda``, ``rocm``, ``xpu``, ``cpu``)
@@ -102,15 +101,21 @@ class ScanReport:
     parse_errors: dict[str, str] = field(default_factory=dict)
     drafters: list[str] = field(default_factory=list)
     pooling: list[str] = field(default_factory=list)
-    #: the engine of the tree (``vllm``, ``sglang``) and its version as the tree states it
-    #: (``vllm_version`` is set for vLLM trees only)
+    #: the engine of the tree (``vllm``, ``sglang``) and its release as the tree states it
     engine: str = "vllm"
     engine_version: str | None = None
 
     @property
     def version(self) -> str | None:
-        """The tree's engine version (vLLM's or SGLang's)."""
-        return self.engine_version if self.engine_version is not None else self.vllm_version
+        """The tree's engine release (vLLM's or SGLang's)."""
+        return self.engine_version
+
+    @property
+    def vllm_version(self) -> str | None:
+        """The release under the output's ``vllm_version`` key (the JSON schema's name, kept
+        stable): the tree's release for a vLLM tree, None for another engine's (whose release is
+        ``engine_version``)."""
+        return self.engine_version if self.engine == "vllm" else None
 
     @property
     def title(self) -> str:

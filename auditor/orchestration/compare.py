@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from auditor.engines.catalog import engine_for
-from auditor.engines.vllm.targets import resolve_targets
 from auditor.model.errors import AuditError
 from auditor.model.findings import fixable
 from auditor.model.options import RunOptions, method_family
@@ -128,10 +127,9 @@ def open_engine_side(engine: str, value: str, *, progress: bool = False, use_cac
     eng = engine_for(engine)
     if side_kind(value) == "path":
         tree = open_tree(value, None, progress=progress, use_cache=use_cache, engine=eng.name)
-    elif eng.name == "sglang":
-        tree = open_tree(None, None, progress=progress, use_cache=use_cache, sglang_version=value)
-    else:
-        tree = open_tree(None, value, progress=progress, use_cache=use_cache)
+    else:  # the engine's own release option (``vllm_version``, ``sglang_version``)
+        release = {"vllm_version": None, eng.release_option: value}
+        tree = open_tree(None, progress=progress, use_cache=use_cache, **release)
     return Auditor(tree, engine=eng)
 
 
@@ -170,7 +168,7 @@ def run_compare(names: Sequence[str], auditors: Sequence[tuple[str, Auditor]], *
         specs = []
         for name in names:
             try:
-                found = resolve_targets(a.registry, [name], model_type, hf_config)
+                found = a.engine.resolve_targets(a.registry, [name], model_type, hf_config)
             except AuditError as exc:
                 unresolved.setdefault(name, {})[a.engine.name] = str(exc)
                 continue

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+from auditor.engines.catalog import engine_for
 from auditor.model.errors import AuditError
 from auditor.model.findings import Severity, Verdict
 from auditor.model.inputs import check_model_type
@@ -43,7 +44,7 @@ from auditor.model.wording import count, one_line, shell_quote
 from auditor.orchestration.scan import Auditor
 from auditor.source.sources import TreeSource
 from rules.planning import Invocation, Planner, Unfixable
-from rules.registry import CODEMODS, planners_for
+from rules.registry import CODEMODS, codemod_class, planners_for
 
 #: Format id of the codemods file written by ``fix --out``.
 CODEMODS_FORMAT = "eagle-audit-codemods/1"
@@ -112,7 +113,8 @@ class FixResult:
     """The outcome of :func:`plan_fix`: the audits before and after, the invocations applied (in
     order), what could not be fixed, and the original and patched text of each changed file."""
 
-    vllm_version: str | None
+    #: the tree's release, as it states it (the JSON's ``source.vllm_version``, whichever engine)
+    release: str | None
     source: str
     method: str
     specs: list[TargetSpec]
@@ -126,7 +128,7 @@ class FixResult:
     #: what the planned changes also do (a substring-matched allowlist admitting other model_types)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
-    #: the engine of the tree (``vllm``, ``sglang``; ``vllm_version`` then holds its release)
+    #: the engine of the tree (``vllm``, ``sglang``)
     engine: str = "vllm"
 
     @property
@@ -201,13 +203,13 @@ class FixResult:
                 "text_model_type": r.text_model_type if r is not None else s.text_model_type,
                 "model_type_source": (r.model_type_source if r is not None else s.source) or None,
             })
-        name = "SGLang" if self.engine == "sglang" else "vLLM"
+        name = engine_for(self.engine).display
         return {
             "format": CODEMODS_FORMAT,
             "generated_by": f"eagle-audit {__version__}",
             # the release, never a local path (the file is shared and replayed on other trees)
-            "source": {"vllm_version": self.vllm_version, "engine": self.engine,
-                       "label": f"{name} {self.vllm_version}" if self.vllm_version else f"a {name} tree of no stated "
+            "source": {"vllm_version": self.release, "engine": self.engine,
+                       "label": f"{name} {self.release}" if self.release else f"a {name} tree of no stated "
                        "version"},
             "method": self.method,
             "run_options": (self.before[0].run_options.as_dict()
@@ -222,8 +224,8 @@ class FixResult:
         """A plain-text account: verdicts before → after, each codemod's changes, what is not
         auto-fixable and why, and what still fails (each reason said once: a gate explained as
         not auto-fixable is not explained again)."""
-        name = "SGLang" if self.engine == "sglang" else "vLLM"
-        lines = [f"eagle-audit fix: {self.source} ({name} {self.vllm_version or '?'}), method {self.method}"]
+        name = engine_for(self.engine).display
+        lines = [f"eagle-audit fix: {self.source} ({name} {self.release or '?'}), method {self.method}"]
         after = {r.architecture: r for r in self.after}
         for r in self.before:
             b = r.verdict.value + (f" ({', '.join(r.blocking)})" if r.blocking else "")
@@ -364,7 +366,7 @@ def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", 
     failures: list[Unfixable] = []  # codemods that refused, kept across rounds
     for round_ in range(_MAX_ROUNDS):
         stage("planning and applying the codemods" + (f" (round {round_ + 1})" if round_ else ""), 1)
-        planner = Planner(current.ctx, method, planners_for(current.ctx.engine), only)
+        planner = Planner(current.ctx, method, planners_for(current.ctx.engine), only, codemod_class)
         for r in results:
             if r.verdict is not Verdict.SUPPORTED:
                 planner.plan(r)
@@ -439,7 +441,7 @@ def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", 
         res.unfixable = []
     else:
         # explain every gate still failing: the codemods that refused, and what planning says now
-        planner = Planner(current.ctx, method, planners_for(current.ctx.engine), only)
+        planner = Planner(current.ctx, method, planners_for(current.ctx.engine), only, codemod_class)
         for r in res.after:
             if r.verdict is not Verdict.SUPPORTED:
                 planner.plan(r)

@@ -19,8 +19,8 @@ from packaging.version import InvalidVersion, Version
 
 from auditor.cache import Store, cacheable
 from auditor.cache import key as cache_key
-from auditor.engines.vllm.platforms import DEFAULT_PLATFORM
-from auditor.engines.vllm.targets import load_alias_table, resolve_targets
+from auditor.model.options import DEFAULT_PLATFORM
+from auditor.hf.targets import load_alias_table
 from auditor.model.errors import AuditError
 from auditor.model.findings import Severity, fixable
 from auditor.model.options import RunOptions
@@ -168,7 +168,7 @@ def audit_release(version: str, archive: str, names: Sequence[str], method: str,
     unresolved: dict[str, str] = {}
     for name in names:
         try:
-            found = resolve_targets(auditor.registry, [name], model_type, None)
+            found = auditor.engine.resolve_targets(auditor.registry, [name], model_type, None)
         except AuditError as exc:
             unresolved[name] = str(exc)
             continue
@@ -190,7 +190,8 @@ class MatrixRow:
     patch every blocking gate; ``gates``: the error, unknown and warning findings with their
     ``file:line`` (:meth:`~auditor.model.findings.Finding.location`)."""
 
-    vllm_version: str
+    #: the release of the row (the JSON's ``vllm_version``, whichever engine)
+    release: str
     architecture: str
     method: str
     verdict: ReleaseVerdict
@@ -202,7 +203,7 @@ class MatrixRow:
     gates: list[dict] = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        return {"vllm_version": self.vllm_version, "architecture": self.architecture, "method": self.method,
+        return {"vllm_version": self.release, "architecture": self.architecture, "method": self.method,
                 "verdict": self.verdict.value, "blocking": self.blocking, "warnings": self.warnings,
                 "fix_available": self.fix_available, "gates": self.gates,
                 "reason": self.reason or None, "first_native": self.first_native}
@@ -222,13 +223,12 @@ class MatrixReport:
     jobs: int = 1
     #: the run every release was audited for
     run_options: RunOptions | None = None
-    #: the engine whose releases the rows are (``vllm``, ``sglang``; the rows' ``vllm_version``
-    #: holds that engine's release)
+    #: the engine whose releases the rows are (``vllm``, ``sglang``)
     engine: str = "vllm"
 
     @property
     def releases(self) -> list[str]:
-        return list(dict.fromkeys(r.vllm_version for r in self.rows))
+        return list(dict.fromkeys(r.release for r in self.rows))
 
     @property
     def first_supported(self) -> dict[str, str | None]:
@@ -236,14 +236,14 @@ class MatrixReport:
         out: dict[str, str | None] = {a: None for a in self.architectures}
         for r in self.rows:
             if r.first_native:
-                out[r.architecture] = r.vllm_version
+                out[r.architecture] = r.release
         return out
 
     @property
     def first_all_supported(self) -> str | None:
         """The first release that supports every architecture natively."""
         for v in self.releases:
-            rows = [r for r in self.rows if r.vllm_version == v]
+            rows = [r for r in self.rows if r.release == v]
             if rows and all(r.verdict is ReleaseVerdict.SUPPORTED for r in rows):
                 return v
         return None

@@ -15,26 +15,19 @@ from auditor.cache import Store
 from auditor.cache import key as cache_key
 from auditor.engines.base import Engine
 from auditor.engines.catalog import ENGINES, engine_for
-from auditor.engines.vllm import EXTRACTORS as VLLM_EXTRACTORS
-from auditor.engines.vllm.facts import (
-    HOLDER_ATTRS,
-    LANGUAGE_MODEL_ATTRS,
-    target_facts,
-)
-from auditor.engines.vllm.platforms import (
-    DEFAULT_PLATFORM,
-    PLATFORMS,
-)
+from auditor.engines.modelfiles import HOLDER_ATTRS, LANGUAGE_MODEL_ATTRS
 from auditor.index.resolve import Resolver
 from auditor.index.tree import SummaryCache, Tree
 from auditor.model.errors import AuditError
 from auditor.model.findings import INTERNAL_RULE, Finding, verdict_of
-from auditor.model.options import RunOptions
+from auditor.model.options import DEFAULT_PLATFORM, PLATFORMS, RunOptions, effective_method
 from auditor.model.results import ScanReport, TargetResult, TargetSpec
 from rules.base import AuditTarget, Context
 from rules.drafts import draft_model
 from rules.registry import EXTRACTORS as RULE_EXTRACTORS
+from rules.registry import extractors_for as rule_extractors_for
 from rules.registry import rules_for
+from rules.resolve import ResolveRule
 
 
 class Auditor:
@@ -44,7 +37,7 @@ class Auditor:
         tree: the tree to audit.
         transformers: ``--transformers``: a folder that contains a ``transformers`` package (or
             the package folder), a transformers wheel or sdist, or a release version (fetched on
-            first need); default: see :func:`auditor.engines.vllm.hfconfigs.transformers_for_tree`.
+            first need); default: see :func:`auditor.hf.configs.transformers_for_tree`.
         platform: the platform whose branches to follow where a module picks its classes at
             import time (``cuda``, ``rocm``, ``xpu``, ``cpu``; see
             :mod:`auditor.engines.vllm.platforms`).
@@ -75,18 +68,18 @@ class Auditor:
         self.registry = self.engine.make_registry(self.resolver)
         self.facts = self.engine.make_facts(self.resolver, self.registry)
         self.rules = rules_for(self.engine.name)
-        self.ctx = Context(self.resolver, self.registry, self.facts, engine=self.engine.name)
+        self.ctx = Context(self.resolver, self.registry, self.facts, engine=self.engine.name,
+                           transformers_loader=self._load_transformers)
         self.transformers_arg = transformers
         self.progress = False
         if transformers:
             check_transformers(transformers)
-        self.ctx.cache["transformers_loader"] = self._load_transformers
 
     def _load_transformers(self):
         """The transformers source for this tree, chosen once, on first need (see
-        :func:`auditor.engines.vllm.hfconfigs.transformers_for_tree`): a fetch happens only when
-        a verdict needs a class from transformers."""
-        from auditor.engines.vllm.hfconfigs import transformers_for_tree
+        :func:`auditor.hf.configs.transformers_for_tree`): a fetch happens only when
+        a verdict needs a class from transformers. Returns ``(configs or None, note)``."""
+        from auditor.hf.configs import transformers_for_tree
         from auditor.source.sources import FolderSource
 
         if "transformers_chosen" not in self.shared:
@@ -94,9 +87,7 @@ class Auditor:
             tf, note = transformers_for_tree(src, self.transformers_arg, progress=self.progress,
                                              prefer_installed=isinstance(src, FolderSource))
             self.shared["transformers_chosen"] = (tf, note)
-        tf, note = self.shared["transformers_chosen"]
-        self.ctx.cache["transformers_note"] = note
-        return tf
+        return self.shared["transformers_chosen"]
 
     @property
     def shared(self) -> dict:
@@ -124,9 +115,8 @@ class Auditor:
             if p:
                 wave.add(p)
                 wanted.setdefault(p, set()).add(e.class_name)
-        if self.engine.name == "vllm":
-            for extractor in RULE_EXTRACTORS:
-                wave |= set(self.facts.candidate_paths(extractor))
+        for extractor in rule_extractors_for(self.engine.name):  # the facts of the rules that judge the tree
+            wave |= set(self.facts.candidate_paths(extractor))
         wave |= self.engine.prefetch(tree)  # e.g. vLLM's HF config classes and protocols
         scope = self.engine.model_scopes
         holder_attrs = set(HOLDER_ATTRS) | set(LANGUAGE_MODEL_ATTRS)
@@ -178,15 +168,13 @@ class Auditor:
         """Run every rule for one target and method under the run ``options`` (default: a plain
         run: no pipeline parallelism, no drafter config). ``method`` is the method as requested;
         an older MTP method string (``deepseek_mtp``) is audited as the method the tree maps it
-        to (:func:`rules.mtp_draft.facts.effective_method`). A row that is not a target (a
+        to (:func:`auditor.model.options.effective_method`). A row that is not a target (a
         drafter or a pooling model, see :meth:`Registry.role`) is not audited: its result has the
         verdict ``not-a-target`` and a note saying what it is."""
-        from rules.mtp_draft.facts import effective_method
-
         opts = (options or RunOptions()).with_method(method)
         if opts.platform != self.platform:
             opts = opts.with_platform(self.platform)
-        method = effective_method(self.ctx, method)
+        method = effective_method(method)
         role = self.registry.role(spec.architecture)
         if role != "target":
             result = self._not_a_target(spec, method, role)
@@ -197,7 +185,7 @@ class Auditor:
         except AuditError:
             raise
         except (RecursionError, MemoryError) as exc:  # a hierarchy or a construct too deep for the index
-            return self._failed(spec, method, opts, "EA300", "resolve",
+            return self._failed(spec, method, opts, ResolveRule.CODE, ResolveRule.GATE,
                                 f"cannot analyse {spec.architecture}: its class hierarchy or code is nested too "
                                 f"deeply to follow ({type(exc).__name__}); this target is not audited")
         except Exception as exc:  # a bug in a rule or the index: this target only, the scan goes on
@@ -223,7 +211,7 @@ class Auditor:
     def _audit_target(self, spec: TargetSpec, method: str, hf_config: dict | None,
                       opts: RunOptions) -> TargetResult:
         spec = self.with_model_type(spec)
-        facts = target_facts(self.resolver, self.registry, spec.architecture)
+        facts = self.engine.target(self.resolver, self.registry, spec.architecture)
         target = AuditTarget(spec.architecture, method, facts, spec.model_type, spec.text_model_type, spec.source,
                              hf_config, opts)
         findings: list[Finding] = []
@@ -232,34 +220,28 @@ class Auditor:
         if method not in self.engine.methods:
             raise AuditError(f"--method {method}: {self.engine.display} trees are audited for "
                              f"{', '.join(self.engine.methods)} only")
-        if facts.ref is None:
-            from auditor.model.findings import Severity
-
-            e = self.registry.entries[spec.architecture]
-            findings.append(Finding("EA300", "resolve", Severity.UNKNOWN,
-                                    f"cannot resolve the class of {spec.architecture}: {facts.unresolved.reason}",
-                                    getattr(e, "path", None) or self.registry.path, e.line))
-            for rule_cls in self.rules.values():
-                skipped.setdefault(rule_cls.GATE, f"the class of {spec.architecture} is not resolved")
-        else:
-            for rule_cls in self.rules.values():
-                rule = rule_cls()
-                if rule.applies(target):
-                    found = list(rule.check(self.ctx, target))
-                    if rule.not_evaluated is not None and not found:
-                        skipped.setdefault(rule.GATE, rule.not_evaluated)  # the rule could not reach a decision
-                        continue
-                    evaluated.add(rule.GATE)
-                    findings.extend(found)
-                else:
-                    skipped.setdefault(rule.GATE, rule.skip_reason(target))
-            skipped.update(self._unmodelled(target, evaluated, skipped))
         holder = lm = None
         if facts.ref is not None and method == "eagle3":
             holder, lm = self.engine.holder(self.ctx, facts.ref)
+        target.holder = holder
+        for rule_cls in self.rules.values():
+            if facts.ref is None and not rule_cls.UNRESOLVED:
+                skipped.setdefault(rule_cls.GATE, f"the class of {spec.architecture} is not resolved")
+                continue
+            rule = rule_cls()
+            if rule.applies(target):
+                with self.ctx.store.consumer(rule_cls, rule_cls.FACTS):
+                    found = list(rule.check(self.ctx, target))
+                if rule.not_evaluated is not None and not found:
+                    skipped.setdefault(rule.GATE, rule.not_evaluated)  # the rule could not reach a decision
+                    continue
+                evaluated.add(rule.GATE)
+                findings.extend(found)
+            else:
+                skipped.setdefault(rule.GATE, rule.skip_reason(target))
         if facts.ref is not None:
-            findings += self._unfollowable(facts.ref, holder)
-        draft = draft_model(self.ctx, target) if facts.ref is not None and self.engine.name == "vllm" else None
+            skipped.update(self._unmodelled(target, evaluated, skipped))
+        draft = draft_model(self.ctx, target) if facts.ref is not None and self.engine.models_drafter else None
         return TargetResult(
             architecture=spec.architecture,
             class_name=facts.ref.dotted if facts.ref else None,
@@ -300,49 +282,15 @@ class Auditor:
                                       f"not modelled on {self.engine.display} trees)")
         return out
 
-    def _unfollowable(self, ref, holder: str | None) -> list[Finding]:
-        """``unknown`` findings for the changes the index cannot follow to the methods of the
-        classes on the target's MRO and on its holder model's (``Cls.forward = other`` after the
-        class, ``setattr(Cls, name, value)``): a gate that reads such a method cannot be decided."""
-        from auditor.index.resolve import ClassRef
-        from auditor.model.findings import Severity
-
-        refs = [ref]
-        if holder and "." in holder:
-            mod, _, name = holder.rpartition(".")
-            h = self.resolver.resolve_name(mod, name) if self.resolver.tree.has_module(mod) else None
-            if isinstance(h, ClassRef) and h != ref:
-                refs.append(h)
-        out: list[Finding] = []
-        seen: set = set()
-        for r in refs:
-            for cls, member, construct, path, line in self.resolver.unfollowable_members(r):
-                if (path, line) in seen:
-                    continue
-                seen.add((path, line))
-                what = "its members" if member == "*" else f"{cls.name}.{member}"
-                out.append(Finding("EA300", "resolve", Severity.UNKNOWN,
-                                   f"{what} changed by `{construct}` at {path}:{line}, which static analysis cannot "
-                                   "follow: the gates that read it are not decided", path, line))
-        return out
-
     def with_model_type(self, spec: TargetSpec) -> TargetSpec:
         """``spec`` with its model_types filled in from the tree when the user gave none (see
-        :func:`auditor.engines.vllm.modeltypes.infer_model_type`: the model's config class, vLLM's
+        :func:`auditor.hf.modeltypes.infer_model_type`: the model's config class, vLLM's
         config registry read backwards, the alias table, and only then a labelled name guess)."""
         if spec.model_type is not None:
             return spec
-        from auditor.engines.vllm.modeltypes import infer_model_type
-        from auditor.engines.vllm.targets import load_alias_table
-        from rules.image_token.rule import transformers_configs
+        from auditor.hf.modeltypes import ModelTypeFacts
 
-        key = ("model_type", spec.architecture)
-        if key not in self.ctx.cache:
-            self.ctx.cache[key] = infer_model_type(self.resolver, self.registry, spec.architecture,
-                                                   load_alias_table(), lambda: transformers_configs(self.ctx))
-        mt, tmt, how = self.ctx.cache[key]
-        if "transformers'" in how:
-            self.ctx.cache["consulted_transformers"] = True
+        mt, tmt, how = self.ctx.get(ModelTypeFacts, spec.architecture)
         if spec.text_model_type is not None:
             return TargetSpec(spec.architecture, mt, spec.text_model_type, spec.source)
         return TargetSpec(spec.architecture, mt, tmt, how)
@@ -350,11 +298,8 @@ class Auditor:
     def _not_a_target(self, spec: TargetSpec, method: str, role: str) -> TargetResult:
         from auditor.model.findings import Verdict
 
-        e = self.registry.entries[spec.architecture]
         t = self.registry.class_ref(spec.architecture)
-        tables = ", ".join(e.tables) or "a registry table that does not tell"
-        if self.engine.name != "vllm":
-            tables = f"{e.path} ({', '.join(e.tables)})"
+        tables = self.registry.registered_in(spec.architecture)
         what = {"drafter": "a drafter (a speculative-decoding head or MTP module), not a target: pass it as the "
                            "speculative model and audit the target it drafts for",
                 "pooling": "a pooling model (embedding, scoring, reward or classification): it never generates, "
@@ -391,9 +336,10 @@ class Auditor:
             return hit
         if prefetch:
             self.prefetch_all(prefetch_progress)
+        self.ctx.store.begin_run()
         report = self._scan(specs, methods, hf_config, progress, options)
-        if not self.ctx.cache.get("consulted_transformers"):
-            results_cache.put(report)  # results that read transformers' files are not cached
+        if not self.ctx.store.outside_reads():
+            results_cache.put(report)  # results whose facts read transformers' files are not cached
         return report
 
     def request_inputs(self, options: RunOptions | None = None) -> dict:
@@ -413,11 +359,9 @@ class Auditor:
                 results.append(self.audit(spec, method, hf_config, options))
             if progress:
                 progress((i + 1) * len(methods), total)
-        version = self.tree.version()
         return ScanReport(
-            vllm_version=version if self.engine.name == "vllm" else None,
             engine=self.engine.name,
-            engine_version=version,
+            engine_version=self.engine.version(self.tree),
             source=getattr(self.tree.source, "label", ""),
             platform=self.platform,
             transformers=self.transformers_used(),
@@ -470,14 +414,14 @@ class ResultCache:
         self.store.put(self.key, (dict(self.tree.reads), report))
 
 
-#: The fact extractors every vLLM tree is summarised with: the engine's and the rules'.
-EXTRACTORS = VLLM_EXTRACTORS + RULE_EXTRACTORS
-
-
 def extractors_for(engine: Engine):
     """The fact extractors a tree of ``engine`` is summarised with: the engine's and the rules'
     (:data:`EXTRACTORS` for vLLM)."""
-    return EXTRACTORS if engine.name == "vllm" else engine.extractors + RULE_EXTRACTORS
+    return engine.extractors + RULE_EXTRACTORS
+
+
+#: The fact extractors every vLLM tree is summarised with: the engine's and the rules'.
+EXTRACTORS = extractors_for(engine_for(None))
 
 
 def make_tree(source, cache: SummaryCache | None = None) -> Tree:
@@ -557,7 +501,7 @@ def check_transformers(value: str, requirement: str | None = None) -> None:
         AuditError: one line naming ``--transformers`` and why.
     """
     if Path(value).expanduser().exists():
-        from auditor.engines.vllm.hfconfigs import open_transformers
+        from auditor.hf.configs import open_transformers
 
         open_transformers(value)  # a folder, wheel or sdist without transformers: refused now
         return

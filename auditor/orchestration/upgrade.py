@@ -23,7 +23,7 @@ from typing import Callable, Iterable, Sequence
 
 from packaging.version import InvalidVersion, Version
 
-from auditor.engines.vllm.targets import resolve_targets
+from auditor.engines.catalog import engine_for
 from auditor.model.errors import AuditError, UnknownModel
 from auditor.model.findings import Finding, Severity, Verdict
 from auditor.model.options import RunOptions
@@ -119,9 +119,10 @@ class Side:
     (``spec``), and as found."""
 
     spec: str
-    vllm_version: str | None
+    #: the tree's release, as it states it (the JSON's ``vllm_version``, whichever engine)
+    release: str | None
     source: str
-    #: the engine of the tree (``vllm``, ``sglang``; ``vllm_version`` then holds its release)
+    #: the engine of the tree (``vllm``, ``sglang``)
     engine: str = "vllm"
     #: given as a PATH (a folder or an archive on disk) rather than a release version
     local: bool = False
@@ -145,8 +146,8 @@ class Side:
     @property
     def name(self) -> str:
         """``vLLM X`` (``SGLang X``) when the tree states its version, else the spec as given."""
-        engine = "SGLang" if self.engine == "sglang" else "vLLM"
-        return f"{engine} {self.vllm_version}" if self.vllm_version else self.spec
+        engine = engine_for(self.engine).display
+        return f"{engine} {self.release}" if self.release else self.spec
 
     @property
     def described(self) -> str:
@@ -154,13 +155,13 @@ class Side:
         0.16.0)``, ``the tree PATH (vLLM 0.16.0, patched locally by eagle-audit fix --apply)``."""
         if not self.local:
             return f"the release {self.name}"
-        what = self.name if self.vllm_version else "version not stated"
+        what = self.name if self.release else "version not stated"
         if self.patched_locally:
             what += ", patched locally by eagle-audit fix --apply"
         return f"the tree {self.spec} ({what})"
 
     def as_dict(self) -> dict:
-        return {"spec": self.spec, "vllm_version": self.vllm_version, "source": self.source, "engine": self.engine,
+        return {"spec": self.spec, "vllm_version": self.release, "source": self.source, "engine": self.engine,
                 "local": self.local, "patched_locally": self.patched_locally}
 
 
@@ -338,7 +339,7 @@ class UpgradeReport:
             tail = ": drop your codemods" if self.codemods else ""
             if self.candidate.patched_locally:
                 return (f"{self.candidate.described} supports every target as it is, with its local patch; this "
-                        f"says nothing of the unpatched release{' ' + cand if self.candidate.vllm_version else ''}.")
+                        f"says nothing of the unpatched release{' ' + cand if self.candidate.release else ''}.")
             if self.candidate.local:
                 return f"{self.candidate.described} supports every target as it is, without codemods{tail}."
             return f"{cand} supports every target natively{tail}."
@@ -385,7 +386,7 @@ class UpgradeReport:
 def _try_resolve(auditor: Auditor, names: Sequence[str], model_type: str | None,
                  hf_config: dict | None) -> tuple[list[TargetSpec], AuditError | None]:
     try:
-        return resolve_targets(auditor.registry, names, model_type, hf_config), None
+        return auditor.engine.resolve_targets(auditor.registry, names, model_type, hf_config), None
     except AuditError as exc:
         return [], exc
 

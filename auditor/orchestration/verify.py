@@ -219,6 +219,10 @@ class Verifier:
             return None, {}, {}, f"the environment's config classes could not be read ({out.status})"
         res = out.result
         if not res.get("ok"):
+            pkg = res.get("import_failed_in")
+            if pkg:
+                # not the model's config: the environment cannot import the engine at all
+                return None, {}, {}, f"{ENV_BROKEN}: {res.get('error')} (raised while importing {pkg}){_env_tip(pkg)}"
             return None, {}, {}, f"{res.get('error', 'no config class')}; give --hf-config"
         return res["config"], res.get("attribute_map") or {}, res.get("sub_attribute_maps") or {}, \
             f"{res.get('class')} ({res.get('source')})"
@@ -242,6 +246,9 @@ class Verifier:
             return res
         base, amap, sub, how = self._config(spec, hf_config)
         res.config_source = how
+        if base is None and how.startswith(ENV_BROKEN):
+            res.outcome, res.reason = "crashed", how
+            return self._judge(res)
         if base is None:
             res.reason = f"cannot build a config for {spec.architecture}: {how}"
             return res
@@ -283,7 +290,9 @@ class Verifier:
         if "exception" in result and not runs:
             res.outcome = "crashed"
             res.exception = self._exception(result["exception"], static)
-            res.reason = f"the engine could not be imported: {res.exception['type']}: {res.exception['message'][:200]}"
+            pkg = _importing(result["exception"].get("frames") or [])
+            res.reason = (f"{ENV_BROKEN}: {res.exception['type']}: {res.exception['message'][:200]}"
+                          + (f" (raised while importing {pkg}){_env_tip(pkg)}" if pkg else ""))
             return res
         context, cspec = runs.get("context"), runs.get("context-spec")
         res.non_speculative_ok = bool(context and context.get("ok"))
@@ -378,6 +387,34 @@ class Verifier:
         else:
             res.agrees = None
         return res
+
+
+#: how a reason starts when the engine's environment cannot import the engine
+ENV_BROKEN = "the engine could not be imported in this environment"
+
+#: torch's companion packages: built for another torch they fail to load, and a text model needs none
+_TORCH_COMPANIONS = ("torchvision", "torchaudio", "torchcodec")
+
+
+def _importing(frames: list[dict]) -> str | None:
+    """The installed package being imported when the engine's import failed (the innermost
+    ``site-packages`` frame under an import), from the child's frames; None if none was."""
+    if not any(str(f.get("file", "")).startswith("<frozen importlib") for f in frames):
+        return None
+    for f in reversed(frames):
+        parts = str(f.get("file", "")).replace("\\", "/").split("/site-packages/")
+        if len(parts) == 2 and parts[1]:
+            return parts[1].split("/")[0]
+    return None
+
+
+def _env_tip(pkg: str) -> str:
+    """What to do when importing ``pkg`` broke the engine's import (empty when nothing specific)."""
+    if pkg in _TORCH_COMPANIONS:
+        return (f"; {pkg} does not match the installed torch: install the build that matches it, or, for text "
+                f"models, which need none of them, pip uninstall -y {' '.join(_TORCH_COMPANIONS)} in that "
+                "environment")
+    return f"; repair {pkg} in that environment"
 
 
 #: the message of an AttributeError raised on a config object (``'AfmoeConfig' object has no

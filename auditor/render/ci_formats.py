@@ -472,7 +472,7 @@ def matrix_markdown(report) -> str:
              f"{', ' + _md(run) if run else ''}), {engine} {_md(report.versions)}", ""]
     lines.append(f"| {engine} | " + " | ".join(_md(a) for a in archs) + " |")
     lines.append("|---" * (len(archs) + 1) + "|")
-    by = {(r.vllm_version, r.architecture): r for r in report.rows}
+    by = {(r.release, r.architecture): r for r in report.rows}
     for v in report.releases:
         cells = [_md(_cell(by[(v, a)])) if (v, a) in by else "—" for a in archs]
         first = any(by.get((v, a)) is not None and by[(v, a)].first_native for a in archs)
@@ -486,7 +486,7 @@ def matrix_markdown(report) -> str:
     skipped: dict[str, str] = {}
     for r in report.rows:
         if r.verdict is ReleaseVerdict.SKIPPED:
-            skipped.setdefault(r.vllm_version, r.reason)
+            skipped.setdefault(r.release, r.reason)
     for v, why in skipped.items():
         lines.append(f"- skipped {_md(v)}: {_md(why)}")
     return clean("\n".join(lines), multiline=True) + "\n"
@@ -632,7 +632,7 @@ def matrix_table(report, console) -> None:
     table.add_column(engine, no_wrap=True)
     for a in archs:
         table.add_column(Text(clean(a)), overflow="fold", min_width=9)
-    by = {(r.vllm_version, r.architecture): r for r in report.rows}
+    by = {(r.release, r.architecture): r for r in report.rows}
     for v in report.releases:
         cells = []
         for a in archs:
@@ -666,6 +666,6 @@ def matrix_table(report, console) -> None:
     skipped: dict[str, str] = {}
     for r in report.rows:
         if r.verdict is ReleaseVerdict.SKIPPED:
-            skipped.setdefault(r.vllm_version, r.reason)
+            skipped.setdefault(r.release, r.reason)
     for v, why in skipped.items():
         console.print(clean(f"skipped {v}: {why}"), markup=False, highlight=False)

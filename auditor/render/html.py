@@ -102,7 +102,7 @@ def matrix_html(report) -> str:
     archs = report.architectures
     title = _e(f"eagle-audit matrix: {', '.join(report.model)} ({report.method}), {engine} {report.versions}")
     run = _e(report.run_options.describe()) if getattr(report, "run_options", None) else ""
-    by = {(r.vllm_version, r.architecture): r for r in report.rows}
+    by = {(r.release, r.architecture): r for r in report.rows}
     head = [f"<th>{engine}</th>"] + [f'<th class="target">{_e(a)}</th>' for a in archs]
     rows = []
     for v in report.releases:

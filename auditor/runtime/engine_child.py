@@ -73,6 +73,20 @@ def _exception(exc: BaseException) -> dict:
     }
 
 
+def _import_failure(exc: BaseException) -> str | None:
+    """The installed package whose import raised ``exc`` (``torchvision`` when a torchvision
+    built for another torch fails while vLLM imports it), or None when ``exc`` was not raised
+    while a module was being imported."""
+    frames = _frames(exc)
+    if not any(f["file"].startswith("<frozen importlib") for f in frames):
+        return None
+    for f in reversed(frames):
+        parts = f["file"].replace("\\", "/").split("/site-packages/")
+        if len(parts) == 2 and parts[1]:
+            return parts[1].split("/")[0]
+    return None
+
+
 def action_config(req: dict) -> dict:
     model_type = req["model_type"]
     cls = None
@@ -96,7 +110,8 @@ def action_config(req: dict) -> dict:
                 cfg = cls()
                 source = "vllm"
         except Exception as exc:  # noqa: BLE001
-            return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
+            return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500],
+                    "import_failed_in": _import_failure(exc)}
     if cfg is None:
         return {"ok": False, "error": f"no HF config class for model_type {model_type!r} in transformers "
                                       "or the engine's config registry"}

@@ -84,6 +84,14 @@ class AllowlistCodemod(EagleCodemod):
         ),
     ]
 
+    @classmethod
+    def merge_params(cls, params: dict, other: dict) -> None:
+        """Two targets at the same allowlist: every model_type of both, in order."""
+        mts = params["model_types"]
+        for mt in other["model_types"]:
+            if mt not in mts:
+                mts.append(mt)
+
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         model_types: list[str] = list(dict.fromkeys(self.params["model_types"]))
         method = self.params.get("method", "eagle3")

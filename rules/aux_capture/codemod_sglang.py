@@ -9,7 +9,7 @@ from textwrap import dedent
 
 import libcst as cst
 
-from auditor.engines.sglang.facts import CAPTURE_ATTR, extract_capture
+from auditor.engines.catalog import engine_for
 from rules.aux_capture.codemod import (
     AuxCaptureCodemod,
     fresh_name,
@@ -17,6 +17,11 @@ from rules.aux_capture.codemod import (
     path_to,
 )
 from rules.cst import CodemodExample, NotAutoFixable, identifier, names_used, nodes_at
+
+#: SGLang's vocabulary (the class of its tree facts: the capture attribute, the capture extractor),
+#: through the catalog: a rule names no engine package
+_SGLANG = engine_for("sglang").make_facts
+CAPTURE_ATTR = _SGLANG.capture_attr
 
 
 class _Rewrite(cst.CSTTransformer):
@@ -214,7 +219,7 @@ class SGLangAuxCaptureCodemod(AuxCaptureCodemod):
     def _rewrite_forward(self, tree, qualname, fwd: cst.FunctionDef, fn_depth: int, mode: str) -> cst.FunctionDef:
         if not isinstance(fwd.body, cst.IndentedBlock):
             raise NotAutoFixable(f"{qualname}.forward has no block body")
-        facts = ((extract_capture(ast.parse(tree.code)) or {}).get(qualname) or {}).get("forward")
+        facts = ((_SGLANG.extract_capture(ast.parse(tree.code)) or {}).get(qualname) or {}).get("forward")
         hint = f"append the state entering each layer in {self.LAYERS_ATTR} and return it with the hidden states"
         if not facts or not facts["loops"]:
             raise NotAutoFixable(f"{qualname}.forward has no loop over its decoder layers", hint)

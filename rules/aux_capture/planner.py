@@ -3,12 +3,7 @@
 
 from __future__ import annotations
 
-from auditor.engines.vllm.facts import (
-    find_holder,
-    holder_forward,
-    method_requires_mixin,
-    target_facts,
-)
+from auditor.engines.modelfiles import find_holder, holder_forward, method_requires_mixin, target_facts
 from auditor.index.resolve import ClassRef
 from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding

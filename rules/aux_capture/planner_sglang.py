@@ -4,11 +4,10 @@ gets the capture in its ``forward``, in the class that defines that ``forward``.
 
 from __future__ import annotations
 
-from auditor.engines.sglang.facts import CAPTURE_ATTR, forward_capture
-from auditor.engines.vllm.facts import target_facts
+from auditor.engines.modelfiles import target_facts
 from auditor.model.findings import Finding
 from auditor.model.results import TargetResult
-from rules.interface.planner_sglang import donor, route
+from rules.common.sglang_setter import donor, route
 from rules.planning import Invocation, Planner, module_params
 
 #: Codemod name (``rules.registry.CODEMODS``).
@@ -29,7 +28,7 @@ def plan(p: Planner, result: TargetResult, f: Finding) -> None:
     if r.holder is None:
         p.no(arch, f, "the model the setter fills is not known")
         return
-    fwd = forward_capture(p.r, r.holder)
+    fwd = p.facts.forward_capture(p.r, r.holder)
     if fwd.defined_in is None or fwd.path is None:
         p.no(arch, f, f"{r.holder.name} has no forward in the tree")
         return
@@ -37,8 +36,8 @@ def plan(p: Planner, result: TargetResult, f: Finding) -> None:
         return  # captures already: what blocks is upstream (the setter's route)
     if donor(p).donor is None:
         p.no(arch, f, f"no model of this tree captures aux hidden states to copy: {donor(p).why_none()}",
-             f"append the state entering each layer in {CAPTURE_ATTR} in {fwd.defined_in.name}.forward")
+             f"append the state entering each layer in {p.facts.capture_attr} in {fwd.defined_in.name}.forward")
         return
-    params = {"class": fwd.defined_in.qualname, "capture_attr": CAPTURE_ATTR}
+    params = {"class": fwd.defined_in.qualname, "capture_attr": p.facts.capture_attr}
     params.update(module_params(fwd.defined_in, fwd.path))
     p.add(Invocation(CODEMOD, "aux-capture", fwd.path, params, [arch]))

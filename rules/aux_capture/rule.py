@@ -7,12 +7,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from auditor.cache import cacheable
-from auditor.engines.vllm.facts import (
-    captures_itself,
-    find_holder,
-    holder_forward,
-    method_requires_mixin,
-)
+from auditor.engines.modelfiles import HolderFacts, captures_itself, method_requires_mixin
 from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding, Severity
 from rules.base import AuditTarget, Context, Example, Rule
@@ -96,24 +91,6 @@ def _assigns(ctx: Context, ref, attr: str) -> bool:
     return False
 
 
-def holder_and_forward(ctx: Context, target: AuditTarget):
-    """``(HolderInfo, ForwardFacts | None)`` for the target, cached per target class."""
-    key = ("holder", target.facts.ref)
-    if key not in ctx.cache:
-        from auditor.engines.vllm.modeltypes import default_text_architecture
-        from rules.image_token.rule import transformers_configs
-
-        def text_default(owner):
-            return default_text_architecture(ctx.resolver, ctx.registry, owner, lambda: transformers_configs(ctx))
-
-        h = find_holder(ctx.resolver, ctx.registry, target.facts.ref, text_default=text_default)
-        fwd = holder_forward(ctx.resolver, h.ref) if h.ref is not None else None
-        if h.assumed:
-            ctx.cache["consulted_transformers"] = True
-        ctx.cache[key] = (h, fwd)
-    return ctx.cache[key]
-
-
 @cacheable
 @dataclass
 class AuxCaptureData:
@@ -151,6 +128,7 @@ class AuxCaptureRule(Rule):
     """
 
     CODE = "EA303"
+    FACTS = (HolderFacts,)
     GATE = "aux-capture"
     NAME = "aux-hidden-states-not-captured"
     SUMMARY = ("the holder model's `forward` cannot capture aux hidden states (or lacks `EagleModelMixin` where "
@@ -191,7 +169,7 @@ class AuxCaptureRule(Rule):
                     f"provides {', '.join(own.requires)}", own.path, own.line, requires=own.requires,
                 )
             return
-        h, fwd = holder_and_forward(ctx, target)
+        h, fwd = ctx.get(HolderFacts, target.facts.ref)
         if h.unknown:
             yield self.finding(Severity.UNKNOWN, f"cannot find the holder model: {h.unknown}", h.path, h.line)
             return
@@ -272,6 +250,7 @@ class PPRelativeIndexRule(Rule):
     """Aux states keyed on a stage-relative loop index."""
 
     CODE = "EA307"
+    FACTS = (HolderFacts,)
     GATE = "pp-relative-index"
     NAME = "stage-relative-layer-index"
     SUMMARY = "aux states keyed on `enumerate(islice(...))` without `start=`: wrong layers on later pipeline stages"
@@ -291,7 +270,7 @@ class PPRelativeIndexRule(Rule):
     def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
         if target.facts.ref is None:
             return
-        h, fwd = holder_and_forward(ctx, target)
+        h, fwd = ctx.get(HolderFacts, target.facts.ref)
         if fwd is None:
             return
         for lp in fwd.loops:

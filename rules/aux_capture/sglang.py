@@ -8,11 +8,10 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from auditor.cache import cacheable
-from auditor.engines.sglang.facts import CAPTURE_ATTR, class_facts, forward_capture, trace_capture
-from auditor.engines.vllm.facts import find_holder
+from auditor.engines.modelfiles import find_holder
 from auditor.model.findings import Finding, Severity
 from rules.base import AuditTarget, Context, Example, Rule
-from rules.interface.sglang import toy
+from rules.common.examples import toy
 
 _WRAPPER = '''
 import torch.nn as nn
@@ -44,14 +43,6 @@ class CaptureData:
     """EA403 details: the ``holder`` model whose forward must capture (dotted name)."""
 
     holder: str | None = None
-
-
-def capture_trace(ctx: Context, target: AuditTarget):
-    """The target's :class:`auditor.engines.sglang.facts.CaptureTrace`, computed once per class."""
-    key = ("sglang-trace", target.facts.ref)
-    if key not in ctx.cache:
-        ctx.cache[key] = trace_capture(ctx.resolver, target.facts.ref, ctx.facts.setter_name(), ctx.registry)
-    return ctx.cache[key]
 
 
 class SGLangAuxCaptureRule(Rule):
@@ -96,7 +87,7 @@ class SGLangAuxCaptureRule(Rule):
         if facts.ref is None:
             return
         r = ctx.resolver
-        trace = capture_trace(ctx, target)
+        trace = ctx.get(ctx.facts.capture_trace, target.facts.ref)
         has_setter = bool(trace.steps and trace.steps[0].setter_owner is not None)
         if has_setter:
             for kind, msg, path, line in trace.problems:
@@ -113,7 +104,7 @@ class SGLangAuxCaptureRule(Rule):
                 yield self.finding(Severity.UNKNOWN, f"cannot find the inner model: {h.unknown}", h.path, h.line)
                 return
             holder, via = h.ref, h.via
-        fwd = forward_capture(r, holder)
+        fwd = ctx.facts.forward_capture(r, holder)
         if fwd.defined_in is None:
             loc = r.location(holder)
             yield self.finding(Severity.UNKNOWN, f"{holder.name} ({via}) has no forward in the tree",
@@ -123,7 +114,7 @@ class SGLangAuxCaptureRule(Rule):
         if not capturing:
             if fwd.loops or fwd.layer_loops:
                 line = fwd.loops[0]["line"] if fwd.loops else fwd.layer_loops[0]
-                msg = (f"{fwd.defined_in.name}.forward iterates its layers but never tests {CAPTURE_ATTR}: it "
+                msg = (f"{fwd.defined_in.name}.forward iterates its layers but never tests {ctx.facts.capture_attr}: it "
                        f"captures no aux hidden states (inner model found via {via})")
             else:
                 line = fwd.line
@@ -159,7 +150,7 @@ def _other_setters(ctx: Context, holder, names: set[str], setter: str) -> list[s
     for e in ctx.resolver.mro(holder).entries:
         if not hasattr(e, "qualname"):
             continue
-        for name, f in class_facts(ctx.resolver, e).get("setters", {}).items():
+        for name, f in ctx.facts.class_facts(ctx.resolver, e).get("setters", {}).items():
             if name != setter and any(a in names for _, a, _ in f["writes"]):
                 out.append(f"{e.name}.{name}")
     return out
@@ -188,6 +179,6 @@ class SilentDelegationRule(Rule):
     def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
         if target.facts.ref is None:
             return
-        for kind, msg, path, line in capture_trace(ctx, target).problems:
+        for kind, msg, path, line in ctx.get(ctx.facts.capture_trace, target.facts.ref).problems:
             if kind == "silent":
                 yield self.finding(Severity.WARNING, msg, path, line)

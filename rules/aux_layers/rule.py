@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from auditor.cache import cacheable
+from auditor.engines.modelfiles import HolderFacts
 from auditor.model.findings import Finding, Severity
 from auditor.model.options import RunOptions
-from rules.aux_capture.rule import holder_and_forward
-from rules.aux_layers.facts import (
+from rules.common.layer_ids import (
     EXTRACTOR,
     KEY,
     eagle3_reads,
@@ -150,7 +150,7 @@ class AuxLayersRule(Rule):
         count, label = n
         after = False
         if target.facts.ref is not None:
-            h, fwd = holder_and_forward(ctx, target)
+            h, fwd = ctx.get(HolderFacts, target.facts.ref)
             after = bool(fwd and any(lp.captures and lp.uses_mixin_helper for lp in fwd.loops))
         top = count if after else count - 1
         bad = [i for i in ids if i < 0 or i > top]

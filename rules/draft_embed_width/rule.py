@@ -11,9 +11,10 @@ from auditor.index.resolve import ClassRef
 from auditor.model.findings import Finding, Severity
 from auditor.model.options import RunOptions
 from rules.base import AuditTarget, Context, Example, Rule
+from rules.common.examples import EXAMPLE_SPEC
 from rules.draft_embed_width.facts import DRAFT_EXTRACTOR, SHARER_EXTRACTOR, DraftWidthFact
 from rules.drafts import draft_model
-from rules.mtp_draft.rule import EXAMPLE_SPEC
+from rules.mtp_draft.facts import MtpDraftOf
 
 _DRAFT = '''
 import torch
@@ -142,6 +143,8 @@ class DraftEmbedWidthRule(Rule):
     """
 
     CODE = "EA316"
+    #: the draft a run builds (rules/drafts.py) reads the MTP rewrite's interpretation
+    FACTS = (MtpDraftOf,)
     GATE = "draft-embed-width"
     NAME = "draft-embedding-width-guard"
     SUMMARY = "the proposer keeps the drafter's own narrower embedding, but the drafter projects the target's"

@@ -19,6 +19,7 @@ from rules.draft_lm_head.facts import (
     InitFact,
 )
 from rules.draft_registry.rule import EXAMPLE_EAGLE_CONFIG
+from rules.mtp_draft.facts import MtpDraftOf
 
 _DRAFTER = '''
 import torch.nn as nn
@@ -144,6 +145,8 @@ class DraftLmHeadRule(Rule):
     """
 
     CODE = "EA317"
+    #: the draft a run builds (rules/drafts.py) reads the MTP rewrite's interpretation
+    FACTS = (MtpDraftOf,)
     GATE = "draft-lm-head"
     NAME = "draft-lm-head-missing"
     SUMMARY = "the drafter builds no LM head, and the proposer reads it when the checkpoint ships one"

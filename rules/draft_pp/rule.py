@@ -18,7 +18,7 @@ from rules.draft_pp.facts import (
     pp_refusal,
 )
 from rules.drafts import draft_model
-from rules.mtp_draft.rule import EXAMPLE_DRAFT, EXAMPLE_SPEC
+from rules.common.examples import EXAMPLE_DRAFT, EXAMPLE_SPEC
 
 _BUILD = '''
 

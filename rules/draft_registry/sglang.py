@@ -3,7 +3,7 @@
 SGLang builds the draft model from ``--speculative-draft-model-path`` with a model config of its
 own (``is_draft_model=True``), whose ``_config_draft_model`` may rewrite ``architectures[0]``
 (0.5.11 ``sglang/srt/configs/model_config.py``: ``DeepseekV3ForCausalLM`` →
-``DeepseekV3ForCausalLMNextN``; read by :mod:`auditor.engines.sglang.drafts`); the result must be
+``DeepseekV3ForCausalLMNextN``; read by the tree facts' ``draft_mappings()``); the result must be
 a class some model module lists in its ``EntryClass``, or the model registry raises
 (``sglang/srt/models/registry.py``, ``_raise_for_unsupported``: "Model architectures [...] are not
 supported"). EAGLE drafters ship their own architecture name (``LlamaForCausalLMEagle3``)."""
@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from auditor.cache import cacheable
-from auditor.engines.sglang.drafts import draft_mappings
-from auditor.engines.sglang.registry import REGISTRY_MODULE
 from auditor.model.findings import Finding, Severity
 from auditor.model.options import RunOptions
 from rules.base import AuditTarget, Context, Example, Rule
@@ -62,9 +60,10 @@ def _tree(with_eagle3: bool) -> dict[str, str]:
 def refusal_line(ctx: Context) -> tuple[str | None, int | None]:
     """``(path, line)`` of the model registry's refusal of an unknown architecture: the first
     ``raise`` of a function of ``sglang/srt/models/registry.py`` whose message says "not
-    supported"; ``(path or None, None)`` when there is none."""
-    path = ctx.resolver.tree.path_of(REGISTRY_MODULE)
-    if path is None:
+    supported" (the SGLang registry's ``path``, which is that module's path when the tree has it);
+    ``(path or None, None)`` when there is none."""
+    path = ctx.registry.path
+    if not path or not path.endswith(".py"):  # no registry module: the registry names the models folder
         return None, None
     try:
         mod = ast.parse(ctx.resolver.tree.read(path), filename=path)
@@ -97,6 +96,8 @@ class SGLangDraftRegistryRule(Rule):
     """
 
     CODE = "EA406"
+    #: reads the registry and the tree facts' draft mappings only
+    FACTS = ()
     GATE = "draft-registry"
     NAME = "sglang-drafter-architecture-not-registered"
     SUMMARY = "the drafter checkpoint's architecture is not registered (SGLang)"
@@ -139,7 +140,7 @@ class SGLangDraftRegistryRule(Rule):
                                "cannot be named", path, line)
             return
         first = declared[0]
-        m = draft_mappings(ctx.facts).get(first)
+        m = ctx.facts.draft_mappings().get(first)
         rewritten = list(m.drafts) if m is not None else [first]
         if any(a in ctx.registry.entries for a in rewritten):
             return

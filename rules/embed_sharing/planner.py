@@ -5,7 +5,7 @@ embedding method takes (GPT-2: ``embed_input_ids`` → ``self.transformer.embed_
 
 from __future__ import annotations
 
-from auditor.engines.vllm.facts import is_multimodal, target_facts
+from auditor.engines.modelfiles import is_multimodal, target_facts
 from auditor.index.resolve import ClassRef
 from auditor.model.findings import Finding
 from auditor.model.results import TargetResult

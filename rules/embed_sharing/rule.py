@@ -8,7 +8,14 @@ from typing import Iterator
 
 from auditor.cache import cacheable
 from auditor.engines.base import init_assign
-from auditor.engines.vllm.facts import LANGUAGE_MODEL_ATTRS, class_keyword, find_holder, is_multimodal
+from auditor.engines.modelfiles import (
+    LANGUAGE_MODEL_ATTRS,
+    HolderFacts,
+    class_keyword,
+    find_holder,
+    is_multimodal,
+)
+from auditor.index.providers import ModuleAst
 from auditor.index.resolve import ClassRef
 from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding, Severity
@@ -273,6 +280,7 @@ class EmbedSharingRule(Rule):
     """
 
     CODE = "EA314"
+    FACTS = (HolderFacts, ModuleAst)
     GATE = "embed-sharing"
     NAME = "target-embedding-not-found"
     SUMMARY = ("the proposer cannot find the target's embedding to share with the drafter (`.model` then "
@@ -325,9 +333,7 @@ class EmbedSharingRule(Rule):
     def _check_chain(self, ctx: Context, target: AuditTarget, path: str, fact) -> Iterator[Finding]:
         ref = target.facts.ref
         if is_multimodal(ctx.resolver, ref):
-            from rules.aux_capture.rule import holder_and_forward  # the holder as aux-capture follows it
-
-            h = holder_and_forward(ctx, target)[0]
+            h = ctx.get(HolderFacts, ref)[0]  # the holder as aux-capture follows it
             lm = h.language_ref or _language_model(ctx, ref)
             if lm is None:
                 yield self.finding(Severity.UNKNOWN, f"{target.architecture} is multimodal: the proposer shares the "

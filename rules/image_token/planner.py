@@ -3,7 +3,7 @@ config class really defines."""
 
 from __future__ import annotations
 
-from auditor.engines.vllm.facts import target_facts
+from auditor.engines.modelfiles import target_facts
 from auditor.model.findings import Finding
 from auditor.model.results import TargetResult
 from rules.image_token.facts import image_token_chains

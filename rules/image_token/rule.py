@@ -6,34 +6,18 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from auditor.cache import cacheable
-from auditor.engines.vllm.facts import config_attributes, is_multimodal
+from auditor.engines.modelfiles import config_attributes, is_multimodal
+from auditor.hf.configs import TransformersFacts
 from auditor.index.resolve import ClassRef
 from auditor.model.findings import Finding, Severity
 from rules.base import AuditTarget, Context, Example, Rule
 from rules.image_token.facts import EXTRACTOR, image_token_chains
 from rules.image_token.transformers_needed import (
+    NewestTransformersFacts,
     chosen_by_requirement,
     imported_transformers_package,
     transformers_with,
 )
-
-
-def transformers_configs(ctx: Context):
-    """The :class:`auditor.engines.vllm.hfconfigs.TransformersConfigs` of the transformers source given with
-    ``--transformers`` or installed here (None when there is none), built once per context."""
-    if "transformers" not in ctx.cache:
-        loader = ctx.cache.get("transformers_loader")  # the auditor's choice (fetched per the tree's requirement)
-        if loader is not None:
-            ctx.cache["transformers"] = loader()
-        else:
-            from auditor.engines.vllm.hfconfigs import (
-                TransformersConfigs,
-                locate_transformers,
-            )
-
-            parent = locate_transformers(ctx.cache.get("transformers_path"))
-            ctx.cache["transformers"] = TransformersConfigs(parent) if parent else None
-    return ctx.cache["transformers"]
 
 
 def token_candidates(attrs) -> list[str]:
@@ -65,6 +49,7 @@ class ImageTokenRule(Rule):
     """
 
     CODE = "EA304"
+    FACTS = (TransformersFacts, NewestTransformersFacts)
     GATE = "image-token"
     NAME = "image-token-id-unreadable"
     SUMMARY = ("a multimodal target named in no proposer branch whose HF config class lacks "
@@ -128,24 +113,24 @@ class ImageTokenRule(Rule):
         where = None
         needed_by = None
         if not isinstance(cfg, ClassRef) and mt:
-            tf = transformers_configs(ctx)
+            tf = ctx.get(TransformersFacts).configs
             cfg = tf.config_class(mt) if tf is not None else None
             if cfg is None and tf is not None and chosen_by_requirement(tf):
                 pkg = imported_transformers_package(ctx.resolver, ref)
                 if pkg is not None:
-                    other, how = transformers_with(pkg[0], mt, tf)
+                    other, how = transformers_with(pkg[0], mt, tf, ctx.get(NewestTransformersFacts))
                     needed_by = (f"{pkg[2]} from transformers.models.{pkg[0]}, which transformers {tf.version or '?'} "
                                  f"lacks: the target runs only with a release that has it")
                     if other is not None:
                         tf, cfg = other, other.config_class(mt)
             if cfg is not None:
                 resolver = tf.resolver
-                ctx.cache["consulted_transformers"] = True
                 where = f"transformers at {tf.parent}" + (f"; {needed_by}, the newest" if needed_by else "")
         if not isinstance(cfg, ClassRef):
             what = f"model_type {mt!r} ({target.model_type_source})" if mt else "an unknown model_type"
-            tf = transformers_configs(ctx)
-            tf_note = (f"no transformers source is at hand ({ctx.cache.get('transformers_note') or 'none installed'}; "
+            at_hand = ctx.get(TransformersFacts)
+            tf = at_hand.configs
+            tf_note = (f"no transformers source is at hand ({at_hand.note or 'none installed'}; "
                        "pass --transformers PATH|VERSION)" if tf is None
                        else f"transformers {tf.version or ''} ({tf.parent}) does not register it")
             yield self.finding(

@@ -8,19 +8,24 @@ arrived in transformers 5). Whoever runs the target runs a ``transformers`` that
 ``image-token`` gate reads the class from the newest release that does (the newest release on
 pip's configured index, fetched and cached like the others, read in place, never imported).
 Only when the transformers was picked from the tree's requirement: one you name, or the one
-installed beside the tree, is what the verdict reads."""
+installed beside the tree, is what the verdict reads.
+
+The newest release is a fact from outside the scanned tree (:class:`NewestTransformersFacts`,
+``OUTSIDE_TREE``): a run whose verdict read it is recorded as having read transformers, like one
+that read :class:`auditor.hf.configs.TransformersFacts`."""
 
 from __future__ import annotations
 
 import functools
 
-from auditor.engines.vllm.modeltypes import config_class_of
+from auditor.hf.modeltypes import config_class_of
+from auditor.index.providers import FactProvider
 from auditor.index.resolve import ClassRef, External, Resolver
 
 
 def imported_transformers_package(resolver: Resolver, ref: ClassRef) -> tuple[str, str, str] | None:
     """``(package, class name, how)`` when the config class of ``ref`` (found as
-    :func:`auditor.engines.vllm.modeltypes.config_class_of` finds it: an ``__init__``
+    :func:`auditor.hf.modeltypes.config_class_of` finds it: an ``__init__``
     annotation or the one config class its module imports) comes from
     ``transformers.models.<package>``; else None."""
     found = config_class_of(resolver, ref)
@@ -33,9 +38,9 @@ def imported_transformers_package(resolver: Resolver, ref: ClassRef) -> tuple[st
 
 
 def chosen_by_requirement(tf) -> bool:
-    """True when ``tf`` (a :class:`auditor.engines.vllm.hfconfigs.TransformersConfigs`) is the one
+    """True when ``tf`` (a :class:`auditor.hf.configs.TransformersConfigs`) is the one
     picked for a release archive from the tree's own requirement
-    (:func:`auditor.engines.vllm.hfconfigs.transformers_for_tree`), not one you named
+    (:func:`auditor.hf.configs.transformers_for_tree`), not one you named
     (``--transformers``, ``EAGLE_AUDIT_TRANSFORMERS``) or one installed beside the tree: only then
     is another release read in its place."""
     return (getattr(tf, "how", "") or "").startswith("newest release satisfying the tree's requirement")
@@ -45,7 +50,7 @@ def chosen_by_requirement(tf) -> bool:
 def newest_transformers() -> tuple[object | None, str]:
     """``(TransformersConfigs of the newest transformers release, phrase)``, or ``(None, why)``
     when it cannot be fetched (no index and no cached wheel). Fetched once per process."""
-    from auditor.engines.vllm.hfconfigs import TransformersConfigs
+    from auditor.hf.configs import TransformersConfigs
     from auditor.model.errors import AuditError
     from auditor.source.fetch import fetch_newest_wheel
     from auditor.source.package import WheelPackageSource
@@ -58,11 +63,30 @@ def newest_transformers() -> tuple[object | None, str]:
     return TransformersConfigs(source=WheelPackageSource(path, "transformers"), version=version, how=how), how
 
 
-def transformers_with(package: str, model_type: str, chosen) -> tuple[object | None, str]:
+class NewestTransformersFacts(FactProvider):
+    """The newest transformers release (key None): ``(TransformersConfigs or None, phrase)`` as
+    :func:`newest_transformers` gives it, asked for only when a verdict needs a class the chosen
+    transformers lacks. Read from outside the scanned tree: a run whose facts used it (a release
+    was fetched) is recorded as having read transformers."""
+
+    OUTSIDE_TREE = True
+
+    @classmethod
+    def compute(cls, ctx, key=None) -> tuple[object | None, str]:
+        return newest_transformers()
+
+    @classmethod
+    def used(cls, value: tuple[object | None, str]) -> bool:
+        return value[0] is not None
+
+
+def transformers_with(package: str, model_type: str, chosen, newest: tuple[object | None, str]
+                      ) -> tuple[object | None, str]:
     """A transformers source that registers ``model_type`` and has ``transformers.models.<package>``,
-    when ``chosen`` (the one the scan reads) does not: the newest release, if it does. Returns
-    ``(TransformersConfigs or None, phrase)``."""
-    tf, how = newest_transformers()
+    when ``chosen`` (the one the scan reads) does not: the ``newest`` release
+    (:class:`NewestTransformersFacts`' value), if it does. Returns ``(TransformersConfigs or None,
+    phrase)``."""
+    tf, how = newest
     if tf is None:
         return None, how
     if chosen is not None and getattr(chosen, "version", None) == tf.version:

@@ -113,6 +113,12 @@ class InterfaceCodemod(EagleCodemod):
         ),
     ]
 
+    @classmethod
+    def merge_params(cls, params: dict, other: dict) -> None:
+        """Two targets with the same code holder: the members either lacks, each once."""
+        names = {m["name"] for m in params["members"]}
+        params["members"] += [m for m in other["members"] if m["name"] not in names]
+
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         qualname = identifier(self.params["class"], "the class")
         protocol = self.params.get("protocol")

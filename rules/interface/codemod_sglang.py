@@ -406,6 +406,17 @@ class SGLangInterfaceCodemod(EagleCodemod):
         ),
     ]
 
+    @classmethod
+    def merge_params(cls, params: dict, other: dict) -> None:
+        """The setter of one plan and the getters of another, on the same class: the getters of
+        both (each once), and the parameters the first lacks."""
+        for k, v in other.items():
+            if k == "getters":
+                names = {g["name"] for g in params.get("getters", [])}
+                params.setdefault("getters", []).extend(g for g in v if g["name"] not in names)
+            else:
+                params.setdefault(k, v)
+
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         p = self.params
         qualname = identifier(p["class"], "the class")

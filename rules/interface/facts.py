@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+from auditor.index.providers import FactProvider
+
 _CALL = re.compile(rb"\.(get_eagle3\w*)\s*\(")
 _PROBE = re.compile(rb"\b(?:hasattr|getattr)\s*\([^()]*?[\"'](get_eagle3\w*)[\"']")
 _COMMENT = re.compile(rb"#[^\n]*")
@@ -26,10 +28,13 @@ def scan_eagle3_calls(source: bytes) -> set[str]:
 RUNTIME_PREFIXES = ("vllm/v1/", "vllm/worker/", "vllm/spec_decode/")
 
 
-def runtime_eagle3_calls(ctx) -> set[str]:
+class RuntimeEagle3Calls(FactProvider):
     """``get_eagle3_*`` method names that runtime code (``vllm/v1``, ``vllm/worker``,
-    ``vllm/spec_decode``) of the tree of ``ctx`` calls (see :func:`scan_eagle3_calls`)."""
-    if "runtime_eagle3_calls" not in ctx.cache:
+    ``vllm/spec_decode``) of the tree calls (see :func:`scan_eagle3_calls`): a tree-wide fact
+    (key None)."""
+
+    @classmethod
+    def compute(cls, ctx, key=None) -> set[str]:
         tree = ctx.resolver.tree
         calls: set[str] = set()
         for p in sorted(tree.files):
@@ -37,8 +42,12 @@ def runtime_eagle3_calls(ctx) -> set[str]:
                 data = tree.read(p)
                 if b"get_eagle3" in data:
                     calls |= scan_eagle3_calls(data)
-        ctx.cache["runtime_eagle3_calls"] = calls
-    return ctx.cache["runtime_eagle3_calls"]
+        return calls
+
+
+def runtime_eagle3_calls(ctx) -> set[str]:
+    """The :class:`RuntimeEagle3Calls` of the tree of ``ctx``."""
+    return ctx.get(RuntimeEagle3Calls)
 
 
 def duck_typed_eagle3_members(ctx) -> list[str]:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import ast
 
-from auditor.engines.vllm.facts import (
+from auditor.engines.base import init_assign
+from auditor.engines.modelfiles import (
     HOLDER_ATTRS,
     LANGUAGE_MODEL_ATTRS,
     find_holder,
     holder_forward,
-    init_assign,
     target_facts,
 )
 from auditor.index.resolve import ClassRef

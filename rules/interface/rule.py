@@ -12,14 +12,13 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from auditor.cache import cacheable
-from auditor.engines.vllm.facts import INTERFACES_MODULE
 from auditor.index.resolve import ClassRef, FunctionRef
 from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding, Severity
-from rules.aux_layers.facts import EXTRACTOR as LAYER_IDS_READS
-from rules.aux_layers.facts import KEY as LAYER_IDS_KEY
+from rules.common.layer_ids import EXTRACTOR as LAYER_IDS_READS
+from rules.common.layer_ids import KEY as LAYER_IDS_KEY
 from rules.base import AuditTarget, Context, Example, Rule
-from rules.interface.facts import duck_typed_eagle3_members, runtime_eagle3_calls
+from rules.interface.facts import RuntimeEagle3Calls, duck_typed_eagle3_members, runtime_eagle3_calls
 
 #: The protocol the runner checks on the *target* per speculative method (``supports_eagle3`` in
 #: vllm/model_executor/models/interfaces.py). EAGLE-1/2 has none (see the module docstring).
@@ -116,10 +115,10 @@ def checker_refuses(ctx: Context, method: str) -> tuple[str, str, int] | None:
         ``(message, path, line)``, or None when the checker may accept a target (or there is none).
     """
     pname = PROTOCOL_FOR_METHOD.get(method)
-    if pname is None or not ctx.resolver.tree.has_module(INTERFACES_MODULE):
+    if pname is None or not ctx.resolver.tree.has_module(ctx.facts.interfaces_module):
         return None
     fname = "supports_" + pname.removeprefix("Supports").lower()
-    f = ctx.resolver.resolve_name(INTERFACES_MODULE, fname)
+    f = ctx.resolver.resolve_name(ctx.facts.interfaces_module, fname)
     if not isinstance(f, FunctionRef):
         return None
     fm = ctx.resolver.tree.module(f.module)
@@ -197,6 +196,7 @@ class InterfaceRule(Rule):
     """
 
     CODE = "EA302"
+    FACTS = (RuntimeEagle3Calls,)
     GATE = "interface"
     NAME = "protocol-not-implemented"
     SUMMARY = ("the class does not satisfy the tree's `SupportsEagle3` protocol, member by member on its C3 MRO "
@@ -230,7 +230,7 @@ class InterfaceRule(Rule):
         facts = target.facts
         if facts.ref is None:
             return
-        broken = ctx.facts.broken_module(INTERFACES_MODULE)
+        broken = ctx.facts.broken_module(ctx.facts.interfaces_module)
         if broken is not None:
             path, why = broken
             yield self.finding(Severity.UNKNOWN, f"{path} defines the protocol but is missing from the analysis: it "
@@ -319,6 +319,7 @@ class StaleMemberRule(Rule):
     calls: an override that is silently dead."""
 
     CODE = "EA306"
+    FACTS = (RuntimeEagle3Calls,)
     GATE = "stale-member"
     NAME = "stale-protocol-method"
     SUMMARY = "a method named as in an older protocol that this tree never calls"

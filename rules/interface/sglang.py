@@ -15,86 +15,10 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from auditor.cache import cacheable
-from auditor.engines.sglang.facts import find_setter
 from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding, Severity
 from rules.base import AuditTarget, Context, Example, Rule
-
-_LLAMA_LIKE = '''
-import torch.nn as nn
-
-
-class ToyModel(nn.Module):
-    def __init__(self, config=None):
-        super().__init__()
-        self.layers = []
-        self.layers_to_capture = []
-
-    def forward(self, input_ids, positions):
-        hidden_states, residual = input_ids, None
-        aux_hidden_states = []
-        for i in range(self.start_layer, self.end_layer):
-            if i in self.layers_to_capture:
-                aux_hidden_states.append(hidden_states + residual)
-            hidden_states, residual = self.layers[i](positions, hidden_states, residual)
-        if len(aux_hidden_states) == 0:
-            return hidden_states
-        return hidden_states, aux_hidden_states
-
-
-class ToyForCausalLM(nn.Module):
-    def __init__(self, config=None):
-        super().__init__()
-        self.model = ToyModel(config)
-        self.capture_aux_hidden_states = False
-{setter}{embed_head}
-
-EntryClass = ToyForCausalLM
-'''
-_SETTER = '''
-    def set_eagle3_layers_to_capture(self, layer_ids=None):
-        self.capture_aux_hidden_states = True
-        self.model.layers_to_capture = [val + 1 for val in layer_ids]
-'''
-
-
-_EMBED_HEAD = '''
-    def get_embed_and_head(self):
-        return self.model.embed_tokens.weight, self.lm_head.weight
-'''
-_SPEC_INFO = '''
-class SpeculativeAlgorithm:
-    def create_worker(self, server_args):
-        if self.is_eagle():
-            from sglang.srt.speculative.eagle_worker import EAGLEWorker
-
-            return EAGLEWorker
-        raise ValueError("unknown algorithm")
-'''
-_EAGLE_WORKER = '''
-class EAGLEWorker:
-    def __init__(self, server_args, target_worker):
-        self.target_worker = target_worker
-        embed, head = self.target_worker.model_runner.model.get_embed_and_head()
-        self.draft_model_runner.model.set_embed_and_head(embed, head)
-'''
-
-
-def worker_files() -> dict[str, str]:
-    """A speculative package whose EAGLE worker (the one ``create_worker`` returns under
-    ``is_eagle()``) calls ``get_embed_and_head()`` on the target model."""
-    return {"sglang/srt/speculative/spec_info.py": _SPEC_INFO,
-            "sglang/srt/speculative/eagle_worker.py": _EAGLE_WORKER}
-
-
-def toy(setter: bool = True, embed_head: bool = False, worker: bool = False) -> dict[str, str]:
-    """A one-module SGLang-like model file (``sglang/srt/models/toy.py``), with or without the
-    setter and ``get_embed_and_head``, and with or without an EAGLE worker that calls the latter
-    (for the rule examples)."""
-    files = {"sglang/srt/models/toy.py": _LLAMA_LIKE.format(setter=_SETTER if setter else "",
-                                                            embed_head=_EMBED_HEAD if embed_head else "")}
-    return {**files, **(worker_files() if worker else {})}
-
+from rules.common.examples import toy
 
 @cacheable
 @dataclass
@@ -187,7 +111,7 @@ class SGLangInterfaceRule(Rule):
         for member in required:
             hit = r.lookup(facts.ref, member)
             if member == name:
-                setter = find_setter(r, facts.ref, name)
+                setter = ctx.facts.find_setter(r, facts.ref, name)
                 if setter is None:
                     missing.append(member)
                 elif setter[2] is not None and setter[2]["raises_only"]:

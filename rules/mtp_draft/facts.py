@@ -31,8 +31,8 @@ from auditor.index.evaluate import (
     one,
     values,
 )
+from auditor.index.providers import FactProvider, ModuleAst
 from auditor.index.summary import Extractor, dotted
-from auditor.model.options import METHODS
 
 # -- the rewrite -------------------------------------------------------------------------------
 
@@ -195,13 +195,6 @@ METHODS_EXTRACTOR = Extractor("mtp-methods", extract_methods, prefixes=("vllm/co
 # -- accessors ---------------------------------------------------------------------------------
 
 
-def effective_method(ctx, method: str) -> str:
-    """The method the tree runs for a requested ``method``: ``eagle3``, ``eagle`` and ``mtp`` as
-    they are; an older MTP method string (``deepseek_mtp``) is audited as ``mtp`` (whether the tree
-    accepts that string is the ``mtp-draft`` gate's to say)."""
-    return method if method in METHODS else "mtp"
-
-
 def mtp_methods(ctx) -> tuple[str, MtpMethodsFact] | None:
     """``(path, fact)`` of the tree's MTP method strings, or None when it has none."""
     found = ctx.facts.found(METHODS_EXTRACTOR)
@@ -341,16 +334,43 @@ def draft_of(ctx, arch: str, model_type: str | None, text_model_type: str | None
     Returns:
         ``(path, rewrite fact, DraftOf)``, or None when the tree has no rewrite.
     """
-    found = rewrite(ctx)
-    if found is None:
+    if rewrite(ctx) is None:
         return None
-    path, fact = found
-    import json
+    return ctx.get(MtpDraftOf, (arch, model_type, text_model_type, _Config(hf_config)))
 
-    key = ("mtp-draft", path, fact.line, arch, model_type, text_model_type,
-           json.dumps(hf_config, sort_keys=True, default=str) if hf_config is not None else None)
-    if key in ctx.cache:
-        return ctx.cache[key]
+
+class _Config:
+    """A checkpoint config.json as a key: equal and hashed by its JSON text."""
+
+    def __init__(self, value: dict | None):
+        import json
+
+        self.value = value
+        self.text = json.dumps(value, sort_keys=True, default=str) if value is not None else None
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Config) and other.text == self.text
+
+    def __hash__(self) -> int:
+        return hash(self.text)
+
+
+class MtpDraftOf(FactProvider):
+    """``(path, rewrite fact, DraftOf)``: the tree's MTP rewrite (``vllm/config/speculative.py``)
+    interpreted for one target; the key is ``(architecture, model_type, text model_type,
+    checkpoint config)``. Only asked for when the tree has a rewrite (:func:`draft_of`)."""
+
+    DEPENDS_ON = (ModuleAst,)
+
+    @classmethod
+    def compute(cls, ctx, key) -> tuple[str, MtpRewriteFact, DraftOf]:
+        arch, model_type, text_model_type, cfg = key
+        return _interpret(ctx, arch, model_type, text_model_type, cfg.value)
+
+
+def _interpret(ctx, arch: str, model_type: str | None, text_model_type: str | None,
+               hf_config: dict | None) -> tuple[str, MtpRewriteFact, DraftOf]:
+    path, fact = rewrite(ctx)
     fn = ctx.function_node(path, fact.function, fact.line)
     out = DraftOf()
     if fn is None:
@@ -393,8 +413,7 @@ def draft_of(ctx, arch: str, model_type: str | None, text_model_type: str | None
             out.architectures = sorted(archs)
             out.model_types = sorted(mts)
             out.unchanged = bool(ends) and not changed and out.architecture_known
-    ctx.cache[key] = (path, fact, out)
-    return ctx.cache[key]
+    return path, fact, out
 
 
 def rewrite_applies_to_draft_model(ctx, path: str, function: str) -> int | None:
@@ -405,11 +424,29 @@ def rewrite_applies_to_draft_model(ctx, path: str, function: str) -> int | None:
     a call of a function of the module that names it (0.25.1:
     ``draft_hf_overrides = SpeculativeConfig.compose_draft_hf_overrides(...)``, which returns or
     wraps it, then ``hf_overrides=draft_hf_overrides``; locals and calls followed three deep). The rewrite then judges the drafter checkpoint's own config. None
-    when no such call exists or the module does not parse. Read with ``ast``, never imported."""
-    try:
-        tree = ast.parse(ctx.resolver.tree.read(path), filename=path)
-    except (KeyError, OSError, SyntaxError, ValueError, RecursionError):
-        return None
+    when no such call exists or the module does not parse. Read with ``ast``, never imported
+    (:class:`DraftModelHook`, computed once per module and function)."""
+    return ctx.get(DraftModelHook, (path, function))
+
+
+class DraftModelHook(FactProvider):
+    """The line of the call that builds the draft's model config from the speculative ``model``
+    with ``hf_overrides`` reaching a function (see :func:`rewrite_applies_to_draft_model`); the
+    key is ``(module path, function name)``; None when there is none."""
+
+    DEPENDS_ON = (ModuleAst,)
+
+    @classmethod
+    def compute(cls, ctx, key: tuple[str, str]) -> int | None:
+        path, function = key
+        tree = ctx.get(ModuleAst, path)
+        if tree is None:
+            return None
+        return _draft_model_hook_line(tree, function)
+
+
+def _draft_model_hook_line(tree: ast.Module, function: str) -> int | None:
+    """The line of the first such call in the parsed module ``tree`` (None when there is none)."""
     defs = {n.name: n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
     def named(e: ast.AST) -> str | None:

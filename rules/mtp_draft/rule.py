@@ -10,57 +10,19 @@ from auditor.cache import cacheable
 from auditor.model.findings import Finding, Severity
 from auditor.model.options import METHODS, RunOptions
 from rules.base import AuditTarget, Context, Example, Rule
+from rules.common.examples import EXAMPLE_DRAFT, EXAMPLE_SPEC
 from rules.mtp_draft.facts import (
     EXTRACTOR,
     METHODS_EXTRACTOR,
+    DraftModelHook,
+    MtpDraftOf,
     draft_of,
-    mtp_methods,
     drafter_checkpoint,
+    mtp_methods,
     rewrite_applies_to_draft_model,
 )
 
-EXAMPLE_SPEC = '''"""Speculative decoding settings (synthetic, with an MTP rewrite)."""
-
-from typing import Literal, get_args
-
-MTPModelTypes = Literal["toy_mtp", "mtp"]
-
-
-class SpeculativeConfig:
-    method: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.method in get_args(MTPModelTypes) and self.method != "mtp":
-            self.method = "mtp"
-        if self.model is not None:  # a drafter checkpoint of its own: the rewrite judges its config
-            self.draft_model_config = ModelConfig(model=self.model, hf_overrides=SpeculativeConfig.hf_config_override)
-
-    @staticmethod
-    def hf_config_override(hf_config):
-        initial_architecture = hf_config.architectures[0]
-        if hf_config.model_type in ("toy_v3", "toy_v32", "toy_assistant"):
-            hf_config.model_type = "toy_mtp"
-        if hf_config.model_type == "toy_mtp":
-            n_predict = getattr(hf_config, "num_nextn_predict_layers", None)
-            hf_config.update({"n_predict": n_predict, "architectures": ["ToyMTPModel"]})
-        if initial_architecture == "ToyV2ForCausalLM":
-            hf_config.model_type = "toy_v2_mtp"
-            hf_config.update({"architectures": ["ToyV2MTPModel"]})
-        return hf_config
-'''
-
-EXAMPLE_DRAFT = '''
-import torch.nn as nn
-
-
-class ToyMTP(nn.Module):
-    """The synthetic MTP draft of ToyV3."""
-
-    def forward(self, input_ids, positions, hidden_states):
-        return hidden_states
-'''
-
-#: The synthetic tree of the examples: the speculative config above and a registered draft.
+#: The synthetic tree of the examples: the speculative config and a registered draft.
 _TREE = {"vllm/config/speculative.py": EXAMPLE_SPEC, "vllm/model_executor/models/toy_mtp.py": EXAMPLE_DRAFT}
 _DRAFT_ROW = [("ToyMTPModel", "toy_mtp", "ToyMTP", "_SPECULATIVE_DECODING_MODELS")]
 _ASSISTANT = RunOptions(draft_config={"architectures": ["ToyAssistantForCausalLM"], "model_type": "toy_assistant"},
@@ -99,7 +61,6 @@ def _spec_module(ctx: Context) -> str | None:
     return None
 
 
-
 class MtpDraftRule(Rule):
     """The MTP draft architecture, as the tree's speculative config derives it.
 
@@ -119,6 +80,7 @@ class MtpDraftRule(Rule):
     """
 
     CODE = "EA308"
+    FACTS = (MtpDraftOf, DraftModelHook)
     GATE = "mtp-draft"
     NAME = "no-mtp-draft"
     SUMMARY = "the target's HF config is not rewritten into a registered MTP draft"

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from auditor.cache import cacheable
-from auditor.engines.sglang.drafts import draft_mappings
 from auditor.model.findings import Finding, Severity
 from rules.base import AuditTarget, Context, Example, Rule
 
@@ -78,7 +77,7 @@ class SGLangMTPDraftRule(Rule):
     def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
         if target.facts.ref is None:
             return
-        mappings = draft_mappings(ctx.facts)
+        mappings = ctx.facts.draft_mappings()
         loc = ctx.resolver.location(target.facts.code_holder or target.facts.ref) or (None, None)
         if not mappings:
             yield self.finding(Severity.UNKNOWN, "this tree has no draft-architecture rewrite (an assignment to "

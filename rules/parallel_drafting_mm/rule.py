@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from auditor.cache import cacheable
-from auditor.engines.vllm.facts import is_multimodal
+from auditor.engines.modelfiles import is_multimodal
+from auditor.index.providers import ModuleAst
 from auditor.model.findings import Finding, Severity
 from auditor.model.options import RunOptions
 from rules.base import AuditTarget, Context, Example, Rule
@@ -99,6 +100,7 @@ class ParallelDraftingMMRule(Rule):
     """
 
     CODE = "EA313"
+    FACTS = (ModuleAst,)
     GATE = "parallel-drafting-mm"
     NAME = "parallel-drafting-refuses-multimodal"
     SUMMARY = "the proposer refuses a multimodal target when parallel drafting is on"

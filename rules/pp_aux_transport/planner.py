@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from auditor.engines.vllm.facts import find_holder, holder_forward, target_facts
+from auditor.engines.modelfiles import find_holder, holder_forward, target_facts
 from auditor.index.summary import AttrFact, MethodFact
 from auditor.model.findings import Finding
 from auditor.model.results import TargetResult

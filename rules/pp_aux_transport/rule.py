@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from auditor.cache import cacheable
+from auditor.engines.modelfiles import HolderFacts
+from auditor.index.providers import ModuleAst
 from auditor.index.summary import AttrFact
 from auditor.model.findings import Finding, Severity
 from auditor.model.options import RunOptions
-from rules.aux_capture.rule import holder_and_forward
 from rules.base import AuditTarget, Context, Example, Rule
 from rules.pp_aux_transport.facts import EXTRACTOR, FLAG, transport_check
 
@@ -84,6 +85,7 @@ class PPAuxTransportRule(Rule):
     """
 
     CODE = "EA310"
+    FACTS = (HolderFacts, ModuleAst)
     GATE = "pp-aux-transport"
     NAME = "aux-states-not-carried-across-stages"
     SUMMARY = "EAGLE-3 with pipeline parallelism: the aux hidden states of earlier stages never reach the drafter"
@@ -131,7 +133,7 @@ class PPAuxTransportRule(Rule):
             return
         pp = target.options.pipeline_parallel_size
         found = transport_check(ctx)
-        h, fwd = holder_and_forward(ctx, target)
+        h, fwd = ctx.get(HolderFacts, target.facts.ref)
         if found is None:
             broken = ctx.facts.unanalysed(EXTRACTOR)
             if broken:

@@ -4,10 +4,13 @@ inner model (see :mod:`auditor.engines.sglang.facts`). The gates' rules live in 
 beside the vLLM ones, under the same gate ids."""
 
 from auditor.engines.base import Engine
+from auditor.engines.modelfiles import target_facts
+from auditor.engines.sglang.explain import explain
 from auditor.engines.sglang.drafts import DRAFT_MAP_EXTRACTOR
-from auditor.engines.sglang.facts import CAPTURE_EXTRACTOR, TreeFacts, trace_capture
+from auditor.engines.sglang.facts import CAPTURE_EXTRACTOR, CaptureTraceFacts, TreeFacts
 from auditor.engines.sglang.registry import ENTRY_EXTRACTOR, MODELS_DIR, Registry
 from auditor.engines.sglang.workers import WORKERS_EXTRACTOR
+from auditor.hf.targets import resolve_targets
 
 #: The extractors the engine needs in the summary pass.
 EXTRACTORS = (ENTRY_EXTRACTOR, CAPTURE_EXTRACTOR, DRAFT_MAP_EXTRACTOR, WORKERS_EXTRACTOR)
@@ -15,9 +18,9 @@ EXTRACTORS = (ENTRY_EXTRACTOR, CAPTURE_EXTRACTOR, DRAFT_MAP_EXTRACTOR, WORKERS_E
 
 def _holder(ctx, ref) -> tuple[str | None, str | None]:
     """The model that captures for a target class, and the registered language model its setter
-    delegates to (the aux-capture rule's trace, when it ran)."""
-    key = ("sglang-trace", ref)
-    t = ctx.cache[key] if key in ctx.cache else trace_capture(ctx.resolver, ref, ctx.facts.setter_name(), ctx.registry)
+    delegates to (the :class:`auditor.engines.sglang.facts.CaptureTraceFacts` the aux-capture
+    gate reads)."""
+    t = ctx.get(CaptureTraceFacts, ref)
     return (t.holder.dotted if t.holder else None), t.language_arch
 
 
@@ -35,4 +38,8 @@ ENGINE = Engine(
     model_scopes=(MODELS_DIR,),
     prefetch=lambda tree: set(),
     holder=_holder,
+    explain=explain,
+    target=target_facts,
+    resolve_targets=resolve_targets,
+    release_option="sglang_version",
 )

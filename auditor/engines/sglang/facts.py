@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from auditor.engines.base import TreeFactsBase, init_argument, init_assign
 from auditor.engines.sglang.workers import worker_members
+from auditor.index.providers import FactProvider
 from auditor.index.resolve import ClassRef, External, Resolver, Unresolved
 from auditor.index.summary import Extractor, MethodFact
 
@@ -306,6 +307,42 @@ class TreeFacts(TreeFactsBase):
         registry: its :class:`auditor.engines.sglang.registry.Registry`.
     """
 
+    # -- SGLang's vocabulary, read by the SGLang gates through their context (``ctx.facts``), so
+    # that no rule names this package (import-linter's forbidden contract) --------------------
+
+    #: the attribute the setter fills and the inner model's ``forward`` tests
+    capture_attr = CAPTURE_ATTR
+    # find_setter, forward_capture, class_facts, attr_class, extract_capture and capture_trace:
+    # the module's functions and provider, attached after their definitions (end of the module)
+
+    @staticmethod
+    def find_donor(resolver: Resolver, registry, name: str = SETTER):
+        """:func:`auditor.engines.sglang.donor.find_donor`."""
+        from auditor.engines.sglang.donor import find_donor
+
+        return find_donor(resolver, registry, name)
+
+    @staticmethod
+    def find_getter_donor(resolver: Resolver, registry, name: str):
+        """:func:`auditor.engines.sglang.donor.find_getter_donor`."""
+        from auditor.engines.sglang.donor import find_getter_donor
+
+        return find_getter_donor(resolver, registry, name)
+
+    @staticmethod
+    def method_ast(resolver: Resolver, owner: ClassRef, name: str):
+        """:func:`auditor.engines.sglang.donor.method_ast`."""
+        from auditor.engines.sglang.donor import method_ast
+
+        return method_ast(resolver, owner, name)
+
+    def draft_mappings(self) -> dict:
+        """Target architecture → its NEXTN/MTP draft mapping
+        (:func:`auditor.engines.sglang.drafts.draft_mappings`)."""
+        from auditor.engines.sglang.drafts import draft_mappings
+
+        return draft_mappings(self)
+
     def __init__(self, resolver: Resolver, registry):
         super().__init__(resolver, registry)
         self._runner: list[RunnerCall] | None = None
@@ -584,3 +621,24 @@ def forward_capture(resolver: Resolver, holder: ClassRef) -> ForwardCapture:
         if loops or mf.loops or not (fw and fw.get("super_forward")):
             return out
     return first or ForwardCapture(None, None, None, [], False)
+
+
+class CaptureTraceFacts(FactProvider):
+    """The :class:`CaptureTrace` of a target class (the key: its ``ClassRef``): where the tree's
+    EAGLE-3 setter (``ctx.facts.setter_name()``) leads, read from
+    ``sglang/srt/models/<module>.py`` (:func:`trace_capture`)."""
+
+    @classmethod
+    def compute(cls, ctx, key: ClassRef) -> CaptureTrace:
+        return trace_capture(ctx.resolver, key, ctx.facts.setter_name(), ctx.registry)
+
+
+# SGLang's vocabulary on its tree facts (see :class:`TreeFacts`): the functions the SGLang gates
+# call as ``ctx.facts.find_setter(...)``, and the provider of a target's :class:`CaptureTrace`
+# (``ctx.get(ctx.facts.capture_trace, ref)``)
+TreeFacts.find_setter = staticmethod(find_setter)
+TreeFacts.forward_capture = staticmethod(forward_capture)
+TreeFacts.class_facts = staticmethod(class_facts)
+TreeFacts.attr_class = staticmethod(attr_class)
+TreeFacts.extract_capture = staticmethod(extract_capture)
+TreeFacts.capture_trace = CaptureTraceFacts

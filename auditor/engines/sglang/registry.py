@@ -193,6 +193,16 @@ class Registry:
         """Every registered architecture name, sorted."""
         return sorted(self.entries)
 
+    #: how messages name the engine whose registry this is
+    display = "SGLang"
+
+    def registered_in(self, arch: str) -> str:
+        """Where a result note says ``arch`` is registered: the model module whose
+        ``EntryClass`` names it, with its table (``sglang/srt/models/llama.py (EntryClass)``).
+        Raises KeyError for an unknown architecture."""
+        e = self.entries[arch]
+        return f"{e.path} ({', '.join(e.tables)})"
+
     def class_ref(self, arch: str) -> Target:
         """The class an architecture names. Raises KeyError for an unknown architecture."""
         e = self.entries[arch]

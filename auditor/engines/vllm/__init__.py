@@ -3,9 +3,12 @@ HF config registry and model_type aliases. Every vLLM-specific name of the analy
 (the gates' own trigger words live with their gates in ``rules/``)."""
 
 from auditor.engines.base import Engine
-from auditor.engines.vllm.facts import TreeFacts, find_holder
+from auditor.engines.modelfiles import HolderFacts, target_facts
+from auditor.engines.vllm.explain import explain
+from auditor.engines.vllm.facts import TreeFacts
 from auditor.engines.vllm.platforms import platform_conditions
 from auditor.engines.vllm.registry import TABLES_EXTRACTOR, Registry
+from auditor.hf.targets import resolve_targets
 
 #: The extractors the engine needs in the summary pass (the registry tables).
 EXTRACTORS = (TABLES_EXTRACTOR,)
@@ -23,10 +26,9 @@ def _prefetch(tree) -> set[str]:
 
 
 def _holder(ctx, ref) -> tuple[str | None, str | None]:
-    """The holder model and language-model architecture of a target class (the aux-capture
-    rule's, when it ran)."""
-    key = ("holder", ref)
-    h = ctx.cache[key][0] if key in ctx.cache else find_holder(ctx.resolver, ctx.registry, ref)
+    """The holder model and language-model architecture of a target class (the
+    :class:`auditor.engines.modelfiles.HolderFacts` the aux-capture gate reads)."""
+    h = ctx.get(HolderFacts, ref)[0]
     return (h.ref.dotted if h.ref else None), h.language_arch
 
 
@@ -43,4 +45,9 @@ ENGINE = Engine(
     model_scopes=("vllm/model_executor/models/", "vllm/models/"),
     prefetch=_prefetch,
     holder=_holder,
+    explain=explain,
+    target=target_facts,
+    resolve_targets=resolve_targets,
+    release_option="vllm_version",
+    models_drafter=True,
 )

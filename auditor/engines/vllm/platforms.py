@@ -14,9 +14,7 @@ resolver (:class:`auditor.index.resolve.Resolver`) uses them to follow the branc
 
 from __future__ import annotations
 
-#: Platforms the tool audits for; ``cuda`` is what most users run (the default).
-PLATFORMS = ("cuda", "rocm", "xpu", "cpu")
-DEFAULT_PLATFORM = "cuda"
+from auditor.model.options import PLATFORMS
 
 _PREDICATES = ("is_cuda", "is_rocm", "is_xpu", "is_cpu", "is_tpu")
 _DEVICE_TYPE = {"cuda": "cuda", "rocm": "cuda", "xpu": "xpu", "cpu": "cpu"}

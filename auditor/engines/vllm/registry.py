@@ -149,6 +149,14 @@ class Registry:
         """Every registered architecture name, sorted."""
         return sorted(self.entries)
 
+    #: how messages name the engine whose registry this is
+    display = "vLLM"
+
+    def registered_in(self, arch: str) -> str:
+        """Where a result note says ``arch`` is registered: the names of its tables
+        (``_SPECULATIVE_DECODING_MODELS``). Raises KeyError for an unknown architecture."""
+        return ", ".join(self.entries[arch].tables) or "a registry table that does not tell"
+
     def drafters(self) -> list[ArchEntry]:
         """Rows whose role is ``drafter`` (see :meth:`role`)."""
         return [e for e in self.entries.values() if self.role(e.architecture) == "drafter"]

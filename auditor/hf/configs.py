@@ -15,8 +15,10 @@ from __future__ import annotations
 import ast
 import importlib.util
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
+from auditor.index.providers import FactProvider
 from auditor.index.resolve import ClassRef, Resolver
 from auditor.index.tree import SummaryCache, Tree
 
@@ -260,3 +262,35 @@ class TransformersConfigs:
         module = f"transformers.models.{mod}.configuration_{mod}"
         t = self.resolver.resolve_name(module, cls_name)
         return t if isinstance(t, ClassRef) else None
+
+
+@dataclass
+class TransformersAtHand:
+    """The transformers source a tree's verdicts read: its ``configs`` (None when there is none)
+    and a ``note`` saying which one was chosen, or why there is none."""
+
+    configs: "TransformersConfigs | None"
+    note: str = ""
+
+
+class TransformersFacts(FactProvider):
+    """The transformers source at hand for a tree (a :class:`TransformersAtHand`), chosen once,
+    on first need: the context's ``transformers_loader`` (the auditor's choice, see
+    :func:`transformers_for_tree`: a fetch happens only when a verdict needs a class from
+    transformers), else the transformers installed here. Read from outside the scanned tree: a
+    run whose facts used it is recorded as having read transformers."""
+
+    OUTSIDE_TREE = True
+
+    @classmethod
+    def compute(cls, ctx, key=None) -> TransformersAtHand:
+        loader = getattr(ctx, "transformers_loader", None)
+        if loader is not None:
+            tf, note = loader()
+            return TransformersAtHand(tf, note)
+        parent = locate_transformers(None)
+        return TransformersAtHand(TransformersConfigs(parent) if parent else None, "")
+
+    @classmethod
+    def used(cls, value: TransformersAtHand) -> bool:
+        return value.configs is not None

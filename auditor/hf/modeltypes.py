@@ -13,7 +13,7 @@ order, from:
    (``vllm/transformers_utils/config.py``, model_type → config class) read backwards, else the
    ``transformers.models.<model_type>`` package the class is imported from; a table that maps
    several model_types to the class decides only by the one spelled like the class;
-2. the alias table (:func:`auditor.engines.vllm.targets.load_alias_table`);
+2. the alias table (:func:`auditor.hf.targets.load_alias_table`);
 3. transformers' own model mappings (``MODEL_FOR_*_MAPPING_NAMES``, model_type → architecture)
    read backwards, when a transformers source is at hand (the Transformers modeling backend's
    rows are named for the checkpoint's architecture);
@@ -23,8 +23,10 @@ order, from:
 from __future__ import annotations
 
 import re
+from typing import Any
 
-from auditor.engines.vllm.registry import Registry
+from auditor.hf.configs import TransformersFacts
+from auditor.index.providers import FactProvider
 from auditor.index.resolve import ClassRef, External, Resolver
 
 #: The ``model_type_source`` of a model_type guessed from the architecture's name.
@@ -33,6 +35,9 @@ GUESSED = "guessed from the class name"
 _CONFIG_MODULES = ("transformers.models.", "vllm.transformers_utils.configs")
 _SUB_CONFIG_WORDS = ("Vision", "Audio", "Text", "Encoder", "Quantization", "Speech", "Projector", "Pretrained",
                      "PreTrained")
+
+#: an engine's registry (``entries``, ``architectures()``, ``class_ref(arch)``, …), read duck-typed
+Registry = Any
 
 
 def config_class_of(resolver: Resolver, ref: ClassRef) -> tuple[ClassRef | External, str] | None:
@@ -89,7 +94,7 @@ def model_type_of_config(resolver: Resolver, registry: Registry, cfg: ClassRef |
     """``(model_type, how)`` of an HF config class, or None.
 
     Args:
-        transformers: a :class:`auditor.engines.vllm.hfconfigs.TransformersConfigs` to read
+        transformers: a :class:`auditor.hf.configs.TransformersConfigs` to read
             classes of ``transformers`` from, a function returning one (called only when a
             transformers class must be read), or None.
     """
@@ -222,7 +227,7 @@ def infer_model_type(resolver: Resolver, registry: Registry, arch: str, aliases:
     """``(model_type, text model_type, source)`` for a registry architecture (see the module
     docstring for the order). ``source`` says how it was found; a name guess says
     :data:`GUESSED`. ``transformers``: as for :func:`model_type_of_config`."""
-    from auditor.engines.vllm.targets import derive_model_type
+    from auditor.hf.targets import derive_model_type
 
     ref = registry.class_ref(arch) if arch in registry.entries else None
     alias = aliases.get("architecture", {}).get(arch)
@@ -244,3 +249,19 @@ def infer_model_type(resolver: Resolver, registry: Registry, arch: str, aliases:
         return hit, hit, f"transformers' model mappings map {hit} to {arch}"
     mt = derive_model_type(arch)
     return mt, mt, GUESSED
+
+
+class ModelTypeFacts(FactProvider):
+    """``(model_type, text model_type, how)`` of a registry architecture (the key), as
+    :func:`infer_model_type` finds it with the alias table (``targets.toml``) and the
+    transformers at hand (:class:`auditor.hf.configs.TransformersFacts`, asked only
+    when the tree's own config classes do not tell)."""
+
+    DEPENDS_ON = (TransformersFacts,)
+
+    @classmethod
+    def compute(cls, ctx, key: str) -> tuple[str, str, str]:
+        from auditor.hf.targets import load_alias_table
+
+        return infer_model_type(ctx.resolver, ctx.registry, key, load_alias_table(),
+                                lambda: ctx.get(TransformersFacts).configs)

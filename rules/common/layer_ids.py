@@ -1,4 +1,4 @@
-"""Facts of the ``aux-layers`` gate: where the engine reads a drafter's aux layer ids.
+"""Facts shared by the ``aux-layers`` and ``interface`` gates: where the engine reads a drafter's aux layer ids.
 
 The GPU runner (``vllm/v1/worker/gpu_model_runner.py``; ``v1/worker/gpu/spec_decode/eagle/
 eagle3_utils.py`` in Model Runner V2) reads ``eagle_aux_hidden_state_layer_ids`` from the drafter's

@@ -1,5 +1,5 @@
 """Targets as users name them: registry architectures, model_types (alias table
-``auditor/engines/vllm/targets.toml``), a checkpoint's ``config.json``.
+``auditor/hf/targets.toml``), a checkpoint's ``config.json``.
 """
 
 from __future__ import annotations
@@ -9,9 +9,8 @@ import re
 import tomllib
 from importlib import resources
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
-from auditor.engines.vllm.registry import Registry
 from auditor.model.errors import AuditError, UnknownModel
 from auditor.model.inputs import check_model_type, checkpoint_config, read_json
 from auditor.model.results import TargetSpec
@@ -20,6 +19,9 @@ _SUFFIXES = (
     "ForConditionalGeneration", "ForCausalLM", "LMHeadModel", "ForSequenceClassification",
     "ForTokenClassification", "ForEmbedding", "ForRewardModel", "Model",
 )
+
+#: an engine's registry (``entries``, ``architectures()``, ``class_ref(arch)``, …), read duck-typed
+Registry = Any
 
 
 def derive_model_type(arch: str) -> str:
@@ -35,8 +37,8 @@ def derive_model_type(arch: str) -> str:
 
 
 def load_alias_table() -> dict:
-    """The alias table ``auditor/engines/vllm/targets.toml`` (model_type → targets, architecture → model_types)."""
-    text = resources.files("auditor.engines.vllm").joinpath("targets.toml").read_text()
+    """The alias table ``auditor/hf/targets.toml`` (model_type → targets, architecture → model_types)."""
+    text = resources.files("auditor.hf").joinpath("targets.toml").read_text()
     return tomllib.loads(text)
 
 
@@ -137,7 +139,7 @@ def resolve_targets(
 def _arch_spec(arch: str, aliases: dict, model_type: str | None) -> TargetSpec:
     """A spec for a registry architecture: with ``--model-type``, that text model_type; the
     model_types left None are inferred when the target is audited, from the tree
-    (:func:`auditor.engines.vllm.modeltypes.infer_model_type`)."""
+    (:func:`auditor.hf.modeltypes.infer_model_type`)."""
     if model_type:
         return TargetSpec(arch, None, model_type, "--model-type")
     return TargetSpec(arch, None, None, "")

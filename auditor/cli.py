@@ -267,14 +267,63 @@ def _settings(config: Optional[Path], no_config: bool, **flags):
 
     cfg = load_settings(config, enabled=not no_config).merged(**flags)
     _state["settings"] = cfg  # an unknown model the file named is blamed on the file and key
+    if cfg.path is not None:  # said once: where the values no flag gave come from
+        used = [f for f, _ in cfg.origins]
+        what = f" (it gives {', '.join(_setting_key(f) for f in used)})" if used else " (every value it sets is " \
+            "given by a flag)"
+        # said once, when the command ends without an error (an error stays one line, and names
+        # the file and key itself when the file gave the value)
+        _state["settings_note"] = (f"eagle-audit: settings: [tool.eagle-audit] of {_shown_path(cfg.path)}{what}; "
+                                   "--no-config ignores it")
     for note in cfg.deprecations:
         _warn(note)
     return cfg
 
 
+def _setting_key(field: str) -> str:
+    """The key of the settings file that sets ``field`` (``model-type``)."""
+    from auditor.orchestration.config import SETTINGS
+
+    return next((st.key for st in SETTINGS if st.field == field), field)
+
+
+def _shown_path(path: Path) -> str:
+    """``path`` relative to the working folder when it lies inside it, else as it is."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(path)
+
+
+def _source_labels(specs, settings):
+    """``specs`` with each ``model_type_source`` naming the settings file and key when the file,
+    not a flag, gave ``--model-type`` or ``--hf-config`` (``pyproject.toml model-type``)."""
+    from auditor.orchestration.config import relabel_sources
+
+    return relabel_sources(specs, settings.sources(_shown_path(settings.path) if settings.path else None))
+
+
+def _err_width() -> Optional[int]:
+    """The width stderr messages wrap at: the terminal's on a terminal; piped, ``COLUMNS`` when
+    set, else None (each message kept on one line, for a log)."""
+    console = _err()
+    return console.width if console.is_terminal else _columns()
+
+
+def _say(text: str) -> None:
+    """A message on stderr under the one wrapping rule of every command
+    (:func:`auditor.render.report.wrap_message`: between words at :func:`_err_width`, a command
+    to copy on lines of its own with shell continuations). Errors are the exception: an
+    ``eagle-audit: error:`` stays one line (:func:`_fail`)."""
+    from auditor.render.report import wrap_message
+
+    for line in wrap_message(clean(text, multiline=True), _err_width()):
+        _err().print(line, markup=False, highlight=False, soft_wrap=True)
+
+
 def _warn(message: str) -> None:
-    """One warning line on stderr."""
-    _err().print(f"eagle-audit: warning: {clean(message)}", markup=False, highlight=False, soft_wrap=True)
+    """One warning on stderr (wrapped as every message is, :func:`_say`)."""
+    _say(f"eagle-audit: warning: {clean(message)}")
 
 
 def _renamed(old_value, old: str, new_value, new: str):
@@ -696,7 +745,7 @@ def scan(
                                    no_cache, no_progress, exit_zero, transformers, run, python)
     auditor = _open(path, vllm_version, no_progress, no_cache, transformers, platform.value, sglang_version, engine,
                     python)
-    specs = resolve_targets(auditor.registry, model, model_type, cfg)
+    specs = _source_labels(resolve_targets(auditor.registry, model, model_type, cfg), settings)
     from auditor.model.options import method_family
 
     methods = [m for m in methods if method_family(m) in auditor.engine.methods] or _fail(
@@ -711,9 +760,21 @@ def scan(
     else:
         _write(_render(result, fmt, settings.path), output)
     if fmt in (Format.table, Format.markdown):  # never mixed with a CI format's stream
-        for line in _fix_commands(result, auditor, path, vllm_version, model, model_type, cfg, run, platform.value,
-                                  python, sglang_version):
-            _err().print(clean(line), markup=False, highlight=False, soft_wrap=True)  # never cut: copied whole
+        steps = _fix_commands(result, auditor, path, vllm_version, model, model_type, cfg, run, platform.value,
+                              python, sglang_version, hf_config)
+        from auditor.orchestration.elsewhere import codemod_exists
+
+        # a dead end: blocked, and a gate whose codemod exists cannot be patched in this tree
+        stuck = [r for r in result.targets if r.verdict.value == "blocked" and not any(
+            r.architecture in a for a in result.fixable().values()) and any(
+            not f.fix_available and codemod_exists(f.gate, result.engine)
+            for f in r.findings if f.severity.value == "error")]
+        if stuck and not full and len(stuck) <= _FIX_COMMAND_TARGETS:
+            steps += _dead_end_steps(auditor, [s for s in specs if s.architecture in {r.architecture for r in stuck}],
+                                     model, stuck[0].method, model_type, cfg, hf_config, run, platform.value,
+                                     _tree_words(path, vllm_version, sglang_version, python), show, audit=False)
+        for line in steps:
+            _say(line)  # a command on lines of its own: copied, it runs
     _exit_on_internal_errors(result.internal_errors())
     if exit_zero:
         raise typer.Exit(0)
@@ -821,7 +882,8 @@ _FIX_COMMAND_TARGETS = 5
 
 def _fix_commands(result, auditor, path: Optional[str], vllm_version: Optional[str], model: List[str],
                   model_type: Optional[str], hf_config: Optional[dict], run, platform: str,
-                  python: Optional[str] = None, sglang_version: Optional[str] = None) -> list[str]:
+                  python: Optional[str] = None, sglang_version: Optional[str] = None,
+                  hf_path: Optional[Path] = None) -> list[str]:
     """The next step after a blocked scan: the exact ``eagle-audit fix`` command (the same tree
     argument, run options and platform) for the blocked targets that have a fix, one per method.
     Targets are named as the user named them (a model_type such as kimi_k2 keeps the allowlist
@@ -868,10 +930,8 @@ def _fix_commands(result, auditor, path: Optional[str], vllm_version: Optional[s
         types: list[str] = []
         if model_type:
             types = ["--model-type", model_type]
-        elif hf_config is not None:  # fix takes no --hf-config: the model_type it implies
-            tmts = {r.text_model_type for r in result.targets if r.architecture in archs and r.text_model_type}
-            if len(tmts) == 1:
-                types = ["--model-type", tmts.pop()]
+        if hf_path is not None:  # the checkpoint the scan read, read by fix the same way
+            types += ["--hf-config", str(hf_path)]
         what = f"{count(len(archs), 'blocked target')} with a fix available"
         if len(names) > _FIX_COMMAND_TARGETS:
             argv = ["eagle-audit", "fix", *tree, "--model", "ARCHITECTURE", *types, "--method", method, *extra]
@@ -881,6 +941,75 @@ def _fix_commands(result, auditor, path: Optional[str], vllm_version: Optional[s
         argv = ["eagle-audit", "fix", *tree, *targets, *types, "--method", method, *extra]
         lines.append(f"next step ({what}): {shell_join(argv)}  (prints the patch; --out-dir DIR writes it, "
                      "--apply edits a folder tree)")
+    return lines
+
+
+def _tree_words(path: Optional[str], vllm_version: Optional[str], sglang_version: Optional[str] = None,
+                python: Optional[str] = None) -> list[str]:
+    """The tree argument of a suggested command, as the user gave it."""
+    if path:
+        return [path]
+    if vllm_version or sglang_version:
+        return ["--vllm-version", vllm_version] if vllm_version else ["--sglang-version", sglang_version]
+    return ["--python", python] if python else []
+
+
+def _dead_end_steps(auditor, specs, names: List[str], method: str, model_type: Optional[str],
+                    hf: Optional[dict], hf_path: Optional[Path], run, platform: str, tree: list[str],
+                    show: bool = False, audit: bool = True) -> list[str]:
+    """The next steps when a gate of the targets has no local patch in this tree (a release
+    without the pipeline-parallel transport): the ``fix`` command on a release in eagle-audit's
+    cache that supports the targets or that ``fix`` can patch (or the ``matrix`` command that
+    finds one), and the ``fix`` command without pipeline parallelism when that patches every
+    gate here (``audit``: audit the newest cached release when no cached audit decides; scan
+    reads the cache only, so that it stays as fast). Each line is ``next step (why): command
+    (note)``."""
+    from auditor.model.wording import shell_join
+    from auditor.orchestration.elsewhere import release_with_a_way, without_pp
+    from auditor.orchestration.upgrade import fix_command
+
+    engine, version = auditor.engine.name, auditor.tree.version()
+    names = names or [s.architecture for s in specs]
+    extra = ["--hf-config", str(hf_path)] if hf_path is not None else []
+    lines = []
+
+    def look(cb):
+        if cb:
+            cb("reading the releases in the cache for one that has a way", 0, 1)
+        return release_with_a_way(engine, version, names, method, model_type, run, platform, audit_newest=audit)
+
+    other = _with_stages(show, "eagle-audit", look)
+    label = auditor.engine.display
+    if other.version:
+        how = "supports these targets" if other.native else "has what the patch needs"
+        which = ("the newest release in eagle-audit's cache" if other.looked_at == [other.version]
+                 else f"the oldest newer release in eagle-audit's cache that will do, of the "
+                 f"{count(len(other.looked_at), 'release')} read")
+        cmd = fix_command(other.version, engine, names, method, run, model_type).replace(" --out-dir eagle-audit", "")
+        lines.append(f"next step ({label} {other.version}, {which}, {how} with this run): "
+                     f"{cmd}{' ' + shell_join(extra) if extra else ''}")
+    elif version:
+        argv = ["eagle-audit", "matrix", *(["--engine", engine] if engine != "vllm" else []),
+                *(x for n in names for x in ("--model", n)), "--versions", f"{version}..", "--method", method,
+                *run.flags()]
+        seen = (f"none of the {count(len(other.looked_at), 'release')} read of the {other.newer} newer ones in "
+                "eagle-audit's cache will do" if other.looked_at else
+                f"no audit of the {other.newer} newer releases in eagle-audit's cache says which will do"
+                if other.newer else "no newer release is in eagle-audit's cache")
+        lines.append(f"next step ({seen}): {shell_join(argv)}  (finds the first later release that supports them, "
+                     "or that fix can patch)")
+    plain_run = without_pp(auditor, specs, method, hf, run)
+    if plain_run == "supported":
+        lines.append(f"without pipeline parallelism, {label} {version or 'this tree'} supports these targets as it "
+                     "is: nothing to patch")
+    elif plain_run == "patchable":
+        import dataclasses
+
+        plain = dataclasses.replace(run, pipeline_parallel_size=1)
+        argv = ["eagle-audit", "fix", *tree, *(x for n in names for x in ("--model", n)),
+                *(["--model-type", model_type] if model_type else []), *extra, "--method", method, *plain.flags()]
+        lines.append(f"next step (without pipeline parallelism, every gate has a patch in {label} "
+                     f"{version or 'this tree'}): {shell_join(argv)}")
     return lines
 
 
@@ -1183,9 +1312,9 @@ def fix_cmd(
     \b
     Examples:
       eagle-audit fix --model kimi_k2 --vllm-version 0.16.0 > kimi_k2.patch
-      eagle-audit fix --model kimi_k2 --vllm-version 0.16.0 --out-dir patches
-      eagle-audit fix site-packages/vllm --apply \\
-                      --codemods patches/kimi_k2.vllm-0.16.0.eagle3.codemods.json
+      eagle-audit fix --model kimi_k2 --vllm-version 0.16.0 --out-dir eagle-audit
+      eagle-audit fix site-packages/vllm --apply --codemods \\
+                      eagle-audit/kimi_k2.vllm-0.16.0.eagle3.codemods.json
       eagle-audit fix --revert site-packages/vllm
     """
     from auditor.hf.targets import resolve_targets
@@ -1252,7 +1381,7 @@ def fix_cmd(
         if missing:
             _fail(f"--codemods: {', '.join(missing)} not in this tree's registry")
     elif model or hf is not None:
-        specs = resolve_targets(auditor.registry, model, model_type, hf)
+        specs = _source_labels(resolve_targets(auditor.registry, model, model_type, hf), settings)
     else:
         _fail("give --model NAME (or --hf-config with the checkpoint's architectures, --codemods FILE, or --revert)")
     root = auditor.tree.source.root()
@@ -1268,21 +1397,30 @@ def fix_cmd(
 
     failed = [r for r in result.before + result.after if any(f.rule == INTERNAL_RULE for f in r.findings)]
     if failed:
-        _err().print(clean(result.report(), multiline=True), markup=False, highlight=False, soft_wrap=True)
+        _say(result.report())
         _err().print("[bold red]not fixed:[/bold red] nothing was written", highlight=False)
         _exit_on_internal_errors(failed)
     if result.already_supported:
-        _err().print(clean(result.report(), multiline=True), markup=False, highlight=False, soft_wrap=True)
+        _say(result.report())
         _err().print("every target is already supported: nothing to change (empty diff)", highlight=False)
         raise typer.Exit(0)
     if not result.ok:
-        _err().print(clean(result.report(), multiline=True), markup=False, highlight=False, soft_wrap=True)
+        _say(result.report())
         _err().print("[bold red]not fixed:[/bold red] nothing was written", highlight=False)
+        from auditor.orchestration.elsewhere import codemod_exists
+
+        # a dead end (a gate whose codemod exists cannot be patched here): where to go instead
+        if not result.problems and any(u.codemod is None and codemod_exists(u.gate, auditor.engine.name)
+                                       for u in result.unfixable):
+            for line in _dead_end_steps(auditor, specs, [] if loaded else model, method, model_type, hf,
+                                        None if loaded else settings.hf_config, run, platform.value,
+                                        _tree_words(path, vllm_version, sglang_version, python),
+                                        _progress_enabled(no_progress)):
+                _say(line)
         raise typer.Exit(1)
-    _err().print(clean(result.report(), multiline=True), markup=False, highlight=False, soft_wrap=True)
-    _err().print(f"{result.diffstat()} (checked: re-scan gives supported; {result.seconds:.1f}s; "
-                 f"{'the engine runs it next' if verify_run else 'not run by the engine: fix --apply --verify runs it'})",
-                 markup=False, highlight=False)
+    _say(result.report())
+    _say(f"{result.diffstat()} (checked: re-scan gives supported; {result.seconds:.1f}s; "
+         f"{'the engine runs it next' if verify_run else 'not run by the engine: fix --apply --verify runs it'})")
     if out_dir is None and not apply:
         diff = result.diff()
         sys.stdout.write(clean(diff, multiline=True) if sys.stdout.isatty() else diff)  # a pipe gets the exact patch
@@ -1290,10 +1428,9 @@ def fix_cmd(
     if out_dir is not None:
         _write(result.diff(), out_dir / f"{name}.patch")
         _write(json.dumps(result.codemods_document(), indent=2), out_dir / f"{name}.codemods.json")
-        _err().print(clean(f"apply {out_dir / (name + '.patch')} from the folder that contains "
-                           f"{auditor.engine.package}/ with patch -p1 or git apply; replay "
-                           f"{out_dir / (name + '.codemods.json')} on another release with eagle-audit fix --codemods "
-                           "FILE or gate --codemods FILE"), markup=False, highlight=False, soft_wrap=True)
+        _say(f"apply {out_dir / (name + '.patch')} from the folder that contains {auditor.engine.package}/ with "
+             f"patch -p1 or git apply; replay {out_dir / (name + '.codemods.json')} on another release with "
+             "fix --codemods FILE or gate --codemods FILE")
     if apply:
         _sigterm_interrupts()
         try:
@@ -1302,9 +1439,7 @@ def fix_cmd(
             _fail(str(exc))
         from auditor.model.wording import shell_quote
 
-        _err().print(clean(f"applied to {home}; originals kept in {bdir}; undo with: "
-                           f"eagle-audit fix --revert {shell_quote(home)}"), markup=False, highlight=False,
-                     soft_wrap=True)
+        _say(f"applied to {home}; originals kept in {bdir}; undo with: eagle-audit fix --revert {shell_quote(home)}")
         if verify_run:
             raise typer.Exit(_verify_applied(python, root, home, specs, method, run, hf, timeout, dtype, no_progress))
     raise typer.Exit(0)
@@ -1359,7 +1494,7 @@ def _verify_applied(python, root, home, specs, method, run, hf, timeout, dtype, 
         elif r.reason or r.exception:
             x = r.exception or {}
             line += f" — {r.reason} {x.get('message', '')[:200]} {x.get('where') or ''}".rstrip()
-        _err().print(clean(line), markup=False, highlight=False, soft_wrap=True)
+        _say(line)
     if all(r.outcome == "proven" for r in results):
         _err().print("validated: the engine ran the patched tree and proved every target", highlight=False)
         return 0
@@ -1488,8 +1623,8 @@ def gate_cmd(
     Examples:
       eagle-audit gate -m kimi_k2 --current-version 0.16.0 \\
                        --candidate-version 0.18.0
-      eagle-audit gate --candidate-version 0.17.1 \\
-                       --codemods patches/kimi_k2.codemods.json
+      eagle-audit gate --candidate-version 0.17.1 --codemods \\
+                       eagle-audit/kimi_k2.vllm-0.16.0.eagle3.codemods.json
       eagle-audit gate -f sarif -o gate.sarif   # settings: pyproject.toml
     """
     from auditor.hf.targets import load_hf_config
@@ -1529,7 +1664,8 @@ def gate_cmd(
                             current_spec=cfg.current_version or "",
                             codemods=cfg.codemods, methods=cfg.methods, model_type=cfg.model_type, hf_config=hf,
                             allowed_warnings=cfg.allow_warnings, fail_on_warnings=cfg.fail_on_warnings,
-                            options=run, progress=cb))
+                            options=run, progress=cb,
+                            sources=cfg.sources(_shown_path(cfg.path) if cfg.path else None)))
     report.config = cfg.path
     markdown = ci_formats.gate_markdown(report)
     if fmt is GateFormat.table:
@@ -1544,8 +1680,7 @@ def gate_cmd(
         _write(text, output)
     _append(markdown, summary)
     if output is not None or fmt is not GateFormat.table:
-        _err().print(clean(f"eagle-audit gate: {report.outcome.value}: {report.message()}"), markup=False, highlight=False,
-                  soft_wrap=True)
+        _say(f"eagle-audit gate: {report.outcome.value}: {report.message()}")
     raise typer.Exit(0 if exit_zero else report.exit_code)
 
 
@@ -1624,8 +1759,8 @@ def matrix_cmd(
         _write(json.dumps(report.as_dict(), indent=2) if fmt is MatrixFormat.json else markdown, output)
     _append(markdown, summary)
     n = len(report.releases)  # one table row per release, one column per target
-    _err().print(f"eagle-audit matrix: {count(n, 'release')} × {count(len(report.architectures), 'target')} in "
-                 f"{report.seconds:.1f}s ({count(report.jobs, 'worker')})", markup=False, highlight=False)
+    _say(f"eagle-audit matrix: {count(n, 'release')} × {count(len(report.architectures), 'target')} in "
+         f"{report.seconds:.1f}s ({count(report.jobs, 'worker')})")
     for v, e in sorted(report.errors.items()):
         name = "vLLM" if engine is EngineOpt.vllm else "SGLang"
         _err().print(f"[bold red]eagle-audit: error:[/bold red] {name} {escape(clean(v))}: {escape(clean(e))}",
@@ -1706,7 +1841,7 @@ def compare_cmd(
         except AuditError as exc:
             _fail(f"--{engine}-version {value}: {exc}")
     report = run_compare(cfg.models, sides, method=cfg.methods[0], model_type=cfg.model_type, hf_config=hf,
-                         options=run)
+                         options=run, sources=cfg.sources(_shown_path(cfg.path) if cfg.path else None))
     if fmt is CompareFormat.table:
         _emit_table(lambda console: rep.compare_table(report, console), output)
     elif fmt is CompareFormat.json:
@@ -1719,7 +1854,7 @@ def compare_cmd(
         _write(rep.compare_markdown(report), output)
     if not report.ok and fmt is not CompareFormat.json:  # never mixed with JSON's stream
         for line in _compare_next_steps(report, cfg, run):
-            _err().print(clean(line), markup=False, highlight=False, soft_wrap=True)
+            _say(line)
     raise typer.Exit(0 if report.ok else 1)
 
 
@@ -1728,7 +1863,7 @@ def _compare_next_steps(report, cfg, run) -> list[str]:
     target, then per engine the exact ``eagle-audit fix`` command for its blocked targets that
     have a fix, or the ``eagle-audit matrix`` command that finds a later release of it that
     supports the others (for a release given by version)."""
-    from auditor.orchestration.upgrade import fix_command, side_kind
+    from auditor.orchestration.upgrade import codemods_path, fix_command, side_kind
 
     lines = []
     for i, side in enumerate(report.sides):
@@ -1740,8 +1875,9 @@ def _compare_next_steps(report, cfg, run) -> list[str]:
         fixable = report.fixable_by(i)
         if fixable:
             what = f"{side.name}: {count(len(fixable), 'blocked target')} with a fix available"
+            file = codemods_path(fixable, side.engine, side.version, method)
             lines.append(f"next step ({what}): {fix_command(side.spec, side.engine, fixable, method, run, cfg.model_type)}"
-                         "  (writes the patch and a codemods file there)")
+                         f"  (writes {file.removesuffix('.codemods.json')}.patch and {file})")
         rest = [a for a in blocked if a not in fixable]
         try:
             by_version = side_kind(side.spec) == "version"
@@ -1749,7 +1885,8 @@ def _compare_next_steps(report, cfg, run) -> list[str]:
             by_version = False
         if rest and by_version:
             argv = ["eagle-audit", "matrix", *(["--engine", side.engine] if side.engine != "vllm" else []),
-                    *(x for a in rest for x in ("--model", a)), "--versions", f"{side.spec}..", "--method", method]
+                    *(x for a in rest for x in ("--model", a)), "--versions", f"{side.spec}..", "--method", method,
+                    *run.flags()]
             from auditor.model.wording import shell_join
 
             lines.append(f"next step ({side.name}: {', '.join(rest)} with no fix available): {shell_join(argv)}"
@@ -1901,6 +2038,8 @@ def main(argv: Optional[list[str]] = None) -> None:
         sys.exit(exc.exit_code)
     if rv == 130:  # click turned a KeyboardInterrupt (Ctrl-C, or SIGTERM during fix) into this code
         _err().print("eagle-audit: interrupted")
+    elif rv in (None, 0, 1) and _state.get("settings_note"):
+        _say(_state.pop("settings_note"))
     sys.exit(rv if isinstance(rv, int) else 0)
 
 

@@ -49,7 +49,9 @@ class Invocation:
 
 @dataclass
 class Unfixable:
-    """A gate the tool will not fix automatically: why, and what to add by hand."""
+    """A gate the tool will not fix automatically: why, and what to add by hand; ``codemod``: the
+    codemod that was planned and refused (or left out of a replayed file), None when planning
+    itself found no patch to make."""
 
     architecture: str
     gate: str
@@ -57,6 +59,7 @@ class Unfixable:
     hint: str = ""
     path: str | None = None
     line: int | None = None
+    codemod: str | None = None
 
     def text(self) -> str:
         where = f" ({self.path}:{self.line})" if self.path and self.line else (f" ({self.path})" if self.path else "")
@@ -102,7 +105,8 @@ class Planner:
         """Plan ``inv`` (merged with an earlier invocation of the same codemod at the same place)."""
         if self.only is not None and inv.codemod not in self.only:
             self.unfixable.append(Unfixable(inv.architectures[0], inv.gate,
-                                            f"the codemods file does not include the {inv.codemod} codemod"))
+                                            f"the codemods file does not include the {inv.codemod} codemod",
+                                            codemod=inv.codemod))
             return
         k = inv.key()
         if k in self.invocations:

@@ -117,21 +117,28 @@ def test_a_few_targets_piped_show_where_in_the_table():
     assert [r[:4] for r in rows] == [
         ["DeepseekV3ForCausalLM", "eagle3", "blocked", "allowlist interface aux-capture"],
         ["KimiK25ForConditionalGeneration", "eagle3", "blocked", "allowlist interface aux-capture image-token"]]
-    assert rows[1][4].split(" ")[-2:] == ["image-token", "vllm/v1/spec_decode/eagle.py:1366"]
+    # each location on the line of its gate: the gate is not named again (issue 21)
+    assert rows[1][4].split(" ")[-1] == "vllm/v1/spec_decode/eagle.py:1366" and "image-token" not in rows[1][4]
     assert not any(ln.endswith(" ") for ln in p.stdout.splitlines())
 
 
-# -- 2. stderr in a log is not hard-wrapped ---------------------------------------------------
+# -- 2. stderr in a log is not hard-wrapped; with COLUMNS it is (one rule, issue 21) ---------------
 
 
-def test_stderr_lines_are_not_wrapped_when_piped():
-    p = run("fix", "--vllm-version", "0.16.0", "-m", "kimi_k2", "--method", "eagle", "--no-progress", columns=80)
+def test_stderr_lines_are_not_wrapped_in_a_log_and_wrapped_at_columns():
+    p = run("fix", "--vllm-version", "0.16.0", "-m", "kimi_k2", "--method", "eagle", "--no-progress")
     assert p.returncode == 0, p.stderr
     err = p.stderr.splitlines()
     assert re.fullmatch(r"1 file changed, 4 insertions\(\+\), 0 deletions\(-\) \(checked: re-scan gives "
                         r"supported; [0-9.]+s; not run by the engine: fix --apply --verify runs it\)", err[-1]), err[-1]
     long = [ln for ln in err if len(ln) > 80]
     assert any(ln.startswith("not evaluated for this run") for ln in long)
+    narrow = run("fix", "--vllm-version", "0.16.0", "-m", "kimi_k2", "--method", "eagle", "--no-progress",
+                 columns=80)
+    assert narrow.returncode == 0, narrow.stderr
+    assert all(len(ln) <= 80 or len(ln.split()) == 1 for ln in narrow.stderr.splitlines()), narrow.stderr
+    assert " ".join(narrow.stderr.split()) == " ".join(p.stderr.split()).replace(
+        re.search(r"[0-9.]+s; not run", p.stderr).group(), re.search(r"[0-9.]+s; not run", narrow.stderr).group())
 
 
 # -- 3. counts agree with their nouns --------------------------------------------------------

@@ -421,7 +421,8 @@ def test_compare_keeps_names_and_gate_ids_whole_at_80_columns():
     cells = [[c.strip() for c in line.strip("│").split("│")] for line in rows]
     assert [c[0] for c in cells if c[0]] == ["ToyVLForConditionalGeneration", "LlamaForCausalLM"]
     vllm = [c[2] for c in cells if c[2]]
-    assert vllm == ["blocked", "allowlist", "interface", "aux-capture", "image-token", "supported"]  # one word a line
+    assert vllm == ["blocked", "a patch exists", "allowlist", "interface", "aux-capture", "image-token",
+                    "supported"]  # one gate a line (issue 21: a blocked cell says whether a patch exists)
 
 
 def test_rules_is_a_list_of_sections_at_80_columns_and_a_table_when_wide():
@@ -455,6 +456,7 @@ def test_a_copied_next_step_command_still_runs(tmp_path):
     assert copied.returncode == 0, copied.stderr
     codemods = tmp_path / "eagle-audit" / "StubForCausalLM.vllm-0.0.1+mini.eagle3.codemods.json"
     assert codemods.is_file()
-    assert f"then rerun this gate with --codemods {codemods.relative_to(tmp_path)}" in " ".join(lines[start:])
+    assert f"then rerun this gate with --codemods {codemods.relative_to(tmp_path)}" in " ".join(
+        " ".join(lines[start:]).split())
     again = run(*gate, "--codemods", codemods.relative_to(tmp_path), cwd=tmp_path)
     assert again.returncode == 0 and again.stdout.startswith("eagle-audit gate: patched"), again.stdout + again.stderr

@@ -168,7 +168,7 @@ def test_compare_and_matrix_markdown_keep_input_text_inert(tmp_path):
     from auditor.render.ci_formats import matrix_markdown
     from auditor.render.report import compare_markdown
 
-    cell = SimpleNamespace(verdict="blocked", blocking=["allowlist"], reasons=[MD_EVIL])
+    cell = SimpleNamespace(verdict="blocked", blocking=["allowlist"], reasons=[MD_EVIL], fix_available=False)
     report = SimpleNamespace(
         sides=[SimpleNamespace(name=MD_EVIL, source=MD_EVIL)],
         rows=[SimpleNamespace(architecture=MD_EVIL, method="eagle3", cells=[cell])],
@@ -185,9 +185,10 @@ def test_compare_and_matrix_markdown_keep_input_text_inert(tmp_path):
 # -- the printed next-step command -------------------------------------------------------------
 
 
-def test_the_next_step_fix_command_is_one_line_on_a_narrow_terminal(tmp_path, monkeypatch):
-    """On a terminal narrower than the command, the command is never cut by an inserted line break
-    (a copied command would run in two halves, or name a path with a newline in it)."""
+def test_the_next_step_fix_command_is_shell_safe_on_a_narrow_terminal(tmp_path, monkeypatch):
+    """On a terminal narrower than the command, the command is broken only between words with a
+    shell continuation (issue 21: one wrapping rule): the lines copied together are the same
+    command (never two halves, never a path with a newline in it)."""
     import io
     import shlex
 
@@ -201,11 +202,19 @@ def test_the_next_step_fix_command_is_one_line_on_a_narrow_terminal(tmp_path, mo
     monkeypatch.setattr(cli_module, "_err", lambda: console)
     r = cli("scan", root, "--model", "ToyV2ForCausalLM", "--no-progress", "--no-config")
     assert r.exit_code == 1
-    lines = [line for line in screen.getvalue().splitlines() if "eagle-audit fix" in line]
-    assert len(lines) == 1, screen.getvalue()
-    command = lines[0].split(": ", 1)[1].split("  (prints", 1)[0]
-    assert shlex.split(command) == ["eagle-audit", "fix", str(root), "--model", "ToyV2ForCausalLM",
-                                    "--method", "eagle3"]
+    lines = screen.getvalue().splitlines()
+    start = [i for i, line in enumerate(lines) if line.strip().startswith("eagle-audit fix")]
+    assert len(start) == 1, screen.getvalue()
+    command = []
+    for line in lines[start[0]:]:
+        command.append(line)
+        if not line.endswith("\\"):
+            break
+    assert len(command) > 1 and all(len(line) <= 40 or len(shlex.split(line.removesuffix("\\"))) == 1
+                                    for line in command)  # only a word longer than the line is
+    # what the shell does with a backslash-newline between words: the one command
+    assert shlex.split("\n".join(command).replace("\\\n", " ")) == [
+        "eagle-audit", "fix", str(root), "--model", "ToyV2ForCausalLM", "--method", "eagle3"]
 
 
 # -- fix --out-dir file names from a hostile release label ---------------------------------------

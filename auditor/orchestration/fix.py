@@ -151,6 +151,36 @@ class FixResult:
         """Architecture → gates that still block after the patch."""
         return {r.architecture: r.blocking or [r.verdict.value] for r in self.after if r.verdict is not Verdict.SUPPORTED}
 
+    def original_line(self, path: str | None, line: int | None) -> int | None:
+        """The line of the unpatched tree that ``line`` of the patched ``path`` stands for, so that
+        a finding re-scanned after the codemods is cited where ``scan`` cites it (the line of the
+        construct that fails, in the tree the user has). Lines of an unchanged file, or ``None``,
+        are returned as they are; a line the codemods inserted maps to the original line it
+        follows.
+
+        Args:
+            path: a file of the tree (relative, as findings name it).
+            line: a 1-based line of that file after the patch.
+
+        Returns:
+            The 1-based line of the original file (None when ``line`` is None).
+        """
+        if not path or not line or path not in self.patched or path not in self.originals:
+            return line
+        import bisect
+
+        cache = self.__dict__.setdefault("_line_maps", {})
+        if path not in cache:
+            old, new = self.originals[path].splitlines(), self.patched[path].splitlines()
+            blocks = difflib.SequenceMatcher(None, old, new, autojunk=False).get_matching_blocks()
+            cache[path] = [(b.b, b.a, b.size) for b in blocks if b.size]
+        spans = cache[path]
+        i = bisect.bisect_right([b for b, _, _ in spans], line - 1) - 1
+        if i < 0:
+            return 1
+        b, a, size = spans[i]
+        return a + min(line - 1 - b, size - 1) + 1
+
     def diff(self) -> str:
         """The unified diff of every changed file (empty when nothing changes)."""
         out: list[str] = []
@@ -278,7 +308,9 @@ class FixResult:
                 shown = [g + (" (not auto-fixable, above)" if (arch, g) in explained else "") for g in gates]
                 lines.append(f"{what}: {arch}: {', '.join(shown)}")
                 for f in details:
-                    lines.append(f"  {f.gate} {f.where}: {f.message}")
+                    line = self.original_line(f.path, f.line)
+                    where = f"{f.path}:{line}" if f.path and line else f.where
+                    lines.append(f"  {f.gate} {where}: {f.message}")
         return "\n".join(one_line(x) for x in lines)  # a name from the tree never starts a line of its own
 
 
@@ -386,15 +418,15 @@ def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", 
                     modules[inv.path] = cst.parse_module(text)
                 new, changes = apply_codemod(inv.codemod, modules[inv.path], inv.params, inv.path)
             except NotAutoFixable as exc:
-                failures.append(Unfixable(arch, inv.gate, exc.reason, exc.hint, inv.path))
+                failures.append(Unfixable(arch, inv.gate, exc.reason, exc.hint, inv.path, codemod=inv.codemod))
                 continue
             except UnicodeDecodeError:
-                failures.append(Unfixable(arch, inv.gate, "the file is not UTF-8", "", inv.path))
+                failures.append(Unfixable(arch, inv.gate, "the file is not UTF-8", "", inv.path, codemod=inv.codemod))
                 continue
             except Exception as exc:  # parse errors and the like: report, never write
                 failures.append(Unfixable(arch, inv.gate,
                                                f"the {inv.codemod} codemod failed: {type(exc).__name__}: {exc}",
-                                               "", inv.path))
+                                               "", inv.path, codemod=inv.codemod))
                 continue
             if changes:
                 inv.changes = changes
@@ -410,7 +442,7 @@ def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", 
                     res.invocations.remove(inv)
                     failures.append(Unfixable(inv.architectures[0], inv.gate,
                                               f"{p} is nested too deeply for the {inv.codemod} codemod to write it "
-                                              "back (RecursionError)", "", p))
+                                              "back (RecursionError)", "", p, codemod=inv.codemod))
                 res.patched.pop(p, None)
         if not touched:
             break
@@ -447,6 +479,8 @@ def plan_fix(auditor: Auditor, specs: list[TargetSpec], method: str = "eagle3", 
                 planner.plan(r)
         res.unfixable = failures + [u for u in planner.unfixable if (u.architecture, u.gate) not in
                                     {(f.architecture, f.gate) for f in failures}]
+        for u in res.unfixable:  # planned on the patched tree: cited at the lines scan cites
+            u.line = res.original_line(u.path, u.line)
     res.seconds = time.perf_counter() - t0
     stage("done", 3)
     return res

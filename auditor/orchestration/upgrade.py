@@ -29,7 +29,7 @@ from auditor.model.findings import Finding, Severity, Verdict
 from auditor.model.options import RunOptions
 from auditor.model.outcomes import ReleaseVerdict, UpgradeOutcome
 from auditor.model.results import TargetResult, TargetSpec
-from auditor.orchestration.config import setting
+from auditor.orchestration.config import relabel_sources, setting
 from auditor.orchestration.releases import Releases
 from auditor.orchestration.scan import Auditor, make_tree
 from rules.registry import BLOCKING_GATES
@@ -352,7 +352,8 @@ class UpgradeReport:
         parts = []
         for t in broken:
             gates = ", ".join(dict.fromkeys(
-                f"{p.gate} (codemod {p.codemod})" if p.codemod else p.gate for p in t.problems)) or "?"
+                f"{p.gate} (codemod {p.codemod})" if p.codemod and self.codemods else p.gate
+                for p in t.problems)) or "?"
             parts.append(f"{t.architecture} [{t.method}]: {gates}")
         return f"{cand} is broken for {'; '.join(parts)}."
 
@@ -409,6 +410,7 @@ def run_gate(
     use_cache: bool = True,
     platform: str = "cuda",
     progress: Callable[[str, int, int], None] | None = None,
+    sources: dict[str, str] | None = None,
 ) -> UpgradeReport:
     """Check the upgrade to ``candidate`` for the targets ``names`` (architectures or
     model_types; none: the targets recorded in the ``codemods`` file), per method; ``current``
@@ -419,6 +421,8 @@ def run_gate(
     opened here with :func:`open_side` (through ``releases``, with ``use_cache``, following
     ``platform``'s import-time branches);
     ``candidate_spec``/``current_spec`` say how they were given (default: the spec itself).
+    ``sources`` says where a ``--model-type`` or ``--hf-config`` no flag gave came from
+    (:func:`~auditor.orchestration.config.relabel_sources`).
     ``progress(stage, done, total)`` is called as each stage starts (``scanning the candidate,
     vLLM 0.18.0``, ``scanning the current release, …``, ``replaying the codemods, re-scanning the
     candidate``; ``done`` stages of ``total``) and once at the end (``done == total``).
@@ -449,6 +453,7 @@ def run_gate(
     if names:
         specs, error = _try_resolve(candidate, names, model_type, hf_config)
         cur_specs, cur_error = (_try_resolve(current, names, model_type, hf_config) if current else ([], None))
+        specs, cur_specs = relabel_sources(specs, sources), relabel_sources(cur_specs, sources)
         if error and (current is None or cur_error):
             if isinstance(error, UnknownModel):
                 raise UnknownModel(error.name, f"candidate: {error}")
@@ -497,10 +502,17 @@ def run_gate(
         step[0] = start + per_method
         judged = [_judge(s.architecture, method, cand.get(s.architecture), cur.get(s.architecture),
                          current is not None, fix, codemods, file_method, allowed, fail_on_warnings,
-                         candidate.registry.path, NO_CODEMODS_HINT) for s in ordered]
+                         candidate.registry.path, NO_CODEMODS_HINT, candidate.engine.name) for s in ordered]
         targets += judged
-        if codemods is None and any(p.hint == NO_CODEMODS_HINT for t in judged for p in t.problems):
+        if codemods is None and any(p.codemod for t in judged for p in t.problems) and not any(
+                p.hint == NO_LOCAL_PATCH_HINT for t in judged for p in t.problems):
             next_steps.append(_write_codemods_step(candidate, candidate_spec, names, method, options, model_type))
+        stuck = [t for t in judged if any(p.hint == NO_LOCAL_PATCH_HINT for p in t.problems) or any(
+            u.codemod is None and _codemod_for(u.gate, candidate.engine.name) for u in (fix.unfixable if fix else [])
+            if u.architecture == t.architecture)]
+        if stuck:
+            next_steps += _elsewhere_steps(candidate, candidate_spec, names or [t.architecture for t in stuck],
+                                           method, options, model_type, platform)
     if progress:
         progress("done", total, total)
     return UpgradeReport(
@@ -525,9 +537,13 @@ def _tree_name(auditor: Auditor, spec: str) -> str:
     return f"{auditor.engine.display} {version}" if version else spec
 
 
-#: The hint of a blocking gate a codemod fixes when no codemods were given: the command that
-#: writes them is the report's next step, said once (:attr:`UpgradeReport.next_steps`).
+#: The hint of a blocking gate a codemod fixes when no codemods were given. It is said once per
+#: report, as the note of the next step (:attr:`UpgradeReport.next_steps`) that writes them or
+#: names the codemods file the user has; each problem only names its codemod.
 NO_CODEMODS_HINT = "a codemod fixes it; no codemods were given (--codemods): see the next step"
+
+#: The hint of a blocking gate whose codemod cannot patch this release (the finding says why).
+NO_LOCAL_PATCH_HINT = "no local patch: its codemod cannot patch this release (the reason says why); see the next step"
 
 
 def _write_codemods_step(candidate: Auditor, candidate_spec: str, names: Sequence[str], method: str,
@@ -535,13 +551,67 @@ def _write_codemods_step(candidate: Auditor, candidate_spec: str, names: Sequenc
     """The one next step of a gate broken by gates a codemod fixes: the ``fix`` command that
     writes the codemods of every target as the user named them (one file), then the gate
     command to rerun with that file."""
-    from auditor.orchestration.fix import out_name
-
     spec = candidate_spec or candidate.tree.version() or "PATH"
-    file = f"{FIX_OUT_DIR}/{out_name(None, names, candidate.engine.name, candidate.tree.version(), method)}" \
-           ".codemods.json"
-    return (f"{fix_command(spec, candidate.engine.name, names, method, options, model_type)}  (writes the codemods "
-            f"to {file}; then rerun this gate with --codemods {file})")
+    file = codemods_path(names, candidate.engine.name, candidate.tree.version(), method)
+    have = _codemods_you_have(names, candidate.engine.name, method)
+    if have is not None:
+        return (f"rerun this gate with --codemods {have}  (no codemods were given (--codemods); that file, in "
+                f"this folder, holds the codemods fix wrote for these targets and method; to write them for the "
+                f"candidate instead: {fix_command(spec, candidate.engine.name, names, method, options, model_type)})")
+    return (f"{fix_command(spec, candidate.engine.name, names, method, options, model_type)}  (no codemods were "
+            f"given (--codemods): this writes them to {file}; then rerun this gate with --codemods {file})")
+
+
+def _codemods_you_have(names: Sequence[str], engine: str, method: str) -> str | None:
+    """The codemods file ``fix`` wrote for these targets and method, for any release, in this
+    folder's :data:`FIX_OUT_DIR` (the newest release's when several), as a relative path; None
+    when there is none."""
+    from packaging.version import InvalidVersion, Version
+
+    stem = codemods_path(names, engine, "X", method).removesuffix(f".{method}.codemods.json")
+    folder, _, base = stem.rpartition("/")
+    base = base.removesuffix("-X")
+    found = []
+    try:
+        entries = list(Path(folder).iterdir())
+    except OSError:
+        return None
+    for p in entries:
+        name = p.name
+        if name.startswith(base + "-") and name.endswith(f".{method}.codemods.json") and p.is_file():
+            release = name[len(base) + 1:-len(f".{method}.codemods.json")]
+            try:
+                found.append((Version(release), f"{folder}/{name}"))
+            except InvalidVersion:
+                continue
+    return max(found)[1] if found else None
+
+
+def _elsewhere_steps(candidate: Auditor, candidate_spec: str, names: Sequence[str], method: str,
+                     options: RunOptions | None, model_type: str | None, platform: str) -> list[str]:
+    """The next step of a gate broken by a gate no local patch fixes in the candidate: a release in
+    eagle-audit's cache where ``fix`` patches the targets (or that supports them), as the gate
+    command to run on it, else the ``matrix`` command that finds one."""
+    import shlex
+
+    from auditor.orchestration.elsewhere import release_with_a_way
+
+    version = candidate.tree.version()
+    other = release_with_a_way(candidate.engine.name, version, names, method, model_type, options, platform)
+    label = candidate.engine.display
+    if other.version:
+        how = "supports these targets" if other.native else "has what the patch needs"
+        return [f"{fix_command(other.version, candidate.engine.name, names, method, options, model_type)}  "
+                f"({label} {other.version}, in eagle-audit's cache, {how} with this run; then gate it: "
+                f"--candidate-version {other.version} --codemods "
+                f"{codemods_path(names, candidate.engine.name, other.version, method)})"]
+    if not version:
+        return []
+    argv = ["eagle-audit", "matrix", *(["--engine", candidate.engine.name] if candidate.engine.name != "vllm" else []),
+            *(x for n in names for x in ("--model", n)), "--versions", f"{version}..", "--method", method,
+            *(options.flags() if options else [])]
+    return [f"{shlex.join(argv)}  (no release in eagle-audit's cache will do; this finds the first later release "
+            "that supports the targets, or that fix can patch)"]
 
 
 def _codemods_source(path: Path) -> str | None:
@@ -558,7 +628,8 @@ def _codemods_source(path: Path) -> str | None:
 def _judge(arch: str, method: str, cand: TargetResult | None, cur: TargetResult | None, current_given: bool,
            fix, codemods: Path | None, file_method: str | None, allowed: tuple[str, ...],
            fail_on_warnings: bool, registry_path: str | None = None,
-           write_hint: str = "no codemods were given (--codemods); eagle-audit fix writes them") -> UpgradeTarget:
+           write_hint: str = "no codemods were given (--codemods); eagle-audit fix writes them",
+           engine: str = "vllm") -> UpgradeTarget:
     """The outcome of one target: native, patched (by ``fix``, a :class:`~auditor.orchestration.fix.FixResult`)
     or broken, with the problems that break it (``write_hint``: how to write the codemods, for a
     fixable gate when none were given)."""
@@ -571,9 +642,9 @@ def _judge(arch: str, method: str, cand: TargetResult | None, cur: TargetResult 
     if cand.verdict is Verdict.SUPPORTED:
         t.outcome = UpgradeOutcome.NATIVE
     elif codemods is None:
-        t.problems += _finding_problems(cand, write_hint)
+        t.problems += _finding_problems(cand, write_hint, engine)
     elif method != file_method:
-        t.problems += _finding_problems(cand, f"the codemods file is for method {file_method}, not {method}")
+        t.problems += _finding_problems(cand, f"the codemods file is for method {file_method}, not {method}", engine)
     else:
         after = next((r for r in fix.after if r.architecture == arch), None)
         t.patched = after
@@ -597,6 +668,16 @@ def _judge(arch: str, method: str, cand: TargetResult | None, cur: TargetResult 
 
 #: The folder the suggested ``fix`` command writes its patch and codemods file to.
 FIX_OUT_DIR = "eagle-audit"
+
+
+def codemods_path(names: Sequence[str], engine: str, version: str | None, method: str) -> str:
+    """The codemods file the suggested ``fix`` command (:func:`fix_command`) writes, as every
+    suggestion and help text names it: ``eagle-audit/kimi_k2.vllm-0.16.0.eagle3.codemods.json``
+    (:data:`FIX_OUT_DIR`, then :func:`auditor.orchestration.fix.out_name` of the targets as named,
+    the engine release and the method)."""
+    from auditor.orchestration.fix import out_name
+
+    return f"{FIX_OUT_DIR}/{out_name(None, names, engine, version, method)}.codemods.json"
 
 
 def fix_command(tree: str, engine: str, names: Sequence[str], method: str, options: RunOptions | None = None,
@@ -631,13 +712,20 @@ def _no_fix_hint(gate: str) -> str:
     return f"no codemod exists for {gate}: {rule.HOW_TO_FIX}" if rule else f"no codemod exists for {gate}"
 
 
-def _finding_problems(result: TargetResult, hint: str) -> list[Problem]:
+def _finding_problems(result: TargetResult, hint: str, engine: str = "vllm") -> list[Problem]:
     out = []
     for f in result.findings:
         if f.severity is Severity.ERROR:
-            # a gate no codemod can fix: say so, and what to do instead (the rule's own advice)
-            out.append(Problem(f.gate, f.message, None, hint if f.fix_available else _no_fix_hint(f.gate),
-                               f.path, f.line))
+            codemod = _codemod_for(f.gate, engine)
+            if f.fix_available and hint == NO_CODEMODS_HINT:
+                # the codemod is named here; that none were given is said once, by the next step
+                out.append(Problem(f.gate, f.message, codemod, "", f.path, f.line))
+            elif f.fix_available:
+                out.append(Problem(f.gate, f.message, None, hint, f.path, f.line))
+            elif codemod is not None:  # a codemod exists, but not for this release
+                out.append(Problem(f.gate, f.message, None, NO_LOCAL_PATCH_HINT, f.path, f.line))
+            else:  # a gate no codemod can fix: say so, and what to do instead (the rule's own advice)
+                out.append(Problem(f.gate, f.message, None, _no_fix_hint(f.gate), f.path, f.line))
         elif f.severity is Severity.UNKNOWN:
             out.append(Problem(f.gate, f"the verdict is unknown: {f.message}", None,
                                "give what the finding says is missing (e.g. --hf-config, --model-type)", f.path, f.line))
@@ -665,14 +753,15 @@ def _fix_problems(arch: str, cand: TargetResult, after: TargetResult | None, fix
             key = (f.gate, reason)
             if key not in seen:
                 seen.add(key)
-                out.append(Problem(f.gate, reason, _codemod_for(f.gate, fix.engine), "", f.path, f.line))
+                line = fix.original_line(f.path, f.line) if after is not None else f.line  # the candidate's line
+                out.append(Problem(f.gate, reason, _codemod_for(f.gate, fix.engine), "", f.path, line))
             continue
         for u in us:
             key = (u.gate, u.reason)
             if key in seen:
                 continue
             seen.add(key)
-            out.append(Problem(u.gate, u.reason, _codemod_for(u.gate, fix.engine), u.hint,
+            out.append(Problem(u.gate, u.reason, u.codemod, u.hint,  # no codemod beside "no local patch"
                                u.path or f.path, u.line or (f.line if not u.path or u.path == f.path else None)))
     return out
 

@@ -300,8 +300,13 @@ class Verifier:
             res.outcome = "broken"
             if context and context.get("exception"):
                 res.exception = self._exception(context["exception"], static)
-            in_model = any(f.get("file", "").find("/vllm/model_executor/models/") >= 0
-                           for f in ((context or {}).get("exception") or {}).get("frames", []))
+            # the model's own code failed when the innermost engine frame is in a model file; an
+            # error the platform or an attention backend raises from under the model (DeepSeek-V3.2
+            # on CPU: 'Sparse Attention is not supported on CPU.', vllm/platforms/cpu.py) is the
+            # platform's limit, which says nothing about the model or a patch
+            engine_frames = [f.get("file", "") for f in ((context or {}).get("exception") or {}).get("frames", [])
+                             if "/vllm/" in f.get("file", "")]
+            in_model = bool(engine_frames) and "/vllm/model_executor/models/" in engine_frames[-1]
             lacks = _CONFIG_LACKS.fullmatch(str(((context or {}).get("exception") or {}).get("message", "")))
             if lacks and res.config_source != "--hf-config" and (
                     ((context or {}).get("exception") or {}).get("type") == "AttributeError"):
@@ -313,8 +318,8 @@ class Verifier:
                               "the checkpoint's config.json")
                 return res
             res.reason = ("the model does not run even without speculation" if in_model else
-                          "the engine could not start the model even without speculation, before its code ran "
-                          "(an environment or config problem, not a verdict: see engine_log)")
+                          "the engine could not run the model even without speculation, and not in the model's own "
+                          "code (a platform, environment or config limit, not a verdict: see engine_log)")
             res.model_code_failed = in_model
             return res
         res.prompt_dependent = len({tuple(ids) for ids in context.get("token_ids", [])}) > 1

@@ -13,7 +13,7 @@ from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
 
 from auditor.model.outcomes import ReleaseVerdict, UpgradeOutcome
 from auditor.model.results import ScanReport
-from auditor.render.report import clean, markdown_text, print_wrapped
+from auditor.render.report import clean, lines_kept_whole, markdown_text, patch_words, print_wrapped, wrap_message
 from rules.registry import RULES
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -427,7 +427,8 @@ def gate_markdown(report) -> str:
     if problems:
         lines += ["", "### Why it is broken", ""]
         for t, p in problems:
-            cm = f" (codemod `{_md(p.codemod)}`)" if p.codemod else ""
+            cm = ("" if not p.codemod else f" (codemod `{_md(p.codemod)}`)" if report.codemods
+                  else " (a codemod fixes it)")
             where = f" `{_md(p.where)}`" if p.where else ""
             hint = f" — {_md(p.hint)}" if p.hint else ""
             lines.append(f"- **{_md(t.architecture)}** `{_md(p.gate)}`{cm}{where}: {_md(p.reason)}{hint}")
@@ -454,11 +455,22 @@ def gate_markdown(report) -> str:
 def _cell(row) -> str:
     """A matrix cell: the verdict, with the blocking gates or the warnings."""
     if row.verdict is ReleaseVerdict.BLOCKED:
-        return f"blocked: {', '.join(row.blocking)}"
+        return f"blocked, {patch_words(row.fix_available)}: {', '.join(row.blocking)}"
     if row.verdict is ReleaseVerdict.SUPPORTED:
         w = f" (warnings: {', '.join(dict.fromkeys(row.warnings))})" if row.warnings else ""
         return (f"**supported** ← first native{w}" if row.first_native else f"supported{w}")
     return row.verdict.value
+
+
+def matrix_legend(report) -> str | None:
+    """What the two kinds of blocked cell of a matrix mean, with the ``fix`` command of the run
+    (None when no cell is blocked)."""
+    rows = [r for r in report.rows if r.verdict is ReleaseVerdict.BLOCKED]
+    if not rows:
+        return None
+    return (f"blocked, {patch_words(True)}: eagle-audit fix patches every blocking gate in that release; blocked, "
+            f"{patch_words(False)}: some gate of it cannot be patched there (its release lacks what the fix "
+            "needs, or no codemod exists)")
 
 
 def matrix_markdown(report) -> str:
@@ -478,6 +490,9 @@ def matrix_markdown(report) -> str:
         first = any(by.get((v, a)) is not None and by[(v, a)].first_native for a in archs)
         lines.append(f"| {'**' + _md(v) + '**' if first else _md(v)} | " + " | ".join(cells) + " |")
     lines.append("")
+    legend = matrix_legend(report)
+    if legend:
+        lines += [_md(legend), ""]
     for a, v in report.first_supported.items():
         lines.append(f"- first with native support for {_md(a)}, among the releases listed: {_md(v or 'none of them')}")
     if len(archs) > 1:
@@ -522,16 +537,16 @@ def gate_table(report, console) -> None:
     head = Text("eagle-audit gate: ", style="bold")
     head.append(outcome, style={"broken": "red", "patched": "yellow"}.get(report.outcome.value, "green") + " bold")
     console.print(head)
-    console.print(clean(report.message()), markup=False, highlight=False)
-    console.print(clean(f"candidate: {report.candidate.described} ({report.candidate.source})"), markup=False,
-                  highlight=False)
+    print_wrapped(console, Text(clean(report.message())), indent=0, hanging=2)
+    print_wrapped(console, Text(clean(f"candidate: {report.candidate.described} ({report.candidate.source})")),
+                  indent=0, hanging=2)
     if report.current:
-        console.print(clean(f"current: {report.current.described} ({report.current.source})"), markup=False,
-                      highlight=False)
+        print_wrapped(console, Text(clean(f"current: {report.current.described} ({report.current.source})")),
+                      indent=0, hanging=2)
     if report.codemods:
         written = f", written for {report.codemods_source}" if report.codemods_source else ""
-        console.print(clean(f"codemods: {report.codemods.name} ({', '.join(report.codemods_names)}{written})"),
-                      markup=False, highlight=False)
+        print_wrapped(console, Text(clean(f"codemods: {report.codemods.name} ({', '.join(report.codemods_names)}"
+                                          f"{written})")), indent=0, hanging=2)
     # a column that would say "—" on every row (no current tree, no codemods) is left out, and the
     # target column is as wide as the longest name when the console has room: names stay whole
     show_current = any(t.current_verdict for t in report.targets)
@@ -570,7 +585,8 @@ def gate_table(report, console) -> None:
     if problems:
         console.print("why it is broken:", style="bold")
         for t, p in problems:
-            cm = f" (codemod {p.codemod})" if p.codemod else ""
+            cm = ("" if not p.codemod else f" (codemod {p.codemod})" if report.codemods
+                  else " (a codemod fixes it)")  # that none were given: said once, by the next step
             where = f" {p.where}" if p.where else ""
             hint = f" — {p.hint}" if p.hint else ""
             print_wrapped(console, Text(clean(f"{t.architecture} {p.gate}{cm}{where}: {p.reason}{hint}")))
@@ -586,32 +602,10 @@ def gate_table(report, console) -> None:
         for t, f in warned:
             print_wrapped(console, Text(clean(f"{t.architecture} {f.gate} ({f.rule}) {f.where}: {f.message}")))
     for step in report.next_steps:
-        command, _, note = step.partition("  (")
         console.print("next step:", style="bold")
-        for line in _shell_lines(clean(command), console.width):
+        width = None if lines_kept_whole(console) else console.width
+        for line in wrap_message("  " + clean(step), width):  # a command starts a line of its own
             console.print(line, markup=False, highlight=False, soft_wrap=True)
-        if note:
-            console.print(clean(f"  ({note}"), markup=False, highlight=False)
-
-
-def _shell_lines(command: str, width: int) -> list[str]:
-    """``command`` (shell-quoted) laid out in lines of at most ``width`` columns where its words
-    allow, each but the last ending with `` \\`` (a shell line continuation: the lines copied
-    together still run as one command), continuation lines indented by four spaces."""
-    import shlex
-
-    try:
-        words = [shlex.quote(w) for w in shlex.split(command)]
-    except ValueError:
-        return [command]
-    lines = ["  " + words[0]] if words else []
-    for w in words[1:]:
-        if len(lines[-1]) + 1 + len(w) + 2 <= width:
-            lines[-1] += " " + w
-        else:
-            lines[-1] += " \\"
-            lines.append("    " + w)
-    return lines
 
 
 def matrix_table(report, console) -> None:
@@ -640,7 +634,11 @@ def matrix_table(report, console) -> None:
             if row is None:
                 cells.append(Text("—"))
             elif row.verdict is ReleaseVerdict.BLOCKED:
-                cells.append(_verdict_text("blocked", row.blocking))
+                t = _verdict_text("blocked")
+                t.append(f"\n{patch_words(row.fix_available)}", style="italic")
+                for g in row.blocking:
+                    t.append(f"\n{g}")
+                cells.append(t)
             elif row.verdict is ReleaseVerdict.SUPPORTED:
                 t = _verdict_text("supported")
                 if row.first_native:
@@ -656,13 +654,15 @@ def matrix_table(report, console) -> None:
         first = any(by.get((v, a)) is not None and by[(v, a)].first_native for a in archs)
         table.add_row(Text(v, style="bold" if first else ""), *cells)
     console.print(table)
+    legend = matrix_legend(report)
+    if legend:
+        print_wrapped(console, Text(clean(legend)), indent=0, hanging=2)
     for a, v in report.first_supported.items():
-        console.print(clean(f"first with native support for {a}, among the releases listed: {v or 'none of them'}"),
-                      markup=False, highlight=False)
+        print_wrapped(console, Text(clean(f"first with native support for {a}, among the releases listed: "
+                                          f"{v or 'none of them'}")), indent=0, hanging=2)
     if len(archs) > 1:
-        console.print("first with native support for all, among the releases listed: "
-                      f"{report.first_all_supported or 'none of them'}",
-                      markup=False, highlight=False)
+        print_wrapped(console, Text("first with native support for all, among the releases listed: "
+                                    f"{report.first_all_supported or 'none of them'}"), indent=0, hanging=2)
     skipped: dict[str, str] = {}
     for r in report.rows:
         if r.verdict is ReleaseVerdict.SKIPPED:

@@ -20,7 +20,7 @@ from auditor.render.report import clean
 KINDS = {
     "supported": ("supported", "#d9f2dd", "#2e7d32"),
     "blocked-patch": ("blocked, a patch exists (eagle-audit fix)", "#ffe7c2", "#e08600"),
-    "blocked-no-patch": ("blocked, no automatic patch", "#f8d0d0", "#c62828"),
+    "blocked-no-patch": ("blocked, no local patch", "#f8d0d0", "#c62828"),
     "unknown": ("unknown (the tool cannot decide)", "#fff6b3", "#a08a00"),
     "absent": ("not in the release's registry, or the release was not read", "#eeeeee", "#9e9e9e"),
 }

@@ -231,6 +231,13 @@ _CONTROL_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f" + _BIDI + "]")
 _CONTROL_TEXT = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f" + _BIDI + "]")
 
 
+def patch_words(fix_available: bool) -> str:
+    """How a blocked cell of a matrix or a comparison says whether ``eagle-audit fix`` can patch
+    every blocking gate of it: ``a patch exists`` or ``no local patch`` (the same words in the
+    table, Markdown and HTML reports)."""
+    return "a patch exists" if fix_available else "no local patch"
+
+
 def clean(text: object, multiline: bool = False) -> str:
     """``text`` with every control character shown as an escape (``ESC`` becomes ``\\x1b``,
     a right-to-left override ``\\u202e``), so that printing it cannot move the cursor, clear the
@@ -275,6 +282,90 @@ def _clean_all(value):
 
 #: Consoles whose report lines are printed whole (piped without ``COLUMNS``): see :func:`keep_lines_whole`.
 _WHOLE_LINES: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def shell_lines(command: str, width: int, indent: int = 2) -> list[str]:
+    """``command`` (shell-quoted) laid out in lines of at most ``width`` columns where its words
+    allow, the first indented by ``indent`` spaces, each but the last ending with `` \\`` (a shell
+    line continuation: the lines copied together still run as one command), continuation lines
+    indented two more spaces. A word is never cut; a command that cannot be split as shell words
+    is returned whole on one line."""
+    import shlex
+
+    try:
+        words = [shlex.quote(w) for w in shlex.split(command)]
+    except ValueError:
+        return [" " * indent + command]
+    if not words:
+        return []
+    lines = [" " * indent + words[0]]
+    for w in words[1:]:
+        if len(lines[-1]) + 1 + len(w) + 2 <= width:
+            lines[-1] += " " + w
+        else:
+            lines[-1] += " \\"
+            lines.append(" " * (indent + 2) + w)
+    return lines
+
+
+#: Where a command to copy starts inside a message line: after ``: `` (``next step (…): eagle-audit
+#: fix …``, ``undo with: eagle-audit fix --revert …``) or at the start of the line.
+_COMMAND = re.compile(r"(?:(?<=: )|(?<![^ ]))(?=eagle-audit (?:scan|fix|gate|matrix|compare|explain|rules|cache|verify) )")
+
+
+def _wrap_prose(text: str, width: int, indent: int, hanging: int) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text.strip(), width, initial_indent=" " * indent, subsequent_indent=" " * hanging,
+                         break_long_words=False, break_on_hyphens=False) or [" " * indent]
+
+
+def wrap_message(text: str, width: int | None) -> list[str]:
+    """The one wrapping rule of every command's messages on stderr (and of a report's next steps):
+    each line of ``text`` wrapped between words at ``width`` (None: lines kept whole, as for a log
+    or a pipe without ``COLUMNS``), continuations indented two spaces more than the line; a word
+    (a path, a ``file:line``) is never cut. A command to copy (see :data:`_COMMAND`) in a line too
+    long for ``width`` starts a line of its own and is laid out by :func:`shell_lines` (shell
+    continuations, so that the lines copied together still run); a note after it (two spaces, then
+    ``(``) follows on lines of its own. A line that starts with a command always has its note on a
+    line of its own, so that the command's line is copied alone.
+
+    Args:
+        text: the message, one or more lines (already cleaned of control characters).
+        width: the columns to fit, or None.
+
+    Returns:
+        The lines to print.
+    """
+    out: list[str] = []
+    room = width or 10**6
+    for line in text.split("\n"):
+        indent = len(line) - len(line.lstrip(" "))
+        m = _COMMAND.match(line, indent) or _COMMAND.search(line, indent)
+        if m is None:
+            out += [line] if len(line) <= room else _wrap_prose(line, room, indent, indent + 2)
+            continue
+        prose, rest = line[:m.start()], line[m.start():]
+        command, sep, note = rest.partition("  (")
+        if prose.strip() and len(line) <= room:
+            out.append(line)  # it fits (or a log's line, kept whole): the command is copied from it as it is
+            continue
+        # a command that starts the line, or a line too long: the command on lines of its own,
+        # runnable as copied, its note after it
+        if prose.strip():
+            out += _wrap_prose(prose, room, indent, indent + 2)
+            out += shell_lines(command, room, indent + 2)
+        else:
+            out += shell_lines(command, room, indent)
+        if sep:
+            at = indent + 2 if prose.strip() else indent
+            out += _wrap_prose("(" + note, room, at, at + 1)
+    return out
+
+
+def lines_kept_whole(console: Console) -> bool:
+    """Whether ``console`` prints report lines whole (see :func:`keep_lines_whole`)."""
+    return console in _WHOLE_LINES
 
 
 def keep_lines_whole(console: Console) -> Console:
@@ -464,12 +555,16 @@ def _results_table(report: ScanReport, shown: list, console: Console, where: boo
         cells += [r.method, Text(_verdict_word(r), style=_STYLE[r.verdict.value]), "\n".join(r.blocking) or "—"]
         if where:
             text = Text()
-            for i, f in enumerate(findings):
+            # a blocking gate's location sits on the line of its name in "blocking gates" (the
+            # name is not repeated); any other finding follows, named with its severity
+            errors = [f for f in findings if f.severity.value == "error" and f.gate in r.blocking]
+            errors.sort(key=lambda f: r.blocking.index(f.gate))
+            for i, f in enumerate(errors + [f for f in findings if f not in errors]):
                 style = {"error": "red", "warning": "yellow", "unknown": "magenta"}[f.severity.value]
                 if i:
                     text.append("\n")
-                tag = "" if f.severity.value == "error" else f" ({f.severity.value})"
-                text.append(f"{f.gate}{tag} ", style=style)
+                if f not in errors:
+                    text.append(f"{f.gate} ({f.severity.value}) ", style=style)
                 text.append(clean(f.where or "-"), style="cyan")
             cells.append(text if text.plain else "—")
         table.add_row(*cells)
@@ -687,7 +782,8 @@ def compare_markdown(report) -> str:
              "| target | method | " + " | ".join(names) + " |",
              "|---|---|" + "---|" * len(names)]
     for r in report.rows:
-        cells = [markdown_text(c.verdict + (f" ({', '.join(c.blocking)})" if c.blocking else "")) for c in r.cells]
+        cells = [markdown_text(c.verdict + (f", {patch_words(c.fix_available)}" if c.verdict == "blocked" else "")
+                               + (f" ({', '.join(c.blocking)})" if c.blocking else "")) for c in r.cells]
         lines.append(f"| {markdown_text(r.architecture)} | {markdown_text(r.method)} | " + " | ".join(cells) + " |")
     for i, side in enumerate(report.sides):
         why = [(r.architecture, c) for r in report.rows for c in [r.cells[i]] if c.reasons]
@@ -713,7 +809,8 @@ def compare_table(report, console: Console) -> None:
     # names stay whole when the console has room for the longest one beside the other columns
     # (each verdict and gate id on a line of its own, so a cell is as wide as its longest word)
     names = [clean(r.architecture) for r in report.rows]
-    words = [len(w) for r in report.rows for c in r.cells for w in [c.verdict, *c.blocking]]
+    words = [len(w) for r in report.rows for c in r.cells
+             for w in [c.verdict, *c.blocking, *([patch_words(c.fix_available)] if c.verdict == "blocked" else [])]]
     cell = max(words + [9])
     method = max([len(r.method) for r in report.rows] + [6])
     others = method + cell * len(report.sides) + 3 * (1 + len(report.sides)) + 4  # padding and borders
@@ -727,6 +824,8 @@ def compare_table(report, console: Console) -> None:
         cells = []
         for c in r.cells:
             t = Text(c.verdict, style=_STYLE.get(c.verdict, ""))
+            if c.verdict == "blocked":
+                t.append(f"\n{patch_words(c.fix_available)}", style="italic")
             for g in c.blocking:
                 t.append(f"\n{g}")
             cells.append(t)

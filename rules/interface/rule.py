@@ -17,6 +17,7 @@ from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding, Severity
 from rules.common.layer_ids import EXTRACTOR as LAYER_IDS_READS
 from rules.common.layer_ids import KEY as LAYER_IDS_KEY
+from rules.common.layer_ids import layer_ids
 from rules.base import AuditTarget, Context, Example, Rule
 from rules.interface.facts import RuntimeEagle3Calls, duck_typed_eagle3_members, runtime_eagle3_calls
 
@@ -338,6 +339,9 @@ class StaleMemberRule(Rule):
         facts = target.facts
         if facts.ref is None:
             return
+        dc = target.options.draft_config
+        if dc is not None and layer_ids(dc) is not None and ctx.facts.found(LAYER_IDS_READS):
+            return  # the runner takes the drafter's layer ids: no get_eagle3 method decides, dead or not
         proto = ctx.facts.protocol("SupportsEagle3")
         live = set(proto.members) if proto else set()
         live |= runtime_eagle3_calls(ctx)

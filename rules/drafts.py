@@ -1,7 +1,7 @@
 """The draft model a run builds for a target, shared by the drafter-side gates.
 
 - ``--method mtp``: the draft architecture the tree's speculative config rewrites the target's HF
-  config into (``rules/mtp_draft/facts.py``);
+  config into, or the drafter checkpoint's with ``--draft-config`` (``rules/mtp_draft/facts.py``);
 - ``--method eagle``/``eagle3`` with ``--draft-config``: the drafter checkpoint's architecture
   after the tree's own EAGLE rewrite (``rules/draft_registry/facts.py``).
 
@@ -37,9 +37,14 @@ def draft_model(ctx: Context, target: AuditTarget) -> DraftModel | None:
     The answer is a registered architecture only: an unregistered one is the ``mtp-draft`` or
     ``draft-registry`` gate's finding, and comes back here as ``unknown``."""
     if target.method == "mtp":
-        from rules.mtp_draft.facts import draft_of
+        from rules.mtp_draft.facts import draft_of, drafter_checkpoint
 
-        found = draft_of(ctx, target.architecture, target.model_type, target.text_model_type, target.hf_config)
+        drafter = drafter_checkpoint(target)  # an MTP drafter with a checkpoint of its own is what is rewritten
+        if drafter is not None and drafter[0] is None:
+            return DraftModel(None, unknown=drafter[4])
+        arch, mt, tmt, hf = (drafter[:4] if drafter is not None else
+                             (target.architecture, target.model_type, target.text_model_type, target.hf_config))
+        found = draft_of(ctx, arch, mt, tmt, hf)
         if found is None:
             return DraftModel(None, unknown="the tree has no MTP config rewrite")
         path, fact, d = found
@@ -47,7 +52,7 @@ def draft_model(ctx: Context, target: AuditTarget) -> DraftModel | None:
             return DraftModel(None, path=path, line=fact.line,
                               unknown=d.unknown or "the MTP draft architecture is not known (see mtp-draft)")
         arch = d.architectures[0]
-        via = f"{fact.owner + '.' if fact.owner else ''}{fact.function} rewrites model_type {target.model_type!r}"
+        via = f"{fact.owner + '.' if fact.owner else ''}{fact.function} rewrites model_type {mt!r}"
         return _registered(ctx, arch, via, path, fact.line)
     if target.method in ("eagle", "eagle3") and target.options.draft_config is not None:
         from rules.draft_registry.facts import eagle_architectures

@@ -17,6 +17,8 @@ from rules import (
     allowlist,
     aux_capture,
     aux_layers,
+    draft_embed_width,
+    draft_lm_head,
     draft_pp,
     draft_registry,
     embed_sharing,
@@ -36,6 +38,8 @@ from rules.aux_capture import planner_sglang as aux_capture_planner_sglang
 from rules.aux_capture import sglang as aux_capture_sglang
 from rules.common import layer_ids as aux_layers_facts
 from rules.base import Rule
+from rules.draft_embed_width import facts as draft_embed_width_facts
+from rules.draft_lm_head import facts as draft_lm_head_facts
 from rules.draft_pp import facts as draft_pp_facts
 from rules.draft_registry import facts as draft_registry_facts
 from rules.embed_sharing import facts as embed_sharing_facts
@@ -95,6 +99,11 @@ TABLE: tuple[Entry, ...] = (
           (embed_sharing_facts.EXTRACTOR,)),
     Entry(platform_spec_decode.PlatformSpecDecodeRule, None, None,
           (platform_spec_decode_facts.WORKER_EXTRACTOR, platform_spec_decode_facts.RUNNER_EXTRACTOR)),
+    Entry(draft_embed_width.DraftEmbedWidthRule, None, None,
+          (draft_embed_width_facts.DRAFT_EXTRACTOR, draft_embed_width_facts.SHARER_EXTRACTOR)),
+    Entry(draft_lm_head.DraftLmHeadRule, None, None,
+          (draft_lm_head_facts.CLASS_EXTRACTOR, draft_lm_head_facts.SHARE_EXTRACTOR,
+           draft_lm_head_facts.FLAG_EXTRACTOR, draft_lm_head_facts.METHODS_EXTRACTOR)),
     # SGLang (rules whose ENGINES name sglang): the same gate ids, SGLang's mechanism
     Entry(interface_sglang.SGLangInterfaceRule, interface_planner_sglang.plan,
           "rules.interface.codemod_sglang:SGLangInterfaceCodemod", name=interface_planner_sglang.CODEMOD),
@@ -102,6 +111,7 @@ TABLE: tuple[Entry, ...] = (
           "rules.aux_capture.codemod_sglang:SGLangAuxCaptureCodemod", name=aux_capture_planner_sglang.CODEMOD),
     Entry(aux_capture_sglang.SilentDelegationRule),
     Entry(SGLangMTPDraftRule),
+    Entry(draft_registry.SGLangDraftRegistryRule),
     # every engine: what static analysis cannot follow (run last; alone when the class does not resolve)
     Entry(resolve.ResolveRule),
 )

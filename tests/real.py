@@ -84,8 +84,9 @@ def case_id(case: dict) -> str:
 def audit_case(case: dict):
     """Audit one acceptance case (``expected.toml`` / ``next.toml`` format) on its real release:
     ``engine`` (``vllm`` or ``sglang``, naming the release under that key), ``architecture``,
-    ``method``, and optionally ``model_type``/``text_model_type``, ``platform`` and
-    ``pipeline_parallel_size``. Returns the :class:`auditor.model.results.TargetResult`."""
+    ``method``, and optionally ``model_type``/``text_model_type``, ``platform``,
+    ``pipeline_parallel_size``, ``draft_config`` (the drafter's config.json as a table),
+    ``parallel_drafting`` and ``num_speculative_tokens``. Returns the :class:`auditor.model.results.TargetResult`."""
     from auditor.hf.targets import resolve_targets
     from auditor.model.options import RunOptions
     from auditor.model.results import TargetSpec
@@ -99,8 +100,14 @@ def audit_case(case: dict):
                           "case")
     else:
         (spec,) = resolve_targets(a.registry, [case["architecture"]])
-    options = RunOptions(pipeline_parallel_size=case.get("pipeline_parallel_size", 1))
-    return a.audit(spec, case.get("method", "eagle3"), None, options)
+    method = case.get("method", "eagle3")
+    draft = case.get("draft_config")  # a drafter checkpoint's config.json, inline (a table)
+    options = RunOptions(method=method, pipeline_parallel_size=case.get("pipeline_parallel_size", 1),
+                         draft_config=dict(draft) if draft is not None else None,
+                         draft_config_path="case draft_config" if draft is not None else None,
+                         parallel_drafting=case.get("parallel_drafting", False),
+                         num_speculative_tokens=case.get("num_speculative_tokens"))
+    return a.audit(spec, method, None, options)
 
 
 @functools.lru_cache(maxsize=None)

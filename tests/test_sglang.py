@@ -202,7 +202,9 @@ def test_sglang_rule_examples_run_on_minisglang(tmp_path):
                 from auditor.engines.modelfiles import target_facts
 
                 facts = target_facts(a.resolver, a.registry, ex.architecture)
-                target = AuditTarget(ex.architecture, ex.method, facts)
+                target = AuditTarget(ex.architecture, ex.method, facts,
+                                     options=ex.options if ex.options.method != "eagle3" else ex.options.with_method(ex.method))
+                assert rule().applies(target), (code, kind, i)
                 found = list(rule().check(a.ctx, target))
                 if kind == "VALID":
                     assert found == [], (code, i, [f.message for f in found])
@@ -338,8 +340,11 @@ def test_scan_exit_codes_and_engine_override(tmp_path):
     assert ok.exit_code == 0, ok.output
     bad = cli("scan", MINI, "--engine", "vllm", "--no-cache", "--no-progress")
     assert bad.returncode == 2 and "not a vLLM tree" in bad.stderr and "Traceback" not in bad.stderr
-    eagle = cli("scan", MINI, "--method", "eagle", "--no-cache", "--no-progress")
-    assert eagle.returncode == 2 and "eagle3" in eagle.stderr
+    # EAGLE-1 is audited on SGLang trees (issue 19: its workers call get_embed_and_head on the target)
+    eagle = cli("scan", MINI, "--method", "eagle", "--no-cache", "--no-progress", "-m", "LlamaForCausalLM",
+                "--format", "json")
+    assert eagle.returncode in (0, 1), eagle.stderr
+    assert {r["method"] for r in json.loads(eagle.stdout)["results"]} == {"eagle"}
 
 
 def test_explain_sglang_json():

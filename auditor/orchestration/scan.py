@@ -245,6 +245,8 @@ class Auditor:
             from rules.resolve.rule import ResolveRule
 
             findings += list(ResolveRule().unfollowable(self.ctx, facts.ref, holder, elsewhere=True))
+        if facts.ref is not None:
+            skipped.update(self._unmodelled(target, evaluated, skipped))
         draft = draft_model(self.ctx, target) if facts.ref is not None and self.engine.models_drafter else None
         return TargetResult(
             architecture=spec.architecture,
@@ -262,6 +264,29 @@ class Auditor:
             draft_class=draft.ref.dotted if draft and draft.ref and not draft.unknown else None,
             not_evaluated={g: why for g, why in skipped.items() if g not in evaluated},
         )
+
+    def _unmodelled(self, target: AuditTarget, evaluated: set[str], skipped: dict[str, str]) -> dict[str, str]:
+        """Gates the run asks for that this engine's rules do not model: a gate of another engine
+        that depends on a run option (its rule's ``REQUIRES``) and applies to this run
+        (``-pp 2``, ``--parallel-drafting`` on an SGLang tree), with no rule of this engine under
+        its gate id. Gate id → the reason, listed as not evaluated (never silently dropped)."""
+        from rules.registry import RULES
+
+        mine = {r.GATE for r in self.rules.values()}
+        out: dict[str, str] = {}
+        for rule_cls in RULES.values():
+            if rule_cls.judges(self.engine.name) or not rule_cls.REQUIRES or rule_cls.GATE in mine:
+                continue
+            if rule_cls.GATE in evaluated or rule_cls.GATE in skipped or rule_cls.GATE in out:
+                continue
+            try:
+                applies = rule_cls().applies(target)
+            except Exception:  # another engine's rule reading facts of its own engine's shape
+                applies = False
+            if applies:
+                out[rule_cls.GATE] = (f"{rule_cls.CHECKED_WITH or rule_cls.GATE} (asked for; "
+                                      f"not modelled on {self.engine.display} trees)")
+        return out
 
     def with_model_type(self, spec: TargetSpec) -> TargetSpec:
         """``spec`` with its model_types filled in from the tree when the user gave none (see

@@ -492,12 +492,18 @@ def not_checked(result, engine: str = "vllm") -> list[str]:
     out: list[str] = []
     if result.role != "target":
         return out
-    for gate in result.not_evaluated:
+    for gate, why in result.not_evaluated.items():
         try:
             rule = rule_by_gate(gate, engine)
         except KeyError:
+            # a gate of another engine the run asks for, not modelled on this one (scan's _unmodelled)
+            if "; not modelled on " in why and why not in out:
+                out.append(why)
             continue
-        if rule.CHECKED_WITH and result.method in rule.METHODS and rule.CHECKED_WITH not in out:
+        # a gate that needs a run option ("needs --draft-config ..."); one that was given but led
+        # to no decision (a drafter that is not registered) is that other gate's finding
+        if (rule.CHECKED_WITH and result.method in rule.METHODS and why.startswith("needs ")
+                and rule.CHECKED_WITH not in out):
             out.append(rule.CHECKED_WITH)
     return out
 

@@ -18,11 +18,13 @@ class SpeculativeConfig:
     def __post_init__(self) -> None:
         if self.method in get_args(MTPModelTypes) and self.method != "mtp":
             self.method = "mtp"
+        if self.model is not None:  # a drafter checkpoint of its own: the rewrite judges its config
+            self.draft_model_config = ModelConfig(model=self.model, hf_overrides=SpeculativeConfig.hf_config_override)
 
     @staticmethod
     def hf_config_override(hf_config):
         initial_architecture = hf_config.architectures[0]
-        if hf_config.model_type in ("toy_v3", "toy_v32"):
+        if hf_config.model_type in ("toy_v3", "toy_v32", "toy_assistant"):
             hf_config.model_type = "toy_mtp"
         if hf_config.model_type == "toy_mtp":
             n_predict = getattr(hf_config, "num_nextn_predict_layers", None)

@@ -39,6 +39,9 @@ class EAGLEConfig:
 
 _TREE = {"vllm/transformers_utils/configs/eagle.py": _EAGLE_CONFIG}
 
+#: The synthetic ``EAGLEConfig`` of the examples (other drafter-side gates' examples use it too).
+EXAMPLE_EAGLE_CONFIG = _EAGLE_CONFIG
+
 
 def _drafter(*archs: str) -> RunOptions:
     return RunOptions(draft_config={"architectures": list(archs), "model_type": "llama"},

@@ -12,6 +12,12 @@ from auditor.index.resolve import ClassRef
 from auditor.model.findings import Finding, Severity
 from rules.base import AuditTarget, Context, Example, Rule
 from rules.image_token.facts import EXTRACTOR, image_token_chains
+from rules.image_token.transformers_needed import (
+    NewestTransformersFacts,
+    chosen_by_requirement,
+    imported_transformers_package,
+    transformers_with,
+)
 
 
 def token_candidates(attrs) -> list[str]:
@@ -43,7 +49,7 @@ class ImageTokenRule(Rule):
     """
 
     CODE = "EA304"
-    FACTS = (TransformersFacts,)
+    FACTS = (TransformersFacts, NewestTransformersFacts)
     GATE = "image-token"
     NAME = "image-token-id-unreadable"
     SUMMARY = ("a multimodal target named in no proposer branch whose HF config class lacks "
@@ -105,12 +111,21 @@ class ImageTokenRule(Rule):
         cfg = ctx.registry.config_class(mt) if mt else None
         resolver = ctx.resolver
         where = None
+        needed_by = None
         if not isinstance(cfg, ClassRef) and mt:
             tf = ctx.get(TransformersFacts).configs
             cfg = tf.config_class(mt) if tf is not None else None
+            if cfg is None and tf is not None and chosen_by_requirement(tf):
+                pkg = imported_transformers_package(ctx.resolver, ref)
+                if pkg is not None:
+                    other, how = transformers_with(pkg[0], mt, tf, ctx.get(NewestTransformersFacts))
+                    needed_by = (f"{pkg[2]} from transformers.models.{pkg[0]}, which transformers {tf.version or '?'} "
+                                 f"lacks: the target runs only with a release that has it")
+                    if other is not None:
+                        tf, cfg = other, other.config_class(mt)
             if cfg is not None:
                 resolver = tf.resolver
-                where = f"transformers at {tf.parent}"
+                where = f"transformers at {tf.parent}" + (f"; {needed_by}, the newest" if needed_by else "")
         if not isinstance(cfg, ClassRef):
             what = f"model_type {mt!r} ({target.model_type_source})" if mt else "an unknown model_type"
             at_hand = ctx.get(TransformersFacts)

@@ -6,8 +6,8 @@ SGLang has no protocol: its runner calls ``model.set_eagle3_layers_to_capture(la
 check that raises ``ValueError``). The setter's name is read from the tree's runner. Its EAGLE
 workers (which also serve NEXTN/MTP) call methods on the target when the drafter starts
 (``get_embed_and_head()``: 0.5.10.post1 ``speculative/eagle_worker.py``); those are read from the
-tree's speculative package (:mod:`auditor.engines.sglang.workers`) and required for ``eagle3``
-and ``mtp``."""
+tree's speculative package (:mod:`auditor.engines.sglang.workers`) and required for ``eagle3``,
+``eagle`` (EAGLE-1/2: the same workers, ``is_eagle()``; no setter) and ``mtp``."""
 
 from __future__ import annotations
 
@@ -61,17 +61,21 @@ class SGLangInterfaceRule(Rule):
         "the tree's own capable models, or a delegation to the language model for a multimodal wrapper."
     )
     FIX_AVAILABLE = True
-    METHODS = ("eagle3", "mtp")
+    METHODS = ("eagle", "eagle3", "mtp")
     ENGINES = ("sglang",)
     DATA = SetterData
     VALID = [Example(toy(setter=True), "ToyForCausalLM"),
              Example(toy(setter=True, embed_head=True, worker=True), "ToyForCausalLM"),
-             Example(toy(setter=False, embed_head=True, worker=True), "ToyForCausalLM", method="mtp")]
+             Example(toy(setter=False, embed_head=True, worker=True), "ToyForCausalLM", method="mtp"),
+             Example(toy(setter=False, embed_head=True, worker=True), "ToyForCausalLM", method="eagle",
+                     note="EAGLE-1 does not call the EAGLE-3 setter")]
     INVALID = [Example(toy(setter=False), "ToyForCausalLM", expect_severity=Severity.ERROR, note="no setter"),
                Example(toy(setter=True, worker=True), "ToyForCausalLM", expect_severity=Severity.ERROR,
                        note="the EAGLE worker calls get_embed_and_head, which the target lacks"),
                Example(toy(setter=True, worker=True), "ToyForCausalLM", method="mtp",
-                       expect_severity=Severity.ERROR, note="NEXTN runs the same worker")]
+                       expect_severity=Severity.ERROR, note="NEXTN runs the same worker"),
+               Example(toy(setter=True, worker=True), "ToyForCausalLM", method="eagle",
+                       expect_severity=Severity.ERROR, note="EAGLE-1 runs the same worker")]
 
     def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
         facts = target.facts

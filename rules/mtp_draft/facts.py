@@ -414,3 +414,87 @@ def _interpret(ctx, arch: str, model_type: str | None, text_model_type: str | No
             out.model_types = sorted(mts)
             out.unchanged = bool(ends) and not changed and out.architecture_known
     return path, fact, out
+
+
+def rewrite_applies_to_draft_model(ctx, path: str, function: str) -> int | None:
+    """The line of the call in the module at ``path`` that builds the draft's model config from
+    the speculative ``model`` (the drafter checkpoint, when one is given) with ``hf_overrides``
+    reaching ``function``: the function itself (vLLM 0.21.0 ``config/speculative.py``:
+    ``ModelConfig(model=self.model, ..., hf_overrides=SpeculativeConfig.hf_config_override)``) or
+    a call of a function of the module that names it (0.25.1:
+    ``draft_hf_overrides = SpeculativeConfig.compose_draft_hf_overrides(...)``, which returns or
+    wraps it, then ``hf_overrides=draft_hf_overrides``; locals and calls followed three deep). The rewrite then judges the drafter checkpoint's own config. None
+    when no such call exists or the module does not parse. Read with ``ast``, never imported
+    (:class:`DraftModelHook`, computed once per module and function)."""
+    return ctx.get(DraftModelHook, (path, function))
+
+
+class DraftModelHook(FactProvider):
+    """The line of the call that builds the draft's model config from the speculative ``model``
+    with ``hf_overrides`` reaching a function (see :func:`rewrite_applies_to_draft_model`); the
+    key is ``(module path, function name)``; None when there is none."""
+
+    DEPENDS_ON = (ModuleAst,)
+
+    @classmethod
+    def compute(cls, ctx, key: tuple[str, str]) -> int | None:
+        path, function = key
+        tree = ctx.get(ModuleAst, path)
+        if tree is None:
+            return None
+        return _draft_model_hook_line(tree, function)
+
+
+def _draft_model_hook_line(tree: ast.Module, function: str) -> int | None:
+    """The line of the first such call in the parsed module ``tree`` (None when there is none)."""
+    defs = {n.name: n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+    def named(e: ast.AST) -> str | None:
+        return e.attr if isinstance(e, ast.Attribute) else e.id if isinstance(e, ast.Name) else None
+
+    assigned: dict[str, list[ast.AST]] = {}
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None:
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                if isinstance(t, ast.Name):
+                    assigned.setdefault(t.id, []).append(n.value)
+
+    def reaches(e: ast.AST, depth: int) -> bool:
+        if named(e) == function:
+            return True
+        if isinstance(e, ast.Name) and depth > 0:  # a local bound to it (0.25.1 draft_hf_overrides)
+            return any(reaches(v, depth - 1) for v in assigned.get(e.id, ()))
+        if isinstance(e, ast.Call) and depth > 0:
+            fn = defs.get(named(e.func) or "")
+            if fn is not None and fn.name != function:
+                return any(reaches(n, depth - 1) for n in ast.walk(fn) if isinstance(n, (ast.Name, ast.Attribute, ast.Call))
+                           and n is not fn)
+        return False
+
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        kws = {k.arg: k.value for k in node.keywords if k.arg}
+        hook = kws.get("hf_overrides")
+        if hook is not None and "model" in kws and reaches(hook, 3):
+            return node.lineno
+    return None
+
+
+def drafter_checkpoint(target) -> tuple | None:
+    """For ``target`` (a :class:`rules.base.AuditTarget`) with ``--draft-config`` (an MTP
+    drafter shipped as its own checkpoint, as Gemma 4's ``gemma4_assistant`` from vLLM 0.21): ``(architecture, model_type, text model_type, config,
+    phrase)`` of that checkpoint, which is what the release's rewrite judges; ``(None, ..., why)``
+    when the config names no architecture or model_type; None without ``--draft-config``."""
+    dc = target.options.draft_config
+    if dc is None:
+        return None
+    where = target.options.draft_config_path or "--draft-config"
+    archs = [a for a in dc.get("architectures") or [] if isinstance(a, str)]
+    mt = dc.get("model_type") if isinstance(dc.get("model_type"), str) else None
+    if not archs or not mt:
+        return (None, None, None, None, f"the drafter checkpoint {where} (--draft-config) declares no "
+                f"{'architectures' if not archs else 'model_type'}: the MTP draft cannot be named")
+    tc = dc.get("text_config")
+    tmt = tc.get("model_type") if isinstance(tc, dict) and isinstance(tc.get("model_type"), str) else None
+    return archs[0], mt, tmt or mt, dc, f"the drafter checkpoint {where}, --draft-config"

@@ -11,10 +11,22 @@ from auditor.model.findings import Finding, Severity
 from auditor.model.options import METHODS, RunOptions
 from rules.base import AuditTarget, Context, Example, Rule
 from rules.common.examples import EXAMPLE_DRAFT, EXAMPLE_SPEC
-from rules.mtp_draft.facts import EXTRACTOR, METHODS_EXTRACTOR, MtpDraftOf, draft_of, mtp_methods
+from rules.mtp_draft.facts import (
+    EXTRACTOR,
+    METHODS_EXTRACTOR,
+    DraftModelHook,
+    MtpDraftOf,
+    draft_of,
+    drafter_checkpoint,
+    mtp_methods,
+    rewrite_applies_to_draft_model,
+)
 
+#: The synthetic tree of the examples: the speculative config and a registered draft.
 _TREE = {"vllm/config/speculative.py": EXAMPLE_SPEC, "vllm/model_executor/models/toy_mtp.py": EXAMPLE_DRAFT}
 _DRAFT_ROW = [("ToyMTPModel", "toy_mtp", "ToyMTP", "_SPECULATIVE_DECODING_MODELS")]
+_ASSISTANT = RunOptions(draft_config={"architectures": ["ToyAssistantForCausalLM"], "model_type": "toy_assistant"},
+                        draft_config_path="assistant/config.json")
 
 
 @cacheable
@@ -60,11 +72,15 @@ class MtpDraftRule(Rule):
     when given). The draft architecture must be registered, and the draft model_type must be one
     of the tree's MTP model_types (the list vLLM maps older method strings with; otherwise vLLM
     raises "Unsupported speculative method"). An older method string (``deepseek_mtp``) must be on
-    that list too.
+    that list too. With ``--draft-config`` (an MTP drafter shipped as a checkpoint of its own, as
+    Gemma 4's ``gemma4_assistant`` from vLLM 0.21) the rewrite is interpreted for *that*
+    checkpoint's model_type and architectures, as vLLM does where it builds the draft's model
+    config from the speculative ``model`` with ``hf_overrides=<the rewrite>``
+    (``config/speculative.py``); a tree without that call is ``unknown``.
     """
 
     CODE = "EA308"
-    FACTS = (MtpDraftOf,)
+    FACTS = (MtpDraftOf, DraftModelHook)
     GATE = "mtp-draft"
     NAME = "no-mtp-draft"
     SUMMARY = "the target's HF config is not rewritten into a registered MTP draft"
@@ -91,6 +107,8 @@ class MtpDraftRule(Rule):
                 note="toy_v3 -> toy_mtp -> ToyMTPModel, registered"),
         Example(_TREE, "ToyV3ForCausalLM", method="mtp", rows=_DRAFT_ROW,
                 options=RunOptions(method="toy_mtp"), note="an older method string the tree maps to mtp"),
+        Example(_TREE, "LlamaForCausalLM", method="mtp", rows=_DRAFT_ROW, options=_ASSISTANT,
+                note="a drafter checkpoint of its own (--draft-config): toy_assistant -> ToyMTPModel"),
     ]
     INVALID = [
         Example(_TREE, "LlamaForCausalLM", method="mtp", rows=_DRAFT_ROW, expect_severity=Severity.ERROR,
@@ -102,6 +120,10 @@ class MtpDraftRule(Rule):
                 note="the draft model_type toy_v2_mtp is not one of the tree's MTP model_types"),
         Example(_TREE, "ToyV3ForCausalLM", method="mtp", rows=_DRAFT_ROW, options=RunOptions(method="qwen9_mtp"),
                 expect_severity=Severity.ERROR, note="a method string the release does not accept"),
+        Example(_TREE, "ToyV3ForCausalLM", method="mtp", rows=_DRAFT_ROW, expect_severity=Severity.ERROR,
+                options=RunOptions(draft_config={"architectures": ["LlamaForCausalLM"], "model_type": "llama"},
+                                   draft_config_path="drafter/config.json"),
+                note="the drafter checkpoint is judged, not the target: no branch rewrites llama"),
     ]
 
     def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
@@ -121,12 +143,22 @@ class MtpDraftRule(Rule):
                     f"{mf.list_name or 'list'} {mf.names}: SpeculativeConfig refuses it (use --method mtp)",
                     mpath, mf.list_line or mf.line, method=requested, accepted=mf.names)
                 return
-        if target.model_type is None:
+        drafter = drafter_checkpoint(target)
+        if drafter is not None and drafter[0] is None:
+            yield self.finding(Severity.UNKNOWN, drafter[4], _spec_module(ctx), None)
+            return
+        if drafter is None and target.model_type is None:
             path = _spec_module(ctx)
             yield self.finding(Severity.UNKNOWN, "the target's model_type is unknown: pass --model-type or --hf-config",
                                path, None)
             return
-        found = draft_of(ctx, target.architecture, target.model_type, target.text_model_type, target.hf_config)
+        if drafter is not None:
+            arch, model_type, text_model_type, hf_config, source = drafter
+        else:
+            arch, model_type, text_model_type, hf_config, source = (
+                target.architecture, target.model_type, target.text_model_type, target.hf_config,
+                target.model_type_source)
+        found = draft_of(ctx, arch, model_type, text_model_type, hf_config)
         if found is None:
             broken = ctx.facts.unanalysed(EXTRACTOR) + ctx.facts.unanalysed(METHODS_EXTRACTOR)
             for path, why in broken:
@@ -142,9 +174,17 @@ class MtpDraftRule(Rule):
             return
         path, fact, d = found
         fname = f"{fact.owner + '.' if fact.owner else ''}{fact.function}"
-        also = (f"hf_config.model_type, which {fname} tests, not the text model_type {target.text_model_type!r}; "
-                if target.text_model_type and target.text_model_type != target.model_type else "")
-        src = f"model_type {target.model_type!r} ({also}{target.model_type_source})"
+        also = (f"hf_config.model_type, which {fname} tests, not the text model_type {text_model_type!r}; "
+                if drafter is None and text_model_type and text_model_type != model_type else "")
+        src = f"model_type {model_type!r} ({also}{source})"
+        if drafter is not None:
+            applied = rewrite_applies_to_draft_model(ctx, path, fact.function)
+            if applied is None:
+                yield self.finding(Severity.UNKNOWN, f"the drafter checkpoint {target.options.draft_config_path} is "
+                                   f"given, but no call in {path} builds the draft's model config from it with "
+                                   f"hf_overrides={fname}: cannot tell whether the release rewrites it", path, fact.line,
+                                   function=fname)
+                return
         if d.unknown:
             yield self.finding(Severity.UNKNOWN, f"cannot interpret {fname}: {d.unknown}", path, fact.line)
             return
@@ -153,12 +193,14 @@ class MtpDraftRule(Rule):
                                function=fname)
             return
         if d.unchanged:
-            mts = [m for m in d.model_types if m != target.model_type]
+            mts = [m for m in d.model_types if m != model_type]
             also = (f" (it rewrites the model_type to {mts[0]!r} but keeps the architecture)" if mts else "")
             yield self.finding(
                 Severity.ERROR,
                 f"no branch of {fname} yields an MTP draft architecture for {src} and architecture "
-                f"{target.architecture}{also}: vLLM has no MTP draft for this target", path, fact.line,
+                f"{arch}{also}: vLLM has no MTP draft for this {'drafter checkpoint' if drafter else 'target'}"
+                + ("" if drafter or rewrite_applies_to_draft_model(ctx, path, fact.function) is None else
+                   " (a drafter shipped as a checkpoint of its own is judged instead: pass --draft-config)"), path, fact.line,
                 function=fname)
             return
         if not d.architecture_known or len(d.architectures) != 1 or (methods and not d.model_type_known):

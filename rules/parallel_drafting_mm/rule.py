@@ -62,6 +62,31 @@ class ParallelDraftingMMData:
     caller: str | None = None
 
 
+#: How the message words a verdict decided for every number of speculative tokens that drafts in
+#: parallel (``--num-speculative-tokens`` not given).
+_EVERY_K = (" and any number of speculative tokens above one (--num-speculative-tokens not given; "
+            "with one, nothing is drafted in parallel)")
+
+#: The numbers of speculative tokens above one for which the guard's condition is evaluated when
+#: the run does not give one (the condition is a comparison of the extra slots with a constant).
+_PARALLEL_KS = (2, 3, 4, 8, 16)
+
+
+def _fires_for_every_parallel_k(ctx, path: str, g, method: str) -> bool | None:
+    """Whether the guard fires for every number of speculative tokens above one: True when it
+    does for each of :data:`_PARALLEL_KS`, False when it does for none, else None. Parallel
+    drafting drafts its tokens in one pass, so it means more than one token; with one, the
+    proposer's extra slots (``num_speculative_tokens`` minus the slot the hidden states fill)
+    may be none (a run given ``--num-speculative-tokens 1`` is judged as such, ``unknown`` when
+    the tree does not say whether the hidden states fill a slot)."""
+    seen = {guard_fires(ctx, path, g, True, n, method) for n in _PARALLEL_KS}
+    if seen == {True}:
+        return True
+    if seen == {False}:
+        return False
+    return None
+
+
 class ParallelDraftingMMRule(Rule):
     """A multimodal target and parallel drafting.
 
@@ -69,7 +94,9 @@ class ParallelDraftingMMRule(Rule):
     on its MRO), finds the proposer's guard that raises for multimodal inputs and the condition
     under which ``__init__`` calls it, and decides that condition for the run's
     ``parallel_drafting`` and ``num_speculative_tokens`` (interpreting the assignments before the
-    call: ``needs_extra_input_slots`` from the extra slots parallel drafting needs).
+    call: ``needs_extra_input_slots`` from the extra slots parallel drafting needs). Without
+    ``--num-speculative-tokens`` the condition is decided for every number above one (parallel
+    drafting drafts several tokens in one pass); ``unknown`` only when that does not decide it.
     """
 
     CODE = "EA313"
@@ -99,8 +126,8 @@ class ParallelDraftingMMRule(Rule):
     INVALID = [
         Example(_tree(True), _VL, options=_pd(3), expect_severity=Severity.ERROR,
                 note="three speculative tokens: extra slots, the guard raises"),
-        Example(_tree(True), _VL, options=_pd(None), expect_severity=Severity.UNKNOWN,
-                note="the number of speculative tokens decides, and is not given"),
+        Example(_tree(True), _VL, options=_pd(None), expect_severity=Severity.ERROR,
+                note="not given: the guard fires for every number of speculative tokens above one"),
     ]
 
     def applies(self, target: AuditTarget) -> bool:
@@ -115,6 +142,8 @@ class ParallelDraftingMMRule(Rule):
         k = target.options.num_speculative_tokens
         for path, g in guards:
             fires = guard_fires(ctx, path, g, True, k, target.method)
+            if fires is None and k is None:
+                fires = _fires_for_every_parallel_k(ctx, path, g, target.method)
             if fires is False:
                 continue
             if fires is None:
@@ -126,7 +155,7 @@ class ParallelDraftingMMRule(Rule):
             yield self.finding(
                 Severity.ERROR,
                 f"{target.architecture} is multimodal, and with parallel drafting"
-                f"{f' and {k} speculative tokens' if k else ''} {g.caller} ({path}:{g.line}) calls {g.guard}, "
+                f"{f' and {k} speculative tokens' if k else _EVERY_K} {g.caller} ({path}:{g.line}) calls {g.guard}, "
                 f"which raises{': ' + repr(g.message) if g.message else ''}",
                 path, g.guard_line, guard=g.guard, caller=g.caller)
             return

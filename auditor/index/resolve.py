@@ -680,6 +680,16 @@ class Resolver:
             return self.resolve_dotted(s.module, head, subst=((first, local),))
         return self.resolve_dotted(s.module, head)
 
+    def _readable_texts(self):
+        """``(path, bytes)`` of every module of the tree that can be read. A module that cannot be
+        read (no permission, gone) is left out: Python could not import it either, and the gate
+        that reads it reports it (``cannot be read``)."""
+        for p in sorted(self.tree.files):
+            try:
+                yield p, self.tree.read(p)
+            except (OSError, KeyError):
+                continue
+
     def mentioning(self, name: str) -> list[str]:
         """The modules of the tree whose text holds the identifier ``name``. Every module is read
         once; the first names are looked up by a plain search of the texts, and after
@@ -689,7 +699,7 @@ class Resolver:
             return memo[name]
         texts = self.__dict__.get("_texts")
         if texts is None:
-            texts = self.__dict__["_texts"] = [(p, self.tree.read(p)) for p in sorted(self.tree.files)]
+            texts = self.__dict__["_texts"] = list(self._readable_texts())
         index = self.__dict__.get("_ident_index")
         if index is None and len(memo) >= _INDEX_AFTER:
             index = {}

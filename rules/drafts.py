@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from auditor.index.resolve import ClassRef
-from rules.base import AuditTarget, Context
+from rules.base import AuditTarget, Context, Rule
 
 
 @dataclass
@@ -65,6 +65,20 @@ def draft_model(ctx: Context, target: AuditTarget) -> DraftModel | None:
             return DraftModel(None, path=path, line=line, unknown="the drafter config declares no architectures")
         return _registered(ctx, archs[0], f"EAGLE rewrite of the drafter config's {archs[0]!r}", path, line)
     return None
+
+
+def resolved_draft(rule: Rule, ctx: Context, target: AuditTarget) -> DraftModel | None:
+    """The draft ``target``'s run builds (:func:`draft_model`), its class resolved, for a rule that
+    reads the drafter's own code. None when the target does not resolve, or when the draft is not known:
+    then ``rule.not_evaluated`` says why (no ``--draft-config``, or the draft's ``unknown``)."""
+    if target.facts.ref is None:
+        return None
+    draft = draft_model(ctx, target)
+    if draft is None or draft.ref is None:
+        rule.not_evaluated = ("needs --draft-config with the drafter checkpoint's config" if draft is None
+                              else f"the draft is not known: {draft.unknown}")
+        return None
+    return draft
 
 
 def _registered(ctx: Context, arch: str, via: str, path: str, line: int) -> DraftModel:

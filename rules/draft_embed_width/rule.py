@@ -13,7 +13,7 @@ from auditor.model.options import RunOptions
 from rules.base import AuditTarget, Context, Example, Rule
 from rules.common.examples import EXAMPLE_SPEC
 from rules.draft_embed_width.facts import DRAFT_EXTRACTOR, SHARER_EXTRACTOR, DraftWidthFact
-from rules.drafts import draft_model
+from rules.drafts import resolved_draft
 from rules.mtp_draft.facts import MtpDraftOf
 
 _DRAFT = '''
@@ -177,12 +177,8 @@ class DraftEmbedWidthRule(Rule):
     ]
 
     def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
-        if target.facts.ref is None:
-            return
-        draft = draft_model(ctx, target)
-        if draft is None or draft.ref is None:
-            self.not_evaluated = ("needs --draft-config with the drafter checkpoint's config" if draft is None
-                                  else f"the draft is not known: {draft.unknown}")
+        draft = resolved_draft(self, ctx, target)
+        if draft is None:
             return
         found = relying_class(ctx, draft.ref)
         if found is None:

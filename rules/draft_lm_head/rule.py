@@ -173,14 +173,10 @@ class DraftLmHeadRule(Rule):
                        note="nn.Module.__init__ instead of the base's: no lm_head, and the proposer reads it")]
 
     def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
-        from rules.drafts import draft_model
+        from rules.drafts import resolved_draft
 
-        if target.facts.ref is None:
-            return
-        draft = draft_model(ctx, target)
-        if draft is None or draft.ref is None:
-            self.not_evaluated = ("needs --draft-config with the drafter checkpoint's config" if draft is None
-                                  else f"the draft is not known: {draft.unknown}")
+        draft = resolved_draft(self, ctx, target)
+        if draft is None:
             return
         built, last, how, skips = builds_lm_head(ctx, draft.ref)
         if built is not False:

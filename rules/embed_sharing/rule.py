@@ -158,8 +158,6 @@ def _property_path(ctx: Context, ref: ClassRef, attr: str) -> list[str] | None:
     """``["transformer"]`` when ``attr`` is a ``@property`` on ``ref``'s MRO whose body is one
     ``return self.transformer`` (a second name for a module the class holds, as the embed-sharing
     codemod writes it); None otherwise."""
-    import ast
-
     hit = ctx.resolver.lookup(ref, attr)
     if hit is None or not isinstance(hit[1], MethodFact) or "property" not in hit[1].decorators:
         return None
@@ -168,11 +166,7 @@ def _property_path(ctx: Context, ref: ClassRef, attr: str) -> list[str] | None:
     body = [s for s in node.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))] if node else []
     if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
         return None
-    parts, value = [], body[0].value
-    while isinstance(value, ast.Attribute):
-        parts.append(value.attr)
-        value = value.value
-    return parts[::-1] if isinstance(value, ast.Name) and value.id == "self" and parts else None
+    return _self_chain(body[0].value)
 
 
 def attr_class(ctx: Context, ref: ClassRef, attr: str, depth: int = 0) -> ClassRef | None:

@@ -289,6 +289,24 @@ def test_an_environment_that_cannot_import_the_engine_says_so_and_what_to_do(tmp
     assert list(tmp.iterdir()) == []
 
 
+def test_an_engine_import_that_fails_in_the_run_is_crashed_with_the_package_named(tmp_path):
+    """The run action's import of the engine fails in an installed package (the child says which
+    in ``import_failed_in``): ``crashed``, with the package and what to do, and no runs judged."""
+    answer = {"exception": {"type": "RuntimeError", "message": "operator torchvision::nms does not exist",
+                            "frames": [], "import_failed_in": "torchvision"}}
+    (tmp_path / "run.out").write_text(json.dumps(answer))
+    env = _fake_env(tmp_path, f'for a in "$@"; do res=$a; done\ncat {tmp_path}/run.out > "$res"\n')
+    p, tmp = _run("--python", str(env), "-m", "LlamaForCausalLM", "--hf-config", str(_hf(tmp_path)),
+                  "--format", "json", tmp_path=tmp_path)
+    assert p.returncode == 1, p.stderr
+    (r,) = json.loads(p.stdout)["results"]
+    assert r["outcome"] == "crashed", r
+    assert r["reason"].startswith("the engine could not be imported in this environment: RuntimeError: operator "
+                                  "torchvision::nms does not exist (raised while importing torchvision); "
+                                  "torchvision does not match the installed torch"), r
+    assert list(tmp.iterdir()) == []
+
+
 def test_the_child_names_the_package_whose_import_failed(tmp_path, monkeypatch):
     """``engine_child._import_failure``: the innermost installed package under an import."""
     import importlib
@@ -305,6 +323,8 @@ def test_the_child_names_the_package_whose_import_failed(tmp_path, monkeypatch):
         importlib.import_module("fakevision")
     except RuntimeError as exc:
         assert child._import_failure(exc) == "fakevision"
+        # every exception the child reports carries it, so verify never re-derives it from the frames
+        assert child._exception(exc)["import_failed_in"] == "fakevision"
     else:
         raise AssertionError("the fake package imported")
     try:

@@ -290,7 +290,7 @@ class Verifier:
         if "exception" in result and not runs:
             res.outcome = "crashed"
             res.exception = self._exception(result["exception"], static)
-            pkg = _importing(result["exception"].get("frames") or [])
+            pkg = result["exception"].get("import_failed_in")
             res.reason = (f"{ENV_BROKEN}: {res.exception['type']}: {res.exception['message'][:200]}"
                           + (f" (raised while importing {pkg}){_env_tip(pkg)}" if pkg else ""))
             return res
@@ -399,18 +399,6 @@ ENV_BROKEN = "the engine could not be imported in this environment"
 
 #: torch's companion packages: built for another torch they fail to load, and a text model needs none
 _TORCH_COMPANIONS = ("torchvision", "torchaudio", "torchcodec")
-
-
-def _importing(frames: list[dict]) -> str | None:
-    """The installed package being imported when the engine's import failed (the innermost
-    ``site-packages`` frame under an import), from the child's frames; None if none was."""
-    if not any(str(f.get("file", "")).startswith("<frozen importlib") for f in frames):
-        return None
-    for f in reversed(frames):
-        parts = str(f.get("file", "")).replace("\\", "/").split("/site-packages/")
-        if len(parts) == 2 and parts[1]:
-            return parts[1].split("/")[0]
-    return None
 
 
 def _env_tip(pkg: str) -> str:

@@ -70,6 +70,7 @@ def _exception(exc: BaseException) -> dict:
         "message": str(root)[:2000],
         "outer_type": type(exc).__name__,
         "frames": _frames(exc)[-60:],
+        "import_failed_in": _import_failure(exc),
     }
 
 

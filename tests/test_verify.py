@@ -71,6 +71,43 @@ def test_drafter_matches_the_shrunk_target_and_scales_user_layer_ids():
     assert d["draft_vocab_size"] == 1024 and d["eagle_aux_hidden_state_layer_ids"] == [0, 3, 7]
 
 
+def test_shrink_keeps_the_shape_of_per_part_sizes_and_per_layer_overrides():
+    """The 0.32.0 sweep: Ernie 4.5 VL's ``moe_intermediate_size`` is one size per part (``[1536,
+    512]``) and an int there failed the engine's config validation; DiffusionGemma's
+    ``per_layer_config`` is keyed by layer index (``"05"`` … ``"29"``) and the engine refuses keys
+    past the shrunk layer count."""
+    cfg = {"model_type": "wrapper", "text_config": {
+        "model_type": "t", "num_hidden_layers": 30, "hidden_size": 4096, "num_attention_heads": 32,
+        "vocab_size": 100000, "moe_intermediate_size": [1536, 512],
+        "per_layer_config": {"05": {"head_dim": 512}, "11": {"head_dim": 512}, "29": {"head_dim": 512}},
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}}
+    text = shrink_target(cfg, "WrapperForConditionalGeneration").config["text_config"]
+    assert text["moe_intermediate_size"] == [128, 128]
+    assert text["per_layer_config"] == {"05": {"head_dim": 512}}
+    assert text["rope_parameters"] == {"rope_type": "default", "rope_theta": 10000.0}
+    assert cfg["text_config"]["moe_intermediate_size"] == [1536, 512]  # the input is not changed
+
+
+def test_the_child_drops_base_defaults_from_nested_configs_only():
+    """transformers' ``to_dict()`` writes the base keys (``_name_or_path``, ``output_attentions``)
+    into every nested config, and DbrxFFNConfig refuses them (``Found unknown kwargs``, the 0.32.0
+    sweep); a checkpoint's nested configs carry only their own fields."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("engine_child_nested", REPO / "auditor/runtime/engine_child.py")
+    child = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(child)
+    base = {"_name_or_path": "", "output_attentions": False, "architectures": None, "model_type": ""}
+    cfg = {"_name_or_path": "", "model_type": "dbrx", "d_model": 6144,
+           "ffn_config": {"_name_or_path": "", "output_attentions": False, "model_type": "", "ffn_hidden_size": 3584},
+           "attn_config": {"output_attentions": True, "kv_n_heads": 8},
+           "rope_parameters": {"rope_theta": 500000.0}}
+    out = child._nested_without_base_defaults(cfg, base)
+    assert out["ffn_config"] == {"model_type": "", "ffn_hidden_size": 3584}
+    assert out["attn_config"] == {"output_attentions": True, "kv_n_heads": 8}  # not a default: kept
+    assert out["_name_or_path"] == "" and out["rope_parameters"] == {"rope_theta": 500000.0}
+
+
 def test_shrink_refuses_fewer_than_six_layers():
     import pytest
 

@@ -88,6 +88,29 @@ def _import_failure(exc: BaseException) -> str | None:
     return None
 
 
+def _base_defaults() -> dict:
+    """The keys and defaults every HF config carries (``PretrainedConfig().to_dict()``), or {}."""
+    try:
+        from transformers import PretrainedConfig
+
+        return PretrainedConfig().to_dict()
+    except Exception:  # noqa: BLE001 - an older or broken transformers: strip nothing
+        return {}
+
+
+def _nested_without_base_defaults(config: dict, base: dict) -> dict:
+    """``config`` with the base keys that still hold their defaults (``_name_or_path``,
+    ``output_attentions``, …) removed from its nested config dicts, as a checkpoint's
+    ``config.json`` has them: ``to_dict()`` writes them into every nested config, and a nested
+    config class that accepts only its own fields refuses them (transformers' DbrxFFNConfig:
+    ``Found unknown kwargs``). The top level keeps every key."""
+    out = dict(config)
+    for key, value in config.items():
+        if isinstance(value, dict) and any(k in base for k in value):
+            out[key] = {k: v for k, v in value.items() if not (k in base and base[k] == v and k != "model_type")}
+    return out
+
+
 def action_config(req: dict) -> dict:
     model_type = req["model_type"]
     cls = None
@@ -121,7 +144,8 @@ def action_config(req: dict) -> dict:
         s = getattr(cfg, name, None)
         if s is not None and hasattr(s, "attribute_map"):
             sub[name] = dict(s.attribute_map)
-    return {"ok": True, "config": cfg.to_dict(), "class": f"{cls.__module__}.{cls.__qualname__}",
+    return {"ok": True, "config": _nested_without_base_defaults(cfg.to_dict(), _base_defaults()),
+            "class": f"{cls.__module__}.{cls.__qualname__}",
             "source": source, "attribute_map": dict(getattr(cls, "attribute_map", {}) or {}),
             "sub_attribute_maps": sub}
 

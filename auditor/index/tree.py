@@ -112,6 +112,7 @@ class Tree:
         self._candidates: dict[str, tuple[str, ...]] = {}
         #: for a tree made by :meth:`overlaid`: (the base tree, the paths changed from it)
         self._overlay: tuple[Tree, frozenset[str]] | None = None
+        self._unread: dict[str, str] | None = None
 
     @property
     def files(self) -> set[str]:
@@ -120,6 +121,30 @@ class Tree:
             self._files = set(self.source.files())
             self.parse_errors.update(getattr(self.source, "problems", {}))  # e.g. folders that cannot be listed
         return self._files
+
+    def unread_code(self) -> dict[str, str]:
+        """Code Python may run from this tree that the analysis cannot read, path → why: a
+        folder not listed (``vllm/config/``: a symbolic link out of the tree, a loop, a folder
+        that cannot be listed) and a module whose source Python does not import (a compiled
+        module beside it, or only a sourceless ``.pyc``). Extension modules with no source
+        beside them (``vllm/_C.abi3.so``) are not counted: nothing of the tree is hidden by them.
+        Computed once per tree (an overlaid tree keeps its base's)."""
+        if self._unread is None:
+            files = self.files
+            out = dict(getattr(self.source, "unlisted", {}))
+            for src, compiled in sorted(getattr(self.source, "compiled", {}).items()):
+                if src in files:
+                    out[src] = f"Python imports the compiled module {compiled} instead; compiled code is not read"
+            self._unread = out
+        return self._unread
+
+    def hidden_by(self, path: str) -> tuple[str, str] | None:
+        """``(folder, why)`` when ``path`` (a file or folder of the tree) lies under a folder the
+        analysis could not list (see :meth:`unread_code`), else None."""
+        for folder, why in self.unread_code().items():
+            if folder.endswith("/") and (path + "/").startswith(folder):
+                return folder, why
+        return None
 
     def version(self) -> str | None:
         """The tree's engine version (vLLM's, or SGLang's) as the tree states it, or None."""
@@ -370,6 +395,8 @@ class Tree:
         tree._data = {p: d for p, d in self._data.items() if p not in changed}
         tree.reads.update({p: self.reads[p] for p in tree._data})
         tree._overlay = (self, changed)
+        tree._unread = dict(self.unread_code())
+        tree.parse_errors.update({p: why for p, why in self.parse_errors.items() if p.endswith("/")})
         return tree
 
 

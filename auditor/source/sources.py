@@ -89,6 +89,15 @@ MAX_PACKAGE_BYTES = 512 << 20
 #: Most members an archive may hold (vLLM 0.33.0's sdist: 9 629).
 MAX_MEMBERS = 100_000
 
+#: At most this many folders are walked through symbolic links inside a tree (links to links to
+#: siblings could otherwise multiply a listing without end).
+MAX_LINKED_FOLDERS = 2_000
+
+#: A compiled module's file name: an extension (``llama.so``, ``llama.abi3.so``,
+#: ``llama.cpython-311-x86_64-linux-gnu.so``, ``llama.cp311-win_amd64.pyd``), whatever interpreter
+#: its tag names, or sourceless bytecode (``llama.pyc``, outside ``__pycache__``).
+_COMPILED_MODULE = re.compile(r"^(?P<stem>[A-Za-z_][A-Za-z0-9_]*)(?:(?:\.[^./]+)?\.(?P<ext>so|pyd)|\.(?P<kind>pyc))$")
+
 
 def _human(n: int) -> str:
     """``2 GiB``, ``8 MiB``, ``1000 bytes``."""
@@ -588,6 +597,11 @@ class FolderSource(TreeSource):
         except OSError as exc:
             raise SourceError(f"cannot read {exc.filename or given}: {exc.strerror or exc}") from None
         self._files: list[str] | None = None
+        #: compiled modules Python imports instead of a source: the ``.py`` path → the compiled file
+        self.compiled: dict[str, str] = {}
+        #: folders Python may import from that were not listed (a link out of the tree, a folder
+        #: that cannot be listed): ``vllm/config/`` → why
+        self.unlisted: dict[str, str] = {}
 
     @staticmethod
     def _is_package(folder: pathlib.Path, package: str = _PACKAGE) -> bool:
@@ -604,32 +618,92 @@ class FolderSource(TreeSource):
         return (folder / "__init__.py").is_file() or (folder / PACKAGES[package]).is_dir()
 
     def files(self) -> list[str]:
-        """List the tree's Python files (see :meth:`TreeSource.files`).
+        """List the tree's Python files (see :meth:`TreeSource.files`), as Python's import system
+        would find them.
+
+        A symbolic link to a folder is followed when its target lies inside the tree (under the
+        real folder given, or the real package folder): Python imports through it, so its
+        modules are listed under the link's name. One that leads outside the tree, loops back to
+        a folder above it, or comes after :data:`MAX_LINKED_FOLDERS` followed folders is not
+        walked: it is recorded in :attr:`problems` (``vllm/config/``), and the analysis treats
+        what it may hold as unknown. A compiled module (an extension ``llama.abi3.so``,
+        ``llama.cpython-311-….so``, ``llama.pyd``, or a sourceless ``llama.pyc`` with no
+        ``llama.py``) is recorded in :attr:`compiled`: Python imports it rather than the source
+        beside it, so that source (or, for a ``.pyc``, the module itself) reads as
+        :class:`UnreadableFile`. A folder that cannot be listed is recorded in :attr:`problems`.
 
         Returns:
-            Sorted ``vllm/**/*.py`` POSIX paths; symlinked folders are not followed. A folder
-            that cannot be listed is recorded in :attr:`problems`.
+            Sorted ``vllm/**/*.py`` POSIX paths (sourceless ``.pyc`` modules as their ``.py`` path).
         """
         if self._files is None:
             found: list[str] = []
             top = self._root / self.package
+            try:
+                inside = {os.path.realpath(self._root), os.path.realpath(top)}
+            except OSError:
+                inside = {str(self._root)}
+            budget = [MAX_LINKED_FOLDERS]
 
-            def unreadable(exc: OSError) -> None:
-                where = pathlib.Path(exc.filename or top)
+            def within(real: str) -> bool:
+                return any(real == base or real.startswith(base.rstrip(os.sep) + os.sep) for base in inside)
+
+            def walk(folder: pathlib.Path, rel_dir: str, above: frozenset[str]) -> None:
                 try:
-                    rel = where.relative_to(self._root).as_posix()
-                except ValueError:
-                    rel = str(where)
-                self.problems[rel + "/"] = f"cannot list the folder: {exc.strerror or exc}"
+                    with os.scandir(folder) as it:
+                        entries = sorted(it, key=lambda e: e.name)
+                except OSError as exc:
+                    self.problems[rel_dir + "/"] = self.unlisted[rel_dir + "/"] = \
+                        f"cannot list the folder: {exc.strerror or exc}"
+                    return
+                names = {e.name for e in entries}
+                for e in entries:
+                    try:
+                        is_dir = e.is_dir()  # follows a link
+                    except OSError:
+                        is_dir = False
+                    rel = f"{rel_dir}/{e.name}"
+                    if is_dir:
+                        # __pycache__, and folders no import can name (.git, .eagle-audit-backup)
+                        if e.name == "__pycache__" or e.name.startswith("."):
+                            continue
+                        real = os.path.realpath(e.path)
+                        if e.is_symlink():
+                            if not within(real):
+                                self.problems[rel + "/"] = self.unlisted[rel + "/"] = (
+                                    f"a symbolic link to {real}, a folder outside the tree: not read, though Python "
+                                    "imports from it")
+                                continue
+                            if real in above or real == top_real or top_real.startswith(real.rstrip(os.sep) + os.sep):
+                                # its files are listed under their own names already
+                                self.problems[rel + "/"] = ("a symbolic link to a folder above it (a loop): "
+                                                            "its modules are read under their own names only")
+                                continue
+                            if budget[0] <= 0:
+                                self.problems[rel + "/"] = self.unlisted[rel + "/"] = (
+                                    f"a symbolic link to a folder, after {MAX_LINKED_FOLDERS} folders reached "
+                                    "through links: not read")
+                                continue
+                            budget[0] -= 1
+                        walk(pathlib.Path(e.path), rel, above | {real})
+                    elif e.name.endswith(".py"):
+                        # every *.py that is not a folder is listed; one that cannot be read (a FIFO,
+                        # a device, too large, no permission) says so when it is read
+                        found.append(rel)
+                    else:
+                        m = _COMPILED_MODULE.match(e.name)
+                        if m is None:
+                            continue
+                        source = f"{rel_dir}/{m['stem']}.py"
+                        if m["kind"] == "pyc":
+                            if f"{m['stem']}.py" in names:
+                                continue  # the source comes before the bytecode in Python's search
+                            found.append(source)
+                        if source not in self.compiled or m["kind"] != "pyc":
+                            self.compiled[source] = rel
 
-            for dirpath, dirnames, filenames in os.walk(top, onerror=unreadable):
-                # __pycache__, and folders no import can name (.git, a backup such as .eagle-audit-backup)
-                dirnames[:] = [d for d in dirnames if d != "__pycache__" and not d.startswith(".")]
-                rel_dir = pathlib.Path(dirpath).relative_to(self._root).as_posix()
-                # every *.py that is not a folder is listed; one that cannot be read (a FIFO, a
-                # device, too large, no permission) says so when it is read: per-file trouble
-                found.extend(f"{rel_dir}/{name}" for name in filenames if name.endswith(".py"))
-            self._files = sorted(found)
+            top_real = os.path.realpath(top)
+            walk(top, self.package, frozenset({top_real}))
+            self._files = sorted(set(found))
         return list(self._files)
 
     def _exists(self, relpath: str) -> bool:
@@ -644,7 +718,14 @@ class FolderSource(TreeSource):
 
     def _read(self, relpath: str) -> bytes:
         """Read the file from disk; KeyError when it is missing, :class:`UnreadableFile` when it
-        is not a regular file, is too large or cannot be read."""
+        is not a regular file, is too large or cannot be read (or is shadowed by a compiled module:
+        see :meth:`files`)."""
+        if self._files is None:
+            self.files()
+        compiled = self.compiled.get(relpath)
+        if compiled is not None:
+            raise UnreadableFile(relpath, f"Python imports the compiled module {compiled} instead; compiled code is "
+                                          "not read")
         try:
             return read_regular_file(self._root / relpath, relpath)
         except (FileNotFoundError, NotADirectoryError):

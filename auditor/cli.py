@@ -1497,7 +1497,10 @@ def fix_cmd(
             _fail(str(exc))
         from auditor.model.wording import shell_quote
 
-        _say(f"applied to {home}; originals kept in {bdir}; undo with: eagle-audit fix --revert {shell_quote(home)}")
+        # the paths on one line each (a newline in a folder name must not forge report lines);
+        # the undo command is quoted for the shell instead
+        _say(f"applied to {clean(str(home))}; originals kept in {clean(str(bdir))}; undo with: eagle-audit fix --revert "
+             f"{shell_quote(home)}")
         if verify_run:
             raise typer.Exit(_verify_applied(python, root, home, specs, method, run, hf, timeout, dtype, no_progress))
     raise typer.Exit(0)

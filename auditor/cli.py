@@ -524,6 +524,10 @@ def _open(path: Optional[str], version: Optional[str], no_progress: bool, no_cac
     if python and (path or version or sglang_version):
         _fail("--python locates an installed engine: give it without a PATH or a release version")
     missing = None
+    if not transformers:
+        from auditor.hf.configs import check_transformers_env
+
+        check_transformers_env()  # refused like a --transformers that names no transformers
     if transformers:
         try:
             check_transformers(transformers)  # before the tree is fetched or read
@@ -818,11 +822,15 @@ def _release_results(path, vllm_version, sglang_version, python, no_cache: bool,
     from auditor.orchestration.release_results import ReleaseResults, archive_sha256
     from auditor.orchestration.scan import check_transformers
 
-    if request.get("transformers"):
-        try:
+    try:
+        if request.get("transformers"):
             check_transformers(request["transformers"])
-        except AuditError:
-            return None, None
+        else:
+            from auditor.hf.configs import check_transformers_env
+
+            check_transformers_env()
+    except AuditError:
+        return None, None
     archive = archive_sha256(path, vllm_version, sglang_version, progress=show)
     if archive is None:
         return None, None

@@ -81,6 +81,22 @@ def locate_transformers(explicit: str | os.PathLike | None = None) -> Path | Non
     return Path(spec.origin).parent.parent
 
 
+def check_transformers_env() -> None:
+    """Refuse an ``EAGLE_AUDIT_TRANSFORMERS`` that names no transformers folder, as a
+    ``--transformers`` path without one is refused (it would otherwise be passed over silently).
+    Nothing happens when the variable is unset or empty.
+
+    Raises:
+        AuditError: one line naming the variable and its value.
+    """
+    from auditor.model.errors import AuditError
+
+    env = os.environ.get("EAGLE_AUDIT_TRANSFORMERS")
+    if env and locate_transformers(env) is None:
+        raise AuditError(f"EAGLE_AUDIT_TRANSFORMERS={env}: no transformers package there (give the folder that "
+                         "holds transformers/, or the package folder itself; unset it to use the default)")
+
+
 def open_transformers(explicit: str | os.PathLike) -> "TransformersConfigs | None":
     """The transformers source ``--transformers`` names when it is a path: a folder (the
     ``transformers`` package or the folder that contains it), a wheel or an sdist (read in

@@ -8,6 +8,7 @@ through one of these checks at the input boundary (command-line flags, ``--hf-co
 from __future__ import annotations
 
 import re
+import sys
 
 from auditor.model.errors import AuditError
 
@@ -171,6 +172,9 @@ def read_json(path, label: str, schema: str | None = None) -> object:
     try:
         doc = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
+        if "integer string conversion" in str(exc):  # Python's own message names an API to call
+            raise AuditError(f"{label}: {path} holds an integer of more than {sys.get_int_max_str_digits()} "
+                             "digits, which no config value needs") from None
         raise AuditError(f"{label}: cannot read {path} as JSON: {exc}") from None
     except RecursionError:
         raise AuditError(f"{label}: {path} nests deeper than {MAX_JSON_DEPTH} levels") from None

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -293,6 +294,11 @@ def _read(path: Path, label: str) -> dict:
         raise AuditError(f"{label}: {path} is not valid TOML: {exc}") from None
     except RecursionError:
         raise AuditError(f"{label}: {path} nests too deep for a settings file") from None
+    except ValueError as exc:  # an integer of more digits than Python converts (its hint names an API)
+        if "integer string conversion" not in str(exc):
+            raise
+        raise AuditError(f"{label}: {path} holds an integer of more than {sys.get_int_max_str_digits()} digits, "
+                         "which no setting needs") from None
 
 
 def _path(base: Path, value: str, label: str) -> Path:

@@ -74,6 +74,10 @@ class Auditor:
         self.progress = False
         if transformers:
             check_transformers(transformers)
+        else:
+            from auditor.hf.configs import check_transformers_env
+
+            check_transformers_env()
 
     def _load_transformers(self):
         """The transformers source for this tree, chosen once, on first need (see

@@ -857,7 +857,7 @@ def print_cache(console: Console, usage) -> None:
         return
     width = max(len(k.kind) for k in usage.kinds)
     for k in usage.kinds:
-        link = f" (a link to {k.link})" if k.link is not None else ""
+        link = f" (a symbolic link to {k.link}: not followed, nothing counted)" if k.link is not None else ""
         print_wrapped(console, clean(f"{k.kind:<{width}}  {count(len(k.entries), 'entry', 'entries'):>12}  "
                                      f"{human_size(k.size):>10}  {k.folder.name}/{link}: {k.what}"), hanging=6)
     print_wrapped(console, f"{'total':<{width}}  {'':>12}  {human_size(usage.size):>10}")

@@ -775,6 +775,8 @@ def scan(
         _emit_table(lambda console: rep.scan_table(result, console, verbose=verbose or not full), output)
     else:
         _write(_render(result, fmt, settings.path), output)
+        for line in rep.environment_code_lines(result):  # the table says it itself; other formats on stderr too
+            _warn(line.removeprefix("warning: "))
     if fmt in (Format.table, Format.markdown):  # never mixed with a CI format's stream
         steps = _fix_commands(result, auditor, path, vllm_version, model, model_type, cfg, run, platform.value,
                               python, sglang_version, hf_config)

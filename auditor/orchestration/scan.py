@@ -343,6 +343,8 @@ class Auditor:
         results_cache = ResultCache(self.tree, specs, methods, hf_config, self.request_inputs(options))
         hit = results_cache.get(self.same_transformers)
         if hit is not None:
+            # the environment's start-up code is outside the tree: read now, never from the cache
+            hit.environment_code = list(getattr(self.tree.source, "startup_code", []))
             return hit
         if prefetch:
             self.prefetch_all(prefetch_progress)
@@ -409,6 +411,7 @@ class Auditor:
             transformers=self.transformers_used(),
             results=results,
             parse_errors=dict(self.tree.parse_errors),
+            environment_code=list(getattr(self.tree.source, "startup_code", [])),
             drafters=sorted(e.architecture for e in self.registry.drafters()),
             pooling=sorted(a for a in self.registry.entries if self.registry.role(a) == "pooling"),
         )

@@ -480,6 +480,15 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
                       markup=False)
     for p, e in sorted(report.parse_errors.items()):
         console.print(f"[yellow]does not parse:[/yellow] {escape(clean(p))} {escape(clean(e))}", highlight=False)
+    for line in environment_code_lines(report):
+        print_wrapped(console, Text(clean(line), style="yellow"), indent=0, hanging=2)
+
+
+def environment_code_lines(report: ScanReport) -> list[str]:
+    """One warning line per piece of the environment's start-up code outside the tree
+    (:attr:`ScanReport.environment_code`): the verdicts assume it changes nothing."""
+    return [f"warning: code outside the tree runs when {report.engine} starts in this environment, and the verdicts "
+            f"assume it changes nothing: {e['path']}: {e['what']}" for e in report.environment_code]
 
 
 def not_checked(result, engine: str = "vllm") -> list[str]:
@@ -628,6 +637,7 @@ def scan_markdown(report: ScanReport) -> str:
         arch = markdown_text(r.architecture)
         out.append(f"| {arch} | {r.method} | **{r.verdict.value}** | {', '.join(r.blocking) or '—'} | {fs or '—'} |")
     out += ["", summary_line(report)]
+    out += [f"\n**{markdown_text(line)}**" for line in environment_code_lines(report)]
     return "\n".join(out) + "\n"
 
 

@@ -55,6 +55,7 @@ __all__ = [
     "library_source",
     "installed_source",
     "environment_site_packages",
+    "environment_startup_code",
     "read_regular_file",
     "MAX_FILE_BYTES",
     "MAX_ARCHIVE_BYTES",
@@ -597,6 +598,9 @@ class FolderSource(TreeSource):
         except OSError as exc:
             raise SourceError(f"cannot read {exc.filename or given}: {exc.strerror or exc}") from None
         self._files: list[str] | None = None
+        #: for an installed engine: the environment's start-up code outside the tree (see
+        #: :func:`environment_startup_code`); empty for a tree given as a folder or an archive
+        self.startup_code: list[dict] = []
         #: compiled modules Python imports instead of a source: the ``.py`` path → the compiled file
         self.compiled: dict[str, str] = {}
         #: folders Python may import from that were not listed (a link out of the tree, a folder
@@ -800,6 +804,7 @@ class InstalledSource(FolderSource):
         check_package(package)
         folder = self._locate(package)
         super().__init__(folder, label=f"installed {package} ({folder})", package=package)
+        self.startup_code = environment_startup_code([self._root], package)
 
     @staticmethod
     def _locate(package: str = _PACKAGE) -> pathlib.Path:
@@ -1078,6 +1083,69 @@ def _same_environment(prefix: str) -> bool:
         return False
 
 
+def environment_startup_code(folders: list[pathlib.Path], package: str) -> list[dict]:
+    """Code of an environment, outside the engine's tree, that runs when the engine starts there,
+    read from the files that declare it (nothing is run):
+
+    - a ``.pth`` file of a package folder with a line starting with ``import`` (Python's ``site``
+      executes such lines at every start-up);
+    - ``sitecustomize.py`` or ``usercustomize.py`` in a package folder (imported at start-up);
+    - an entry point of an installed distribution (``*.dist-info/entry_points.txt``) in a group of
+      the engine (``[vllm.general_plugins]``, ``[vllm.platform_plugins]``, any ``[vllm.*]``):
+      the engine loads its plugin groups when it starts, and a plugin may re-register models or
+      replace classes.
+
+    What that code does is not analysed, so the verdicts cannot say which targets it changes;
+    the scan reports each one instead (a warning line and ``environment_code`` in JSON).
+
+    Args:
+        folders: the environment's package folders (``site-packages``).
+        package: the engine package (``vllm``, ``sglang``).
+
+    Returns:
+        ``[{"path": file, "what": what runs}]``, in folder and name order.
+    """
+    out: list[dict] = []
+    for folder in folders:
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        for name in names:
+            path = folder / name
+            if name.endswith(".pth"):
+                try:
+                    text = read_regular_file(path, name, limit=1 << 20).decode("utf-8", errors="replace")
+                except (OSError, UnreadableFile):
+                    continue
+                lines = [ln.strip() for ln in text.splitlines() if ln.startswith(("import ", "import\t"))]
+                if lines:
+                    shown = lines[0] if len(lines[0]) <= 120 else lines[0][:117] + "..."
+                    more = f" (and {len(lines) - 1} more such lines)" if len(lines) > 1 else ""
+                    out.append({"path": str(path), "what": f"a .pth file whose line runs at every Python start-up: "
+                                                          f"{shown}{more}"})
+            elif name in ("sitecustomize.py", "usercustomize.py"):
+                out.append({"path": str(path), "what": f"{name[:-3]}, imported at every Python start-up"})
+            elif name.endswith(".dist-info"):
+                ep = path / "entry_points.txt"
+                try:
+                    text = read_regular_file(ep, f"{name}/entry_points.txt", limit=1 << 20).decode("utf-8",
+                                                                                              errors="replace")
+                except (OSError, UnreadableFile):
+                    continue
+                group = None
+                for line in text.splitlines():
+                    line = line.strip()
+                    if line.startswith("[") and line.endswith("]"):
+                        group = line[1:-1].strip()
+                    elif group and group.startswith(package + ".") and "=" in line and not line.startswith(("#", ";")):
+                        key, _, value = line.partition("=")
+                        out.append({"path": str(ep), "what": f"a {package} plugin in entry point group {group}: "
+                                                            f"{key.strip()} = {value.strip()}, loaded when "
+                                                            f"{package} starts"})
+    return out
+
+
 def _find_in_folders(folders: list[pathlib.Path], packages: tuple[str, ...]) -> tuple[pathlib.Path, str] | None:
     """The first ``<folder>/<package>`` that is a package folder, for each package in order."""
     for pkg in packages:
@@ -1120,7 +1188,9 @@ def installed_source(package: str | None = None, python: str | os.PathLike[str] 
         if found is None:
             raise SourceError(f"--python {shown}: no {names} installed in that environment (searched "
                               f"{', '.join(map(str, folders))})")
-        return FolderSource(found[0], label=f"installed {found[1]} ({found[0]}, --python {shown})", package=found[1])
+        src = FolderSource(found[0], label=f"installed {found[1]} ({found[0]}, --python {shown})", package=found[1])
+        src.startup_code = environment_startup_code(folders, found[1])
+        return src
     env = os.environ if environ is None else environ
     searched = None
     for var in ACTIVE_ENV_VARIABLES:
@@ -1133,7 +1203,9 @@ def installed_source(package: str | None = None, python: str | os.PathLike[str] 
             folders = []
         found = _find_in_folders(folders, wanted)
         if found is not None:
-            return FolderSource(found[0], label=f"installed {found[1]} ({found[0]}, {var})", package=found[1])
+            src = FolderSource(found[0], label=f"installed {found[1]} ({found[0]}, {var})", package=found[1])
+            src.startup_code = environment_startup_code(folders, found[1])
+            return src
         searched = f"{var}={prefix}"
         break  # the activated environment has none: this process's own environment is tried
     for pkg in wanted:

@@ -128,6 +128,39 @@ def test_a_compiled_model_module_makes_its_target_unknown_naming_the_file(tmp_pa
     assert f"{MODELS}/llama.py" in {e["path"] for e in doc["parse_errors"]}
 
 
+@pytest.mark.parametrize("kind", ["tar.gz", "whl"])
+def test_a_compiled_module_in_an_archive_is_seen_as_in_a_folder(tmp_path, kind):
+    import io
+    import tarfile
+    import zipfile
+
+    src = REPO / "fixtures" / "minivllm"
+    so = f"{MODELS}/llama.cpython-311-x86_64-linux-gnu.so"
+    if kind == "tar.gz":
+        archive = tmp_path / "vllm-0.0.1.tar.gz"
+        with tarfile.open(archive, "w:gz") as tf:
+            tf.add(src / "vllm", arcname="vllm-0.0.1/vllm", filter=lambda ti: None if "__pycache__" in ti.name else ti)
+            for name in (so, "vllm/_C.abi3.so"):
+                ti = tarfile.TarInfo(f"vllm-0.0.1/{name}")
+                ti.size = 4
+                tf.addfile(ti, io.BytesIO(b"\x7fELF"))
+    else:
+        archive = tmp_path / "vllm-0.0.1-py3-none-any.whl"
+        with zipfile.ZipFile(archive, "w") as z:
+            for p in sorted((src / "vllm").rglob("*.py")):
+                if "__pycache__" not in p.parts:
+                    z.write(p, p.relative_to(src).as_posix())
+            z.writestr(so, b"\x7fELF")
+            z.writestr("vllm/_C.abi3.so", b"\x7fELF")
+    r = cli("scan", str(archive), "--model", "LlamaForCausalLM", "--format", "json", "--no-progress", "--no-cache",
+            "--no-config")
+    assert r.exit_code == 1, r.stderr
+    doc = json.loads(r.stdout)
+    assert result_of(doc)["verdict"] == "unknown"
+    errors = {e["path"]: e["error"] for e in doc["parse_errors"]}
+    assert so in errors[f"{MODELS}/llama.py"] and "vllm/_C.py" not in errors
+
+
 def test_a_compiled_module_elsewhere_makes_supported_verdicts_unknown(tmp_path):
     root = make_tree(tmp_path)
     (root / MODELS / "toy.abi3.so").write_bytes(b"compiled")

@@ -1263,6 +1263,9 @@ class ArchiveSource(TreeSource):
         self._zip_names: dict[str, str] = {}  # zip: relpath -> member name
         self._meta_bytes: bytes | None = None
         self._unreadable: dict[str, str] = {}  # relpath -> why it is listed but not read
+        self._compiled_members: list[str] = []
+        #: compiled modules Python imports instead of a source: the ``.py`` path → the compiled member
+        self.compiled: dict[str, str] = {}
         if not self.path.exists():
             raise SourceError(f"{self.path} does not exist")
         if not self.path.is_file():
@@ -1279,7 +1282,28 @@ class ArchiveSource(TreeSource):
         else:
             self._load_tar(progress)
         listed = set(self._members if self._members is not None else self._zip_names) | set(self._unreadable)
+        self._mark_compiled(listed)
         self._files = sorted(listed)
+
+    def _mark_compiled(self, listed: set[str]) -> None:
+        """Record the compiled modules Python imports instead of a source (as a folder does, see
+        :meth:`FolderSource.files`): the source beside an extension module, or a sourceless
+        ``.pyc``'s module path, is listed but reads as :class:`UnreadableFile`. Adds to ``listed``."""
+        for rel in sorted(self._compiled_members):
+            folder, _, name = rel.rpartition("/")
+            m = _COMPILED_MODULE.match(name)
+            source = f"{folder}/{m['stem']}.py"
+            if m["kind"] == "pyc":
+                if source in listed and source not in self.compiled:
+                    continue  # the source comes before the bytecode in Python's search
+            elif source not in listed and source not in self.compiled:
+                self.compiled[source] = rel  # an extension with no source beside it hides nothing
+                continue
+            if source not in self.compiled or m["kind"] != "pyc":
+                self.compiled[source] = rel
+            listed.add(source)
+            self._unreadable[source] = (f"Python imports the compiled module {self.compiled[source]} instead; "
+                                        "compiled code is not read")
 
     # -- construction ---------------------------------------------------------------
 
@@ -1445,6 +1469,7 @@ class ArchiveSource(TreeSource):
         """
         py_members: dict[str, bytes] = {}
         oversized: dict[str, str] = {}
+        compiled_names: list[str] = []  # members named like a compiled module (llama.abi3.so)
         metadata: dict[str, bytes] = {}
         seen: set[str] = set()
         folders: set[str] = set()
@@ -1494,6 +1519,8 @@ class ArchiveSource(TreeSource):
                         )
                         wanted_meta = parts[-1] == "PKG-INFO" and len(parts) <= 2
                         if not (wanted_py or wanted_meta):
+                            if "__pycache__" not in parts and _COMPILED_MODULE.match(parts[-1]):
+                                compiled_names.append(name)  # listed, never read (see _mark_compiled)
                             continue
                         if member.size > MAX_FILE_BYTES:
                             oversized[name] = (f"{member.size} bytes, larger than the {MAX_FILE_BYTES >> 20} MiB "
@@ -1536,6 +1563,7 @@ class ArchiveSource(TreeSource):
             for name, why in oversized.items()
             if name.startswith(prefix + self.package + "/")
         }
+        self._compiled_members = [n[len(prefix):] for n in compiled_names if n.startswith(prefix + self.package + "/")]
         top = prefix.removesuffix("src/") if prefix.endswith("/src/") else prefix  # src layout: PKG-INFO above src/
         self._meta_bytes = metadata.get(top + "PKG-INFO")
 
@@ -1573,6 +1601,10 @@ class ArchiveSource(TreeSource):
             if norm.startswith(prefix + self.package + "/") and norm.endswith(".py")
             and "__pycache__" not in norm.split("/")
         }
+        self._compiled_members = [
+            norm[len(prefix):] for norm in names
+            if norm.startswith(prefix + self.package + "/") and "__pycache__" not in norm.split("/")
+            and _COMPILED_MODULE.match(norm.rsplit("/", 1)[-1])]
         sizes = {i.filename: i.file_size for i in infos}
         self._unreadable = {
             rel: (f"{sizes[original]} bytes, larger than the {MAX_FILE_BYTES >> 20} MiB limit for a source file; "

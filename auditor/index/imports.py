@@ -109,10 +109,11 @@ def _class_name_error(cls: ast.ClassDef, bound: set[str]) -> tuple[int, str] | N
             inner = _class_name_error(stmt, bound | local)
             if inner is not None:
                 return inner
-        elif not isinstance(stmt, ast.AnnAssign):  # annotations may be strings or postponed
-            exprs.append(stmt)
-        elif stmt.value is not None:
-            exprs.append(stmt.value)
+        elif isinstance(stmt, ast.AnnAssign):  # annotations may be strings or postponed
+            if stmt.value is not None:
+                exprs.append(stmt.value)
+        elif isinstance(stmt, (ast.Assign, ast.AugAssign, ast.Expr)):
+            exprs.append(stmt)  # a statement that may not run (under if, try, a loop) is not checked
     for e in exprs:
         for n in _loads(e):
             if n.id not in bound and n.id not in local and n.id not in _BUILTIN_NAMES:

@@ -388,3 +388,11 @@ def test_a_tree_given_as_a_folder_reports_no_environment_code(tmp_path):
     (root / "zz.pth").write_text("import os\n")
     code, doc, _ = scan_json(root)
     assert "environment_code" not in doc and os.path.exists(root / "zz.pth")
+
+
+def test_a_namespace_package_is_a_module_python_imports(tmp_path):
+    # a folder without __init__.py is a namespace package: importing from it works
+    root = make_tree(tmp_path, {f"{MODELS}/nsdir/helpers.py": "VALUE = 1\n",
+                                f"{MODELS}/llama.py": LLAMA + "\nfrom .nsdir import helpers\n"})
+    code, doc, _ = scan_json(root)
+    assert code == 0 and result_of(doc)["verdict"] == "supported", result_of(doc)["findings"]

@@ -6,16 +6,19 @@ ones that always run when the module is imported (its top-level statements, not 
 ``if`` or a ``try``), in order, and the first one that must raise is reported:
 
 - ``from .x import name`` / ``import vllm.x`` of a module of the tree's package that the tree
-  does not have (``ModuleNotFoundError``), or of a name that module does not bind and that is no
-  sub-module of it (``ImportError``), or of a module whose own import raises;
+  does not have (``ModuleNotFoundError``), or of a name that module binds nowhere (no statement
+  of it binds the name, it has no star import, no module ``__getattr__``) and that is no
+  sub-module of it (``ImportError``). The imported modules' own imports are not followed (a
+  failure there would need the whole import graph, and the index's view of it is not exact);
 - ``assert`` of a constant false value (``AssertionError``, unless Python runs with ``-O``);
 - a class statement whose bases, keywords, decorators or body (outside its functions) load a
   name bound nowhere in the module, nor in the class body, nor among the builtins
   (``NameError``). A module with a star import, a module ``__getattr__`` or a write to
   ``globals()`` is not checked for this (it may bind any name).
 
-A module missing from a folder that could not be listed, or one only present compiled
-(``vllm/_C.abi3.so``), is not counted as missing.
+A module missing from a folder that could not be listed, one only present compiled
+(``vllm/_C.abi3.so``), or a folder without ``__init__.py`` (a namespace package) is not
+counted as missing.
 """
 
 from __future__ import annotations
@@ -147,6 +150,19 @@ def module_import_failure(resolver: Resolver, module: str) -> tuple[str, int, st
     return found
 
 
+def _module_bound(resolver: Resolver, module: str) -> set[str] | None:
+    """Every name module ``module`` may bind (see :func:`_all_bound`), or None when it may bind
+    any name or cannot be parsed (memoised per resolver)."""
+    memo = resolver.__dict__.setdefault("_module_bound", {})
+    if module not in memo:
+        s = resolver.tree.module(module)
+        try:
+            memo[module] = _all_bound(ast.parse(resolver.tree.read(s.path))) if s is not None else None
+        except (SyntaxError, ValueError, RecursionError, MemoryError, KeyError, OSError):
+            memo[module] = None
+    return memo[module]
+
+
 def _missing_module(resolver: Resolver, name: str) -> bool:
     """True when ``name`` is a module of the tree's package that the tree lacks (not one that only
     a folder the tree could not list, or a compiled module, may provide)."""
@@ -154,6 +170,12 @@ def _missing_module(resolver: Resolver, name: str) -> bool:
     if name.split(".")[0] != tree.package or tree.has_module(name):
         return False
     rel = name.replace(".", "/")
+    folders = resolver.__dict__.get("_tree_folders")
+    if folders is None:
+        folders = resolver.__dict__["_tree_folders"] = {
+            p.rsplit("/", i)[0] for p in tree.files for i in range(1, p.count("/") + 1)}
+    if rel in folders:
+        return False  # a folder without __init__.py: a namespace package, which Python imports
     if tree.hidden_by(rel) is not None:
         return False
     compiled = getattr(tree.source, "compiled", {})
@@ -176,13 +198,10 @@ def _first_failure(resolver: Resolver, s, parsed: ast.Module) -> tuple[str, int,
             if _missing_module(resolver, src):
                 return s.path, stmt.lineno, (f"`{text}` at {s.path}:{stmt.lineno} names a module the tree does not "
                                              "have (ModuleNotFoundError when the module is imported)")
-            inner = module_import_failure(resolver, src) if resolver.tree.has_module(src) else None
-            if inner is not None:
-                return s.path, stmt.lineno, (f"`{text}` at {s.path}:{stmt.lineno} imports {src}, whose import fails "
-                                             f"({inner[2]})")
             src_summary = resolver.tree.module(src)
+            src_bound = _module_bound(resolver, src) if src_summary is not None and not src_summary.error else None
             for a in stmt.names:
-                if a.name == "*" or src_summary is None or src_summary.error:
+                if a.name == "*" or src_bound is None or a.name in src_bound:
                     continue
                 t = resolver.resolve_name(src, a.name)
                 if isinstance(t, Unresolved) and t.reason == f"{a.name} is not bound in {src_summary.path}" \

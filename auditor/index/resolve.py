@@ -101,6 +101,14 @@ _IDENTIFIER = re.compile(rb"[A-Za-z_]\w*")
 #: How many names :meth:`Resolver.mentioning` looks up by searching the texts before it indexes
 #: every identifier of the tree (a single-target scan asks for a few, a full scan for hundreds).
 _INDEX_AFTER = 40
+#: A dotted name as a change's head is written (``llama.LlamaModel``); any other head text is an
+#: expression (``getattr(llama, NAME)``).
+_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+#: An identifier in a head's text.
+_IDENT_TEXT = re.compile(r"[A-Za-z_]\w*")
+#: What a module's text holds when it reaches attributes reflectively (see
+#: :meth:`Resolver.changes_from_elsewhere`).
+_REFLECTIVE = re.compile(rb"(?:set|del|get)attr|__dict__|vars\(")
 
 #: Class decorators from outside the tree (the standard library and typing_extensions) that
 #: return the class they decorate, with its members: followed as the identity. Any other
@@ -652,31 +660,76 @@ class Resolver:
                     if src in names and bound not in names:
                         names.add(bound)
                         todo.append(bound)
+        # the modules that name the class's module and reach its attributes reflectively
+        # (``setattr(M, name, v)``, ``getattr(M, name).forward = f``) may rebind or change it
+        # without naming it
+        short = ref.module.rsplit(".", 1)[-1]
+        for p in self.mentioning(short):
+            if p not in candidates and _REFLECTIVE.search(self._text_of(p)):
+                candidates.add(p)
         for p in sorted(candidates):
             s = self.tree.summary(p)
             if not (s.foreign_changes or s.deferred_changes):
                 continue
-            changes = [(h, mm, c, ln, None) for h, mm, c, ln in s.foreign_changes if p != own and p not in above]
+            changes = [(h, mm, c, ln, None) for h, mm, c, ln in s.foreign_changes
+                       if (p != own and p not in above) or not _DOTTED.fullmatch(h)]
             changes += s.deferred_changes
             for head, member, construct, line, fn in changes:
-                t = self._head_target(s, head, fn)
-                if isinstance(t, ClassRef):
-                    if (t.module, t.qualname) != (ref.module, ref.qualname):
-                        continue
-                elif head.split(".")[-1] not in names:
-                    continue  # an unresolved head counts only when it is spelled as the class
-                when = f"in {fn}(), when it is called" if fn else f"when {s.module} is imported"
+                if not self._changes_class(s, head, member, fn, ref, names):
+                    continue
+                if fn and fn.startswith("<class "):
+                    when = f"in the body of class {fn[7:-1]}, when {s.module} is imported"
+                else:
+                    when = f"in {fn}(), when it is called" if fn else f"when {s.module} is imported"
                 out.append((ref, member, f"{construct} ({when})", s.path, line))
         cache[key] = out
         return out
+
+    def _changes_class(self, s: ModuleSummary, head: str, member: str, fn: str | None, ref: ClassRef,
+                       names: set[str]) -> bool:
+        """True when a member change recorded in module ``s`` (``head`` as written, in scope
+        ``fn``) may change the class ``ref`` (reached under ``names``) or rebind it in its
+        module: the head names the class (or, unresolved, is spelled as one of ``names``); or
+        it names the class's module and the member is the class's name or computed (``*``); or
+        the head is computed (``getattr(M, name)``) from the class or its module."""
+        if not _DOTTED.fullmatch(head):
+            for ident in set(_IDENT_TEXT.findall(head)):
+                if ident in names:
+                    return True
+                t = self._head_target(s, ident, fn)
+                if (isinstance(t, ClassRef) and (t.module, t.qualname) == (ref.module, ref.qualname)) \
+                        or (isinstance(t, ModuleRef) and t.module == ref.module):
+                    return True
+            return False
+        t = self._head_target(s, head, fn)
+        if isinstance(t, ClassRef):
+            return (t.module, t.qualname) == (ref.module, ref.qualname)
+        if isinstance(t, ModuleRef):
+            return t.module == ref.module and member in (ref.name, "*")
+        first = head.split(".")[0]
+        b = s.bindings.get(first)
+        if b is not None and b.kind == "factory" and b.target[0] == "getattr" and b.target[1]:
+            # ``X = getattr(M, NAME)``: X is computed from M
+            return self._changes_class(s, f"getattr({', '.join(b.target[1])})", "*", None, ref, names)
+        return head.split(".")[-1] in names  # an unresolved head counts only when it is spelled as the class
+
+    def _text_of(self, path: str) -> bytes:
+        """The text of the module at ``path`` as :meth:`mentioning` read it (empty when it
+        cannot be read)."""
+        by_path = self.__dict__.get("_texts_by_path")
+        if by_path is None:
+            self.mentioning("")  # reads the texts once
+            by_path = self.__dict__["_texts_by_path"] = dict(self.__dict__["_texts"])
+        return by_path.get(path, b"")
 
     def _head_target(self, s: ModuleSummary, head: str, fn: str | None) -> Target:
         """What the head of a member change names in module ``s`` (in function ``fn``: its
         imports first)."""
         first = head.split(".")[0]
         ff = s.functions.get(fn) if fn else None
-        if ff is not None and first in ff.local_bindings:
-            local = self._from_binding(s, first, ff.local_bindings[first], frozenset())
+        scoped = ff.local_bindings if ff is not None else s.scope_bindings.get(fn, {}) if fn else {}
+        if first in scoped:
+            local = self._from_binding(s, first, scoped[first], frozenset())
             return self.resolve_dotted(s.module, head, subst=((first, local),))
         return self.resolve_dotted(s.module, head)
 

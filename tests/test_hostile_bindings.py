@@ -728,3 +728,36 @@ def test_config_registry_changed_by_another_module_is_unknown(tmp_path, patch, n
     root = _config_tree(tmp_path, CONFIG_REGISTRY, {f"{MODELS}/_patch.py": patch})
     res = expect(root, "unknown", needle, arch=VL)
     assert any("_patch.py:" in f["message"] and f["rule"] == "EA304" for f in res["findings"])
+
+
+# -- an attacker's other ways: a module replaced in sys.modules, subclass hooks, metaclasses -------
+
+_HOOK = ("class _Hook:\n    def __init_subclass__(cls, **kw):\n        super().__init_subclass__(**kw)\n"
+         "        cls.set_aux_hidden_state_layers = None\n\n\n")
+_META = ("class _Meta(type):\n    def __new__(mcs, name, bases, ns):\n        ns.pop('forward', None)\n"
+         "        return super().__new__(mcs, name, bases, ns)\n\n\nclass _Base(metaclass=_Meta):\n    pass\n\n\n")
+_LLAMA_CLASS = "class LlamaForCausalLM("
+
+
+@pytest.mark.parametrize("files, needle", [
+    ({f"{MODELS}/_patch.py": "import sys\nfrom . import toy\n\nsys.modules['vllm.model_executor.models.llama'] = toy\n"},
+     "sys.modules['vllm.model_executor.models.llama']"),
+    ({f"{MODELS}/_patch.py": "import sys\nfrom . import toy\n\n\ndef swap(name):\n    sys.modules[name] = toy\n"},
+     "sys.modules[name] (in swap(), when it is called)"),
+    (llama(LLAMA.replace(_LLAMA_CLASS, _HOOK + "class LlamaForCausalLM(_Hook, ", 1)), "_Hook.__init_subclass__"),
+    (llama(LLAMA.replace(_LLAMA_CLASS, _META + "class LlamaForCausalLM(_Base, ", 1)), "metaclass=_Meta"),
+], ids=["sys-modules", "sys-modules-in-a-function", "init-subclass-hook", "metaclass"])
+def test_module_replacement_subclass_hooks_and_metaclasses_are_unknown(tmp_path, files, needle):
+    expect(make_tree(tmp_path, files), "unknown", needle)
+
+
+@pytest.mark.parametrize("files", [
+    llama(LLAMA.replace(_LLAMA_CLASS, "import abc\n\n\nclass _Base(metaclass=abc.ABCMeta):\n    pass\n\n\n"
+                        "class LlamaForCausalLM(_Base, ", 1)),
+    llama(LLAMA.replace(_LLAMA_CLASS, "_SEEN = []\n\n\nclass _Hook:\n    def __init_subclass__(cls, **kw):\n"
+                        "        _SEEN.append(cls)\n\n\nclass LlamaForCausalLM(_Hook, ", 1)),
+    {f"{MODELS}/_other.py": "import sys\n\nsys.modules.setdefault('vllm.unrelated_thing', None)\n_m = sys.modules['os']\n"},
+], ids=["external-metaclass", "hook-that-changes-nothing", "other-module-entries"])
+def test_harmless_hooks_metaclasses_and_module_entries_keep_the_verdict(tmp_path, files):
+    code, res, _ = scan(make_tree(tmp_path, files))
+    assert (code, res["verdict"]) == (0, "supported"), res

@@ -106,9 +106,11 @@ _INDEX_AFTER = 40
 _DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 #: An identifier in a head's text.
 _IDENT_TEXT = re.compile(r"[A-Za-z_]\w*")
+#: A write into ``sys.modules`` in a module's text.
+_WRITES_SYS_MODULES = re.compile(rb"sys\.modules\s*(?:\[[^\]\n]*\]\s*=(?!=)|\.\s*(?:update|setdefault|__setitem__)\s*\()")
 #: What a module's text holds when it reaches attributes reflectively (see
 #: :meth:`Resolver.changes_from_elsewhere`).
-_REFLECTIVE = re.compile(rb"(?:set|del|get)attr|__dict__|vars\(")
+_REFLECTIVE = re.compile(rb"(?:set|del|get)attr|__dict__|vars\(|sys\.modules")
 
 #: Class decorators from outside the tree (the standard library and typing_extensions) that
 #: return the class they decorate, with its members: followed as the identity. Any other
@@ -615,6 +617,11 @@ class Resolver:
                 continue
             path = self.tree.module(e.module).path
             out += [(e, member, construct, path, line) for member, construct, line in c.unfollowable]
+            meta = c.keywords.get("metaclass")
+            if meta is not None:
+                why = self._metaclass_change(e, meta)
+                if why is not None:
+                    out.append((e, "*", why, path, c.line))
             # the packages above the class's module run before anything can use it
             parts = e.module.split(".")
             for i in range(1, len(parts)):
@@ -625,6 +632,27 @@ class Resolver:
             if elsewhere:
                 out += self.changes_from_elsewhere(e)
         return out
+
+    #: metaclass methods that run when a class is made or used, and may change or replace it
+    _META_HOOKS = ("__new__", "__init__", "__call__", "__prepare__", "__setattr__", "__delattr__",
+                   "__getattribute__", "__getattr__", "__instancecheck__", "__subclasscheck__")
+
+    def _metaclass_change(self, ref: ClassRef, meta: str) -> str | None:
+        """Why the metaclass ``meta`` (as written on class ``ref``) may change the class, or None:
+        a class of the tree that defines (or inherits from a class of the tree) a method that
+        runs when a class is made or used (:data:`_META_HOOKS`), or a name static analysis
+        cannot bind. A metaclass from outside the tree (``abc.ABCMeta``, typing's) makes no
+        change the tree controls."""
+        t = self.resolve_base(ref, meta)
+        if isinstance(t, External):
+            return None
+        if not isinstance(t, ClassRef):
+            return f"metaclass={meta}, which static analysis cannot resolve"
+        for hook in self._META_HOOKS:
+            hit = self.lookup(t, hook)
+            if hit is not None and isinstance(hit[0], ClassRef) and self.cls(hit[0]) is not None:
+                return f"metaclass={meta}, whose {hit[0].name}.{hook} runs when the class is made or used"
+        return None
 
     def changes_from_elsewhere(self, ref: ClassRef) -> list[tuple[ClassRef, str, str, str, int]]:
         """Changes to the members of the class ``ref`` made by the modules of the tree other than
@@ -667,6 +695,7 @@ class Resolver:
         for p in self.mentioning(short):
             if p not in candidates and _REFLECTIVE.search(self._text_of(p)):
                 candidates.add(p)
+        candidates |= self._replacing_modules()
         for p in sorted(candidates):
             s = self.tree.summary(p)
             if not (s.foreign_changes or s.deferred_changes):
@@ -681,7 +710,7 @@ class Resolver:
                     when = f"in the body of class {fn[7:-1]}, when {s.module} is imported"
                 else:
                     when = f"in {fn}(), when it is called" if fn else f"when {s.module} is imported"
-                out.append((ref, member, f"{construct} ({when})", s.path, line))
+                out.append((ref, "*" if head == "sys.modules" else member, f"{construct} ({when})", s.path, line))
         cache[key] = out
         return out
 
@@ -692,6 +721,8 @@ class Resolver:
         module: the head names the class (or, unresolved, is spelled as one of ``names``); or
         it names the class's module and the member is the class's name or computed (``*``); or
         the head is computed (``getattr(M, name)``) from the class or its module."""
+        if head == "sys.modules":  # a module replaced under its name: the class's own or a package above it
+            return member == "*" or ref.module == member or ref.module.startswith(member + ".")
         if not _DOTTED.fullmatch(head):
             for ident in set(_IDENT_TEXT.findall(head)):
                 if ident in names:
@@ -712,6 +743,17 @@ class Resolver:
             # ``X = getattr(M, NAME)``: X is computed from M
             return self._changes_class(s, f"getattr({', '.join(b.target[1])})", "*", None, ref, names)
         return head.split(".")[-1] in names  # an unresolved head counts only when it is spelled as the class
+
+    def _replacing_modules(self) -> set[str]:
+        """The modules of the tree whose text writes into ``sys.modules`` (``sys.modules[name] =
+        m``, ``.update``, ``.setdefault``, ``.__setitem__``): they may replace any module under a
+        name computed at run time. Read once per tree."""
+        got = self.__dict__.get("_replacing")
+        if got is None:
+            self.mentioning("modules")
+            got = self.__dict__["_replacing"] = {p for p in self.mentioning("modules")
+                                                 if _WRITES_SYS_MODULES.search(self._text_of(p))}
+        return got
 
     def _text_of(self, path: str) -> bytes:
         """The text of the module at ``path`` as :meth:`mentioning` read it (empty when it

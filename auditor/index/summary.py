@@ -579,6 +579,24 @@ def _head_of(node: ast.AST) -> str:
     return _text(node)[:100]
 
 
+def _subclass_hook_change(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+    """The first change an ``__init_subclass__`` makes to the class it is called for (its first
+    parameter: ``cls.forward = f``, ``setattr(cls, ...)``, ``del cls.m``), as text; None when it
+    changes none."""
+    params = fn.args.posonlyargs + fn.args.args
+    if not params:
+        return None
+    me = params[0].arg
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Attribute) and not isinstance(n.ctx, ast.Load) and isinstance(n.value, ast.Name) \
+                and n.value.id == me:
+            return _text(n)[:60]
+        if isinstance(n, ast.Call) and dotted(n.func) in ("setattr", "delattr", "type.__setattr__") and n.args \
+                and isinstance(n.args[0], ast.Name) and n.args[0].id == me:
+            return _text(n)[:60]
+    return None
+
+
 def _dict_owner(node: ast.AST) -> ast.AST | None:
     """``X`` of ``X.__dict__`` or ``vars(X)`` (a namespace written through), else None."""
     if isinstance(node, ast.Attribute) and node.attr == "__dict__":
@@ -1394,6 +1412,9 @@ class _Summarizer:
                     obj = _dict_owner(f.value)
                     if obj is not None:
                         record(_head_of(obj), "*", node)
+                    elif dotted(f.value) == "sys.modules" and f.attr not in ("pop", "popitem", "clear"):
+                        key = node.args[0] if node.args and f.attr != "update" else None
+                        record("sys.modules", key_of(key), node)
             elif isinstance(node, ast.Name) and node.id in setters and isinstance(node.ctx, ast.Load) \
                     and not (isinstance(parent, ast.Call) and parent.func is node):
                 # setattr handed on (``map(setattr, ...)``, ``partial(setattr, C)``): what it sets is not known
@@ -1402,6 +1423,8 @@ class _Summarizer:
                 obj = _dict_owner(node.value)
                 if obj is not None:
                     record(_head_of(obj), key_of(node.slice), node)
+                elif dotted(node.value) == "sys.modules":  # a module replaced under its name
+                    record("sys.modules", key_of(node.slice), node)
             elif isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load) and dotted(node.value) is None:
                 record(_head_of(node.value), node.attr, node)  # ``getattr(M, name).forward = f``
             for child in ast.iter_child_nodes(node):
@@ -1428,6 +1451,12 @@ class _Summarizer:
             type_checking=type_checking,
             removed=removed,
         )
+        for st in _iter_stmts(node.body):
+            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)) and st.name == "__init_subclass__":
+                hook = _subclass_hook_change(st)
+                if hook is not None:
+                    cf.unfollowable.append(("*", f"{hook} in {node.name}.__init_subclass__ (it runs for every "
+                                                 "subclass)", st.lineno))
         old = self.s.classes.get(qualname)
         if old is not None:
             # a second definition: keep the first under ``Name@line`` for the code that saw it
@@ -1604,7 +1633,7 @@ def parse_newer_syntax(source: bytes, path: str) -> tuple[ast.Module, list[int]]
 #: anything in it (byte tests: far cheaper than a regular expression over the file)
 _DYNAMIC = (b"globals()", b"vars()", b"sys.modules")
 #: what a source names when it may change an object's attributes other than by ``X.a = v``
-_REFLECTIVE = (b"setattr", b"delattr", b"__dict__", b"vars(")
+_REFLECTIVE = (b"setattr", b"delattr", b"__dict__", b"vars(", b"sys.modules")
 
 
 def parse_error_line(exc: SyntaxError) -> str:

@@ -761,3 +761,13 @@ def test_module_replacement_subclass_hooks_and_metaclasses_are_unknown(tmp_path,
 def test_harmless_hooks_metaclasses_and_module_entries_keep_the_verdict(tmp_path, files):
     code, res, _ = scan(make_tree(tmp_path, files))
     assert (code, res["verdict"]) == (0, "supported"), res
+
+
+@pytest.mark.parametrize("files, needle", [
+    ({f"{MODELS}/registry.py": REGISTRY + '\nsetattr(ModelRegistry, "models", {})\n'},
+     "setattr(ModelRegistry, 'models', {})"),
+    ({f"{MODELS}/_plugin.py": "from .registry import ModelRegistry\n\n\nclass Plugin:\n    def load(self):\n"
+                              "        ModelRegistry.models = {}\n"}, "in Plugin.load(), when it is called"),
+], ids=["setattr-in-registry-py", "attribute-in-a-method"])
+def test_runtime_registry_attribute_replaced_is_unknown(tmp_path, files, needle):
+    expect(make_tree(tmp_path, files), "unknown", needle)

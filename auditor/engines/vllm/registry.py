@@ -24,7 +24,7 @@ REGISTRY_MODULE = "vllm.model_executor.models.registry"
 #: What a module's text must hold to change the run-time registry: a changing call or an item
 #: write on it (or on an attribute of it), or a rebinding of it under another name.
 _MAY_CHANGE_REGISTRY = re.compile(rb"ModelRegistry\b(?:\.\w+)*[ \t]*(?:\.[ \t]*(?:register\w*|update|pop|setdefault|"
-                                  rb"clear|popitem|__setitem__|__delitem__)[ \t]*\(|\[|[ \t]+as[ \t])"
+                                  rb"clear|popitem|__setitem__|__delitem__)[ \t]*\(|\[|[ \t]+as[ \t]|(?:\.\w+)+[ \t]*=(?!=))"
                                   rb"|=[ \t]*(?:[\w.]*\.)?ModelRegistry\b(?![\w.(])|(?:set|del)attr")
 
 #: The run-time registry object ``registry.py`` builds from its tables (``ModelRegistry =
@@ -193,24 +193,34 @@ class Registry:
 
     def _changed_elsewhere(self, own: str) -> list[tuple[str | None, str]]:
         """Rows of the run-time registry (``ModelRegistry``, an instance built in
-        ``registry.py``) changed by other modules of the tree, at module level (when the module
-        is imported) or in a module-level function (when it is called):
-        ``ModelRegistry.register_model("X", ...)``, ``ModelRegistry.models["X"] = ...``; as
-        ``(architecture or None for any row, "`construct` at path:line")``."""
+        ``registry.py``) changed by the modules of the tree (``registry.py`` itself included),
+        at module level (when the module is imported) or in a function or method (when it is
+        called): ``ModelRegistry.register_model("X", ...)``, ``ModelRegistry.models["X"] = ...``,
+        an attribute of it replaced (``ModelRegistry.models = {}``, ``setattr(ModelRegistry,
+        ...)``: any row); as ``(architecture or None for any row, "`construct` at path:line")``."""
         r = self.resolver
         cls = r.instance_of(REGISTRY_MODULE, RUNTIME_REGISTRY)
         if cls is None:
             return []
         out = []
         for p in r.mentioning(RUNTIME_REGISTRY):
-            if p == own or not _MAY_CHANGE_REGISTRY.search(r.tree.read(p)):
+            if not _MAY_CHANGE_REGISTRY.search(r.tree.read(p)):
                 continue
             s = r.tree.summary(p)
             for head, _method, key, construct, line, fn in s.container_changes:
+                if p == own and fn is None and head.split(".")[0] != RUNTIME_REGISTRY:
+                    continue  # the module's own tables, evaluated as Python runs them
                 owners = [head] + ([head.rsplit(".", 1)[0]] if "." in head else [])
                 if any(r.instance_of(s.module, o, fn) == cls for o in owners):
                     when = f"in {fn}(), when it is called" if fn else f"when {s.module} is imported"
                     out.append((key, f"`{construct}` at {s.path}:{line} ({when})"))
+            # an attribute of the registry object replaced (``ModelRegistry.models = {}``,
+            # ``setattr(ModelRegistry, "models", ...)``): any row
+            changes = [(h, m, c, ln, None) for h, m, c, ln in s.foreign_changes] + list(s.deferred_changes)
+            for head, _member, construct, line, fn in changes:
+                if r.instance_of(s.module, head, fn) == cls:
+                    when = f"in {fn}(), when it is called" if fn else f"when {s.module} is imported"
+                    out.append((None, f"`{construct}` at {s.path}:{line} ({when})"))
         return out
 
     def architectures(self) -> list[str]:

@@ -742,8 +742,8 @@ _LLAMA_CLASS = "class LlamaForCausalLM("
 @pytest.mark.parametrize("files, needle", [
     ({f"{MODELS}/_patch.py": "import sys\nfrom . import toy\n\nsys.modules['vllm.model_executor.models.llama'] = toy\n"},
      "sys.modules['vllm.model_executor.models.llama']"),
-    ({f"{MODELS}/_patch.py": "import sys\nfrom . import toy\n\n\ndef swap(name):\n    sys.modules[name] = toy\n"},
-     "sys.modules[name] (in swap(), when it is called)"),
+    ({f"{MODELS}/_patch.py": "import sys\nfrom . import llama, toy\n\n\ndef swap():\n    sys.modules[llama.__name__] = toy\n"},
+     "sys.modules[llama.__name__] (in swap(), when it is called)"),
     (llama(LLAMA.replace(_LLAMA_CLASS, _HOOK + "class LlamaForCausalLM(_Hook, ", 1)), "_Hook.__init_subclass__"),
     (llama(LLAMA.replace(_LLAMA_CLASS, _META + "class LlamaForCausalLM(_Base, ", 1)), "metaclass=_Meta"),
 ], ids=["sys-modules", "sys-modules-in-a-function", "init-subclass-hook", "metaclass"])

@@ -106,8 +106,6 @@ _INDEX_AFTER = 40
 _DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 #: An identifier in a head's text.
 _IDENT_TEXT = re.compile(r"[A-Za-z_]\w*")
-#: A write into ``sys.modules`` in a module's text.
-_WRITES_SYS_MODULES = re.compile(rb"sys\.modules\s*(?:\[[^\]\n]*\]\s*=(?!=)|\.\s*(?:update|setdefault|__setitem__)\s*\()")
 #: What a module's text holds when it reaches attributes reflectively (see
 #: :meth:`Resolver.changes_from_elsewhere`).
 _REFLECTIVE = re.compile(rb"(?:set|del|get)attr|__dict__|vars\(|sys\.modules")
@@ -695,7 +693,6 @@ class Resolver:
         for p in self.mentioning(short):
             if p not in candidates and _REFLECTIVE.search(self._text_of(p)):
                 candidates.add(p)
-        candidates |= self._replacing_modules()
         for p in sorted(candidates):
             s = self.tree.summary(p)
             if not (s.foreign_changes or s.deferred_changes):
@@ -743,17 +740,6 @@ class Resolver:
             # ``X = getattr(M, NAME)``: X is computed from M
             return self._changes_class(s, f"getattr({', '.join(b.target[1])})", "*", None, ref, names)
         return head.split(".")[-1] in names  # an unresolved head counts only when it is spelled as the class
-
-    def _replacing_modules(self) -> set[str]:
-        """The modules of the tree whose text writes into ``sys.modules`` (``sys.modules[name] =
-        m``, ``.update``, ``.setdefault``, ``.__setitem__``): they may replace any module under a
-        name computed at run time. Read once per tree."""
-        got = self.__dict__.get("_replacing")
-        if got is None:
-            self.mentioning("modules")
-            got = self.__dict__["_replacing"] = {p for p in self.mentioning("modules")
-                                                 if _WRITES_SYS_MODULES.search(self._text_of(p))}
-        return got
 
     def _text_of(self, path: str) -> bytes:
         """The text of the module at ``path`` as :meth:`mentioning` read it (empty when it

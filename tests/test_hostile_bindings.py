@@ -756,8 +756,13 @@ def test_module_replacement_subclass_hooks_and_metaclasses_are_unknown(tmp_path,
                         "class LlamaForCausalLM(_Base, ", 1)),
     llama(LLAMA.replace(_LLAMA_CLASS, "_SEEN = []\n\n\nclass _Hook:\n    def __init_subclass__(cls, **kw):\n"
                         "        _SEEN.append(cls)\n\n\nclass LlamaForCausalLM(_Hook, ", 1)),
+    # vLLM's Transformers backend merges a data attribute on each subclass: no gate reads it
+    llama(LLAMA.replace(_LLAMA_CLASS, "class _Hook:\n    mapper = {}\n\n    def __init_subclass__(cls, **kw):\n"
+                        "        merged = {}\n        for base in cls.__mro__:\n"
+                        "            merged.update(getattr(base, 'mapper', {}))\n        cls.mapper = merged\n\n\n"
+                        "class LlamaForCausalLM(_Hook, ", 1)),
     {f"{MODELS}/_other.py": "import sys\n\nsys.modules.setdefault('vllm.unrelated_thing', None)\n_m = sys.modules['os']\n"},
-], ids=["external-metaclass", "hook-that-changes-nothing", "other-module-entries"])
+], ids=["external-metaclass", "hook-that-changes-nothing", "hook-that-merges-data", "other-module-entries"])
 def test_harmless_hooks_metaclasses_and_module_entries_keep_the_verdict(tmp_path, files):
     code, res, _ = scan(make_tree(tmp_path, files))
     assert (code, res["verdict"]) == (0, "supported"), res

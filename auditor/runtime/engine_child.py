@@ -75,7 +75,18 @@ def _exception(exc: BaseException) -> dict:
     missing = next((e.name for e in _chain(exc) if isinstance(e, ModuleNotFoundError) and e.name), None)
     if missing:
         out["missing_module"] = missing.split(".")[0]
+    if _no_triton_kernel(root):
+        out["platform_limit"] = "a Triton kernel was launched, and this platform's vLLM has no Triton"
     return out
+
+
+def _no_triton_kernel(exc: BaseException) -> bool:
+    """``exc`` is a Triton kernel launch (``kernel[grid](...)``) on a vLLM without Triton: there the
+    kernel is the plain function (``vllm/triton_utils``: HAS_TRITON False), and indexing it by its
+    grid raises ``TypeError: 'function' object is not subscriptable``."""
+    tu = sys.modules.get("vllm.triton_utils")
+    return (tu is not None and getattr(tu, "HAS_TRITON", True) is False and isinstance(exc, TypeError)
+            and str(exc) == "'function' object is not subscriptable")
 
 
 def _chain(exc: BaseException) -> list[BaseException]:

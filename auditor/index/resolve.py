@@ -674,9 +674,13 @@ class Resolver:
         included), as ``(class, member or "*", construct, path, line)``.
 
         The modules whose text names the class, under its name or an alias of it (``X = Cls``,
-        ``from m import Cls as X``, followed to a fixed point; :meth:`mentioning`), are
-        summarised, and a change they record is counted when its head resolves to ``ref``, or
-        cannot be resolved and ends with one of those names.
+        ``from m import Cls as X``, followed to a fixed point; :meth:`mentioning`), and those
+        that name its module and reach it reflectively (:func:`_reflective_reach`), are
+        summarised; a change they record (at module level, in a function, a method or a class
+        body: :attr:`ModuleSummary.deferred_changes`) is counted as :meth:`_changes_class`
+        says: its head resolves to ``ref``, or cannot be resolved and ends with one of those
+        names; it rebinds the class's name in its module; it is computed from the class or its
+        module (``getattr(M, name)``); or it replaces the module in ``sys.modules``.
         """
         cache = self.__dict__.setdefault("_elsewhere", {})
         key = (ref.module, ref.qualname)

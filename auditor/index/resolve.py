@@ -108,14 +108,15 @@ _DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 _IDENT_TEXT = re.compile(r"[A-Za-z_]\w*")
 
 
-@functools.lru_cache(maxsize=4096)
-def _reflective_reach(name: str) -> re.Pattern:
-    """What a module's text holds when it reaches the attributes of the module bound as ``name``
-    reflectively: ``setattr(name, ...)``/``delattr``/``getattr`` on it (a dotted path ending
-    in it too), ``name.__dict__``, ``vars(name)``, or a write into ``sys.modules``."""
-    n = re.escape(name.encode())
-    return re.compile(rb"(?:set|del|get)attr\(\s*(?:[\w.]*\.)?" + n + rb"\s*,|(?<![\w])" + n
-                      + rb"\.__dict__|vars\(\s*(?:[\w.]*\.)?" + n + rb"\s*\)|sys\.modules\s*(?:\[|\.\s*(?:update|setdefault))")
+#: The object a module's text reaches reflectively: ``setattr(M, ...)``, ``delattr``, ``getattr``,
+#: ``vars(M)`` (group 1), ``M.__dict__`` (group 2): the last part of M is what
+#: :meth:`Resolver._reflected` records.
+_REFLECTED_CALL = re.compile(rb"(?:(?:set|del|get)attr|vars)\(\s*([\w.]+)\s*[,)]")
+_REFLECTED_DICT = re.compile(rb"([\w.]+)\.__dict__")
+#: A write into ``sys.modules`` in a module's text.
+_WRITES_SYS_MODULES = re.compile(rb"sys\.modules\s*(?:\[|\.\s*(?:update|setdefault|__setitem__))")
+#: What :meth:`Resolver._reflected` records for a module that writes into ``sys.modules``.
+_SYS_MODULES = "sys.modules"
 
 
 #: Class decorators from outside the tree (the standard library and typing_extensions) that
@@ -675,7 +676,7 @@ class Resolver:
 
         The modules whose text names the class, under its name or an alias of it (``X = Cls``,
         ``from m import Cls as X``, followed to a fixed point; :meth:`mentioning`), and those
-        that name its module and reach it reflectively (:func:`_reflective_reach`), are
+        that name its module and reach it reflectively (:meth:`_reflected`), are
         summarised; a change they record (at module level, in a function, a method or a class
         body: :attr:`ModuleSummary.deferred_changes`) is counted as :meth:`_changes_class`
         says: its head resolves to ``ref``, or cannot be resolved and ends with one of those
@@ -710,10 +711,11 @@ class Resolver:
         # (``setattr(M, name, v)``, ``getattr(M, name).forward = f``) may rebind or change it
         # without naming it
         short = ref.module.rsplit(".", 1)[-1]
-        reach = _reflective_reach(short)
         for p in self.mentioning(short):
-            if p not in candidates and reach.search(self._text_of(p)):
-                candidates.add(p)
+            if p not in candidates:
+                got = self._reflected(p)
+                if short in got or _SYS_MODULES in got:
+                    candidates.add(p)
         for p in sorted(candidates):
             s = self.tree.summary(p)
             if not (s.foreign_changes or s.deferred_changes):
@@ -780,9 +782,30 @@ class Resolver:
         cannot be read)."""
         by_path = self.__dict__.get("_texts_by_path")
         if by_path is None:
-            self.mentioning("")  # reads the texts once
-            by_path = self.__dict__["_texts_by_path"] = dict(self.__dict__["_texts"])
+            texts = self.__dict__.get("_texts")
+            if texts is None:
+                texts = self.__dict__["_texts"] = list(self._readable_texts())
+            by_path = self.__dict__["_texts_by_path"] = dict(texts)
         return by_path.get(path, b"")
+
+    def _reflected(self, path: str) -> frozenset[str]:
+        """The last parts of the objects the module at ``path`` reaches reflectively
+        (``setattr(llama, ...)``, ``getattr(models.llama, n)``, ``vars(llama)``,
+        ``llama.__dict__`` → ``llama``), plus :data:`_SYS_MODULES` when it writes into
+        ``sys.modules``; one pass over each text, remembered."""
+        memo = self.__dict__.setdefault("_reflected_memo", {})
+        got = memo.get(path)
+        if got is None:
+            text = self._text_of(path)
+            names: set[str] = set()
+            if b"attr(" in text or b"vars(" in text:
+                names.update(m.group(1).rsplit(b".", 1)[-1].decode() for m in _REFLECTED_CALL.finditer(text))
+            if b"__dict__" in text:
+                names.update(m.group(1).rsplit(b".", 1)[-1].decode() for m in _REFLECTED_DICT.finditer(text))
+            if b"sys.modules" in text and _WRITES_SYS_MODULES.search(text):
+                names.add(_SYS_MODULES)
+            memo[path] = got = frozenset(names)
+        return got
 
     def _head_target(self, s: ModuleSummary, head: str, fn: str | None) -> Target:
         """What the head of a member change names in module ``s`` (in function ``fn``: its

@@ -911,6 +911,7 @@ def verify(
     cfg = load_hf_config(hf_config, "--hf-config") if hf_config else None
     env = locate_engine(python)
     run = settings.run_options(method, "cpu" if env.cpu else "cuda")
+    _sigterm_interrupts()  # a SIGTERM stops the engine child and removes its folder, as Ctrl-C does
     auditor, results = _run_engine(env, lambda registry: resolve_targets(registry, list(model), model_type, cfg),
                                    cfg, run, method, timeout, dtype, num_speculative_tokens, no_progress)
     report = VerifyReport({"distribution": engine_distribution(env), "version": engine_version(env),

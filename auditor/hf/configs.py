@@ -231,6 +231,8 @@ class TransformersConfigs:
         self.architectures: dict[str, list[str]] = {}
         #: model_type → its causal-LM architecture (``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``)
         self.causal_lm: dict[str, str] = {}
+        #: model_type → the base model class ``AutoModel.from_config`` builds (``MODEL_MAPPING_NAMES``)
+        self.base_models: dict[str, str] = {}
         for rel in AUTO_MODULES:
             try:
                 src = self.tree.read(rel)
@@ -252,6 +254,19 @@ class TransformersConfigs:
                                 self.architectures[arch].append(mt)
                             if t.id == "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES":
                                 self.causal_lm.setdefault(mt, arch)
+                            if t.id == "MODEL_MAPPING_NAMES":
+                                self.base_models.setdefault(mt, arch)
+
+    def base_model_class(self, model_type: str) -> ClassRef | None:
+        """The class ``AutoModel.from_config`` builds for a config of ``model_type`` (its
+        ``MODEL_MAPPING_NAMES`` row in ``transformers/models/auto/modeling_auto.py``, defined in
+        ``transformers/models/<name>/modeling_<name>.py``), or None."""
+        cls_name = self.base_models.get(model_type)
+        if not cls_name:
+            return None
+        mod = self.special.get(model_type, model_type.replace("-", "_"))
+        t = self.resolver.resolve_name(f"transformers.models.{mod}.modeling_{mod}", cls_name)
+        return t if isinstance(t, ClassRef) else None
 
     def config_class(self, model_type: str) -> ClassRef | None:
         """The config class ``transformers`` registers for ``model_type``, or None."""

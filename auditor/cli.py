@@ -809,24 +809,32 @@ class _Lazy:
 
 
 def _release_results(path, vllm_version, sglang_version, python, no_cache: bool, show: bool, request: dict):
-    """``(cache, report)`` for a scan of a release archive: the cached report when there is one
-    (consulted before the archive is opened, see :mod:`auditor.orchestration.release_results`),
-    else None and the cache to fill; ``(None, None)`` for a tree that is no archive, or with
-    ``--no-cache``. A ``--transformers`` that is refused is left to the scan to refuse."""
+    """``(cache, report)`` for a scan of a release archive or a folder PATH: the cached report when
+    there is one (consulted before the tree is opened, see
+    :mod:`auditor.orchestration.release_results`), else None and the cache to fill; ``(None,
+    None)`` for an installed tree, or with ``--no-cache``. A ``--transformers`` that is refused is left to the scan to refuse."""
     if no_cache or python or (path and (vllm_version or sglang_version)) or (vllm_version and sglang_version):
         return None, None
     from auditor.orchestration.release_results import ReleaseResults, archive_sha256
-    from auditor.orchestration.scan import check_transformers
 
     if request.get("transformers"):
+        from auditor.orchestration.scan import check_transformers
+
         try:
             check_transformers(request["transformers"])
         except AuditError:
             return None, None
     archive = archive_sha256(path, vllm_version, sglang_version, progress=show)
+    folder = None
+    if archive is None and path is not None:
+        from auditor.orchestration.release_results import folder_manifest
+
+        found = folder_manifest(path, request.get("engine"))
+        if found is not None:
+            archive, folder = found[0], found[1:]
     if archive is None:
         return None, None
-    cache = ReleaseResults(archive, request)
+    cache = ReleaseResults(archive, request, folder=folder)
     return cache, cache.get()
 
 

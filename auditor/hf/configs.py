@@ -294,3 +294,22 @@ class TransformersFacts(FactProvider):
     @classmethod
     def used(cls, value: TransformersAtHand) -> bool:
         return value.configs is not None
+
+
+def same_transformers(state: dict, tf, how: str) -> bool:
+    """True when the transformers source ``tf`` (a :class:`TransformersConfigs`, chosen as
+    ``how`` says; None: none at hand) is the one ``state`` recorded
+    (:meth:`auditor.orchestration.scan.Auditor.transformers_state`): the same choice and version,
+    the same file list, and every file read then has the same sha256 now."""
+    if tf is None or how != state.get("how") or tf.version != state.get("version"):
+        return False
+    if tf.tree.files_digest() != state.get("files"):
+        return False
+    for rel, digest in state.get("reads", {}).items():
+        try:
+            tf.tree.read(rel)
+        except (KeyError, OSError):
+            return False
+        if tf.tree.reads.get(rel) != digest:
+            return False
+    return True

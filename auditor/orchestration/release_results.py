@@ -1,4 +1,4 @@
-"""Whole-scan results of a release archive, found before the archive is opened.
+"""Whole-scan results of a release archive or a folder, found before the tree is opened.
 
 A scan of a release archive (``--vllm-version X``, ``--sglang-version X`` or an archive PATH)
 is a function of the archive's bytes, the request as the user gave it (targets, methods,
@@ -11,8 +11,14 @@ verified it against its recorded digest), not its decompression, index and resol
 
 A report whose verdicts read transformers is returned only while the transformers that would be
 chosen now is the one it read, with the same files and content
-(:func:`auditor.orchestration.scan.same_transformers`; the choice is made again, as on a cold
+(:func:`auditor.hf.configs.same_transformers`; the choice is made again, as on a cold
 run). A report whose verdicts needed a transformers that was not at hand is never stored.
+
+A folder PATH is keyed the same way on its manifest instead of a content hash
+(:meth:`auditor.source.sources.FolderSource.manifest`: the file list and every file's size,
+mtime, ctime and inode, no file read), which says why that is safe enough. A folder's report is
+stored only when every file the scan read is one the manifest covers, and none of them changed in
+the two seconds before the manifest was taken.
 """
 
 from __future__ import annotations
@@ -79,17 +85,48 @@ def archive_sha256(path: str | None, vllm_version: str | None, sglang_version: s
     return digest, target.name, None
 
 
+#: A folder whose newest file is younger than this many seconds is not cached by its manifest.
+RACY_SECONDS = 2.0
+
+
+def folder_manifest(path: str | None, package: str | None):
+    """``(key, source, age)`` of a folder PATH a scan is asked to read: ``key`` (its manifest,
+    package, root and label, see :meth:`auditor.source.sources.FolderSource.manifest`), the
+    :class:`auditor.source.sources.FolderSource` (nothing read yet) and the age in seconds of its
+    newest entry; None when ``path`` is no folder or opening it will refuse it (opening says why)."""
+    if path is None:
+        return None
+    from auditor.model.errors import AuditError
+    from auditor.source.sources import FolderSource
+
+    target = pathlib.Path(path).expanduser()
+    try:
+        if not target.is_dir():
+            return None
+        src = FolderSource(target, package=package)
+    except (OSError, AuditError):
+        return None
+    digest, age = src.manifest()
+    return ["folder", digest, src.package, str(src.root()), src.label], src, age
+
+
 class ReleaseResults:
     """The cached report of one request on one release archive (see the module docstring).
 
     Args:
-        archive: ``(sha256, file name, package)`` from :func:`archive_sha256`.
+        archive: ``(sha256, file name, package)`` from :func:`archive_sha256`, or the key of a
+            folder from :func:`folder_manifest`.
         request: every input of the scan besides the archive, as given (JSON-able).
         enabled: False (``--no-cache``) turns :meth:`get` into a miss and :meth:`put` into a no-op.
+        folder: for a folder, ``(source, age)`` from :func:`folder_manifest`: transformers is
+            chosen again for it as for a folder (the one installed beside it or here first), and
+            :meth:`put` stores nothing for a folder changed too recently or a scan that read a
+            file the manifest does not cover.
     """
 
-    def __init__(self, archive: tuple[str, str, str | None], request: dict, enabled: bool = True):
+    def __init__(self, archive, request: dict, enabled: bool = True, folder=None):
         self.request = request
+        self.folder = folder
         self.store = Store("results", enabled)
         self.key = cache_key("release-results", list(archive), request,
                              os.environ.get("EAGLE_AUDIT_TRANSFORMERS"))
@@ -97,15 +134,21 @@ class ReleaseResults:
     def get(self) -> ScanReport | None:
         """The cached report, or None (a miss, or it read a transformers that is not the one that
         would be chosen now)."""
+        import rules.registry  # noqa: F401 (registers the record types a report holds, for decoding)
+
         entry = self.store.get(self.key, tuple, lambda e: len(e) == 3 and isinstance(e[2], ScanReport))
         if entry is None:
             return None
         state, requirement, report = entry
         if state is not None:
             from auditor.hf.configs import transformers_for_tree
-            from auditor.orchestration.scan import same_transformers
+            from auditor.hf.configs import same_transformers
 
-            tf, how = transformers_for_tree(_RequirementOnly(requirement), self.request.get("transformers"))
+            if self.folder is not None:
+                tf, how = transformers_for_tree(self.folder[0], self.request.get("transformers"),
+                                                prefer_installed=True)
+            else:
+                tf, how = transformers_for_tree(_RequirementOnly(requirement), self.request.get("transformers"))
             if not same_transformers(state, tf, how):
                 return None
         return report
@@ -117,6 +160,10 @@ class ReleaseResults:
         cacheable, state = auditor.transformers_state()
         if not cacheable:
             return
+        if self.folder is not None:
+            src, age = self.folder
+            if age < RACY_SECONDS or not set(auditor.tree.reads) <= set(src.files()):
+                return
         requirement = auditor.tree.source.requirement("transformers") if hasattr(auditor.tree.source,
                                                                                  "requirement") else None
         self.store.put(self.key, (state, requirement, report))

@@ -142,7 +142,7 @@ def test_the_cli_answers_a_repeated_archive_scan_from_the_release_results(tmp_pa
     first = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
     assert first.returncode == 0, first.stderr
     entries = sorted(p.name for p in (cache_root / "results").rglob("*.json"))
-    assert len(entries) == 2  # the tree's results and the release results
+    assert len(entries) == 3  # the tree's results, the release results, and their JSON as written
     second = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
     assert second.returncode == 0 and second.stdout == first.stdout
 
@@ -250,3 +250,17 @@ def test_a_cached_archive_is_hashed_again_once_its_stamp_changes(tmp_path, cache
     assert not fetch._has_digest(archive, "0" * 64)
     _same_size_edit(archive)
     assert not fetch._has_digest(archive, digest)
+
+
+def test_a_rendered_report_is_answered_with_its_exit_status_and_not_for_another_format(tmp_path, cache_root):
+    archive = _archive(tmp_path)
+    base = [sys.executable, "-m", "auditor", "scan", str(archive), "--no-progress"]
+    runs = {}
+    for fmt in ("json", "junit", "json", "junit", "markdown"):
+        p = subprocess.run([*base, "--format", fmt], capture_output=True, text=True, cwd=REPO)
+        runs.setdefault(fmt, []).append((p.returncode, p.stdout))
+    assert runs["json"][0] == runs["json"][1] and runs["junit"][0] == runs["junit"][1]
+    assert runs["json"][0][0] == 1  # the mini tree has blocked targets: the same exit status from the cache
+    assert runs["junit"][0][1] != runs["json"][0][1] and "| architecture |" in runs["markdown"][0][1]
+    p = subprocess.run([*base, "--format", "json", "--exit-zero"], capture_output=True, text=True, cwd=REPO)
+    assert p.returncode == 0 and p.stdout == runs["json"][0][1]

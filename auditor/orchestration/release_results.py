@@ -140,18 +140,23 @@ class ReleaseResults:
         if entry is None:
             return None
         state, requirement, report = entry
-        if state is not None:
-            from auditor.hf.configs import transformers_for_tree
-            from auditor.hf.configs import same_transformers
-
-            if self.folder is not None:
-                tf, how = transformers_for_tree(self.folder[0], self.request.get("transformers"),
-                                                prefer_installed=True)
-            else:
-                tf, how = transformers_for_tree(_RequirementOnly(requirement), self.request.get("transformers"))
-            if not same_transformers(state, tf, how):
-                return None
+        if not self._same_transformers(state, requirement):
+            return None
+        self._valid = (state, requirement)
         return report
+
+    def _same_transformers(self, state: dict | None, requirement: str | None) -> bool:
+        """True when ``state`` (what of transformers the cached verdicts read; None: nothing)
+        is the transformers that would be chosen now (chosen again, as on a cold run)."""
+        if state is None:
+            return True
+        from auditor.hf.configs import same_transformers, transformers_for_tree
+
+        if self.folder is not None:
+            tf, how = transformers_for_tree(self.folder[0], self.request.get("transformers"), prefer_installed=True)
+        else:
+            tf, how = transformers_for_tree(_RequirementOnly(requirement), self.request.get("transformers"))
+        return same_transformers(state, tf, how)
 
     def put(self, report: ScanReport, auditor) -> None:
         """Store ``report``, computed by ``auditor`` (an
@@ -167,3 +172,32 @@ class ReleaseResults:
         requirement = auditor.tree.source.requirement("transformers") if hasattr(auditor.tree.source,
                                                                                  "requirement") else None
         self.store.put(self.key, (state, requirement, report))
+        self._valid = (state, requirement)
+
+    def _rendered_key(self, fmt: str) -> str:
+        return cache_key("release-rendered", self.key, fmt)
+
+    def get_rendered(self, fmt: str) -> dict | None:
+        """The report rendered in ``fmt`` as a previous run wrote it, with what the exit status
+        needs (``{"text", "internal", "supported"}``, see :meth:`put_rendered`), or None. Valid
+        under the same conditions as :meth:`get` (the same key, and the transformers it read is
+        the one that would be chosen now), without decoding the report."""
+        entry = self.store.get(self._rendered_key(fmt), tuple,
+                               lambda e: len(e) == 4 and isinstance(e[2], str) and isinstance(e[3], dict))
+        if entry is None:
+            return None
+        state, requirement, text, info = entry
+        if not self._same_transformers(state, requirement):
+            return None
+        return {"text": text, **info}
+
+    def put_rendered(self, fmt: str, text: str, internal: list[str], supported: bool) -> None:
+        """Store ``text``, the report of this key rendered in ``fmt`` (a format whose text depends
+        on the report alone), with the architectures whose audit failed inside the tool
+        (``internal``) and whether every target is supported; only once the report itself was
+        found valid or stored here (:meth:`get`, :meth:`put`)."""
+        valid = getattr(self, "_valid", None)
+        if valid is None:
+            return
+        self.store.put(self._rendered_key(fmt), (valid[0], valid[1], text,
+                                                 {"internal": list(internal), "supported": bool(supported)}))

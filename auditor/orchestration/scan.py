@@ -18,6 +18,7 @@ from auditor.engines.catalog import ENGINES, engine_for
 from auditor.engines.modelfiles import HOLDER_ATTRS, LANGUAGE_MODEL_ATTRS
 from auditor.index.resolve import Resolver
 from auditor.hf.configs import same_transformers  # noqa: F401 (re-exported: part of this module's API)
+from auditor.hf.configs import wheel_digest
 from auditor.index.tree import SummaryCache, Tree
 from auditor.model.errors import AuditError
 from auditor.model.findings import INTERNAL_RULE, Finding, verdict_of
@@ -356,7 +357,8 @@ class Auditor:
         """Whether the results computed so far may be cached, and what of ``transformers`` they
         depend on: ``(True, None)`` when no verdict read transformers' files; ``(True, state)``
         when one did, ``state`` naming the source chosen (its ``how`` and version), its file list
-        (sha256) and the sha256 of every file read from it (see :func:`same_transformers`);
+        (sha256), the sha256 of every file read from it and, for a fetched wheel, the wheel's
+        verified sha256 (``archive``; see :func:`same_transformers`);
         ``(False, None)`` when a verdict needed one and none was at hand (what is installed, or a
         network failure, may change that), unless the tree alone decides it (an archive that states
         no transformers requirement, with no ``--transformers``)."""
@@ -375,8 +377,11 @@ class Auditor:
         if chosen is None:
             return False, None
         tf, note = chosen
-        return True, {"how": note, "version": tf.version, "files": tf.tree.files_digest(),
-                      "reads": dict(tf.tree.reads)}
+        state = {"how": note, "version": tf.version, "files": tf.tree.files_digest(), "reads": dict(tf.tree.reads)}
+        archive = wheel_digest(tf)
+        if archive is not None:
+            state["archive"] = archive
+        return True, state
 
     def same_transformers(self, state: dict) -> bool:
         """True when the transformers source this tree's verdicts would read now (chosen as on

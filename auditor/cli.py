@@ -752,7 +752,13 @@ def scan(
                                             # a value the settings file gave is labelled with its file and key
                                             sources=sorted(settings.sources(_shown_path(settings.path)
                                                                             if settings.path else None).items())
-                                            if settings is not None else None))
+                                            if settings is not None else None),
+                                       rendered=fmt.value if fmt in _SELF_CONTAINED else None)
+    hit = getattr(release, "rendered_hit", None)
+    if hit is not None:  # the same report, as the same format wrote it: nothing to decode or render
+        _write(hit["text"], output)
+        _exit_on_internal_errors([_Named(a) for a in hit["internal"]])
+        raise typer.Exit(0 if exit_zero or hit["supported"] else 1)
     opened = functools.partial(_open, path, vllm_version, no_progress, no_cache, transformers, platform.value,
                                sglang_version, engine, python)
     auditor = _Lazy(opened) if result is not None else opened()
@@ -770,7 +776,12 @@ def scan(
     if fmt is Format.table:
         _emit_table(lambda console: rep.scan_table(result, console, verbose=verbose or not full), output)
     else:
-        _write(_render(result, fmt, settings.path), output)
+        text = _render(result, fmt, settings.path)
+        _write(text, output)
+        if release is not None and fmt in _SELF_CONTAINED:
+            targets = result.targets
+            release.put_rendered(fmt.value, text, [r.architecture for r in result.internal_errors()],
+                                 bool(targets) and all(r.verdict.value == "supported" for r in targets))
     if fmt in (Format.table, Format.markdown):  # never mixed with a CI format's stream
         steps = _fix_commands(result, auditor, path, vllm_version, model, model_type, cfg, run, platform.value,
                               python, sglang_version, hf_config)
@@ -794,6 +805,19 @@ def scan(
     raise typer.Exit(0 if targets and all(r.verdict.value == "supported" for r in targets) else 1)
 
 
+#: Scan formats whose text is a function of the report alone (SARIF places its results on the
+#: settings file, relative to the working folder): a cached report's text is kept rendered.
+_SELF_CONTAINED = ("json", "junit")
+
+
+class _Named:
+    """Stands for a target result where only its ``architecture`` is read (an internal error
+    recalled from a rendered report)."""
+
+    def __init__(self, architecture: str):
+        self.architecture = architecture
+
+
 class _Lazy:
     """An object opened on first use (the auditor of a scan answered from the release results
     cache, which only the next-step commands may need)."""
@@ -808,25 +832,40 @@ class _Lazy:
         return getattr(self._obj, name)
 
 
-def _release_results(path, vllm_version, sglang_version, python, no_cache: bool, show: bool, request: dict):
-    """``(cache, report)`` for a scan of a release archive: the cached report when there is one
-    (consulted before the archive is opened, see :mod:`auditor.orchestration.release_results`),
-    else None and the cache to fill; ``(None, None)`` for a tree that is no archive, or with
-    ``--no-cache``. A ``--transformers`` that is refused is left to the scan to refuse."""
+def _release_results(path, vllm_version, sglang_version, python, no_cache: bool, show: bool, request: dict,
+                     rendered: str | None = None):
+    """``(cache, report)`` for a scan of a release archive or a folder PATH: the cached report when
+    there is one (consulted before the tree is opened, see
+    :mod:`auditor.orchestration.release_results`), else None and the cache to fill; ``(None,
+    None)`` for an installed tree, or with ``--no-cache``. With ``rendered`` (a format name), the
+    report as a previous run rendered it in that format is looked up first: when found, it is
+    ``cache.rendered_hit`` and the report is None (not decoded). A ``--transformers`` that is refused is left to the scan to refuse."""
     if no_cache or python or (path and (vllm_version or sglang_version)) or (vllm_version and sglang_version):
         return None, None
     from auditor.orchestration.release_results import ReleaseResults, archive_sha256
-    from auditor.orchestration.scan import check_transformers
 
     if request.get("transformers"):
+        from auditor.orchestration.scan import check_transformers
+
         try:
             check_transformers(request["transformers"])
         except AuditError:
             return None, None
     archive = archive_sha256(path, vllm_version, sglang_version, progress=show)
+    folder = None
+    if archive is None and path is not None:
+        from auditor.orchestration.release_results import folder_manifest
+
+        found = folder_manifest(path, request.get("engine"))
+        if found is not None:
+            archive, folder = found[0], found[1:]
     if archive is None:
         return None, None
-    cache = ReleaseResults(archive, request)
+    cache = ReleaseResults(archive, request, folder=folder)
+    if rendered is not None:
+        cache.rendered_hit = cache.get_rendered(rendered)
+        if cache.rendered_hit is not None:
+            return cache, None
     return cache, cache.get()
 
 
@@ -911,6 +950,7 @@ def verify(
     cfg = load_hf_config(hf_config, "--hf-config") if hf_config else None
     env = locate_engine(python)
     run = settings.run_options(method, "cpu" if env.cpu else "cuda")
+    _sigterm_interrupts()  # a SIGTERM stops the engine child and removes its folder, as Ctrl-C does
     auditor, results = _run_engine(env, lambda registry: resolve_targets(registry, list(model), model_type, cfg),
                                    cfg, run, method, timeout, dtype, num_speculative_tokens, no_progress)
     report = VerifyReport({"distribution": engine_distribution(env), "version": engine_version(env),

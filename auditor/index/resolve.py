@@ -322,8 +322,10 @@ class Resolver:
             if target_mod == module or target_mod.split(".")[0] != self.tree.package:
                 return External(f"{target_mod}.{name}")
             return self.resolve_name(target_mod, name, _seen)
-        if name in m.tc_bindings and "__getattr__" in m.functions and (name in m.type_checking_names or branch is False):
-            # a lazy module: ``__getattr__`` imports at first access what TYPE_CHECKING names
+        if name in m.tc_bindings and ("__getattr__" in m.functions or m.lazy_self) and (
+                name in m.type_checking_names or branch is False):
+            # a lazy module: ``__getattr__`` (or the lazy module it replaced itself with in
+            # ``sys.modules``) imports at first access what TYPE_CHECKING names
             tc = self._branch_binding(m, name, m.tc_cond_bindings)
             return self._from_binding(m, name, tc or m.tc_bindings[name], _seen)
         if branch is False:

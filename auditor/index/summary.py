@@ -268,6 +268,10 @@ class ModuleSummary:
     functions: dict[str, FunctionFact] = field(default_factory=dict)
     dunder_all: list[str] | None = None
     lazy_map: dict[str, str] = field(default_factory=dict)
+    #: the module replaces itself at import by a lazy module (``sys.modules[__name__] =
+    #: _LazyModule(...)``, as transformers' packages do), whose attribute access imports what the
+    #: ``TYPE_CHECKING`` imports name
+    lazy_self: bool = False
     extras: dict[str, Any] = field(default_factory=dict)
     cond_bindings: dict[str, list[Binding]] = field(default_factory=dict)
     tc_cond_bindings: dict[str, list[Binding]] = field(default_factory=dict)
@@ -1100,6 +1104,9 @@ class _Summarizer:
             self._seen.add(id(target))
             self._set_member(dotted(target.value), target.attr, value,
                              f"{_text(target)} = {_short(value)}", line)
+        elif isinstance(target, ast.Subscript) and dotted(target.value) == "sys.modules" \
+                and isinstance(target.slice, ast.Name) and target.slice.id == "__name__" and isinstance(value, ast.Call):
+            self.s.lazy_self = True
         elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Call) \
                 and dotted(target.value.func) in ("globals", "vars") and not target.value.args:
             key = target.slice

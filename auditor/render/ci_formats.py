@@ -160,7 +160,9 @@ def _log(rules: list, results: list, properties: dict, base_ids: dict | None = N
             original_uri_base_ids=base_ids,
         )],
     )
-    return json.dumps(_to_json(log), indent=2)
+    from auditor.render.fastjson import dumps_indent2
+
+    return dumps_indent2(_to_json(log))
 
 
 def scan_sarif(report: ScanReport, anchor: Anchor | None = None) -> str:

@@ -611,7 +611,9 @@ def summary_line(report: ScanReport) -> str:
 
 def scan_json(report: ScanReport) -> str:
     """The JSON document of a scan (schema: ``auditor/model/schemas/outputs/scan.json``)."""
-    return json.dumps(report.as_dict(), indent=2)
+    from auditor.render.fastjson import dumps_indent2
+
+    return dumps_indent2(report.as_dict())
 
 
 def scan_markdown(report: ScanReport) -> str:

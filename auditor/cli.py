@@ -1802,7 +1802,8 @@ def matrix_cmd(
     try:
         report = _matrix_progress(_progress_enabled(no_progress), lambda cb: run_matrix(
             cfg.models, cfg.versions, method=cfg.methods[0], model_type=cfg.model_type, jobs=jobs,
-            use_cache=not no_cache, progress=cb, platform=platform.value, options=run, engine=engine.value))
+            use_cache=not no_cache, progress=cb, platform=platform.value, options=run, engine=engine.value,
+            sources=cfg.sources(_shown_path(cfg.path) if cfg.path else None)))
     except AuditError as exc:  # a SPEC from the settings file: name the file and the key, not the flag
         text = str(exc)
         _fail(cfg.label("versions") + text[len("--versions"):] if text.startswith("--versions") else text)

@@ -122,44 +122,50 @@ class ReleaseAudit:
 
 
 def _release_key(archive: str, names: Sequence[str], method: str, model_type: str | None,
-                 platform: str = DEFAULT_PLATFORM, options: RunOptions | None = None) -> str | None:
+                 platform: str = DEFAULT_PLATFORM, options: RunOptions | None = None,
+                 sources: dict[str, str] | None = None) -> str | None:
     """The cache key of the audit of a fetched release archive: the archive's sha256 as recorded
     by :func:`auditor.source.fetch.fetch_release` (which has just verified the file against it),
-    the request and the tool's code (:func:`auditor.cache.key`). None when no digest is recorded
-    (an archive that was not fetched)."""
+    the request (with the labels of ``sources``: they are part of the findings' text) and the
+    tool's code (:func:`auditor.cache.key`). None when no digest is recorded (an archive that
+    was not fetched)."""
     digest = recorded_sha256(Path(archive))
     if digest is None:
         return None
     return cache_key("matrix", digest, list(names), method, model_type, platform,
-                     (options or RunOptions()).with_method("").key())
+                     (options or RunOptions()).with_method("").key(), sorted((sources or {}).items()))
 
 
 def cached_release_audit(archive: str, names: Sequence[str], method: str, model_type: str | None,
-                         platform: str = DEFAULT_PLATFORM, options: RunOptions | None = None) -> ReleaseAudit | None:
+                         platform: str = DEFAULT_PLATFORM, options: RunOptions | None = None,
+                         sources: dict[str, str] | None = None) -> ReleaseAudit | None:
     """The cached audit of a release archive, or None."""
-    k = _release_key(archive, names, method, model_type, platform, options)
+    k = _release_key(archive, names, method, model_type, platform, options, sources)
     return Store("matrix").get(k, ReleaseAudit) if k is not None else None
 
 
 def _store_release_audit(archive: str, names, method, model_type, audit: ReleaseAudit,
-                         platform: str = DEFAULT_PLATFORM, options: RunOptions | None = None) -> None:
-    k = _release_key(archive, names, method, model_type, platform, options)
+                         platform: str = DEFAULT_PLATFORM, options: RunOptions | None = None,
+                         sources: dict[str, str] | None = None) -> None:
+    k = _release_key(archive, names, method, model_type, platform, options, sources)
     if k is not None:
         Store("matrix").put(k, audit)
 
 
 def audit_release(version: str, archive: str, names: Sequence[str], method: str,
                   model_type: str | None = None, use_cache: bool = True, platform: str = DEFAULT_PLATFORM,
-                  options: RunOptions | None = None) -> ReleaseAudit:
+                  options: RunOptions | None = None, sources: dict[str, str] | None = None) -> ReleaseAudit:
     """Audit ``names`` in the release archive ``archive`` (a top-level function, so that a
-    process pool can run it) under the run ``options``. With ``use_cache``, the result is cached
-    per archive sha256 (see :func:`cached_release_audit`), besides the index and result caches of
-    the scan itself."""
+    process pool can run it) under the run ``options``. ``sources`` says where a
+    ``--model-type`` no flag gave came from (:func:`~auditor.orchestration.config.relabel_sources`:
+    ``pyproject.toml model-type``). With ``use_cache``, the result is cached per archive sha256
+    (see :func:`cached_release_audit`), besides the index and result caches of the scan itself."""
     from auditor.index.tree import SummaryCache
+    from auditor.orchestration.config import relabel_sources
     from auditor.source.sources import ArchiveSource
 
     if use_cache:
-        hit = cached_release_audit(archive, names, method, model_type, platform, options)
+        hit = cached_release_audit(archive, names, method, model_type, platform, options, sources)
         if hit is not None:
             return hit
     t0 = time.perf_counter()
@@ -168,7 +174,8 @@ def audit_release(version: str, archive: str, names: Sequence[str], method: str,
     unresolved: dict[str, str] = {}
     for name in names:
         try:
-            found = auditor.engine.resolve_targets(auditor.registry, [name], model_type, None)
+            found = relabel_sources(auditor.engine.resolve_targets(auditor.registry, [name], model_type, None),
+                                    sources)
         except AuditError as exc:
             unresolved[name] = str(exc)
             continue
@@ -178,7 +185,7 @@ def audit_release(version: str, archive: str, names: Sequence[str], method: str,
     results = auditor.scan(specs, [method], options=options).results if specs else []
     audit = ReleaseAudit(version, Path(archive).name, results, unresolved, time.perf_counter() - t0)
     if use_cache:
-        _store_release_audit(archive, names, method, model_type, audit, platform, options)
+        _store_release_audit(archive, names, method, model_type, audit, platform, options, sources)
     return audit
 
 
@@ -288,11 +295,13 @@ def run_matrix(
     platform: str = DEFAULT_PLATFORM,
     options: RunOptions | None = None,
     engine: str = "vllm",
+    sources: dict[str, str] | None = None,
 ) -> MatrixReport:
     """Audit ``names`` in every release of ``versions`` (see :func:`parse_versions`), as
     ``releases`` lists and fetches them (default: :class:`IndexReleases`, pip's index, for the
     distribution of ``engine``: ``vllm``'s sdists, or ``sglang``'s sdists and wheels), under the
     run ``options`` (pipeline-parallel size, drafter config, …; default: a plain run).
+    ``sources`` labels a ``--model-type`` the settings file gave (:func:`audit_release`).
 
     Archives are fetched by ``fetch_workers`` threads; each is audited as soon as it is there:
     from the per-archive result cache when it holds it (``use_cache``), else by a pool of
@@ -347,8 +356,8 @@ def run_matrix(
                 tick("audit")
                 continue
             tick("fetch")
-            args = (v, archive, tuple(names), method, model_type, use_cache, platform, options)
-            hit = cached_release_audit(*args[1:5], platform, options) if use_cache else None
+            args = (v, archive, tuple(names), method, model_type, use_cache, platform, options, sources)
+            hit = cached_release_audit(*args[1:5], platform, options, sources) if use_cache else None
             if hit is not None:
                 audits[v] = hit
                 tick("audit")

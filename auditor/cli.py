@@ -1765,6 +1765,8 @@ def matrix_cmd(
     summary: Optional[Path] = SummaryOpt,
     no_cache: bool = _no_cache_opt(),
     no_progress: bool = _no_progress_opt(),
+    exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when no release listed supports "
+                                   "every target."),
     platform: OnePlatform = _platform_opt(),
     engine: EngineOpt = typer.Option(EngineOpt.vllm, "--engine", metavar="vllm|sglang", help="Whose releases: "
                                      "vllm (source archives) or sglang (source archives, else the wheel for this "
@@ -1776,7 +1778,7 @@ def matrix_cmd(
 
     Archives are fetched in parallel and cached; releases with no source archive on the index are listed as skipped, with the reason.
 
-    Exit codes: 0 matrix produced, 2 usage or input error, or a release that could not be fetched or read (it is listed as skipped, with the error), 3 internal error (a bug in eagle-audit; --debug shows the traceback).
+    Exit codes: 0 some release listed supports every target (natively); 1 none of them does (every release has a target blocked, unknown, absent or skipped; --exit-zero turns this into 0); 2 usage or input error, or a release that could not be fetched or read (it is listed as skipped, with the error; the matrix is still written); 3 internal error (a bug in eagle-audit; --debug shows the traceback).
 
     \b
     Examples:
@@ -1824,7 +1826,7 @@ def matrix_cmd(
         name = "vLLM" if engine is EngineOpt.vllm else "SGLang"
         _err().print(f"[bold red]eagle-audit: error:[/bold red] {name} {escape(clean(v))}: {escape(clean(e))}",
                   highlight=False, soft_wrap=True)
-    raise typer.Exit(2 if report.errors else 0)
+    raise typer.Exit(2 if report.errors else 0 if exit_zero or report.first_all_supported else 1)
 
 
 class CompareFormat(str, Enum):

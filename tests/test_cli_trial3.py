@@ -382,7 +382,7 @@ def test_old_mtp_method_strings_are_accepted_by_every_command(tmp_path):
                "--method", "deepseek_mtp", "--no-progress").returncode == 1  # audited, not refused (2)
     matrix = run("matrix", "-m", "kimi_k2", "--versions", "0.16.0", "--method", "deepseek_mtp", "-f", "json",
                  "--no-progress")
-    assert matrix.returncode == 0, matrix.stderr
+    assert matrix.returncode == 1, matrix.stderr  # audited (blocked), not refused (2)
     assert "mtp-draft" in matrix.stdout
 
 

@@ -647,6 +647,24 @@ def _check_output(path: Optional[Path], label: str, force: bool, append: bool = 
         _fail(f"{label} {path}: cannot write in {folder}: {exc.strerror or exc}")
 
 
+def _check_folder(folder: Path, label: str) -> None:
+    """Refuse, before any work, a folder to create whose way goes through a file (exit 2, one
+    line: ``--out-dir a/b: cannot be created (a is not a folder)``)."""
+    import os
+    import stat
+
+    for up in (folder, *folder.parents):
+        try:
+            st = os.stat(up)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError as exc:
+            _fail(f"{label} {folder}: {exc.strerror or exc}")
+        if not stat.S_ISDIR(st.st_mode):
+            _fail(f"{label} {folder}: cannot be created ({up} is not a folder)")
+        return
+
+
 def _is_missing(folder: Path) -> bool:
     """True when nothing exists at ``folder`` and every folder above it that exists is a folder
     (a path through a file is reported as such)."""
@@ -1424,6 +1442,14 @@ def fix_cmd(
                 _fail(f"--out-dir {out_dir} is not a folder")
         except OSError as exc:
             _fail(f"--out-dir {out_dir}: {exc.strerror or exc}")
+        _check_folder(out_dir, "--out-dir")
+        given = vllm_version or sglang_version
+        if given:  # the files' names are known before the release is fetched: refused before it
+            early = fx.out_name(codemods, model or [a for a in (hf or {}).get("architectures") or []
+                                                    if isinstance(a, str)],
+                                "vllm" if vllm_version else "sglang", given, loaded[1] if loaded else method)
+            _check_output(out_dir / f"{early}.patch", "--out-dir", force, make_folders=True)
+            _check_output(out_dir / f"{early}.codemods.json", "--out-dir", force, make_folders=True)
     auditor = _open(path, vllm_version, no_progress, no_cache, platform=platform.value, python=python,
                     sglang_version=sglang_version, engine=engine)
     # DIR/<targets>.vllm-<release>.<method>.patch: the patches of two releases or methods never collide
@@ -1608,6 +1634,21 @@ def _append(text: str, path: Optional[Path]) -> None:
         _fail(f"--summary: cannot write {path}: {exc}")
 
 
+def _check_sides(*sides: tuple[str, Optional[str]]) -> None:
+    """Refuse, before either release is fetched or read, a side that is neither an existing path
+    nor a release version (one line naming its option, exit 2); ``sides`` are ``(label, value)``,
+    a None value skipped."""
+    from auditor.orchestration.upgrade import side_kind
+
+    for label, value in sides:
+        if value is None:
+            continue
+        try:
+            side_kind(value)
+        except AuditError as exc:
+            _fail(f"{label} {value}: {exc}")
+
+
 def _open_side(label: str, value: str, no_progress: bool, no_cache: bool, platform: str = "cuda",
                engine: Optional[str] = None):
     from auditor.orchestration.upgrade import open_side
@@ -1712,6 +1753,8 @@ def gate_cmd(
         load_codemods(cfg.codemods, cfg.label("codemods"))  # validated before any work
     hf = load_hf_config(cfg.hf_config, cfg.label("hf_config")) if cfg.hf_config else None
     name = engine.value if engine is not None else None
+    _check_sides((cfg.label("candidate_version"), cfg.candidate_version),
+                 (cfg.label("current_version"), cfg.current_version))
     cand = _open_side(cfg.label("candidate_version"), cfg.candidate_version, no_progress, no_cache, platform.value,
                       name)
     cur = (_open_side(cfg.label("current_version"), cfg.current_version, no_progress, no_cache, platform.value, name)
@@ -1801,7 +1844,10 @@ def matrix_cmd(
     _check_output(summary, "--summary", force, append=True)
     fmt = _report_format(fmt, output, MatrixFormat)
     run = cfg.run_options(platform=platform.value)
+    from auditor.orchestration.matrix import check_spec
+
     try:
+        check_spec(cfg.versions)  # its form, before the package index is read or anything fetched
         report = _matrix_progress(_progress_enabled(no_progress), lambda cb: run_matrix(
             cfg.models, cfg.versions, method=cfg.methods[0], model_type=cfg.model_type, jobs=jobs,
             use_cache=not no_cache, progress=cb, platform=platform.value, options=run, engine=engine.value,
@@ -1894,6 +1940,7 @@ def compare_cmd(
         _fail("give both --vllm-version X|PATH and --sglang-version Y|PATH")
     _check_output(output, "--output", force)
     fmt = _report_format(fmt, output, CompareFormat)
+    _check_sides(("--vllm-version", vllm_version), ("--sglang-version", sglang_version))
     sides = []
     for engine, value in (("vllm", vllm_version), ("sglang", sglang_version)):
         try:

@@ -53,6 +53,35 @@ def _version(text: str, spec: str) -> Version:
                          "0.16.0,0.18.0 or 0.12.0..0.33.0)") from None
 
 
+def check_spec(spec: str) -> list[tuple[str, tuple[Version | None, Version | None] | None]]:
+    """The items of a ``--versions`` SPEC, checked for their form alone (no package index is
+    read: a SPEC is refused before any fetch): each item with its range bounds ``(lo, hi)`` (None
+    for an open end), or None for a single version.
+
+    Raises:
+        AuditError: an empty item, a word that is not a version, more than one ``..``, an empty
+            range (one line, naming ``--versions``).
+    """
+    items = [i.strip() for i in spec.split(",")]
+    if not spec.strip() or any(not i for i in items):
+        raise AuditError(f"--versions {spec!r}: expected a comma-separated list of versions or ranges A..B")
+    out: list[tuple[str, tuple[Version | None, Version | None] | None]] = []
+    for item in items:
+        if ".." not in item:
+            _version(item, spec)
+            out.append((item, None))
+            continue
+        lo_text, _, hi_text = item.partition("..")
+        if ".." in hi_text:
+            raise AuditError(f"--versions {spec!r}: {item!r} has more than one '..'")
+        lo = _version(lo_text, spec) if lo_text.strip() else None
+        hi = _version(hi_text, spec) if hi_text.strip() else None
+        if lo is not None and hi is not None and lo > hi:
+            raise AuditError(f"--versions {spec!r}: the range {item} is empty ({lo} > {hi})")
+        out.append((item, (lo, hi)))
+    return out
+
+
 def parse_versions(spec: str, listing: IndexListing) -> list[PlannedRelease]:
     """The releases a ``--versions`` SPEC names, in version order, without repeats.
 
@@ -69,18 +98,9 @@ def parse_versions(spec: str, listing: IndexListing) -> list[PlannedRelease]:
     sdists = {Version(v) for v in listing.sdists}
     yanked = {Version(v) for v in listing.yanked}
     chosen: list[Version] = []
-    items = [i.strip() for i in spec.split(",")]
-    if not spec.strip() or any(not i for i in items):
-        raise AuditError(f"--versions {spec!r}: expected a comma-separated list of versions or ranges A..B")
-    for item in items:
-        if ".." in item:
-            lo_text, _, hi_text = item.partition("..")
-            if ".." in hi_text:
-                raise AuditError(f"--versions {spec!r}: {item!r} has more than one '..'")
-            lo = _version(lo_text, spec) if lo_text.strip() else None
-            hi = _version(hi_text, spec) if hi_text.strip() else None
-            if lo is not None and hi is not None and lo > hi:
-                raise AuditError(f"--versions {spec!r}: the range {item} is empty ({lo} > {hi})")
+    for item, bounds in check_spec(spec):
+        if bounds is not None:
+            lo, hi = bounds
             picked = [v for v in known
                       if (lo is None or v >= lo) and (hi is None or v <= hi)
                       and (not (v.is_prerelease or v.is_devrelease) or v in (lo, hi))]
@@ -323,6 +343,7 @@ def run_matrix(
     names = list(names)
     if not names:
         raise AuditError("no target: give --model NAME (or models in [tool.eagle-audit], pyproject.toml)")
+    check_spec(versions)  # its form, before the index is read
     plan = parse_versions(versions, releases.listing())
     to_read = [p.version for p in plan if p.skip is None]
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(to_read) or 1))

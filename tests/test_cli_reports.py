@@ -106,11 +106,16 @@ def test_o_suffix_names_the_format_of_gate_matrix_and_compare(tmp_path):
 
 def test_scan_o_txt_writes_the_plain_table_and_unknown_suffixes_are_refused(tmp_path):
     scan = ("scan", MINIVLLM, "--model", "ToyV3ForCausalLM", "--no-config", "--no-progress")
-    p = run(*scan, "-o", tmp_path / "r.txt")
+    p = run(*scan, "-o", tmp_path / "r.txt", columns=120)
     assert p.returncode == 1, p.stderr
-    lines = readable((tmp_path / "r.txt").read_text(), wrapped=False)
+    lines = readable((tmp_path / "r.txt").read_text(), width=120, wrapped=False)
     assert lines[1].startswith("┏") and "blocked" in column_text(lines, 2)
     assert "ToyV3ForCausalLM" in column_text(lines, 0)
+    p = run(*scan, "-o", tmp_path / "r80.txt")  # too narrow for the table with its file:line: a block per target
+    lines = readable((tmp_path / "r80.txt").read_text())
+    assert lines[1:5] == ["ToyV3ForCausalLM: eagle3, blocked", "  allowlist: vllm/config/speculative.py:21",
+                          "  interface: vllm/model_executor/models/toy.py:39",
+                          "  aux-capture: vllm/model_executor/models/toy.py:34"], lines
     for name in ("r.junit", "report"):
         line = one_line_error(run(*scan, "-o", tmp_path / name))
         assert f"-o {name}: the suffix names no format; use .txt, .json, .md, .sarif, .xml" in line

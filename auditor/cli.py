@@ -1766,7 +1766,7 @@ def gate_cmd(
                             codemods=cfg.codemods, methods=cfg.methods, model_type=cfg.model_type, hf_config=hf,
                             allowed_warnings=cfg.allow_warnings, fail_on_warnings=cfg.fail_on_warnings,
                             options=run, progress=cb,
-                            sources=cfg.sources(_shown_path(cfg.path) if cfg.path else None)))
+                            sources=cfg.sources(_shown_path(cfg.path) if cfg.path else None), on_plan=_say_fetch_plan))
     report.config = cfg.path
     markdown = ci_formats.gate_markdown(report)
     if fmt is GateFormat.table:
@@ -1851,7 +1851,7 @@ def matrix_cmd(
         report = _matrix_progress(_progress_enabled(no_progress), lambda cb: run_matrix(
             cfg.models, cfg.versions, method=cfg.methods[0], model_type=cfg.model_type, jobs=jobs,
             use_cache=not no_cache, progress=cb, platform=platform.value, options=run, engine=engine.value,
-            sources=cfg.sources(_shown_path(cfg.path) if cfg.path else None)))
+            sources=cfg.sources(_shown_path(cfg.path) if cfg.path else None), on_plan=_say_fetch_plan))
     except AuditError as exc:  # a SPEC from the settings file: name the file and the key, not the flag
         text = str(exc)
         _fail(cfg.label("versions") + text[len("--versions"):] if text.startswith("--versions") else text)
@@ -2000,6 +2000,28 @@ def _compare_next_steps(report, cfg, run) -> list[str]:
             lines.append(f"next step ({side.name}: {', '.join(rest)} with no fix available): {shell_join(argv)}"
                          "  (finds the first later release that supports them)")
     return lines
+
+
+def _say_fetch_plan(plan) -> None:
+    """Before a matrix fetches anything, when it must download: how many releases, how many of
+    them are cached, how many to download and their size (one message on stderr, under the one
+    wrapping rule); nothing when every archive is cached."""
+    if not plan.to_fetch:
+        return
+    n = len(plan.releases)
+    span = f"{plan.releases[0]} … {plan.releases[-1]}" if n > 1 else plan.releases[0]
+    size = (f", about {_size_words(plan.download_bytes)}" if plan.download_bytes is not None
+            else " (the index publishes no size for some)")
+    _say(f"eagle-audit matrix: {count(n, 'release')} to audit ({span}): {len(plan.cached)} in eagle-audit's cache, "
+         f"{len(plan.to_fetch)} to download{size}; eagle-audit cache shows what the cache holds, "
+         "eagle-audit cache prune frees it")
+
+
+def _size_words(n: int) -> str:
+    """``n`` bytes in a unit a person reads (``29 MB``, ``1.2 GB``)."""
+    if n >= 10**9:
+        return f"{n / 10**9:.1f} GB"
+    return f"{max(1, round(n / 10**6))} MB"
 
 
 def _matrix_progress(show: bool, fn):

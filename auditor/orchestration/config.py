@@ -92,8 +92,9 @@ SETTINGS: tuple[Setting, ...] = (
             "version, or a path relative to this file)", '"0.16.0"', old=("current",)),
     Setting("candidate-version", "candidate_version", "--candidate-version", ("gate",), "the release to "
             "upgrade to (a version, or a path relative to this file)", '"0.18.0"', old=("candidate",)),
-    Setting("versions", "versions", "--versions", ("matrix",), "releases: a list, a range or both",
-            '"0.16.0.."'),
+    Setting("versions", "versions", "--versions", ("matrix",), "releases: a list, a range or both (each "
+            "release not yet in the cache is a download of 30-40 MB; matrix says how many before it starts)",
+            '"0.16.0..0.18.0"'),
 )
 
 #: Key (new or old spelling) → its setting.

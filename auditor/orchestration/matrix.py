@@ -34,6 +34,18 @@ from auditor.source.fetch import IndexListing, nearest_versions, recorded_sha256
 Progress = Callable[[str, int, int], None]
 
 
+@dataclass(frozen=True)
+class FetchPlan:
+    """What a matrix reads before it starts (given to ``run_matrix``'s ``on_plan``): the
+    releases to audit, those of them already in the cache, those to download, and the bytes
+    the index publishes for the downloads (``None`` when it publishes no size for one of them)."""
+
+    releases: tuple[str, ...]
+    cached: tuple[str, ...]
+    to_fetch: tuple[str, ...]
+    download_bytes: int | None
+
+
 # -- release listing and version specs ---------------------------------------------------------
 
 
@@ -316,12 +328,16 @@ def run_matrix(
     options: RunOptions | None = None,
     engine: str = "vllm",
     sources: dict[str, str] | None = None,
+    on_plan: Callable[[FetchPlan], None] | None = None,
 ) -> MatrixReport:
     """Audit ``names`` in every release of ``versions`` (see :func:`parse_versions`), as
     ``releases`` lists and fetches them (default: :class:`IndexReleases`, pip's index, for the
     distribution of ``engine``: ``vllm``'s sdists, or ``sglang``'s sdists and wheels), under the
     run ``options`` (pipeline-parallel size, drafter config, …; default: a plain run).
     ``sources`` labels a ``--model-type`` the settings file gave (:func:`audit_release`).
+    ``on_plan`` is called once, before anything is fetched, with the :class:`FetchPlan` (how
+    many releases, how many to download and their published size; a ``releases`` object without
+    a ``cached(version)`` method counts every release as cached).
 
     Archives are fetched by ``fetch_workers`` threads; each is audited as soon as it is there:
     from the per-archive result cache when it holds it (``use_cache``), else by a pool of
@@ -346,6 +362,13 @@ def run_matrix(
     check_spec(versions)  # its form, before the index is read
     plan = parse_versions(versions, releases.listing())
     to_read = [p.version for p in plan if p.skip is None]
+    if on_plan is not None:
+        listing = releases.listing()
+        is_cached = getattr(releases, "cached", lambda v: True)
+        fetch = tuple(v for v in to_read if not is_cached(v))
+        sizes = [getattr(listing, "size", lambda v: None)(v) for v in fetch]
+        on_plan(FetchPlan(tuple(to_read), tuple(v for v in to_read if v not in fetch), fetch,
+                          None if None in sizes else sum(sizes)))
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(to_read) or 1))
     audits: dict[str, ReleaseAudit] = {}
     errors: dict[str, str] = {}

@@ -1,7 +1,7 @@
 """Settings of every command: ``[tool.eagle-audit]`` in ``pyproject.toml``, then flags.
 
 One typed model (:class:`Settings`) serves ``scan``, ``explain``, ``fix``, ``gate``, ``matrix`` and
-``compare`` (every command but ``rules``, which reads no settings);
+``compare`` (``rules``, ``cache`` and ``verify`` read no settings);
 precedence is flags > settings > defaults. Every setting is named like its flag: a repeatable flag
 gives a plural setting (``--model`` ↔ ``models``, ``--method`` ↔ ``methods``, ``--allow-warning`` ↔
 ``allow-warnings``), any other flag its own name without the dashes (``--candidate-version`` ↔
@@ -266,7 +266,7 @@ def settings_markdown() -> str:
     table whose every value works."""
     lines = ["```toml", "[tool.eagle-audit]"]
     for s in SETTINGS:
-        used = "every command but rules" if s.commands == COMMANDS else ", ".join(s.commands)
+        used = "every command that reads settings" if s.commands == COMMANDS else ", ".join(s.commands)
         if s.placeholder:
             lines += [f"# {s.flag} ({used}): {s.help}; a placeholder: uncomment it with your path",
                       f"# {s.key} = {s.example}"]

@@ -62,3 +62,5 @@ def test_the_claims_beside_the_table_are_true():
     assert summary == ["gate", "matrix"]
     assert "| `--summary` | `gate`, `matrix` |" in readme
     assert "every command but `rules`, which reads no settings" not in readme  # the old claim
+    claim = re.search(r"`-o/--output FILE` \(a report: ([^;]*);", readme).group(1).split(", ")
+    assert sorted(claim) == sorted(c for c, opts in options.items() if "--output (-o)" in opts)

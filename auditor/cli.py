@@ -1766,7 +1766,7 @@ def gate_cmd(
                             codemods=cfg.codemods, methods=cfg.methods, model_type=cfg.model_type, hf_config=hf,
                             allowed_warnings=cfg.allow_warnings, fail_on_warnings=cfg.fail_on_warnings,
                             options=run, progress=cb,
-                            sources=cfg.sources(_shown_path(cfg.path) if cfg.path else None), on_plan=_say_fetch_plan))
+                            sources=cfg.sources(_shown_path(cfg.path) if cfg.path else None)))
     report.config = cfg.path
     markdown = ci_formats.gate_markdown(report)
     if fmt is GateFormat.table:
@@ -2013,8 +2013,8 @@ def _say_fetch_plan(plan) -> None:
     size = (f", about {_size_words(plan.download_bytes)}" if plan.download_bytes is not None
             else " (the index publishes no size for some)")
     _say(f"eagle-audit matrix: {count(n, 'release')} to audit ({span}): {len(plan.cached)} in eagle-audit's cache, "
-         f"{len(plan.to_fetch)} to download{size}; eagle-audit cache shows what the cache holds, "
-         "eagle-audit cache prune frees it")
+         f"{len(plan.to_fetch)} to download{size} (kept in the cache; to see its size or prune it: eagle-audit "
+         "cache)")
 
 
 def _size_words(n: int) -> str:

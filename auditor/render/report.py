@@ -537,11 +537,9 @@ def _results_blocks(report: ScanReport, shown: list, console: Console) -> None:
     pieces: a name and a ``file:line`` are never cut where they fit the width."""
     from rich.text import Text
 
-    title = Text(clean(f"{report.title} — {report.source}"), style="bold")
     run = run_text(report)
-    if run:
-        title.append(f" ({run})")
-    print_wrapped(console, title, indent=0, hanging=2)
+    title = [Text(clean(report.title), style="bold")] + ([Text(f"({run})")] if run else [])
+    print_wrapped(console, title + [Text("—"), Text(clean(report.source))], indent=0, hanging=2)
     for r, findings in shown:
         role = f" ({r.role})" if r.role != "target" else ""
         head = [Text(clean(r.architecture) + role + ":", style="bold"),

@@ -143,6 +143,7 @@ def cells(dom: str) -> _Cells:
 
 def _run(*args, cwd: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "COLUMNS")}
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")  # this checkout's code, from any folder
     return subprocess.run([sys.executable, "-m", "auditor", *map(str, args)], capture_output=True, text=True,
                           timeout=900, cwd=cwd, env=env)
 

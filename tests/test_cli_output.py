@@ -100,7 +100,7 @@ def test_full_scan_table_at_80_columns_keeps_method_verdict_and_gates_whole(full
     assert p.returncode == 1, p.stderr
     lines = p.stdout.splitlines()
     # a table with every file:line does not fit in 80 columns: a block per target (ux3b)
-    assert not [ln for ln in lines if ln[:1] in "┏┃┡│└"]
+    assert not [ln for ln in lines if ln and ln[0] in "┏┃┡│└"]
     assert max(len(ln) for ln in lines[:lines.index("")]) <= 80
     assert "…" not in p.stdout and not any(ln.endswith(" ") for ln in lines)
     rows = target_blocks(p.stdout[:p.stdout.index("\n\n")])

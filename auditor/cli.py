@@ -904,8 +904,8 @@ def verify(
     refusal is mapped to the gate whose location the scan recorded, or 'unmodelled'.
 
     Exit codes: 0 every target proven (started, ids equal, captures at the layers set, drafts
-    accepted), 1 some target refused, broken, not lossless, inconclusive, crashed, timed out or
-    unknown, 2 usage or input error, 3 internal error.
+    accepted), 1 some target refused, broken, not lossless, inconclusive, stopped at a platform
+    limit, crashed, timed out or unknown, 2 usage or input error, 3 internal error.
 
     \b
     Examples:

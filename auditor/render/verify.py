@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from auditor.orchestration.verify import VerifyReport, VerifyResult
 
 _STYLE = {"proven": "green", "refused": "red", "broken": "red", "not-lossless": "red", "wrong-capture": "red",
-          "inconclusive": "yellow", "crashed": "red", "timeout": "red", "unknown": "yellow"}
+          "inconclusive": "yellow", "platform-limit": "yellow", "crashed": "red", "timeout": "red", "unknown": "yellow"}
 
 
 def verify_json(report: VerifyReport) -> str:

@@ -76,6 +76,11 @@ def _resize_layer_list(value: list, old: int, new: int) -> list:
     return [value[i % len(value)] for i in range(new)]
 
 
+def _layer_keyed(value: dict, layers: int) -> bool:
+    """A dict keyed by layer indices of a model of ``layers`` layers (``"05"``, ``"11"``)."""
+    return bool(value) and all(isinstance(k, str) and k.isdigit() and int(k) < layers for k in value)
+
+
 def _is_token_key(key: str) -> bool:
     return key in TOKEN_KEYS or key.endswith(("_token_id", "_token_index", "_token_ids"))
 
@@ -131,6 +136,11 @@ def _shrink_language(cfg: dict, attribute_map: dict, sizes: dict) -> tuple[int, 
         if stored in cfg and current is not None and not isinstance(current, bool):
             if key == "n_shared_experts":
                 continue
+            if isinstance(current, list):
+                # one size per part (Ernie 4.5 VL's moe_intermediate_size: [text, vision]): keep the shape
+                if current and all(isinstance(v, int) and not isinstance(v, bool) for v in current):
+                    cfg[stored] = [value] * len(current)
+                continue
             cfg[stored] = value
     if isinstance(cfg.get("n_shared_experts"), int) and cfg["n_shared_experts"] > 1:
         cfg["n_shared_experts"] = 1
@@ -139,6 +149,11 @@ def _shrink_language(cfg: dict, attribute_map: dict, sizes: dict) -> tuple[int, 
         for key, value in list(cfg.items()):
             if isinstance(value, list) and len(value) == old_layers and key not in TOKEN_KEYS:
                 cfg[key] = _resize_layer_list(value, old_layers, new_layers)
+            elif isinstance(value, dict) and _layer_keyed(value, old_layers):
+                # per-layer overrides keyed by layer index (DiffusionGemma's per_layer_config,
+                # {"05": {...}, "11": {...}}): the layers a shrunk model keeps, as the layer lists
+                # above keep their first entries
+                cfg[key] = {k: v for k, v in value.items() if int(k) < new_layers}
     for key in ("sliding_window", "attention_chunk_size"):
         if isinstance(cfg.get(key), int) and not isinstance(cfg.get(key), bool) and cfg[key] > 128:
             cfg[key] = 128

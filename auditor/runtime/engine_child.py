@@ -65,12 +65,58 @@ def _exception(exc: BaseException) -> dict:
         if nxt is root:
             break
         root = nxt
-    return {
+    out = {
         "type": type(root).__name__,
         "message": str(root)[:2000],
         "outer_type": type(exc).__name__,
         "frames": _frames(exc)[-60:],
+        "import_failed_in": _import_failure(exc),
     }
+    missing = next((e.name for e in _chain(exc) if isinstance(e, ModuleNotFoundError) and e.name), None)
+    if missing:
+        out["missing_module"] = missing.split(".")[0]
+    if _no_triton_kernel(root):
+        out["platform_limit"] = "a Triton kernel was launched, and this platform's vLLM has no Triton"
+    return out
+
+
+def _no_triton_kernel(exc: BaseException) -> bool:
+    """``exc`` is a Triton kernel launch (``kernel[grid](...)``) on a vLLM without Triton: there the
+    kernel is the plain function (``vllm/triton_utils``: HAS_TRITON False), and indexing it by its
+    grid raises ``TypeError: 'function' object is not subscriptable``."""
+    tu = sys.modules.get("vllm.triton_utils")
+    return (tu is not None and getattr(tu, "HAS_TRITON", True) is False and isinstance(exc, TypeError)
+            and str(exc) == "'function' object is not subscriptable")
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and its causes and contexts, outermost first (each once)."""
+    out: list[BaseException] = []
+    e: BaseException | None = exc
+    while e is not None and all(e is not o for o in out) and len(out) < 100:
+        out.append(e)
+        e = e.__cause__ or e.__context__
+    return out
+
+
+def _inspection_cause(model_dir: str) -> dict | None:
+    """Why vLLM could not inspect the model class (its "failed to be inspected" hides the cause,
+    raised in a subprocess): the exception of importing the architecture's module here, from
+    ``ModelRegistry.models`` (``vllm/model_executor/models/registry.py``), or None when it imports."""
+    import importlib
+
+    try:
+        with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as fh:
+            arch = (json.load(fh).get("architectures") or [None])[0]
+        from vllm.model_executor.models.registry import ModelRegistry
+
+        module = getattr(ModelRegistry.models.get(arch), "module_name", None)
+        if not module:
+            return None
+        importlib.import_module(module)
+    except Exception as exc:  # noqa: BLE001 - the cause is the answer
+        return _exception(exc)
+    return None
 
 
 def _import_failure(exc: BaseException) -> str | None:
@@ -85,6 +131,29 @@ def _import_failure(exc: BaseException) -> str | None:
         if len(parts) == 2 and parts[1]:
             return parts[1].split("/")[0]
     return None
+
+
+def _base_defaults() -> dict:
+    """The keys and defaults every HF config carries (``PretrainedConfig().to_dict()``), or {}."""
+    try:
+        from transformers import PretrainedConfig
+
+        return PretrainedConfig().to_dict()
+    except Exception:  # noqa: BLE001 - an older or broken transformers: strip nothing
+        return {}
+
+
+def _nested_without_base_defaults(config: dict, base: dict) -> dict:
+    """``config`` with the base keys that still hold their defaults (``_name_or_path``,
+    ``output_attentions``, …) removed from its nested config dicts, as a checkpoint's
+    ``config.json`` has them: ``to_dict()`` writes them into every nested config, and a nested
+    config class that accepts only its own fields refuses them (transformers' DbrxFFNConfig:
+    ``Found unknown kwargs``). The top level keeps every key."""
+    out = dict(config)
+    for key, value in config.items():
+        if isinstance(value, dict) and any(k in base for k in value):
+            out[key] = {k: v for k, v in value.items() if not (k in base and base[k] == v and k != "model_type")}
+    return out
 
 
 def action_config(req: dict) -> dict:
@@ -120,7 +189,8 @@ def action_config(req: dict) -> dict:
         s = getattr(cfg, name, None)
         if s is not None and hasattr(s, "attribute_map"):
             sub[name] = dict(s.attribute_map)
-    return {"ok": True, "config": cfg.to_dict(), "class": f"{cls.__module__}.{cls.__qualname__}",
+    return {"ok": True, "config": _nested_without_base_defaults(cfg.to_dict(), _base_defaults()),
+            "class": f"{cls.__module__}.{cls.__qualname__}",
             "source": source, "attribute_map": dict(getattr(cls, "attribute_map", {}) or {}),
             "sub_attribute_maps": sub}
 
@@ -371,10 +441,14 @@ def _one_run(LLM, SamplingParams, TokensPrompt, req: dict, run: dict) -> dict:
             llm = LLM(**kwargs)
         except BaseException as exc:  # noqa: BLE001
             result["exception"] = _exception(exc)
-            return result
         finally:
             timing["start_s"] = round(time.monotonic() - t, 2)
             result["timing"] = timing
+        if llm is None:
+            if "failed to be inspected" in result["exception"]["message"]:
+                # outside the handler, so that the engine's error is not the import's context
+                result["exception"]["inspection_cause"] = _inspection_cause(req["model_dir"])
+            return result
         result["started"] = True
         try:
             note = llm.apply_model(_install_hooks)

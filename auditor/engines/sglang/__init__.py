@@ -7,7 +7,8 @@ from auditor.engines.base import Engine
 from auditor.engines.modelfiles import target_facts
 from auditor.engines.sglang.explain import explain
 from auditor.engines.sglang.drafts import DRAFT_MAP_EXTRACTOR
-from auditor.engines.sglang.facts import CAPTURE_EXTRACTOR, CaptureTraceFacts, TreeFacts
+from auditor.engines.sglang.facts import CAPTURE_EXTRACTOR, CaptureTraceFacts
+from auditor.engines.sglang.vocabulary import SGLangFacts
 from auditor.engines.sglang.registry import ENTRY_CHANGES_EXTRACTOR, ENTRY_EXTRACTOR, MODELS_DIR, Registry
 from auditor.engines.sglang.workers import WORKERS_EXTRACTOR
 from auditor.hf.targets import resolve_targets
@@ -32,7 +33,7 @@ ENGINE = Engine(
     package="sglang",
     extractors=EXTRACTORS,
     make_registry=Registry,
-    make_facts=TreeFacts,
+    make_facts=SGLangFacts,
     conditions=lambda platform: None,
     methods=("eagle3", "eagle", "mtp"),
     model_scopes=(MODELS_DIR,),

@@ -312,29 +312,9 @@ class TreeFacts(TreeFactsBase):
 
     #: the attribute the setter fills and the inner model's ``forward`` tests
     capture_attr = CAPTURE_ATTR
-    # find_setter, forward_capture, class_facts, attr_class, extract_capture and capture_trace:
-    # the module's functions and provider, attached after their definitions (end of the module)
-
-    @staticmethod
-    def find_donor(resolver: Resolver, registry, name: str = SETTER):
-        """:func:`auditor.engines.sglang.donor.find_donor`."""
-        from auditor.engines.sglang.donor import find_donor
-
-        return find_donor(resolver, registry, name)
-
-    @staticmethod
-    def find_getter_donor(resolver: Resolver, registry, name: str):
-        """:func:`auditor.engines.sglang.donor.find_getter_donor`."""
-        from auditor.engines.sglang.donor import find_getter_donor
-
-        return find_getter_donor(resolver, registry, name)
-
-    @staticmethod
-    def method_ast(resolver: Resolver, owner: ClassRef, name: str):
-        """:func:`auditor.engines.sglang.donor.method_ast`."""
-        from auditor.engines.sglang.donor import method_ast
-
-        return method_ast(resolver, owner, name)
+    # find_setter, forward_capture, class_facts, attr_class, extract_capture, capture_trace and the
+    # donor analysis: on :class:`auditor.engines.sglang.vocabulary.SGLangFacts`, the subclass the
+    # engine builds, which sits above this module and the donor analysis built on it
 
     def draft_mappings(self) -> dict:
         """Target architecture → its NEXTN/MTP draft mapping
@@ -632,13 +612,3 @@ class CaptureTraceFacts(FactProvider):
     def compute(cls, ctx, key: ClassRef) -> CaptureTrace:
         return trace_capture(ctx.resolver, key, ctx.facts.setter_name(), ctx.registry)
 
-
-# SGLang's vocabulary on its tree facts (see :class:`TreeFacts`): the functions the SGLang gates
-# call as ``ctx.facts.find_setter(...)``, and the provider of a target's :class:`CaptureTrace`
-# (``ctx.get(ctx.facts.capture_trace, ref)``)
-TreeFacts.find_setter = staticmethod(find_setter)
-TreeFacts.forward_capture = staticmethod(forward_capture)
-TreeFacts.class_facts = staticmethod(class_facts)
-TreeFacts.attr_class = staticmethod(attr_class)
-TreeFacts.extract_capture = staticmethod(extract_capture)
-TreeFacts.capture_trace = CaptureTraceFacts

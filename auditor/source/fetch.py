@@ -733,11 +733,18 @@ class IndexListing:
         sdists: the releases with a source archive that is not yanked.
         known: every release version the index mentions, whatever its files.
         yanked: the releases whose only source archives are yanked.
+        sizes: ``(version, bytes)`` of the file :func:`fetch_release` would download for each
+            release of ``sdists`` whose size the index publishes.
     """
 
     sdists: tuple[str, ...]
     known: tuple[str, ...]
     yanked: tuple[str, ...] = ()
+    sizes: tuple[tuple[str, int], ...] = ()
+
+    def size(self, version: str) -> int | None:
+        """The published size in bytes of release ``version``'s archive, or None."""
+        return dict(self.sizes).get(version)
 
 
 def list_releases(project: str = _PROJECT) -> IndexListing:
@@ -762,10 +769,15 @@ def list_releases(project: str = _PROJECT) -> IndexListing:
             sdists += _wheels(files, project, v)[:1]
     ok = {s.version for s in sdists if not s.yanked}
     yanked = {s.version for s in sdists if s.yanked} - ok
+    sizes: dict[str, int] = {}
+    for s in sdists:  # the first file of a release that is not yanked: the one fetch_release takes
+        if not s.yanked and s.size is not None:
+            sizes.setdefault(str(s.version), s.size)
     return IndexListing(
         sdists=tuple(str(v) for v in sorted(ok)),
         known=tuple(str(v) for v in sorted(set(known) | ok | yanked)),
         yanked=tuple(str(v) for v in sorted(yanked)),
+        sizes=tuple(sorted(sizes.items(), key=lambda kv: Version(kv[0]))),
     )
 
 
@@ -1012,6 +1024,27 @@ def _check_version(version: str, project: str = _PROJECT) -> Version:
         return Version(text)
     except InvalidVersion:
         raise problem from None
+
+
+def archive_cached(version: str, project: str = _PROJECT, cache_dir: pathlib.Path | None = None) -> bool:
+    """Whether :func:`fetch_release` would answer ``version`` from the cache (an archive with
+    its sha256 sidecar; for a project read as a wheel, a cached wheel for this Python), without
+    reading any file's content: what ``matrix`` says before it starts. A version that is not
+    shaped like one is not cached."""
+    try:
+        wanted = Version(version)
+    except InvalidVersion:
+        return False
+    folder = pathlib.Path(cache_dir).expanduser() if cache_dir is not None else archive_cache_dir()
+    guess = folder / f"{project}-{wanted}.tar.gz"
+    if _is_file(guess) and _read_sidecar(guess) is not None:
+        return True
+    if project not in WHEEL_FALLBACK:
+        return False
+    try:
+        return any(_read_sidecar(w) is not None for w in folder.glob(f"{project}-{wanted}-*.whl"))
+    except OSError:
+        return False
 
 
 def fetch_release(

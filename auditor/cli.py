@@ -27,7 +27,7 @@ app = typer.Typer(
         "Static compatibility auditor for speculative decoding (EAGLE-3, EAGLE-1/2, MTP) in vLLM and SGLang.\n\n"
         "Reads an engine source tree without importing it and tells, per target architecture and method, "
         "whether the engine will accept it and which gate blocks it, with file:line.\n\n"
-        "Settings: [tool.eagle-audit] in pyproject.toml (every command but rules; flags override it; --no-config "
+        "Settings: [tool.eagle-audit] in pyproject.toml (scan, explain, fix, gate, matrix, compare; flags override it; --no-config "
         "ignores it).\n\n"
         "\b\n"
         "Examples:\n"
@@ -651,6 +651,24 @@ def _check_output(path: Optional[Path], label: str, force: bool, append: bool = 
         _fail(f"{label} {path}: cannot write in {folder}: {exc.strerror or exc}")
 
 
+def _check_folder(folder: Path, label: str) -> None:
+    """Refuse, before any work, a folder to create whose way goes through a file (exit 2, one
+    line: ``--out-dir a/b: cannot be created (a is not a folder)``)."""
+    import os
+    import stat
+
+    for up in (folder, *folder.parents):
+        try:
+            st = os.stat(up)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError as exc:
+            _fail(f"{label} {folder}: {exc.strerror or exc}")
+        if not stat.S_ISDIR(st.st_mode):
+            _fail(f"{label} {folder}: cannot be created ({up} is not a folder)")
+        return
+
+
 def _is_missing(folder: Path) -> bool:
     """True when nothing exists at ``folder`` and every folder above it that exists is a folder
     (a path through a file is reported as such)."""
@@ -756,7 +774,13 @@ def scan(
                                             # a value the settings file gave is labelled with its file and key
                                             sources=sorted(settings.sources(_shown_path(settings.path)
                                                                             if settings.path else None).items())
-                                            if settings is not None else None))
+                                            if settings is not None else None),
+                                       rendered=fmt.value if fmt in _SELF_CONTAINED else None)
+    hit = getattr(release, "rendered_hit", None)
+    if hit is not None:  # the same report, as the same format wrote it: nothing to decode or render
+        _write(hit["text"], output)
+        _exit_on_internal_errors([_Named(a) for a in hit["internal"]])
+        raise typer.Exit(0 if exit_zero or hit["supported"] else 1)
     opened = functools.partial(_open, path, vllm_version, no_progress, no_cache, transformers, platform.value,
                                sglang_version, engine, python)
     auditor = _Lazy(opened) if result is not None else opened()
@@ -774,9 +798,14 @@ def scan(
     if fmt is Format.table:
         _emit_table(lambda console: rep.scan_table(result, console, verbose=verbose or not full), output)
     else:
-        _write(_render(result, fmt, settings.path), output)
+        text = _render(result, fmt, settings.path)
+        _write(text, output)
         for line in rep.environment_code_lines(result):  # the table says it itself; other formats on stderr too
             _warn(line.removeprefix("warning: "))
+        if release is not None and fmt in _SELF_CONTAINED:
+            targets = result.targets
+            release.put_rendered(fmt.value, text, [r.architecture for r in result.internal_errors()],
+                                 bool(targets) and all(r.verdict.value == "supported" for r in targets))
     if fmt in (Format.table, Format.markdown):  # never mixed with a CI format's stream
         steps = _fix_commands(result, auditor, path, vllm_version, model, model_type, cfg, run, platform.value,
                               python, sglang_version, hf_config)
@@ -800,6 +829,19 @@ def scan(
     raise typer.Exit(0 if targets and all(r.verdict.value == "supported" for r in targets) else 1)
 
 
+#: Scan formats whose text is a function of the report alone (SARIF places its results on the
+#: settings file, relative to the working folder): a cached report's text is kept rendered.
+_SELF_CONTAINED = ("json", "junit")
+
+
+class _Named:
+    """Stands for a target result where only its ``architecture`` is read (an internal error
+    recalled from a rendered report)."""
+
+    def __init__(self, architecture: str):
+        self.architecture = architecture
+
+
 class _Lazy:
     """An object opened on first use (the auditor of a scan answered from the release results
     cache, which only the next-step commands may need)."""
@@ -814,18 +856,22 @@ class _Lazy:
         return getattr(self._obj, name)
 
 
-def _release_results(path, vllm_version, sglang_version, python, no_cache: bool, show: bool, request: dict):
-    """``(cache, report)`` for a scan of a release archive: the cached report when there is one
-    (consulted before the archive is opened, see :mod:`auditor.orchestration.release_results`),
-    else None and the cache to fill; ``(None, None)`` for a tree that is no archive, or with
-    ``--no-cache``. A ``--transformers`` that is refused is left to the scan to refuse."""
+def _release_results(path, vllm_version, sglang_version, python, no_cache: bool, show: bool, request: dict,
+                     rendered: str | None = None):
+    """``(cache, report)`` for a scan of a release archive or a folder PATH: the cached report when
+    there is one (consulted before the tree is opened, see
+    :mod:`auditor.orchestration.release_results`), else None and the cache to fill; ``(None,
+    None)`` for an installed tree, or with ``--no-cache``. With ``rendered`` (a format name), the
+    report as a previous run rendered it in that format is looked up first: when found, it is
+    ``cache.rendered_hit`` and the report is None (not decoded). A ``--transformers`` that is refused is left to the scan to refuse."""
     if no_cache or python or (path and (vllm_version or sglang_version)) or (vllm_version and sglang_version):
         return None, None
     from auditor.orchestration.release_results import ReleaseResults, archive_sha256
-    from auditor.orchestration.scan import check_transformers
 
     try:
         if request.get("transformers"):
+            from auditor.orchestration.scan import check_transformers
+
             check_transformers(request["transformers"])
         else:
             from auditor.hf.configs import check_transformers_env
@@ -834,9 +880,20 @@ def _release_results(path, vllm_version, sglang_version, python, no_cache: bool,
     except AuditError:
         return None, None
     archive = archive_sha256(path, vllm_version, sglang_version, progress=show)
+    folder = None
+    if archive is None and path is not None:
+        from auditor.orchestration.release_results import folder_manifest
+
+        found = folder_manifest(path, request.get("engine"))
+        if found is not None:
+            archive, folder = found[0], found[1:]
     if archive is None:
         return None, None
-    cache = ReleaseResults(archive, request)
+    cache = ReleaseResults(archive, request, folder=folder)
+    if rendered is not None:
+        cache.rendered_hit = cache.get_rendered(rendered)
+        if cache.rendered_hit is not None:
+            return cache, None
     return cache, cache.get()
 
 
@@ -921,6 +978,7 @@ def verify(
     cfg = load_hf_config(hf_config, "--hf-config") if hf_config else None
     env = locate_engine(python)
     run = settings.run_options(method, "cpu" if env.cpu else "cuda")
+    _sigterm_interrupts()  # a SIGTERM stops the engine child and removes its folder, as Ctrl-C does
     auditor, results = _run_engine(env, lambda registry: resolve_targets(registry, list(model), model_type, cfg),
                                    cfg, run, method, timeout, dtype, num_speculative_tokens, no_progress)
     report = VerifyReport({"distribution": engine_distribution(env), "version": engine_version(env),
@@ -1434,6 +1492,14 @@ def fix_cmd(
                 _fail(f"--out-dir {out_dir} is not a folder")
         except OSError as exc:
             _fail(f"--out-dir {out_dir}: {exc.strerror or exc}")
+        _check_folder(out_dir, "--out-dir")
+        given = vllm_version or sglang_version
+        if given:  # the files' names are known before the release is fetched: refused before it
+            early = fx.out_name(codemods, model or [a for a in (hf or {}).get("architectures") or []
+                                                    if isinstance(a, str)],
+                                "vllm" if vllm_version else "sglang", given, loaded[1] if loaded else method)
+            _check_output(out_dir / f"{early}.patch", "--out-dir", force, make_folders=True)
+            _check_output(out_dir / f"{early}.codemods.json", "--out-dir", force, make_folders=True)
     auditor = _open(path, vllm_version, no_progress, no_cache, platform=platform.value, python=python,
                     sglang_version=sglang_version, engine=engine)
     # DIR/<targets>.vllm-<release>.<method>.patch: the patches of two releases or methods never collide
@@ -1621,6 +1687,21 @@ def _append(text: str, path: Optional[Path]) -> None:
         _fail(f"--summary: cannot write {path}: {exc}")
 
 
+def _check_sides(*sides: tuple[str, Optional[str]]) -> None:
+    """Refuse, before either release is fetched or read, a side that is neither an existing path
+    nor a release version (one line naming its option, exit 2); ``sides`` are ``(label, value)``,
+    a None value skipped."""
+    from auditor.orchestration.upgrade import side_kind
+
+    for label, value in sides:
+        if value is None:
+            continue
+        try:
+            side_kind(value)
+        except AuditError as exc:
+            _fail(f"{label} {value}: {exc}")
+
+
 def _open_side(label: str, value: str, no_progress: bool, no_cache: bool, platform: str = "cuda",
                engine: Optional[str] = None):
     from auditor.orchestration.upgrade import open_side
@@ -1725,6 +1806,8 @@ def gate_cmd(
         load_codemods(cfg.codemods, cfg.label("codemods"))  # validated before any work
     hf = load_hf_config(cfg.hf_config, cfg.label("hf_config")) if cfg.hf_config else None
     name = engine.value if engine is not None else None
+    _check_sides((cfg.label("candidate_version"), cfg.candidate_version),
+                 (cfg.label("current_version"), cfg.current_version))
     cand = _open_side(cfg.label("candidate_version"), cfg.candidate_version, no_progress, no_cache, platform.value,
                       name)
     cur = (_open_side(cfg.label("current_version"), cfg.current_version, no_progress, no_cache, platform.value, name)
@@ -1778,6 +1861,8 @@ def matrix_cmd(
     summary: Optional[Path] = SummaryOpt,
     no_cache: bool = _no_cache_opt(),
     no_progress: bool = _no_progress_opt(),
+    exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when no release listed supports "
+                                   "every target."),
     platform: OnePlatform = _platform_opt(),
     engine: EngineOpt = typer.Option(EngineOpt.vllm, "--engine", metavar="vllm|sglang", help="Whose releases: "
                                      "vllm (source archives) or sglang (source archives, else the wheel for this "
@@ -1789,7 +1874,7 @@ def matrix_cmd(
 
     Archives are fetched in parallel and cached; releases with no source archive on the index are listed as skipped, with the reason.
 
-    Exit codes: 0 matrix produced, 2 usage or input error, or a release that could not be fetched or read (it is listed as skipped, with the error), 3 internal error (a bug in eagle-audit; --debug shows the traceback).
+    Exit codes: 0 some release listed supports every target (natively); 1 none of them does (every release has a target blocked, unknown, absent or skipped; --exit-zero turns this into 0); 2 usage or input error, or a release that could not be fetched or read (it is listed as skipped, with the error; the matrix is still written); 3 internal error (a bug in eagle-audit; --debug shows the traceback).
 
     \b
     Examples:
@@ -1812,10 +1897,14 @@ def matrix_cmd(
     _check_output(summary, "--summary", force, append=True)
     fmt = _report_format(fmt, output, MatrixFormat)
     run = cfg.run_options(platform=platform.value)
+    from auditor.orchestration.matrix import check_spec
+
     try:
+        check_spec(cfg.versions)  # its form, before the package index is read or anything fetched
         report = _matrix_progress(_progress_enabled(no_progress), lambda cb: run_matrix(
             cfg.models, cfg.versions, method=cfg.methods[0], model_type=cfg.model_type, jobs=jobs,
-            use_cache=not no_cache, progress=cb, platform=platform.value, options=run, engine=engine.value))
+            use_cache=not no_cache, progress=cb, platform=platform.value, options=run, engine=engine.value,
+            sources=cfg.sources(_shown_path(cfg.path) if cfg.path else None), on_plan=_say_fetch_plan))
     except AuditError as exc:  # a SPEC from the settings file: name the file and the key, not the flag
         text = str(exc)
         _fail(cfg.label("versions") + text[len("--versions"):] if text.startswith("--versions") else text)
@@ -1836,7 +1925,7 @@ def matrix_cmd(
         name = "vLLM" if engine is EngineOpt.vllm else "SGLang"
         _err().print(f"[bold red]eagle-audit: error:[/bold red] {name} {escape(clean(v))}: {escape(clean(e))}",
                   highlight=False, soft_wrap=True)
-    raise typer.Exit(2 if report.errors else 0)
+    raise typer.Exit(2 if report.errors else 0 if exit_zero or report.first_all_supported else 1)
 
 
 class CompareFormat(str, Enum):
@@ -1904,6 +1993,7 @@ def compare_cmd(
         _fail("give both --vllm-version X|PATH and --sglang-version Y|PATH")
     _check_output(output, "--output", force)
     fmt = _report_format(fmt, output, CompareFormat)
+    _check_sides(("--vllm-version", vllm_version), ("--sglang-version", sglang_version))
     sides = []
     for engine, value in (("vllm", vllm_version), ("sglang", sglang_version)):
         try:
@@ -1963,6 +2053,28 @@ def _compare_next_steps(report, cfg, run) -> list[str]:
             lines.append(f"next step ({side.name}: {', '.join(rest)} with no fix available): {shell_join(argv)}"
                          "  (finds the first later release that supports them)")
     return lines
+
+
+def _say_fetch_plan(plan) -> None:
+    """Before a matrix fetches anything, when it must download: how many releases, how many of
+    them are cached, how many to download and their size (one message on stderr, under the one
+    wrapping rule); nothing when every archive is cached."""
+    if not plan.to_fetch:
+        return
+    n = len(plan.releases)
+    span = f"{plan.releases[0]} … {plan.releases[-1]}" if n > 1 else plan.releases[0]
+    size = (f", about {_size_words(plan.download_bytes)}" if plan.download_bytes is not None
+            else " (the index publishes no size for some)")
+    _say(f"eagle-audit matrix: {count(n, 'release')} to audit ({span}): {len(plan.cached)} in eagle-audit's cache, "
+         f"{len(plan.to_fetch)} to download{size} (kept in the cache; to see its size or prune it: eagle-audit "
+         "cache)")
+
+
+def _size_words(n: int) -> str:
+    """``n`` bytes in a unit a person reads (``29 MB``, ``1.2 GB``)."""
+    if n >= 10**9:
+        return f"{n / 10**9:.1f} GB"
+    return f"{max(1, round(n / 10**6))} MB"
 
 
 def _matrix_progress(show: bool, fn):
@@ -2078,6 +2190,53 @@ class _ClosedPipeSafe:
 
     def __getattr__(self, name: str):
         return getattr(self._stream, name)
+
+
+def command_options() -> dict[str, dict[str, str]]:
+    """Every command of the command line (``cache prune`` for a subcommand) → its options as
+    its ``--help`` lists them: the option's spellings (``--model (-m)``, without the value's
+    metavar, which differs between commands) → the first sentence of its help. Hidden options (old spellings) are left out. Read from the typer
+    application itself, so the README's options table (:func:`options_markdown`) cannot drift."""
+    root = typer.main.get_command(app)
+    out: dict[str, dict[str, str]] = {}
+
+    def visit(name: str, command) -> None:
+        options = {}
+        for param in command.params:
+            if not isinstance(param, typer.core.TyperOption) or param.hidden:
+                continue
+            long = [o for o in param.opts if o.startswith("--")] + list(param.secondary_opts)
+            short = [o for o in param.opts if not o.startswith("--")]
+            spelled = "/".join(long) + (f" ({', '.join(short)})" if short else "")
+            options[spelled] = " ".join((param.help or "").split()).split(". ")[0].rstrip(".")
+        out[name] = options
+        for sub_name, sub in getattr(command, "commands", {}).items():
+            visit(f"{name} {sub_name}", sub)
+
+    for name, command in root.commands.items():
+        visit(name, command)
+    return out
+
+
+def options_markdown() -> str:
+    """The README's table of the options more than one command takes: each option with the
+    commands that take it, from :func:`command_options` (``tests/test_readme_options.py`` keeps
+    the README's copy equal). Options of a single command are left to its ``--help``."""
+    commands = command_options()
+    taken: dict[str, list[str]] = {}
+    for name, options in commands.items():
+        for spelled in options:
+            taken.setdefault(spelled, []).append(name)
+    everyone = [n for n in commands if " " not in n]
+    rows = ["| option | taken by |", "|---|---|"]
+    for spelled, names in sorted(taken.items(), key=lambda kv: (-len(kv[1]), list(taken).index(kv[0]))):
+        if len(names) < 2:
+            continue
+        missing = [n for n in everyone if n not in names]
+        who = (", ".join(f"`{n}`" for n in names) if len(missing) > len(names) // 2 or len(missing) > 3
+               else f"every command but {', '.join(f'`{n}`' for n in missing)}")
+        rows.append(f"| `{spelled}` | {who} |")
+    return "\n".join(rows) + "\n"
 
 
 def main(argv: Optional[list[str]] = None) -> None:

@@ -136,7 +136,7 @@ pid = os.posix_spawn(argv[0], argv, os.environ)
 _, status, usage = os.wait4(pid, 0)
 elapsed = time.perf_counter() - t
 with open(out, "w") as fh:
-    fh.write(f"{elapsed} {usage.ru_maxrss}")
+    fh.write(f"{elapsed} {usage.ru_maxrss} {usage.ru_utime + usage.ru_stime}")
 sys.exit(os.waitstatus_to_exitcode(status))
 """
 
@@ -145,7 +145,14 @@ def run_process(argv: list[str], cache_dir: Path | None = None) -> tuple[float, 
     """Run ``argv`` (an absolute executable first) to completion, output discarded:
     ``(seconds, peak RSS in MB)``, the RSS being the largest of the process and its waited-for
     workers. Exit codes 0 and 1 (a blocked target) are fine; anything else stops the bench with
-    the stderr."""
+    the stderr. :func:`run_process_cpu` also gives the CPU seconds."""
+    return run_process_cpu(argv, cache_dir)[:2]
+
+
+def run_process_cpu(argv: list[str], cache_dir: Path | None = None) -> tuple[float, float, float]:
+    """As :func:`run_process`, and the CPU seconds (user + system) of the process and its
+    waited-for workers, last: on a loaded machine, the figure that depends least on what else
+    runs."""
     env = dict(os.environ, NO_COLOR="1")
     env.pop("FORCE_COLOR", None)
     if cache_dir is not None:
@@ -157,8 +164,8 @@ def run_process(argv: list[str], cache_dir: Path | None = None) -> tuple[float, 
         if code not in (0, 1):
             errfile.seek(0)
             raise SystemExit(f"{' '.join(argv)} exited {code}: {errfile.read().decode()[-2000:]}")
-        elapsed, maxrss = result.read_text().split()
-    return float(elapsed), int(maxrss) / 1024
+        elapsed, maxrss, cpu = result.read_text().split()
+    return float(elapsed), int(maxrss) / 1024, float(cpu)
 
 
 def whole_process(sources: dict[str, Path], repeat: int, model: str) -> None:

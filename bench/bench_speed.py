@@ -20,6 +20,10 @@ is measured, not that of whichever checkout the environment's console script was
   reported as the ratio of the two (paired, same repeat);
 - peak RSS: of the cold full scan (the largest of its processes).
 
+Each job's wall seconds and CPU seconds (user + system of the process and its waited-for workers,
+from ``os.wait4``) are both kept, with both ratios: on a loaded machine the CPU ratio is the
+steadier one.
+
 Bytecode is compiled once into a private ``PYTHONPYCACHEPREFIX`` (as an installed tool has it),
 also where the environment sets ``PYTHONDONTWRITEBYTECODE``.
 
@@ -44,7 +48,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_scan import BARE_FOLDER, extract, run_process  # noqa: E402
+from bench_scan import BARE_FOLDER, extract, run_process, run_process_cpu  # noqa: E402
 
 from auditor.source.fetch import archive_cache_dir, fetch_release  # noqa: E402
 
@@ -134,20 +138,24 @@ def main() -> None:
                  "fix kimi_k2": fix}
         raw: dict[str, list[dict]] = {name: [] for name in jobs}
         bares: list[float] = []
+        bare_cpus: list[float] = []
         for i in range(args.repeat):
             for name, job in jobs.items():
                 argv, cache = job(i)
-                b, _ = run_process(bare)
+                b, _, bc = run_process_cpu(bare)
                 bares.append(b)
-                t, rss = run_process(argv, cache)
-                raw[name].append({"seconds": t, "bare_seconds": b, "rss_mb": rss})
+                bare_cpus.append(bc)
+                t, rss, c = run_process_cpu(argv, cache)
+                raw[name].append({"seconds": t, "bare_seconds": b, "rss_mb": rss, "cpu_seconds": c,
+                                  "bare_cpu_seconds": bc})
             RESULTS.mkdir(exist_ok=True)  # the raw figures so far, should the run be stopped
             (RESULTS / f"speed-{args.label}.partial.json").write_text(json.dumps(raw, indent=1) + "\n")
         out: dict = {
             "commit": args.commit or commit(), "checkout": str(repo), "label": args.label, "repeat": args.repeat, "cpus": os.cpu_count(),
             "load_before": load_before, "load_after": os.getloadavg(), "wall_seconds": time.time() - started,
             "bare": {"what": "python -c ast.parse loop over vllm/model_executor/models of extracted 0.33.0",
-                     "median_seconds": median(bares), "seconds": bares},
+                     "median_seconds": median(bares), "seconds": bares,
+                     "median_cpu_seconds": median(bare_cpus), "cpu_seconds": bare_cpus},
             "jobs": {},
         }
         for name, rows in raw.items():
@@ -155,12 +163,16 @@ def main() -> None:
                 "argv": " ".join(argvs[name]).replace(str(root), "<extracted 0.33.0>"),
                 "median_seconds": median([r["seconds"] for r in rows]),
                 "ratio_to_bare": median([r["seconds"] / r["bare_seconds"] for r in rows]),
+                "median_cpu_seconds": median([r["cpu_seconds"] for r in rows]),
+                "cpu_ratio_to_bare": median([r["cpu_seconds"] / r["bare_cpu_seconds"] for r in rows]),
                 "peak_rss_mb": max(r["rss_mb"] for r in rows),
                 "runs": rows,
             }
         fix_rows, single_rows = raw["fix kimi_k2"], raw["single kimi_k2"]
         out["jobs"]["fix kimi_k2"]["ratio_to_single"] = median(
             [f["seconds"] / s["seconds"] for f, s in zip(fix_rows, single_rows)])
+        out["jobs"]["fix kimi_k2"]["cpu_ratio_to_single"] = median(
+            [f["cpu_seconds"] / s["cpu_seconds"] for f, s in zip(fix_rows, single_rows)])
         out["peak_rss_full_scan_mb"] = out["jobs"]["cold"]["peak_rss_mb"]
         report(out)
         (RESULTS / f"speed-{args.label}.partial.json").unlink(missing_ok=True)
@@ -175,16 +187,25 @@ def report(out: dict) -> None:
     lines = [f"# eagle-audit speed ({out['label']}, commit {out['commit']})", "",
              f"{out['cpus']} cpus, {out['repeat']} paired repeats, medians; load average before "
              f"{out['load_before'][0]:.2f}, after {out['load_after'][0]:.2f}; wall {out['wall_seconds']:.0f} s", "",
-             f"bare: {out['bare']['what']}: {out['bare']['median_seconds']:.3f} s", "",
-             "| job | command | seconds | ratio | target | peak RSS MB |", "|---|---|---|---|---|---|"]
+             f"bare: {out['bare']['what']}: {out['bare']['median_seconds']:.3f} s"
+             + (f" ({out['bare']['median_cpu_seconds']:.3f} s of CPU)" if "median_cpu_seconds" in out["bare"] else ""),
+             "", "Ratios are medians of paired runs (each job right after a bare run); the CPU ratio compares "
+             "user + system seconds (the process and its workers), which depend far less on the machine's "
+             "load than wall seconds.", "",
+             "| job | command | seconds | ratio | CPU seconds | CPU ratio | target | peak RSS MB |",
+             "|---|---|---|---|---|---|---|---|"]
     for name, j in out["jobs"].items():
         if name == "fix kimi_k2":
             ratio, tgt = j["ratio_to_single"], "<= 2.0x single kimi_k2"
+            cpu_ratio = j.get("cpu_ratio_to_single")
         else:
             ratio = j["ratio_to_bare"]
             tgt = f"<= {TARGETS[name][1]}x bare" if name in TARGETS else ""
+            cpu_ratio = j.get("cpu_ratio_to_bare")
         argv = j["argv"].replace(sys.executable, "python")
-        lines.append(f"| {name} | `{argv}` | {j['median_seconds']:.3f} | {ratio:.2f}x | {tgt} | {j['peak_rss_mb']:.0f} |")
+        cpu = f"{j['median_cpu_seconds']:.3f} | {cpu_ratio:.2f}x" if cpu_ratio is not None else "— | —"
+        lines.append(f"| {name} | `{argv}` | {j['median_seconds']:.3f} | {ratio:.2f}x | {cpu} | {tgt} | "
+                     f"{j['peak_rss_mb']:.0f} |")
     lines += ["", f"peak RSS of a full scan: {out['peak_rss_full_scan_mb']:.0f} MB (target <= {RSS_TARGET_MB:.0f} MB)"]
     text = "\n".join(lines) + "\n"
     print(text)

@@ -102,16 +102,55 @@ def nodes_at(module: cst.Module) -> dict[tuple[tuple[int, int], str], cst.CSTNod
     """The nodes of ``module`` by ``((line, column), kind)``: where the index (``ast``) recorded a
     construct, the codemod finds the same construct in its libcst tree — the pattern itself is
     detected once, by the index's extractor. Lines are 1-based, columns count characters; the
-    nodes are ``module``'s own (no copy), so they can be replaced with :func:`replace`."""
-    from libcst.metadata import MetadataWrapper, PositionProvider
+    nodes are ``module``'s own (no copy), so they can be replaced with :func:`replace`.
 
+    Computed with :func:`module_code` in one pass over the module (memoised per module object)."""
+    return _positions(module)[1]
+
+
+def module_code(module: cst.Module) -> str:
+    """``module.code``, generated in the same pass as :func:`nodes_at` (memoised per module
+    object: libcst trees are immutable, so a module object's code never changes)."""
+    return _positions(module)[0]
+
+
+#: The last modules :func:`_positions` saw, by ``id``: ``(module, code, nodes)`` (the module is
+#: kept so that its ``id`` is not reused while the entry lives).
+_POSITIONS: dict[int, tuple[cst.Module, str, dict]] = {}
+_POSITIONS_KEPT = 4
+
+
+def _positions(module: cst.Module) -> tuple[str, dict[tuple[tuple[int, int], str], cst.CSTNode]]:
+    """``(code, nodes_at)`` of ``module`` from one run of libcst's ``PositionProvider`` codegen
+    (its tokens are the module's code, as ``Module.code`` joins them), with a faster update of
+    the position for a token without a line break (the same arithmetic as libcst's)."""
+    hit = _POSITIONS.get(id(module))
+    if hit is not None and hit[0] is module:
+        return hit[1], hit[2]
+    from libcst.metadata import PositionProvider
+    from libcst.metadata.position_provider import PositionProvidingCodegenState
+
+    class _State(PositionProvidingCodegenState):
+        def _update_position(self, value: str) -> None:
+            if "\n" in value or "\r" in value:
+                super()._update_position(value)
+            else:
+                self.column += len(value)
+
+    provider = PositionProvider()
+    state = _State(default_indent=module.default_indent, default_newline=module.default_newline, provider=provider)
+    module._codegen(state)
+    code = "".join(state.tokens)
     out: dict[tuple[tuple[int, int], str], cst.CSTNode] = {}
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    for node, pos in positions.items():
-        for kind, types in _KINDS.items():
+    kinds = tuple(_KINDS.items())
+    for node, pos in provider._computed.items():
+        for kind, types in kinds:
             if isinstance(node, types):
                 out.setdefault(((pos.start.line, pos.start.column), kind), node)
-    return out
+    while len(_POSITIONS) >= _POSITIONS_KEPT:
+        _POSITIONS.pop(next(iter(_POSITIONS)))
+    _POSITIONS[id(module)] = (module, code, out)
+    return code, out
 
 
 def dotted_name(node: cst.CSTNode) -> str | None:

@@ -35,6 +35,7 @@ def tool_env(**extra: str) -> dict:
     installed) first on PATH, no colour."""
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])  # this checkout's code
     env.pop("FORCE_COLOR", None)
     env["NO_COLOR"] = "1"
     env.update(extra)

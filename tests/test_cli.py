@@ -426,8 +426,16 @@ def test_verdicts_and_gates_stay_whole_in_80_columns():
     p = subprocess.run([sys.executable, "-m", "auditor", "scan", str(MINIVLLM), "--model", "ToyV3ForCausalLM",
                         "--model-type", "toy_v3", "--no-progress"], capture_output=True, text=True, cwd=REPO, env=env)
     assert p.returncode == 1, p.stderr
-    table = [line for line in p.stdout.splitlines() if line.startswith(("┃", "│", "┏", "└"))]
-    assert table and all(len(line) <= 80 for line in table)
+    lines = p.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    # the table with its file:line would be wider: a block per target, each gate whole (ux3b)
+    assert "ToyV3ForCausalLM: eagle3, blocked" in lines
+    for gate in ("allowlist", "interface", "aux-capture"):
+        assert any(line.startswith(f"  {gate}: vllm/") for line in lines), gate
+    wide = subprocess.run([*p.args[:-1], "--no-progress"], capture_output=True, text=True, cwd=REPO,
+                          env=dict(env, COLUMNS="120"))
+    table = [line for line in wide.stdout.splitlines() if line.startswith(("┃", "│", "┏", "└"))]
+    assert table and all(len(line) <= 120 for line in table)
     assert any("│ blocked │" in line for line in table)
     for gate in ("allowlist", "interface", "aux-capture"):
         assert any(f"│ {gate} " in line for line in table), gate

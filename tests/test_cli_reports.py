@@ -85,7 +85,7 @@ def test_o_suffix_names_the_format_of_gate_matrix_and_compare(tmp_path):
     assert ET.fromstring((tmp_path / "g.xml").read_text()).tag == "testsuites"
     p = run("matrix", "-m", "kimi_k2", "--versions", "0.16.0", "--no-config", "--no-progress", "-j", "1",
             "-o", tmp_path / "m.json")
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == 1, p.stderr  # written; 0.16.0 supports neither target
     doc = json.loads((tmp_path / "m.json").read_text())
     assert [r["verdict"] for r in doc["rows"]] == ["blocked", "blocked"]
     line = one_line_error(run("matrix", "-m", "kimi_k2", "--versions", "0.16.0", "--no-config",
@@ -106,11 +106,16 @@ def test_o_suffix_names_the_format_of_gate_matrix_and_compare(tmp_path):
 
 def test_scan_o_txt_writes_the_plain_table_and_unknown_suffixes_are_refused(tmp_path):
     scan = ("scan", MINIVLLM, "--model", "ToyV3ForCausalLM", "--no-config", "--no-progress")
-    p = run(*scan, "-o", tmp_path / "r.txt")
+    p = run(*scan, "-o", tmp_path / "r.txt", columns=120)
     assert p.returncode == 1, p.stderr
-    lines = readable((tmp_path / "r.txt").read_text(), wrapped=False)
+    lines = readable((tmp_path / "r.txt").read_text(), width=120, wrapped=False)
     assert lines[1].startswith("┏") and "blocked" in column_text(lines, 2)
     assert "ToyV3ForCausalLM" in column_text(lines, 0)
+    p = run(*scan, "-o", tmp_path / "r80.txt")  # too narrow for the table with its file:line: a block per target
+    lines = readable((tmp_path / "r80.txt").read_text())
+    assert lines[1:5] == ["ToyV3ForCausalLM: eagle3, blocked", "  allowlist: vllm/config/speculative.py:21",
+                          "  interface: vllm/model_executor/models/toy.py:39",
+                          "  aux-capture: vllm/model_executor/models/toy.py:34"], lines
     for name in ("r.junit", "report"):
         line = one_line_error(run(*scan, "-o", tmp_path / name))
         assert f"-o {name}: the suffix names no format; use .txt, .json, .md, .sarif, .xml" in line
@@ -177,7 +182,7 @@ def test_table_is_one_rendering_and_differs_from_markdown(tmp_path):
     assert "┏" in table.stdout and "| target | method |" in markdown.stdout
     readable(table.stdout, wrapped=False)
     matrix = run("matrix", "-m", "kimi_k2", "--versions", "0.16.0", "--no-config", "--no-progress", "-j", "1")
-    assert matrix.returncode == 0, matrix.stderr
+    assert matrix.returncode == 1, matrix.stderr  # no release listed supports every target
     lines = readable(matrix.stdout, wrapped=False)
     assert "┏" in matrix.stdout and "|---" not in matrix.stdout
     assert "allowlist" in column_text(lines, 1)
@@ -240,7 +245,7 @@ def test_gate_junit_and_json_mark_gates_not_evaluated(tmp_path):
 def test_matrix_summary_counts_releases_and_targets():
     p = run("matrix", "-m", "kimi_k2", "--versions", "0.16.0", "--no-config", "--no-progress", "-j", "1",
             "-f", "json")
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == 1, p.stderr  # 0.16.0 supports neither target
     assert re.search(r"^eagle-audit matrix: 1 release × 2 targets in ", p.stderr, re.M), p.stderr
     assert "rows" not in p.stderr.splitlines()[-1]
 

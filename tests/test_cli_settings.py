@@ -272,7 +272,7 @@ def test_settings_have_one_name_scheme_and_the_readme_shows_them_all():
         s = load_settings(f)
     finally:
         f.unlink()
-    assert s.models == ("kimi_k2",) and s.versions == "0.16.0.." and not s.deprecations
+    assert s.models == ("kimi_k2",) and s.versions == "0.16.0..0.18.0" and not s.deprecations
 
 
 # -- 4. help and option names ------------------------------------------------------------------

@@ -67,9 +67,11 @@ def test_roles_counted_apart_0_33_0():
             assert r.findings == [] and r.note
     assert set(report.drafters) == {x for x, r in by.items() if r.role == "drafter"}
     assert report.as_dict()["results"][0]["role"] in ("target", "drafter", "pooling")
-    # unknown is at most 2 % of the targets, and each unknown names what is missing
+    # unknown is at most 3 % of the targets, and each unknown names what is missing (8 of 278: the
+    # generic Transformers-backend classes, whose inner model transformers builds from the
+    # checkpoint's model_type, are unknown without --hf-config)
     unknown = [r for r in report.targets if r.verdict.value == "unknown"]
-    assert len(unknown) <= 0.02 * s["targets"], sorted(r.architecture for r in unknown)
+    assert len(unknown) <= 0.03 * s["targets"], sorted(r.architecture for r in unknown)
     for r in unknown:
         for f in r.findings:
             if f.severity.value == "unknown":
@@ -374,8 +376,14 @@ def test_transformers_backend_captures_aux_states_itself_0_33_0():
         assert f.severity.value == "warning", f.message
         assert f.path == "vllm/model_executor/models/transformers/base.py"
         assert "transformers.utils.output_capturing.OutputRecorder" in f.data.requires
-        if arch != "TransformersMultiModalForCausalLM":
+        if arch == "Olmo2ForCausalLM":  # transformers' Olmo2Model holds .embed_tokens
             assert r.verdict.value == "supported", [x.message for x in r.findings]
+        elif arch != "TransformersMultiModalForCausalLM":
+            # the generic classes: which class AutoModel.from_config builds depends on the
+            # checkpoint's model_type, so embed-sharing cannot be decided without --hf-config
+            assert r.verdict.value == "unknown", [x.message for x in r.findings]
+            (e,) = [x for x in r.findings if x.gate == "embed-sharing"]
+            assert e.severity.value == "unknown" and "--hf-config" in e.message, e.message
 
 
 def test_a_setter_that_delegates_is_not_self_capture(minivllm):

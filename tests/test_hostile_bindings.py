@@ -581,3 +581,198 @@ def test_sglang_entryclass_named_in_all_keeps_the_verdict(tmp_path):
     root = sglang_tree(tmp_path, {f"{SG_MODELS}/llama.py": SG_LLAMA + '\n__all__ = ["EntryClass"]\n'})
     code, res, _ = scan(root)
     assert (code, res["verdict"]) == (0, "supported")
+
+
+# -- changes made in methods of other classes, class bodies and nested functions -------------------
+
+@pytest.mark.parametrize("patch, needle", [
+    ("from .llama import LlamaForCausalLM\n\n\nclass Patcher:\n    def __init__(self):\n"
+     "        LlamaForCausalLM.forward = None\n", "in Patcher.__init__(), when it is called"),
+    ("from .llama import LlamaForCausalLM\n\n\nclass Patcher:\n    def go(self):\n"
+     "        setattr(LlamaForCausalLM, 'set_aux_hidden_state_layers', None)\n", "in Patcher.go()"),
+    ("from .llama import LlamaForCausalLM\n\n\nclass Patcher:\n    @classmethod\n    def go(cls):\n"
+     "        del LlamaForCausalLM.set_aux_hidden_state_layers\n", "del LlamaForCausalLM.set_aux_hidden_state_layers"),
+    ("class Patcher:\n    @staticmethod\n    def go():\n        from .llama import LlamaForCausalLM as L\n"
+     "        L.forward = None\n", "L.forward = None (in Patcher.go()"),
+    ("class Outer:\n    class Inner:\n        def go(self):\n            from . import llama\n"
+     "            llama.LlamaModel.forward = None\n", "in Outer.Inner.go()"),
+    ("from .llama import LlamaForCausalLM\n\n\ndef outer():\n    def inner():\n"
+     "        LlamaForCausalLM.forward = None\n    return inner\n", "in outer.<locals>.inner()"),
+    ("from .llama import LlamaForCausalLM\n\n\nclass Patcher:\n    LlamaForCausalLM.forward = None\n",
+     "in the body of class Patcher"),
+    ("from .llama import LlamaModel\n\n\nclass Patcher:\n    def go(self):\n        setattr(LlamaModel, 'forward', None)\n",
+     "LlamaModel.forward changed"),  # the holder model, not the target class
+], ids=["init", "setattr", "classmethod", "staticmethod-local-import", "nested-class", "nested-function",
+        "class-body", "holder"])
+def test_class_changed_in_a_method_of_another_class(tmp_path, patch, needle):
+    res = expect(make_tree(tmp_path, {f"{MODELS}/_patch.py": patch}), "unknown", needle)
+    assert any("_patch.py:" in f["message"] for f in res["findings"])
+
+
+@pytest.mark.parametrize("other", [
+    "class Helper:\n    def __init__(self, model):\n        self.forward = None\n        model.tagged = True\n",
+    "class Helper:\n    @classmethod\n    def make(cls):\n        cls.forward = None\n        return cls\n",
+    "from .llama import LlamaForCausalLM\n\n\nclass Helper:\n    def go(self):\n        return LlamaForCausalLM.forward\n",
+], ids=["self-and-parameter", "own-cls", "read-only"])
+def test_methods_that_do_not_change_the_class_keep_the_verdict(tmp_path, other):
+    code, res, _ = scan(make_tree(tmp_path, {f"{MODELS}/_other.py": other}))
+    assert (code, res["verdict"]) == (0, "supported"), res
+
+
+# -- attribute names computed through getattr / setattr / delattr ----------------------------------
+
+@pytest.mark.parametrize("patch, needle", [
+    ("from .llama import LlamaForCausalLM\n\nname = 'set_' + 'aux_hidden_state_layers'\n"
+     "setattr(LlamaForCausalLM, name, None)\n", "setattr(LlamaForCausalLM, name, None)"),
+    ("from .llama import LlamaForCausalLM\n\nsetattr(LlamaForCausalLM, 'set_' + 'aux_hidden_state_layers', None)\n",
+     "'set_' + 'aux_hidden_state_layers'"),
+    ("from .llama import LlamaForCausalLM\n\n_s = setattr\n_s(LlamaForCausalLM, 'forward', None)\n",
+     "_s(LlamaForCausalLM, 'forward', None)"),
+    ("from .llama import LlamaForCausalLM\n\n_ = setattr(LlamaForCausalLM, 'forward', None)\n",
+     "setattr(LlamaForCausalLM, 'forward', None)"),
+    ("from .llama import LlamaForCausalLM\n\ntype.__setattr__(LlamaForCausalLM, 'forward', None)\n",
+     "type.__setattr__"),
+    ("from .llama import LlamaForCausalLM\n\n[setattr(LlamaForCausalLM, n, None) for n in ['forward']]\n",
+     "setattr(LlamaForCausalLM, n, None)"),
+    ("from .llama import LlamaForCausalLM\n\npatch = lambda: delattr(LlamaForCausalLM, 'forward')\n",
+     "delattr(LlamaForCausalLM, 'forward')"),
+    ("import functools\nfrom .llama import LlamaForCausalLM\n\n_p = functools.partial(setattr, LlamaForCausalLM)\n",
+     "functools.partial(setattr, LlamaForCausalLM)"),
+    ("from . import llama\n\nN = 'LlamaForCausalLM'\nsetattr(getattr(llama, N), 'forward', None)\n",
+     "setattr(getattr(llama, N), 'forward', None)"),
+    ("from . import llama\n\nN = 'LlamaModel'\ngetattr(llama, N).forward = None\n", "getattr(llama, N).forward"),
+    ("from . import llama\n\nX = getattr(llama, 'LlamaFor' + 'CausalLM')\nX.forward = None\n", "X.forward = None"),
+    ("from . import llama\n\ngetattr(llama, 'LlamaForCausalLM').forward = None\n", "getattr(llama, 'LlamaForCausalLM')"),
+    ("from . import llama\n\nN = 'Llama' + 'ForCausalLM'\nsetattr(llama, N, None)\n", "setattr(llama, N, None)"),
+    ("from . import llama, toy\n\nsetattr(llama, 'LlamaForCausalLM', toy.ToyV2ForCausalLM)\n",
+     "the name LlamaForCausalLM in vllm.model_executor.models.llama"),
+    ("from . import llama, toy\n\nllama.LlamaForCausalLM = toy.ToyV2ForCausalLM\n",
+     "the name LlamaForCausalLM in vllm.model_executor.models.llama"),
+    ("from . import llama, toy\n\nllama.__dict__['LlamaForCausalLM'] = toy.ToyV2ForCausalLM\n", "llama.__dict__"),
+    ("from . import llama\n\n\ndef patch(name):\n    vars(llama)[name] = None\n", "vars(llama)[name]"),
+], ids=["computed-name", "concatenated-name", "alias-of-setattr", "in-an-expression", "type-setattr",
+        "comprehension", "lambda", "partial", "getattr-head", "getattr-attribute-target", "getattr-binding",
+        "getattr-literal", "module-computed", "module-literal", "module-attribute", "module-dict", "vars-in-function"])
+def test_computed_attribute_names_are_unknown(tmp_path, patch, needle):
+    res = expect(make_tree(tmp_path, {f"{MODELS}/_patch.py": patch}), "unknown", needle)
+    assert any("_patch.py:" in f["message"] for f in res["findings"])
+
+
+def test_registry_row_written_under_a_computed_key_is_unknown(tmp_path):
+    tail = '\n_N = "Llama" + "ForCausalLM"\n_VLLM_MODELS[_N] = ("toy", "ToyV2ForCausalLM")\n'
+    expect(make_tree(tmp_path, {f"{MODELS}/registry.py": REGISTRY + tail}), "unknown", "_VLLM_MODELS[_N]")
+
+
+# -- vLLM's HF config registry (_CONFIG_REGISTRY) built or changed at run time ---------------------
+
+CONFIG_REGISTRY = (REPO / "fixtures" / "minivllm" / "vllm/transformers_utils/config.py").read_text().replace(
+    'toy_vl="ToyVLConfig",', 'toy_vl="ToyVLConfig",\n    llama_vl="LlamaVLConfig",')
+#: a multimodal target that is supported when its config class (vLLM's, registered for
+#: ``llama_vl``) defines the image_token_index the proposer's fallback reads
+LLAMA_VL = {
+    f"{MODELS}/llama_vl.py": (
+        "from .interfaces import SupportsMultiModal\nfrom .llama import LlamaForCausalLM\n"
+        "from vllm.transformers_utils.configs.llama_vl import LlamaVLConfig\n\n\n"
+        "class LlamaVLForConditionalGeneration(LlamaForCausalLM, SupportsMultiModal):\n"
+        "    def get_language_model(self):\n        return self\n"),
+    "vllm/transformers_utils/configs/llama_vl.py": (
+        "from transformers import PretrainedConfig\n\n\nclass LlamaVLConfig(PretrainedConfig):\n"
+        '    model_type = "llama_vl"\n\n    def __init__(self, image_token_index: int = 5, **kwargs) -> None:\n'
+        "        self.image_token_index = image_token_index\n        super().__init__(**kwargs)\n"),
+    "vllm/transformers_utils/configs/__init__.py": (
+        "from vllm.transformers_utils.configs.llama_vl import LlamaVLConfig\n"
+        "from vllm.transformers_utils.configs.toy_vl import ToyVLConfig\n\n__all__ = ['LlamaVLConfig', 'ToyVLConfig']\n"),
+    f"{MODELS}/registry.py": REGISTRY.replace(
+        '"ToyVLForConditionalGeneration": ("toy_vl", "ToyVLForConditionalGeneration"),',
+        '"ToyVLForConditionalGeneration": ("toy_vl", "ToyVLForConditionalGeneration"),\n'
+        '    "LlamaVLForConditionalGeneration": ("llama_vl", "LlamaVLForConditionalGeneration"),'),
+}
+VL = "LlamaVLForConditionalGeneration"
+
+
+def _config_tree(tmp_path, config_py: str, extra: dict | None = None) -> Path:
+    return make_tree(tmp_path, {**LLAMA_VL, "vllm/transformers_utils/config.py": config_py, **(extra or {})})
+
+
+def test_config_registry_as_written_gives_the_multimodal_target_its_verdict(tmp_path):
+    code, res, _ = scan(_config_tree(tmp_path, CONFIG_REGISTRY), VL)
+    assert (code, res["verdict"]) == (0, "supported"), res
+    # a change the index follows as Python runs it: the row now names a class without the attribute
+    tail = '\n_CONFIG_REGISTRY["llama_vl"] = "ToyVLConfig"\n'
+    res = expect(_config_tree(tmp_path, CONFIG_REGISTRY + tail), "blocked", "ToyVLConfig", arch=VL)
+    assert any(f["rule"] == "EA304" and f["severity"] == "error" for f in res["findings"])
+
+
+@pytest.mark.parametrize("tail, needle", [
+    ("_CONFIG_REGISTRY = {k: v for k, v in _load().items()}", "the table is built at run time"),
+    ("_CONFIG_REGISTRY = LazyConfigDict(**_more())", "LazyConfigDict(**_more())"),
+    ("_CONFIG_REGISTRY.update(_more())", "_CONFIG_REGISTRY.update(_more())"),
+    ('def _patch():\n    _CONFIG_REGISTRY["llama_vl"] = "ToyVLConfig"', "in _patch()"),
+    ('for _k in ["llama_vl"]:\n    del _CONFIG_REGISTRY[_k]', "del _CONFIG_REGISTRY[_k]"),
+    ('_K = "llama" + "_vl"\ndel _CONFIG_REGISTRY[_K]', "del _CONFIG_REGISTRY[_K]"),
+], ids=["comprehension-over-a-call", "spread-of-a-call", "update-with-a-call", "setitem-in-a-function",
+        "del-in-a-loop", "del-computed-key"])
+def test_config_registry_built_or_changed_at_run_time_is_unknown(tmp_path, tail, needle):
+    res = expect(_config_tree(tmp_path, CONFIG_REGISTRY + "\n" + tail + "\n"), "unknown", "_CONFIG_REGISTRY", arch=VL)
+    hits = [f for f in res["findings"] if f["rule"] == "EA304" and f["severity"] == "unknown"]
+    assert hits and needle in hits[0]["message"] and "transformers_utils/config.py:" in hits[0]["message"], hits
+
+
+@pytest.mark.parametrize("patch, needle", [
+    ("from vllm.transformers_utils.config import _CONFIG_REGISTRY\n\n\nclass P:\n    def go(self):\n"
+     "        _CONFIG_REGISTRY['llama_vl'] = 'ToyVLConfig'\n", "in P.go(), when it is called"),
+    ("from vllm.transformers_utils import config\n\nconfig._CONFIG_REGISTRY.update(llama_vl='ToyVLConfig')\n",
+     "when vllm.model_executor.models._patch is imported"),
+], ids=["method", "module-level"])
+def test_config_registry_changed_by_another_module_is_unknown(tmp_path, patch, needle):
+    root = _config_tree(tmp_path, CONFIG_REGISTRY, {f"{MODELS}/_patch.py": patch})
+    res = expect(root, "unknown", needle, arch=VL)
+    assert any("_patch.py:" in f["message"] and f["rule"] == "EA304" for f in res["findings"])
+
+
+# -- an attacker's other ways: a module replaced in sys.modules, subclass hooks, metaclasses -------
+
+_HOOK = ("class _Hook:\n    def __init_subclass__(cls, **kw):\n        super().__init_subclass__(**kw)\n"
+         "        cls.set_aux_hidden_state_layers = None\n\n\n")
+_META = ("class _Meta(type):\n    def __new__(mcs, name, bases, ns):\n        ns.pop('forward', None)\n"
+         "        return super().__new__(mcs, name, bases, ns)\n\n\nclass _Base(metaclass=_Meta):\n    pass\n\n\n")
+_LLAMA_CLASS = "class LlamaForCausalLM("
+
+
+@pytest.mark.parametrize("files, needle", [
+    ({f"{MODELS}/_patch.py": "import sys\nfrom . import toy\n\nsys.modules['vllm.model_executor.models.llama'] = toy\n"},
+     "sys.modules['vllm.model_executor.models.llama']"),
+    ({f"{MODELS}/_patch.py": "import sys\nfrom . import llama, toy\n\n\ndef swap():\n    sys.modules[llama.__name__] = toy\n"},
+     "sys.modules[llama.__name__] (in swap(), when it is called)"),
+    (llama(LLAMA.replace(_LLAMA_CLASS, _HOOK + "class LlamaForCausalLM(_Hook, ", 1)), "_Hook.__init_subclass__"),
+    (llama(LLAMA.replace(_LLAMA_CLASS, _META + "class LlamaForCausalLM(_Base, ", 1)), "metaclass=_Meta"),
+], ids=["sys-modules", "sys-modules-in-a-function", "init-subclass-hook", "metaclass"])
+def test_module_replacement_subclass_hooks_and_metaclasses_are_unknown(tmp_path, files, needle):
+    expect(make_tree(tmp_path, files), "unknown", needle)
+
+
+@pytest.mark.parametrize("files", [
+    llama(LLAMA.replace(_LLAMA_CLASS, "import abc\n\n\nclass _Base(metaclass=abc.ABCMeta):\n    pass\n\n\n"
+                        "class LlamaForCausalLM(_Base, ", 1)),
+    llama(LLAMA.replace(_LLAMA_CLASS, "_SEEN = []\n\n\nclass _Hook:\n    def __init_subclass__(cls, **kw):\n"
+                        "        _SEEN.append(cls)\n\n\nclass LlamaForCausalLM(_Hook, ", 1)),
+    # vLLM's Transformers backend merges a data attribute on each subclass: no gate reads it
+    llama(LLAMA.replace(_LLAMA_CLASS, "class _Hook:\n    mapper = {}\n\n    def __init_subclass__(cls, **kw):\n"
+                        "        merged = {}\n        for base in cls.__mro__:\n"
+                        "            merged.update(getattr(base, 'mapper', {}))\n        cls.mapper = merged\n\n\n"
+                        "class LlamaForCausalLM(_Hook, ", 1)),
+    {f"{MODELS}/_other.py": "import sys\n\nsys.modules.setdefault('vllm.unrelated_thing', None)\n_m = sys.modules['os']\n"},
+], ids=["external-metaclass", "hook-that-changes-nothing", "hook-that-merges-data", "other-module-entries"])
+def test_harmless_hooks_metaclasses_and_module_entries_keep_the_verdict(tmp_path, files):
+    code, res, _ = scan(make_tree(tmp_path, files))
+    assert (code, res["verdict"]) == (0, "supported"), res
+
+
+@pytest.mark.parametrize("files, needle", [
+    ({f"{MODELS}/registry.py": REGISTRY + '\nsetattr(ModelRegistry, "models", {})\n'},
+     "setattr(ModelRegistry, 'models', {})"),
+    ({f"{MODELS}/_plugin.py": "from .registry import ModelRegistry\n\n\nclass Plugin:\n    def load(self):\n"
+                              "        ModelRegistry.models = {}\n"}, "in Plugin.load(), when it is called"),
+], ids=["setattr-in-registry-py", "attribute-in-a-method"])
+def test_runtime_registry_attribute_replaced_is_unknown(tmp_path, files, needle):
+    expect(make_tree(tmp_path, files), "unknown", needle)

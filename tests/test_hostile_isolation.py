@@ -103,3 +103,75 @@ def test_a_registry_far_larger_than_any_release_is_refused_in_one_line(tmp_path)
         line = one_line_error(cli(*args))
         assert f"more than {MAX_ROWS}" in line and "refusing" in line, line
     assert tree_hash(root) == before
+
+
+# -- the summary worker pool: a job that cannot reach a worker, or a worker that dies --------------
+
+#: Runs a full scan of the tree in argv[1] with one more extractor (argv[2] says which) on the
+#: modules named ``llama.py``: ``lambda`` (an extractor function that does not pickle: the job
+#: never reaches a worker), ``result`` (a result that does not pickle back), ``crash`` (the
+#: worker process dies). Prints the exit code on its last line.
+_POOL_SCRIPT = r'''
+import os, sys
+import auditor.orchestration.scan as scan
+from auditor.index.summary import Extractor
+
+parent = os.getpid()
+
+
+def _result(tree):
+    return {"fn": lambda: None}
+
+
+def _crash(tree):
+    if os.getpid() != parent:  # only in a worker process
+        os._exit(7)
+    return {}
+
+
+fn = {"lambda": lambda tree: {}, "result": _result, "crash": _crash}[sys.argv[2]]
+extra = Extractor("synthetic", fn, suffixes=("models/llama.py",))
+original = scan.extractors_for
+scan.extractors_for = lambda engine: (*original(engine), extra)
+from auditor.cli import main
+
+try:
+    main(["scan", sys.argv[1], "--no-cache", "--format", "json", "--no-progress"])
+except SystemExit as exc:
+    print(f"exit {exc.code}")
+'''
+
+
+def _pool_run(tmp_path, kind: str):
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    root = make_tree(tmp_path)
+    before = tree_hash(root)
+    # the pool must answer promptly: a hang is a subprocess timeout here, not a slow pass
+    r = subprocess.run([sys.executable, "-c", _POOL_SCRIPT, str(root), kind], cwd=REPO, capture_output=True,
+                       text=True, timeout=120)
+    assert tree_hash(root) == before
+    return r
+
+
+def test_a_job_that_does_not_pickle_is_summarised_in_process(tmp_path):
+    # a lambda in an extractor hung the pool at 0% CPU: the job now runs here and the scan completes
+    for kind in ("lambda", "result"):
+        r = _pool_run(tmp_path / kind, kind)
+        assert r.stdout.rstrip().endswith("exit 1"), (kind, r.stdout[-300:], r.stderr[-2000:])
+        assert "Traceback" not in r.stderr
+        out = r.stdout[: r.stdout.rstrip().rfind("\n")]
+        verdicts = _verdicts(out)
+        assert verdicts["LlamaForCausalLM"] == "supported" and verdicts["ToyV2ForCausalLM"] == "blocked"
+
+
+def test_a_worker_that_dies_is_an_internal_error_in_one_line(tmp_path):
+    r = _pool_run(tmp_path, "crash")
+    assert r.stdout.rstrip().endswith("exit 3"), (r.stdout[-300:], r.stderr[-2000:])
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "internal error" in lines[0] and "worker process" in lines[0] and "llama.py" in lines[0]
+    assert '"results"' not in r.stdout

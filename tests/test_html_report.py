@@ -143,6 +143,7 @@ def cells(dom: str) -> _Cells:
 
 def _run(*args, cwd: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "COLUMNS")}
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")  # this checkout's code, from any folder
     return subprocess.run([sys.executable, "-m", "auditor", *map(str, args)], capture_output=True, text=True,
                           timeout=900, cwd=cwd, env=env)
 
@@ -181,7 +182,7 @@ def test_the_matrix_page_of_real_releases_shows_each_cell_its_gates_and_the_firs
 def test_the_matrix_of_pipeline_parallel_tells_blocked_without_a_patch(tmp_path):
     p = _run("matrix", "-m", "kimi_k2", "--versions", "0.18.0", "-pp", "2", "--no-config", "--no-progress", "-j", "1",
              "-f", "html", "-o", "pp.html", cwd=tmp_path)
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == 1, p.stderr  # written; no release listed supports the targets
     grid = cells(dump_dom(tmp_path / "pp.html"))
     cell = grid.cells[("0.18.0", "DeepseekV3ForCausalLM")]
     assert cell["kind"] == "blocked-no-patch" and "pp-aux-transport" in cell["gates"], cell
@@ -249,3 +250,52 @@ def test_html_is_a_format_of_matrix_and_compare_only(tmp_path):
     assert len(p.stderr.strip().splitlines()) == 1
     helps = {cmd: _run(cmd, "--help", cwd=tmp_path).stdout for cmd in ("matrix", "compare")}
     assert all("html" in h for h in helps.values())
+
+
+def _measured(page_text: str, tmp_path: Path, name: str, size: str) -> dict[str, list[int]]:
+    """Lay ``page_text`` out in Chromium at ``size`` and return, per ``span.loc`` (``file:line``)
+    and per ``span.where`` (the whole location), the number of lines each box spans (its
+    ``getClientRects()``): a copy of the page with a measuring script appended (the report's own
+    Content-Security-Policy forbids scripts, so the copy drops that one meta element)."""
+    import json
+    import re
+
+    probe = ("<script>var out = {};"
+             "for (const k of ['loc', 'where']) { out[k] = Array.from(document.querySelectorAll('span.' + k))"
+             ".map(e => new Set(Array.from(e.getClientRects()).map(r => Math.round(r.top))).size); }"
+             "var p = document.createElement('pre'); p.id = 'measured'; p.textContent = JSON.stringify(out);"
+             "document.body.appendChild(p);</script>")
+    text = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>\n', "", page_text)
+    page = tmp_path / name
+    page.write_text(text.replace("</body>", probe + "</body>"))
+    p = _browser(page, "--dump-dom", size=size)
+    assert p.returncode == 0, p.stderr[-2000:]
+    m = re.search(r'<pre id="measured">(.*?)</pre>', p.stdout, re.S)
+    assert m, p.stdout[-2000:]
+    return json.loads(html.unescape(m.group(1)))
+
+
+def test_a_file_line_never_breaks_in_the_page_however_narrow(tmp_path):
+    """Issue 21 (ux3b): the browser broke ``deepseek_v2.py:1118`` inside the number. Each
+    ``file:line`` is one unbreakable box; a long path wraps only after a ``/`` of its folders."""
+    from auditor.orchestration.matrix import MatrixReport, MatrixRow
+
+    # a file name wider than a cell at its narrowest (14em): the old page broke it, number and all
+    long_path = "vllm/model_executor/models/a_rather_long_folder_name/a_model_file_with_a_long_name_v2.py"
+    gate = lambda g, path, line: {"gate": g, "rule": "EA303", "severity": "error", "message": "m", "path": path,
+                                  "line": line, "fix_available": True}
+    archs = ["DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration", "Qwen3MoeForCausalLM"]
+    rows = [MatrixRow(v, a, "eagle3", ReleaseVerdict.BLOCKED, ["aux-capture", "interface"], fix_available=True,
+                      gates=[gate("aux-capture", "vllm/model_executor/models/deepseek_v2.py", 1118),
+                             gate("interface", long_path, 123456)])
+            for v in ("0.16.0", "0.17.1") for a in archs]
+    text = matrix_html(MatrixReport(["kimi_k2"], "0.16.0,0.17.1", "eagle3", archs, rows))
+    assert '<span class="loc">deepseek_v2.py:1118</span>' in text
+    assert "vllm/<wbr>model_executor/<wbr>models/<wbr>" in text
+    for size in ("420,900", "900,900", "1400,900"):
+        got = _measured(text, tmp_path, f"narrow-{size.split(',')[0]}.html", size)
+        assert len(got["loc"]) == 2 * 2 * len(archs), got
+        assert set(got["loc"]) == {1}, (size, got["loc"])  # every file:line on one line
+    assert max(_measured(text, tmp_path, "w420.html", "420,900")["where"]) > 1  # the long path did wrap (at a /)
+    dom = dump_dom(tmp_path / "narrow-420.html")
+    assert "vllm/model_executor/models/deepseek_v2.py:1118" in cells(dom).cells[("0.16.0", archs[0])]["text"]

@@ -2,7 +2,9 @@
 release attaches and what ``pip``/``pipx install git+…@TAG`` builds on the fly) installs into a
 fresh venv with no clone beside it, and the installed tool runs: ``--version``, ``rules``, a scan
 whose JSON meets the shipped schema (so the package data — schemas, the alias table — is in the
-wheel). The Actions example installs it the same way, from a tag."""
+wheel). The README's ``pip install "eagle-audit @ git+…@TAG"`` runs for real too, against a copy
+of the repository served as a git URL, at the tag the README names (the version pyproject.toml
+states). The Actions example installs it the same way, from a tag."""
 
 from __future__ import annotations
 
@@ -86,3 +88,45 @@ def test_the_readme_and_the_actions_example_install_without_a_clone():
     assert re.fullmatch(r"eagle-audit @ git\+https://github\.com/[\w-]+/eagle-audit@v\d+\.\d+\.\d+", spec), spec
     for job in wf["jobs"].values():
         assert any('pip install "$EAGLE_AUDIT_SPEC"' in s.get("run", "") for s in job["steps"])
+
+
+def _readme_pip_line() -> str:
+    text = (REPO / "README.md").read_text()
+    install = text[text.index("### Install without a clone"):]
+    (line,) = [x for x in install.splitlines() if x.startswith("python -m pip install \"eagle-audit @ git+")]
+    return line
+
+
+def test_the_readme_pip_line_installs_from_its_tag_in_a_fresh_venv(tmp_path):
+    """The README's ``python -m pip install "eagle-audit @ git+https://HOST/ORG/eagle-audit@TAG"``
+    with the host replaced by a clone of this repository (``git+file://localhost/…``): the tag is
+    ``v`` + the version of pyproject.toml; the clone gets it at its HEAD when the repository has
+    not got it yet (a tag is made on the release commit), and pip builds and installs from it."""
+    import shlex
+    import tomllib
+
+    from auditor import __version__
+
+    line = _readme_pip_line()
+    spec = shlex.split(line.split("#")[0])[-1]
+    m = re.fullmatch(r"eagle-audit @ git\+https://github\.com/YOUR-ORG/eagle-audit@(v[\w.]+)", spec)
+    assert m, spec
+    tag = m.group(1)
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    assert tag == f"v{version}" and version == __version__
+    clone = tmp_path / "eagle-audit"
+    git = ["git", "-c", "advice.detachedHead=false"]
+    subprocess.run([*git, "clone", "-q", "--no-hardlinks", str(REPO), str(clone)], check=True, timeout=300)
+    if subprocess.run(["git", "-C", str(clone), "rev-parse", "-q", "--verify", f"refs/tags/{tag}"],
+                      capture_output=True).returncode != 0:
+        subprocess.run(["git", "-C", str(clone), "tag", tag], check=True)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    local = spec.replace("https://github.com/YOUR-ORG/eagle-audit", f"file://localhost{clone}")
+    p = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", local],
+                       capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    p = _run(venv / "bin", "--version", cwd=tmp_path)
+    assert p.returncode == 0 and p.stdout.strip() == f"eagle-audit {version}", p.stdout + p.stderr
+    p = _run(venv / "bin", "scan", MINIVLLM, "-m", "ToyV3ForCausalLM", "--no-config", "-f", "json", cwd=tmp_path)
+    assert p.returncode == 1 and json.loads(p.stdout)["results"][0]["verdict"] == "blocked", p.stderr

@@ -142,7 +142,7 @@ def test_the_cli_answers_a_repeated_archive_scan_from_the_release_results(tmp_pa
     first = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
     assert first.returncode == 0, first.stderr
     entries = sorted(p.name for p in (cache_root / "results").rglob("*.json"))
-    assert len(entries) == 2  # the tree's results and the release results
+    assert len(entries) == 3  # the tree's results, the release results, and their JSON as written
     second = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
     assert second.returncode == 0 and second.stdout == first.stdout
 
@@ -157,3 +157,110 @@ def test_same_transformers_compares_choice_files_and_content(vision_tree, cache_
     assert not scan_mod.same_transformers(state, None, how)
     assert not scan_mod.same_transformers({**state, "reads": {**state["reads"], "transformers/gone.py": "0" * 64}},
                                           tf, how)
+
+
+def _same_size_edit(path: Path) -> None:
+    """Change one byte of ``path`` and put its mtime back: only its ctime tells."""
+    st = path.stat()
+    data = bytearray(path.read_bytes())
+    data[-1:] = b"\n" if data[-1:] != b"\n" else b" "
+    path.write_bytes(bytes(data))
+    import os
+
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_size == st.st_size and path.stat().st_mtime_ns == st.st_mtime_ns
+
+
+def test_folder_results_are_keyed_on_the_manifest_and_found_before_the_tree_is_opened(vision_tree, cache_root,
+                                                                                     monkeypatch):
+    from auditor.hf.targets import resolve_targets
+    from auditor.orchestration import release_results as rr
+
+    folder, stub = vision_tree
+    request = {"models": ["LlamaForCausalLM"], "methods": ["eagle3"], "transformers": str(stub)}
+
+    def scan_and_put():
+        key, src, age = rr.folder_manifest(str(folder), None)
+        cache = rr.ReleaseResults(key, request, folder=(src, age))
+        a = Auditor(open_tree(str(folder), None, progress=False), transformers=str(stub))
+        report = a.scan(resolve_targets(a.registry, ["LlamaForCausalLM"]), ["eagle3"])
+        cache.put(report, a)
+        return report
+
+    def lookup():
+        key, src, age = rr.folder_manifest(str(folder), None)
+        return rr.ReleaseResults(key, request, folder=(src, age)).get()
+
+    assert rr.folder_manifest(str(folder / "vllm" / "__init__.py"), None) is None  # a file: not a folder
+    scan_and_put()  # files written just now: a change in the same timestamp tick could go unseen
+    assert lookup() is None
+    monkeypatch.setattr(rr, "RACY_SECONDS", -1.0)  # as if they were older
+    report = scan_and_put()
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("an auditor was built")
+
+    with monkeypatch.context() as m:
+        m.setattr(scan_mod.Auditor, "__init__", refuse)  # a hit needs no registry, no resolver
+        hit = lookup()
+    assert hit is not None and hit.as_dict() == report.as_dict()
+    # the same size and mtime, other bytes: the ctime differs, so the manifest does
+    _same_size_edit(folder / "vllm" / "model_executor" / "models" / "llama.py")
+    assert lookup() is None
+    report = scan_and_put()
+    assert lookup() is not None
+    (folder / "vllm" / "model_executor" / "models" / "new_model.py").write_text("X = 1\n")  # a file added
+    assert lookup() is None
+
+
+def test_pip_configuration_is_read_again_when_a_file_pip_consults_changes(tmp_path, cache_root, monkeypatch):
+    import pip._internal.configuration as pipconf
+
+    from auditor.source import fetch
+
+    conf = tmp_path / "pip.conf"
+    conf.write_text("[global]\nindex-url = file:///a/simple\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
+    monkeypatch.delenv("PIP_INDEX_URL", raising=False)
+    monkeypatch.setattr(fetch, "_RACY_SECONDS", -1.0)
+    assert fetch._pip_config_memo()[0]["global.index-url"] == "file:///a/simple"
+    real = pipconf.Configuration
+
+    class Refused:
+        def __init__(self, *args, **kwargs):
+            raise AssertionError("pip's configuration was read again")
+
+    monkeypatch.setattr(pipconf, "Configuration", Refused)
+    assert fetch._pip_config_memo()[0]["global.index-url"] == "file:///a/simple"  # from the memo
+    monkeypatch.setattr(pipconf, "Configuration", real)
+    conf.write_text("[global]\nindex-url = file:///b/simple\n")  # same size
+    assert fetch._pip_config_memo()[0]["global.index-url"] == "file:///b/simple"
+
+
+def test_a_cached_archive_is_hashed_again_once_its_stamp_changes(tmp_path, cache_root, monkeypatch):
+    import hashlib
+
+    from auditor.source import fetch
+
+    monkeypatch.setattr(fetch, "_RACY_SECONDS", -1.0)
+    archive = tmp_path / "a.tar.gz"
+    archive.write_bytes(b"x" * 4096)
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+    assert fetch._has_digest(archive, digest) and fetch._has_digest(archive, digest)
+    assert not fetch._has_digest(archive, "0" * 64)
+    _same_size_edit(archive)
+    assert not fetch._has_digest(archive, digest)
+
+
+def test_a_rendered_report_is_answered_with_its_exit_status_and_not_for_another_format(tmp_path, cache_root):
+    archive = _archive(tmp_path)
+    base = [sys.executable, "-m", "auditor", "scan", str(archive), "--no-progress"]
+    runs = {}
+    for fmt in ("json", "junit", "json", "junit", "markdown"):
+        p = subprocess.run([*base, "--format", fmt], capture_output=True, text=True, cwd=REPO)
+        runs.setdefault(fmt, []).append((p.returncode, p.stdout))
+    assert runs["json"][0] == runs["json"][1] and runs["junit"][0] == runs["junit"][1]
+    assert runs["json"][0][0] == 1  # the mini tree has blocked targets: the same exit status from the cache
+    assert runs["junit"][0][1] != runs["json"][0][1] and "| architecture |" in runs["markdown"][0][1]
+    p = subprocess.run([*base, "--format", "json", "--exit-zero"], capture_output=True, text=True, cwd=REPO)
+    assert p.returncode == 0 and p.stdout == runs["json"][0][1]

@@ -227,6 +227,97 @@ def test_an_engine_that_crashes_is_an_outcome_and_leaves_nothing(tmp_path):
         assert not pathlib.Path(f"/proc/{pid}").exists()
 
 
+def test_a_result_that_is_a_fifo_never_blocks_and_leaves_nothing(tmp_path):
+    """A hostile engine leaves a FIFO as its result file: reading it would block for ever after
+    the child exits (outside the time limit). Only a regular file is read."""
+    env = _fake_env(tmp_path, 'for a in "$@"; do res=$a; done\nmkfifo "$res"\nexit 0\n')
+    p, tmp = _run("--python", str(env), "-m", "LlamaForCausalLM", "--hf-config", str(_hf(tmp_path)),
+                  "--format", "json", "--timeout", "10", tmp_path=tmp_path, timeout=60)
+    assert p.returncode == 1, p.stderr
+    (r,) = json.loads(p.stdout)["results"]
+    assert r["outcome"] == "crashed" and "without a result" in r["reason"], r
+    assert list(tmp.iterdir()) == []
+
+
+def test_a_daemon_the_engine_starts_in_its_own_session_is_killed(tmp_path):
+    """``setsid`` takes a process out of the child's process group; it is reparented to verify
+    (the subreaper) when its parent exits, and killed before verify returns."""
+    pidfile = tmp_path / "daemon.pid"
+    env = _fake_env(tmp_path, f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 601' </dev/null >/dev/null 2>&1 &\n"
+                              "sleep 1\nexit 1\n")
+    p, tmp = _run("--python", str(env), "-m", "LlamaForCausalLM", "--hf-config", str(_hf(tmp_path)),
+                  tmp_path=tmp_path)
+    assert p.returncode == 1, p.stderr
+    pid = int(pidfile.read_text().split()[0])
+    assert not pathlib.Path(f"/proc/{pid}").exists() or "zombie" in pathlib.Path(f"/proc/{pid}/status").read_text().lower()
+    assert list(tmp.iterdir()) == []
+
+
+def test_sigterm_stops_the_engine_and_removes_its_folder(tmp_path):
+    """SIGTERM to verify (a CI job cancelled) kills the engine child and removes its folder, as
+    Ctrl-C does, and exits 130."""
+    import signal
+    import time
+
+    pids = tmp_path / "pids"
+    env = _fake_env(tmp_path, f"echo $$ >> {pids}\nsleep 600 &\necho $! >> {pids}\nwait\n")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    run_env = dict(os.environ, TMPDIR=str(tmp), NO_COLOR="1", COLUMNS="200")
+    proc = subprocess.Popen([sys.executable, "-m", "auditor", "verify", "--python", str(env), "-m", "LlamaForCausalLM",
+                             "--hf-config", str(_hf(tmp_path)), "--no-progress"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=run_env, stdin=subprocess.DEVNULL)
+    for _ in range(600):  # until the engine child has started
+        if pids.exists() and len(pids.read_text().split()) >= 2:
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    for pid in pids.read_text().split():
+        assert not pathlib.Path(f"/proc/{pid}").exists()
+    assert list(tmp.iterdir()) == []
+
+
+def test_a_child_answer_of_the_wrong_shape_is_crashed_and_the_report_goes_on(tmp_path):
+    """A result whose parts are not the shapes engine_child.py writes (runs a dict, a run an int,
+    token ids an int, a config a list) is one target's outcome, never an internal error."""
+    cases = {"runs_dict": {"runs": {"a": 1}}, "runs_ints": {"runs": [1, "x"]}, "exc_str": {"exception": "boom"},
+             "ids_int": {"runs": [{"name": "context", "ok": True, "token_ids": 5}]}}
+    for name, answer in cases.items():
+        (tmp_path / "run.out").write_text(json.dumps(answer))
+        env = _fake_env(tmp_path / name, f'for a in "$@"; do res=$a; done\ncat {tmp_path}/run.out > "$res"\n')
+        p, _ = _run("--python", str(env), "-m", "LlamaForCausalLM", "--hf-config", str(_hf(tmp_path)),
+                    "--format", "json", tmp_path=tmp_path / name)
+        assert p.returncode == 1, (name, p.stderr)
+        (r,) = json.loads(p.stdout)["results"]
+        assert r["outcome"] == "crashed" and "unexpected shape" in r["reason"], (name, r)
+    (tmp_path / "cfg.out").write_text(json.dumps({"ok": True, "config": [1, 2]}))
+    env = _fake_env(tmp_path / "cfg", f'for a in "$@"; do res=$a; done\ncat {tmp_path}/cfg.out > "$res"\n')
+    p, _ = _run("--python", str(env), "-m", "LlamaForCausalLM", "--format", "json", tmp_path=tmp_path / "cfg")
+    (r,) = json.loads(p.stdout)["results"]
+    assert r["outcome"] == "unknown" and "unexpected shape" in r["reason"], r
+
+
+def test_an_engine_line_without_an_end_is_read_in_pieces(tmp_path):
+    """An engine printing 64 MB on stderr without a newline: verify keeps a bounded tail, and its
+    own peak memory stays far below the line's size (read whole, the line and its text would add
+    about 128 MB; a verify of a fake engine peaks near 50 MB)."""
+    env = _fake_env(tmp_path, "head -c 67108864 /dev/zero | tr '\\0' x >&2\nexit 1\n")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    meter = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, "
+             "stdin=subprocess.DEVNULL); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    p = subprocess.run([sys.executable, "-c", meter, sys.executable, "-m", "auditor", "verify", "--python", str(env),
+                        "-m", "LlamaForCausalLM", "--hf-config", str(_hf(tmp_path)), "--no-progress"],
+                       capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, TMPDIR=str(tmp), NO_COLOR="1", COLUMNS="200"))
+    peak_kb = int(p.stdout.strip().splitlines()[-1])
+    assert peak_kb < 100 * 1024, peak_kb
+    assert list(tmp.iterdir()) == []
+
+
 def test_an_engine_that_hangs_is_killed_at_the_limit(tmp_path):
     pids = tmp_path / "pids"
     env = _fake_env(tmp_path, f"echo $$ >> {pids}\nsleep 600 &\necho $! >> {pids}\nwait\n")

@@ -161,7 +161,7 @@ def transformers_for_tree(tree_source, explicit: str | None = None, *, progress:
 
     def fetched(spec: str, why: str):
         path, version = fetch_newest_wheel("transformers", spec, progress=progress)
-        return TransformersConfigs(source=WheelPackageSource(path, "transformers"), version=version,
+        return TransformersConfigs(source=WheelPackageSource(path, "transformers", lazy=True), version=version,
                                    how=f"{why}: transformers {version} ({path.name})")
 
     if explicit:
@@ -240,13 +240,44 @@ class TransformersConfigs:
         self.how = how
         self.tree = Tree(src, SummaryCache())
         self.resolver = Resolver(self.tree)
-        self.names: dict[str, str] = {}
-        self.special: dict[str, str] = {}
-        #: architecture → the model_types whose ``MODEL_*_MAPPING_NAMES`` rows name it (the
-        #: tables read backwards; several model_types may share an architecture)
-        self.architectures: dict[str, list[str]] = {}
-        #: model_type → its causal-LM architecture (``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``)
-        self.causal_lm: dict[str, str] = {}
+        self._tables: tuple[dict, dict, dict, dict, dict] | None = None
+
+    @property
+    def names(self) -> dict[str, str]:
+        """model_type → its config class name (``CONFIG_MAPPING_NAMES``)."""
+        return self._load_tables()[0]
+
+    @property
+    def special(self) -> dict[str, str]:
+        """model_type → its module name where it differs (``SPECIAL_MODEL_TYPE_TO_MODULE_NAME``)."""
+        return self._load_tables()[1]
+
+    @property
+    def architectures(self) -> dict[str, list[str]]:
+        """architecture → the model_types whose ``MODEL_*_MAPPING_NAMES`` rows name it (the
+        tables read backwards; several model_types may share an architecture)."""
+        return self._load_tables()[2]
+
+    @property
+    def causal_lm(self) -> dict[str, str]:
+        """model_type → its causal-LM architecture (``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``)."""
+        return self._load_tables()[3]
+
+    @property
+    def base_models(self) -> dict[str, str]:
+        """model_type → the base model class ``AutoModel.from_config`` builds (``MODEL_MAPPING_NAMES``)."""
+        return self._load_tables()[4]
+
+    def _load_tables(self) -> tuple[dict, dict, dict, dict, dict]:
+        """Read the auto tables of ``transformers/models/auto`` on first use (a cached scan that
+        only checks this source against the one it read never parses them)."""
+        if self._tables is not None:
+            return self._tables
+        names: dict[str, str] = {}
+        special: dict[str, str] = {}
+        architectures: dict[str, list[str]] = {}
+        causal_lm: dict[str, str] = {}
+        base_models: dict[str, str] = {}
         for rel in AUTO_MODULES:
             try:
                 src = self.tree.read(rel)
@@ -261,13 +292,28 @@ class TransformersConfigs:
                     if isinstance(t, ast.Name) and t.id in ("CONFIG_MAPPING_NAMES", "SPECIAL_MODEL_TYPE_TO_MODULE_NAME"):
                         pairs = _literal_pairs(stmt.value)
                         if pairs:
-                            (self.names if t.id == "CONFIG_MAPPING_NAMES" else self.special).update(pairs)
+                            (names if t.id == "CONFIG_MAPPING_NAMES" else special).update(pairs)
                     elif isinstance(t, ast.Name) and t.id.startswith("MODEL_") and t.id.endswith("_MAPPING_NAMES"):
                         for mt, arch in (_literal_pairs(stmt.value) or {}).items():
-                            if mt not in self.architectures.setdefault(arch, []):
-                                self.architectures[arch].append(mt)
+                            if mt not in architectures.setdefault(arch, []):
+                                architectures[arch].append(mt)
                             if t.id == "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES":
-                                self.causal_lm.setdefault(mt, arch)
+                                causal_lm.setdefault(mt, arch)
+                            if t.id == "MODEL_MAPPING_NAMES":
+                                base_models.setdefault(mt, arch)
+        self._tables = (names, special, architectures, causal_lm, base_models)
+        return self._tables
+
+    def base_model_class(self, model_type: str) -> ClassRef | None:
+        """The class ``AutoModel.from_config`` builds for a config of ``model_type`` (its
+        ``MODEL_MAPPING_NAMES`` row in ``transformers/models/auto/modeling_auto.py``, defined in
+        ``transformers/models/<name>/modeling_<name>.py``), or None."""
+        cls_name = self.base_models.get(model_type)
+        if not cls_name:
+            return None
+        mod = self.special.get(model_type, model_type.replace("-", "_"))
+        t = self.resolver.resolve_name(f"transformers.models.{mod}.modeling_{mod}", cls_name)
+        return t if isinstance(t, ClassRef) else None
 
     def config_class(self, model_type: str) -> ClassRef | None:
         """The config class ``transformers`` registers for ``model_type``, or None."""
@@ -310,3 +356,40 @@ class TransformersFacts(FactProvider):
     @classmethod
     def used(cls, value: TransformersAtHand) -> bool:
         return value.configs is not None
+
+
+def same_transformers(state: dict, tf, how: str) -> bool:
+    """True when the transformers source ``tf`` (a :class:`TransformersConfigs`, chosen as
+    ``how`` says; None: none at hand) is the one ``state`` recorded
+    (:meth:`auditor.orchestration.scan.Auditor.transformers_state`): the same choice and version,
+    the same file list, and every file read then has the same sha256 now. When both are one
+    fetched wheel, the wheel's verified sha256 (``state["archive"]``, :func:`wheel_digest`)
+    answers without opening it."""
+    if tf is None or how != state.get("how") or tf.version != state.get("version"):
+        return False
+    archive = wheel_digest(tf)
+    if archive is not None and archive == state.get("archive"):
+        return True  # the same verified wheel: the same files, the same bytes
+    if tf.tree.files_digest() != state.get("files"):
+        return False
+    for rel, digest in state.get("reads", {}).items():
+        try:
+            tf.tree.read(rel)
+        except (KeyError, OSError):
+            return False
+        if tf.tree.reads.get(rel) != digest:
+            return False
+    return True
+
+
+def wheel_digest(tf) -> str | None:
+    """The sha256 recorded for the wheel ``tf`` (a :class:`TransformersConfigs`) is read from,
+    when it is a fetched wheel (:func:`auditor.source.fetch.fetch_newest_wheel` verified it and
+    wrote its sidecar, in this run); else None."""
+    from auditor.source.fetch import recorded_sha256
+    from auditor.source.package import WheelPackageSource
+
+    src = getattr(getattr(tf, "tree", None), "source", None)
+    if not isinstance(src, WheelPackageSource):
+        return None
+    return recorded_sha256(src.path)

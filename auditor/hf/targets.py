@@ -145,10 +145,36 @@ def _arch_spec(arch: str, aliases: dict, model_type: str | None) -> TargetSpec:
     return TargetSpec(arch, None, None, "")
 
 
+def _spelling(name: str) -> str:
+    """``name`` as :func:`close_names` compares it: lower case, without ``_``, ``-``, ``.`` or
+    spaces (``Qwen3-MoE``, ``qwen3moe`` and ``qwen3_moe`` are one spelling)."""
+    return "".join(c for c in name.lower() if c not in "_-. ")
+
+
+def close_names(name: str, pool: list[str], same: Iterable[str] = (), n: int = 4) -> list[str]:
+    """The names closest to ``name``, for a "did you mean" hint, compared as :func:`_spelling`
+    writes them (case, ``_``, ``-`` and ``.`` set aside): first every name of ``pool`` or ``same``
+    spelled the same (``qwen3moe`` → ``qwen3_moe``), then the nearest of ``pool`` by
+    :func:`difflib.get_close_matches` over those spellings, else the names of ``pool`` that
+    contain ``name``; at most ``n``, without repeats, in that order. ``same`` holds names offered
+    only when spelled the same (the model_types derived from architecture names: many, and close
+    to one another)."""
+    want = _spelling(name)
+    by: dict[str, list[str]] = {}
+    for p in pool:
+        by.setdefault(_spelling(p), []).append(p)
+    out = [p for p in dict.fromkeys([*pool, *same]) if _spelling(p) == want]
+    for key in difflib.get_close_matches(want, list(by), n=n, cutoff=0.5):
+        out += [p for p in by[key] if p not in out]
+    if not out:
+        out = [p for p in pool if want and want in _spelling(p)]
+    return out[:n]
+
+
 def _close(name: str, registry: Registry) -> str:
+    # every name --model takes: architectures, the alias table's model_types, and the model_types
+    # derived from the targets' architecture names (qwen3_moe from Qwen3MoeForCausalLM)
+    derived = {derive_model_type(a) for a in registry.architectures() if not registry.entries[a].is_drafter}
     pool = registry.architectures() + sorted(load_alias_table().get("model_type", {}))
-    m = difflib.get_close_matches(name, pool, n=4, cutoff=0.5)
-    if not m:
-        low = name.lower()
-        m = [p for p in pool if low in p.lower()][:4]
+    m = close_names(name, pool, sorted(derived))
     return f"; did you mean: {', '.join(m)}?" if m else ""

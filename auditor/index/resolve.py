@@ -101,6 +101,23 @@ _IDENTIFIER = re.compile(rb"[A-Za-z_]\w*")
 #: How many names :meth:`Resolver.mentioning` looks up by searching the texts before it indexes
 #: every identifier of the tree (a single-target scan asks for a few, a full scan for hundreds).
 _INDEX_AFTER = 40
+#: A dotted name as a change's head is written (``llama.LlamaModel``); any other head text is an
+#: expression (``getattr(llama, NAME)``).
+_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+#: An identifier in a head's text.
+_IDENT_TEXT = re.compile(r"[A-Za-z_]\w*")
+
+
+#: The object a module's text reaches reflectively: ``setattr(M, ...)``, ``delattr``, ``getattr``,
+#: ``vars(M)`` (group 1), ``M.__dict__`` (group 2): the last part of M is what
+#: :meth:`Resolver._reflected` records.
+_REFLECTED_CALL = re.compile(rb"(?:(?:set|del|get)attr|vars)\(\s*([\w.]+)\s*[,)]")
+_REFLECTED_DICT = re.compile(rb"([\w.]+)\.__dict__")
+#: A write into ``sys.modules`` in a module's text.
+_WRITES_SYS_MODULES = re.compile(rb"sys\.modules\s*(?:\[|\.\s*(?:update|setdefault|__setitem__))")
+#: What :meth:`Resolver._reflected` records for a module that writes into ``sys.modules``.
+_SYS_MODULES = "sys.modules"
+
 
 #: Class decorators from outside the tree (the standard library and typing_extensions) that
 #: return the class they decorate, with its members: followed as the identity. Any other
@@ -305,8 +322,10 @@ class Resolver:
             if target_mod == module or target_mod.split(".")[0] != self.tree.package:
                 return External(f"{target_mod}.{name}")
             return self.resolve_name(target_mod, name, _seen)
-        if name in m.tc_bindings and "__getattr__" in m.functions and (name in m.type_checking_names or branch is False):
-            # a lazy module: ``__getattr__`` imports at first access what TYPE_CHECKING names
+        if name in m.tc_bindings and ("__getattr__" in m.functions or m.lazy_self) and (
+                name in m.type_checking_names or branch is False):
+            # a lazy module: ``__getattr__`` (or the lazy module it replaced itself with in
+            # ``sys.modules``) imports at first access what TYPE_CHECKING names
             tc = self._branch_binding(m, name, m.tc_cond_bindings)
             return self._from_binding(m, name, tc or m.tc_bindings[name], _seen)
         if branch is False:
@@ -608,6 +627,19 @@ class Resolver:
                 continue
             path = self.tree.module(e.module).path
             out += [(e, member, construct, path, line) for member, construct, line in c.unfollowable]
+            if e != ref:
+                # an ``__init_subclass__`` above the class runs for it: a change to a method of its
+                # MRO (or to a computed name) counts; data it derives (vLLM's Transformers backend
+                # merges ``hf_to_vllm_mapper``) changes no gate
+                for member, construct, line in c.subclass_changes:
+                    hit = self.lookup(ref, member) if member != "*" else None
+                    if member == "*" or (hit is not None and isinstance(hit[1], MethodFact)):
+                        out.append((ref, member, construct, path, line))
+            meta = c.keywords.get("metaclass")
+            if meta is not None:
+                why = self._metaclass_change(e, meta)
+                if why is not None:
+                    out.append((e, "*", why, path, c.line))
             # the packages above the class's module run before anything can use it
             parts = e.module.split(".")
             for i in range(1, len(parts)):
@@ -619,15 +651,40 @@ class Resolver:
                 out += self.changes_from_elsewhere(e)
         return out
 
+    #: metaclass methods that run when a class is made or used, and may change or replace it
+    _META_HOOKS = ("__new__", "__init__", "__call__", "__prepare__", "__setattr__", "__delattr__",
+                   "__getattribute__", "__getattr__", "__instancecheck__", "__subclasscheck__")
+
+    def _metaclass_change(self, ref: ClassRef, meta: str) -> str | None:
+        """Why the metaclass ``meta`` (as written on class ``ref``) may change the class, or None:
+        a class of the tree that defines (or inherits from a class of the tree) a method that
+        runs when a class is made or used (:data:`_META_HOOKS`), or a name static analysis
+        cannot bind. A metaclass from outside the tree (``abc.ABCMeta``, typing's) makes no
+        change the tree controls."""
+        t = self.resolve_base(ref, meta)
+        if isinstance(t, External):
+            return None
+        if not isinstance(t, ClassRef):
+            return f"metaclass={meta}, which static analysis cannot resolve"
+        for hook in self._META_HOOKS:
+            hit = self.lookup(t, hook)
+            if hit is not None and isinstance(hit[0], ClassRef) and self.cls(hit[0]) is not None:
+                return f"metaclass={meta}, whose {hit[0].name}.{hook} runs when the class is made or used"
+        return None
+
     def changes_from_elsewhere(self, ref: ClassRef) -> list[tuple[ClassRef, str, str, str, int]]:
         """Changes to the members of the class ``ref`` made by the modules of the tree other than
         its own module and the packages above it, or by module-level functions (its own module's
         included), as ``(class, member or "*", construct, path, line)``.
 
         The modules whose text names the class, under its name or an alias of it (``X = Cls``,
-        ``from m import Cls as X``, followed to a fixed point; :meth:`mentioning`), are
-        summarised, and a change they record is counted when its head resolves to ``ref``, or
-        cannot be resolved and ends with one of those names.
+        ``from m import Cls as X``, followed to a fixed point; :meth:`mentioning`), and those
+        that name its module and reach it reflectively (:meth:`_reflected`), are
+        summarised; a change they record (at module level, in a function, a method or a class
+        body: :attr:`ModuleSummary.deferred_changes`) is counted as :meth:`_changes_class`
+        says: its head resolves to ``ref``, or cannot be resolved and ends with one of those
+        names; it rebinds the class's name in its module; it is computed from the class or its
+        module (``getattr(M, name)``); or it replaces the module in ``sys.modules``.
         """
         cache = self.__dict__.setdefault("_elsewhere", {})
         key = (ref.module, ref.qualname)
@@ -653,31 +710,114 @@ class Resolver:
                     if src in names and bound not in names:
                         names.add(bound)
                         todo.append(bound)
+        # the modules that name the class's module and reach its attributes reflectively
+        # (``setattr(M, name, v)``, ``getattr(M, name).forward = f``) may rebind or change it
+        # without naming it
+        short = ref.module.rsplit(".", 1)[-1]
+        for p in self.mentioning(short):
+            if p not in candidates:
+                got = self._reflected(p)
+                if short in got or _SYS_MODULES in got:
+                    candidates.add(p)
         for p in sorted(candidates):
             s = self.tree.summary(p)
             if not (s.foreign_changes or s.deferred_changes):
                 continue
-            changes = [(h, mm, c, ln, None) for h, mm, c, ln in s.foreign_changes if p != own and p not in above]
+            changes = [(h, mm, c, ln, None) for h, mm, c, ln in s.foreign_changes
+                       if (p != own and p not in above) or not _DOTTED.fullmatch(h)]
             changes += s.deferred_changes
             for head, member, construct, line, fn in changes:
-                t = self._head_target(s, head, fn)
-                if isinstance(t, ClassRef):
-                    if (t.module, t.qualname) != (ref.module, ref.qualname):
-                        continue
-                elif head.split(".")[-1] not in names:
-                    continue  # an unresolved head counts only when it is spelled as the class
-                when = f"in {fn}(), when it is called" if fn else f"when {s.module} is imported"
-                out.append((ref, member, f"{construct} ({when})", s.path, line))
+                if not self._changes_class(s, head, member, fn, ref, names):
+                    continue
+                if fn and fn.startswith("<class "):
+                    when = f"in the body of class {fn[7:-1]}, when {s.module} is imported"
+                else:
+                    when = f"in {fn}(), when it is called" if fn else f"when {s.module} is imported"
+                out.append((ref, "*" if head == "sys.modules" else member, f"{construct} ({when})", s.path, line))
         cache[key] = out
         return out
+
+    def _changes_class(self, s: ModuleSummary, head: str, member: str, fn: str | None, ref: ClassRef,
+                       names: set[str]) -> bool:
+        """True when a member change recorded in module ``s`` (``head`` as written, in scope
+        ``fn``) may change the class ``ref`` (reached under ``names``) or rebind it in its
+        module: the head names the class (or, unresolved, is spelled as one of ``names``); or
+        it names the class's module and the member is the class's name or computed (``*``); or
+        the head is computed (``getattr(M, name)``) from the class or its module."""
+        if head == "sys.modules":  # a module replaced under its name: the class's own or a package above it
+            if member != "*":
+                return ref.module == member or ref.module.startswith(member + ".")
+            # under a computed name: only where the module imports the class or its module, or
+            # names its module in full (vLLM's import_from_path and LazyLoader, SGLang's dummy
+            # modules for a missing path, write sys.modules[name] for other modules)
+            if ref.module.encode() in self._text_of(s.path):
+                return True
+            scopes = [s.bindings] + list(s.scope_bindings.values()) + [f.local_bindings for f in s.functions.values()]
+            for bindings in scopes:
+                for b in bindings.values():
+                    if b.kind == "import" and (b.target == (ref.module, ref.name)
+                                               or f"{b.target[0]}.{b.target[1]}" == ref.module):
+                        return True
+            return False
+        if not _DOTTED.fullmatch(head):
+            for ident in set(_IDENT_TEXT.findall(head)):
+                if ident in names:
+                    return True
+                t = self._head_target(s, ident, fn)
+                if (isinstance(t, ClassRef) and (t.module, t.qualname) == (ref.module, ref.qualname)) \
+                        or (isinstance(t, ModuleRef) and t.module == ref.module):
+                    return True
+            return False
+        t = self._head_target(s, head, fn)
+        if isinstance(t, ClassRef):
+            return (t.module, t.qualname) == (ref.module, ref.qualname)
+        if isinstance(t, ModuleRef):
+            return t.module == ref.module and member in (ref.name, "*")
+        first = head.split(".")[0]
+        b = s.bindings.get(first)
+        if b is not None and b.kind == "factory" and b.target[0] == "getattr" and b.target[1]:
+            # ``X = getattr(M, NAME)``: X is computed from M
+            return self._changes_class(s, f"getattr({', '.join(b.target[1])})", "*", None, ref, names)
+        return head.split(".")[-1] in names  # an unresolved head counts only when it is spelled as the class
+
+    def _text_of(self, path: str) -> bytes:
+        """The text of the module at ``path`` as :meth:`mentioning` read it (empty when it
+        cannot be read)."""
+        by_path = self.__dict__.get("_texts_by_path")
+        if by_path is None:
+            texts = self.__dict__.get("_texts")
+            if texts is None:
+                texts = self.__dict__["_texts"] = list(self._readable_texts())
+            by_path = self.__dict__["_texts_by_path"] = dict(texts)
+        return by_path.get(path, b"")
+
+    def _reflected(self, path: str) -> frozenset[str]:
+        """The last parts of the objects the module at ``path`` reaches reflectively
+        (``setattr(llama, ...)``, ``getattr(models.llama, n)``, ``vars(llama)``,
+        ``llama.__dict__`` → ``llama``), plus :data:`_SYS_MODULES` when it writes into
+        ``sys.modules``; one pass over each text, remembered."""
+        memo = self.__dict__.setdefault("_reflected_memo", {})
+        got = memo.get(path)
+        if got is None:
+            text = self._text_of(path)
+            names: set[str] = set()
+            if b"attr(" in text or b"vars(" in text:
+                names.update(m.group(1).rsplit(b".", 1)[-1].decode() for m in _REFLECTED_CALL.finditer(text))
+            if b"__dict__" in text:
+                names.update(m.group(1).rsplit(b".", 1)[-1].decode() for m in _REFLECTED_DICT.finditer(text))
+            if b"sys.modules" in text and _WRITES_SYS_MODULES.search(text):
+                names.add(_SYS_MODULES)
+            memo[path] = got = frozenset(names)
+        return got
 
     def _head_target(self, s: ModuleSummary, head: str, fn: str | None) -> Target:
         """What the head of a member change names in module ``s`` (in function ``fn``: its
         imports first)."""
         first = head.split(".")[0]
         ff = s.functions.get(fn) if fn else None
-        if ff is not None and first in ff.local_bindings:
-            local = self._from_binding(s, first, ff.local_bindings[first], frozenset())
+        scoped = ff.local_bindings if ff is not None else s.scope_bindings.get(fn, {}) if fn else {}
+        if first in scoped:
+            local = self._from_binding(s, first, scoped[first], frozenset())
             return self.resolve_dotted(s.module, head, subst=((first, local),))
         return self.resolve_dotted(s.module, head)
 

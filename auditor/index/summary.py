@@ -209,6 +209,9 @@ class ClassFact:
     #: members changed after the class in a way the index cannot follow (``Cls.forward =
     #: other_function``, ``setattr(Cls, name, v)``), as ``(member or "*", construct, line)``
     unfollowable: list[tuple[str, str, int]] = field(default_factory=list)
+    #: what its ``__init_subclass__`` changes on each subclass (``cls.forward = f``,
+    #: ``setattr(cls, name, v)``), as ``(member or "*", construct, line)``
+    subclass_changes: list[tuple[str, str, int]] = field(default_factory=list)
     #: for each of ``decorators``: None when it is not a call, else ``(number of positional
     #: arguments, keyword names)`` of the call (``@support_torch_compile(dynamic_arg_dims=...)``
     #: → ``(0, ["dynamic_arg_dims"])``)
@@ -267,6 +270,10 @@ class ModuleSummary:
     functions: dict[str, FunctionFact] = field(default_factory=dict)
     dunder_all: list[str] | None = None
     lazy_map: dict[str, str] = field(default_factory=dict)
+    #: the module replaces itself at import by a lazy module (``sys.modules[__name__] =
+    #: _LazyModule(...)``, as transformers' packages do), whose attribute access imports what the
+    #: ``TYPE_CHECKING`` imports name
+    lazy_self: bool = False
     extras: dict[str, Any] = field(default_factory=dict)
     cond_bindings: dict[str, list[Binding]] = field(default_factory=dict)
     tc_cond_bindings: dict[str, list[Binding]] = field(default_factory=dict)
@@ -295,6 +302,10 @@ class ModuleSummary:
     #: construct, line, function name or None)``; heads that are ``self``, ``cls`` or the
     #: function's own names are left out
     container_changes: list[tuple[str, str, Any, str, int, str | None]] = field(default_factory=list)
+    #: the imports made inside the scopes that :attr:`deferred_changes` names other than the
+    #: module-level functions (methods, nested functions: ``Patcher.__init__``,
+    #: ``outer.<locals>.inner``), by scope label: what a change's head means there
+    scope_bindings: dict[str, dict[str, Binding]] = field(default_factory=dict)
 
 
 def module_name_for(path: str) -> tuple[str, bool]:
@@ -557,6 +568,85 @@ def _iter_stmts(body: list[ast.stmt]):
             stack.extend(reversed(c.body))
 
 
+#: names that are a method's own (its instance, its class)
+_OWN = frozenset({"self", "cls"})
+
+
+class _Locals:
+    """The names local to a function scope, worked out on first use (most heads are ``self``):
+    its ``params``, what its statements (``stmts``) assign, loop over or bind with ``with ...
+    as`` (less its ``global`` names), and ``self``/``cls``; ``outer``: the names of the
+    enclosing function scopes."""
+
+    __slots__ = ("stmts", "params", "outer", "_names")
+
+    def __init__(self, stmts: list[ast.stmt], params: set[str], outer=frozenset()):
+        self.stmts, self.params, self.outer, self._names = stmts, params, outer, None
+
+    def __contains__(self, name: str) -> bool:
+        if self._names is None:
+            local = set(self.params)
+            glob: set[str] = set()
+            for st in self.stmts:
+                if isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)):
+                    for t in (st.targets if isinstance(st, ast.Assign) else [st.target]):
+                        if isinstance(t, ast.Name):
+                            local.add(t.id)
+                        else:
+                            local.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name)
+                                         and isinstance(n.ctx, ast.Store))
+                elif isinstance(st, (ast.With, ast.AsyncWith)):
+                    local.update(n.id for i in st.items if i.optional_vars is not None
+                                 for n in ast.walk(i.optional_vars) if isinstance(n, ast.Name))
+                elif isinstance(st, ast.Global):
+                    glob.update(st.names)
+            self._names = (local - glob) | _OWN
+        return name in self._names or name in self.outer
+
+
+def _head_of(node: ast.AST) -> str:
+    """The head of a member change as written: a dotted name, ``getattr(X, "a")`` as ``X.a``,
+    else the expression's text (``getattr(llama, NAME)``: an object computed at run time)."""
+    d = dotted(node)
+    if d is not None:
+        return d
+    if isinstance(node, ast.Call) and dotted(node.func) == "getattr" and len(node.args) >= 2:
+        key = node.args[1]
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            return f"{_head_of(node.args[0])}.{key.value}"
+    return _text(node)[:100]
+
+
+def _subclass_hook_changes(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tuple[str, str, int]]:
+    """The changes an ``__init_subclass__`` makes to the class it is called for (its first
+    parameter: ``cls.forward = f``, ``setattr(cls, ...)``, ``del cls.m``), as ``(member or "*"
+    when computed, text, line)``."""
+    params = fn.args.posonlyargs + fn.args.args
+    if not params:
+        return []
+    me = params[0].arg
+    out = []
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Attribute) and not isinstance(n.ctx, ast.Load) and isinstance(n.value, ast.Name) \
+                and n.value.id == me:
+            out.append((n.attr, _text(n)[:60], n.lineno))
+        elif isinstance(n, ast.Call) and dotted(n.func) in ("setattr", "delattr", "type.__setattr__") and n.args \
+                and isinstance(n.args[0], ast.Name) and n.args[0].id == me:
+            key = n.args[1] if len(n.args) > 1 else None
+            member = key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else "*"
+            out.append((member, _text(n)[:60], n.lineno))
+    return out
+
+
+def _dict_owner(node: ast.AST) -> ast.AST | None:
+    """``X`` of ``X.__dict__`` or ``vars(X)`` (a namespace written through), else None."""
+    if isinstance(node, ast.Attribute) and node.attr == "__dict__":
+        return node.value
+    if isinstance(node, ast.Call) and dotted(node.func) == "vars" and len(node.args) == 1:
+        return node.args[0]
+    return None
+
+
 #: method names of a call that may change the container it is called on
 _CHANGING_CALLS = frozenset({"update", "pop", "setdefault", "clear", "popitem", "__setitem__", "__delitem__",
                              "append", "extend", "insert", "remove"})
@@ -817,8 +907,13 @@ def _drop_reset_captures(fn: ast.FunctionDef | ast.AsyncFunctionDef, loops: list
 
 class _Summarizer:
     def __init__(self, module: str, path: str, is_package: bool, track_bases: bool = False, dynamic: bool = True,
-                 walrus: bool = True, globals_stmt: bool = True):
+                 walrus: bool = True, globals_stmt: bool = True, reflective: bool = True):
         self.s = ModuleSummary(module=module, path=path, is_package=is_package)
+        #: the source names ``setattr``/``delattr``/``__setattr__``/``__delattr__``/``__dict__``:
+        #: look for them wherever they are, not only as statements (:meth:`_scopes`)
+        self.reflective = reflective
+        #: ``id()`` of the calls and attribute targets already recorded as member changes
+        self._seen: set[int] = set()
         #: the source may bind names behind the index's back (``globals()``, ``vars()``,
         #: ``sys.modules``): walk the whole module for it (:meth:`_dynamic`)
         self.dynamic = dynamic
@@ -847,6 +942,7 @@ class _Summarizer:
         if isinstance(last, ast.Raise):
             self.s.raises_at = (last.lineno, _short(last.exc) if last.exc is not None else "raise")
         self._dynamic(tree)
+        self._scopes(tree)
         for src, dest in ((self._all, self.s.cond_bindings), (self._tc_all, self.s.tc_cond_bindings)):
             for name, bs in src.items():
                 if any(b.conds for b in bs):
@@ -954,6 +1050,7 @@ class _Summarizer:
         fn = dotted(call.func)
         if fn not in ("setattr", "delattr") or not call.args or dotted(call.args[0]) is None:
             return
+        self._seen.add(id(call))
         cname = dotted(call.args[0])
         key = call.args[1] if len(call.args) > 1 else None
         construct = f"{_text(call)[:80]}"
@@ -1012,9 +1109,17 @@ class _Summarizer:
             for n in ast.walk(target):
                 if isinstance(n, ast.Name):
                     self._mark(n.id, f"tuple unpacking (line {line})", line)
+        elif isinstance(target, ast.Attribute) and dotted(target.value) is None:
+            self._seen.add(id(target))  # ``getattr(M, name).forward = f``: an object computed at run time
+            self.s.foreign_changes.append((_head_of(target.value), target.attr,
+                                           f"{_text(target)} = {_short(value)}", line))
         elif isinstance(target, ast.Attribute) and dotted(target.value) is not None:
+            self._seen.add(id(target))
             self._set_member(dotted(target.value), target.attr, value,
                              f"{_text(target)} = {_short(value)}", line)
+        elif isinstance(target, ast.Subscript) and dotted(target.value) == "sys.modules" \
+                and isinstance(target.slice, ast.Name) and target.slice.id == "__name__" and isinstance(value, ast.Call):
+            self.s.lazy_self = True
         elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Call) \
                 and dotted(target.value.func) in ("globals", "vars") and not target.value.args:
             key = target.slice
@@ -1107,6 +1212,7 @@ class _Summarizer:
                 if isinstance(t, ast.Name):
                     self._bind(t.id, Binding("deleted", f"del {t.id}", stmt.lineno, guarded), type_checking)
                 elif isinstance(t, ast.Attribute) and dotted(t.value) is not None:
+                    self._seen.add(id(t))
                     self._remove_member(dotted(t.value), t.attr, f"del {_text(t)}", stmt.lineno)
         elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             self._mutation_call(stmt.value, stmt.lineno)
@@ -1211,36 +1317,174 @@ class _Summarizer:
         """Record the member changes ``fn``'s body makes to names it does not own
         (:attr:`ModuleSummary.deferred_changes`)."""
         stmts = list(_iter_stmts(fn.body))
-        local = set(params)
-        for st in stmts:
-            if isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)):
-                targets = st.targets if isinstance(st, ast.Assign) else [st.target]
-                local |= {n.id for t in targets for n in ast.walk(t)
-                          if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-            elif isinstance(st, (ast.With, ast.AsyncWith)):
-                local |= {n.id for i in st.items if i.optional_vars is not None for n in ast.walk(i.optional_vars)
-                          if isinstance(n, ast.Name)}
-        local -= {n for st in stmts if isinstance(st, ast.Global) for n in st.names}
-        local |= {"self", "cls"}
+        self._changes_in(stmts, _Locals(stmts, params), fn.name)
 
-        def record(head: str | None, member: str, construct: str, line: int) -> None:
-            if head is not None and head.split(".")[0] not in local:
-                self.s.deferred_changes.append((head, member, construct[:100], line, fn.name))
+    def _changes_in(self, stmts: list[ast.stmt], local, label: str) -> None:
+        """Record the member changes the statements ``stmts`` of one scope (a function, a method,
+        a class body: ``label``; every statement, as :func:`_iter_stmts` gives them) make to
+        names that are not ``local`` to it (a set, or :class:`_Locals`), and its changing calls
+        on containers (:attr:`ModuleSummary.container_changes`)."""
+        def record(head_node: ast.AST, member: str, st: ast.stmt) -> None:
+            first = head_node
+            while isinstance(first, (ast.Attribute, ast.Subscript)):
+                first = first.value
+            if isinstance(first, ast.Name) and (first.id in _OWN or first.id in local):
+                return  # ``self.x = v``, a parameter's or a local's attribute: not a class of the tree
+            head = _head_of(head_node)
+            self.s.deferred_changes.append((head, member, _text(st)[:100], st.lineno, label))
 
         for st in stmts:
             if isinstance(st, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
                 targets = st.targets if isinstance(st, (ast.Assign, ast.Delete)) else [st.target]
                 for t in targets:
                     if isinstance(t, ast.Attribute):
-                        record(dotted(t.value), t.attr, _text(st), st.lineno)
+                        self._seen.add(id(t))
+                        record(t.value, t.attr, st)
             elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) \
-                    and dotted(st.value.func) in ("setattr", "delattr") and st.value.args:
+                    and dotted(st.value.func) in ("setattr", "delattr") and st.value.args \
+                    and dotted(st.value.args[0]) is not None:
+                self._seen.add(id(st.value))
                 key = st.value.args[1] if len(st.value.args) > 1 else None
                 member = key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else "*"
-                record(dotted(st.value.args[0]), member, _text(st), st.lineno)
-            cc = container_change(st)
-            if cc is not None and cc[0].split(".")[0] not in local:
-                self.s.container_changes.append((*cc, _text(st)[:100], st.lineno, fn.name))
+                record(st.value.args[0], member, st)
+            if isinstance(st, (ast.Expr, ast.Assign, ast.AugAssign, ast.Delete)):
+                cc = container_change(st)
+                if cc is not None:
+                    first = cc[0].split(".")[0]
+                    if first not in _OWN and first not in local:
+                        self.s.container_changes.append((*cc, _text(st)[:100], st.lineno, label))
+
+    def _scopes(self, tree: ast.Module) -> None:
+        """Member changes made where the module-level pass and :meth:`_deferred` do not look:
+        class bodies (they run with the class statement), methods of classes (static and class
+        methods too, at any depth), functions nested in functions; and, when the source is
+        :attr:`reflective`, every ``setattr``/``delattr`` however it is reached (an alias of it,
+        ``type.__setattr__(C, ...)``, ``C.__setattr__``, a comprehension, a lambda, an expression,
+        a head computed by ``getattr(M, name)``), writes through ``M.__dict__`` or ``vars(M)``, and
+        attributes assigned on a computed object (``getattr(M, name).forward = f``). Each goes to
+        :attr:`ModuleSummary.deferred_changes` under its scope's label, or, at module level, to
+        :attr:`ModuleSummary.foreign_changes` (a class of this module: its ``unfollowable``)."""
+        def scope_imports(body: list[ast.stmt], label: str) -> None:
+            got: dict[str, Binding] = {}
+            for node in _iter_stmts(body):
+                if isinstance(node, ast.ImportFrom):
+                    mod = resolve_relative(self.s.module, self.s.is_package, node.level, node.module)
+                    for alias in node.names:
+                        if alias.name != "*":
+                            got[alias.asname or alias.name] = Binding("import", (mod, alias.name), node.lineno)
+                elif isinstance(node, ast.Import):
+                    for alias in node.names:
+                        name = alias.asname or alias.name.split(".")[0]
+                        got[name] = Binding("module", alias.asname and alias.name or name, node.lineno)
+            if got:
+                self.s.scope_bindings[label] = got
+
+        def visit_fn(fn, label: str, outer, own: bool) -> None:
+            args = fn.args
+            params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+            params |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+            stmts = list(_iter_stmts(fn.body))
+            local = _Locals(stmts, params, outer)
+            if own:
+                if any(isinstance(st, (ast.Import, ast.ImportFrom)) for st in stmts):
+                    scope_imports(fn.body, label)
+                self._changes_in(stmts, local, label)
+            if self.reflective:
+                self._reflective(fn.body, local, label)
+            inner(stmts, label, local)
+
+        def visit_class(node: ast.ClassDef, qual: str, outer) -> None:
+            label = f"<class {qual}>"
+            stmts = list(_iter_stmts(node.body))
+            self._changes_in(stmts, outer, label)
+            if self.reflective:
+                self._reflective(node.body, outer, label)
+            for st in stmts:
+                if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    visit_fn(st, f"{qual}.{st.name}", outer, True)
+                elif isinstance(st, ast.ClassDef) and st is not node:
+                    visit_class(st, f"{qual}.{st.name}", outer)
+
+        def inner(stmts: list[ast.stmt], label: str, local) -> None:
+            for st in stmts:
+                if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    visit_fn(st, f"{label}.<locals>.{st.name}", local, True)
+                elif isinstance(st, ast.ClassDef):
+                    visit_class(st, f"{label}.<locals>.{st.name}", local)
+
+        if self.reflective:
+            self._reflective(tree.body, set(), None)
+        for st in _iter_stmts(tree.body):
+            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                visit_fn(st, st.name, set(), False)  # its own statements: :meth:`_deferred`
+            elif isinstance(st, ast.ClassDef):
+                visit_class(st, st.name, set())
+
+    def _reflective(self, body: list[ast.stmt], local: set[str], label: str | None) -> None:
+        """The reflective member changes of one scope's statements (see :meth:`_scopes`), not
+        entering the functions and classes defined there (lambdas are entered: their body is
+        an expression of this scope)."""
+        setters = {"setattr", "delattr", "builtins.setattr", "builtins.delattr"}
+        setters |= {n for n, b in self.s.bindings.items()
+                    if (b.kind == "alias" and b.target in setters)
+                    or (b.kind == "import" and b.target[0] == "builtins" and b.target[1] in ("setattr", "delattr"))}
+
+        def key_of(node: ast.AST | None) -> str:
+            return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else "*"
+
+        def record(head: str, member: str, node: ast.AST) -> None:
+            line = getattr(node, "lineno", 0)
+            construct = _text(node)[:100]
+            if head.split(".")[0] in local and "(" not in head and "[" not in head:
+                return
+            if label is not None:
+                self.s.deferred_changes.append((head, member, construct, line, label))
+                return
+            cf = self._class_for(head) if "." not in head and head.isidentifier() else None
+            if cf is not None:
+                cf.unfollowable.append((member, construct, line))
+            else:
+                self.s.foreign_changes.append((head, member, construct, line))
+
+        stack: list[tuple[ast.AST, ast.AST | None]] = [(st, None) for st in body]
+        while stack:
+            node, parent = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if id(node) in self._seen:
+                pass
+            elif isinstance(node, ast.Call):
+                f = node.func
+                fd = dotted(f)
+                if fd in setters and node.args:
+                    record(_head_of(node.args[0]), key_of(node.args[1] if len(node.args) > 1 else None), node)
+                elif isinstance(f, ast.Attribute) and f.attr in ("__setattr__", "__delattr__"):
+                    if dotted(f.value) in ("object", "type", "builtins.object", "builtins.type") and node.args:
+                        record(_head_of(node.args[0]), key_of(node.args[1] if len(node.args) > 1 else None), node)
+                    elif not (isinstance(f.value, ast.Call) and dotted(f.value.func) == "super"):
+                        record(_head_of(f.value), key_of(node.args[0] if node.args else None), node)
+                elif isinstance(f, ast.Attribute) and f.attr in ("update", "setdefault", "pop", "clear", "__setitem__",
+                                                                 "__delitem__", "popitem"):
+                    obj = _dict_owner(f.value)
+                    if obj is not None:
+                        record(_head_of(obj), "*", node)
+                    elif dotted(f.value) == "sys.modules" and f.attr not in ("pop", "popitem", "clear"):
+                        key = node.args[0] if node.args and f.attr != "update" else None
+                        record("sys.modules", key_of(key), node)
+            elif isinstance(node, ast.Name) and node.id in setters and isinstance(node.ctx, ast.Load) \
+                    and not (isinstance(parent, ast.Call) and parent.func is node):
+                # setattr handed on (``map(setattr, ...)``, ``partial(setattr, C)``): what it sets is not known
+                record(_head_of(parent) if isinstance(parent, ast.Call) else node.id, "*", parent or node)
+            elif isinstance(node, ast.Subscript) and not isinstance(node.ctx, ast.Load):
+                obj = _dict_owner(node.value)
+                if obj is not None:
+                    record(_head_of(obj), key_of(node.slice), node)
+                elif dotted(node.value) == "sys.modules":  # a module replaced under its name
+                    record("sys.modules", key_of(node.slice), node)
+            elif isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load) and dotted(node.value) is None:
+                record(_head_of(node.value), node.attr, node)  # ``getattr(M, name).forward = f``
+            for child in ast.iter_child_nodes(node):
+                stack.append((child, node))
 
     def _class(self, node: ast.ClassDef, qualname: str, guarded: bool, type_checking: bool) -> ClassFact:
         methods: dict[str, MethodFact] = {}
@@ -1263,6 +1507,11 @@ class _Summarizer:
             type_checking=type_checking,
             removed=removed,
         )
+        for st in _iter_stmts(node.body):
+            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)) and st.name == "__init_subclass__":
+                for member, text, line in _subclass_hook_changes(st):
+                    cf.subclass_changes.append((member, f"{text} in {node.name}.__init_subclass__ (it runs for "
+                                                        "every subclass)", line))
         old = self.s.classes.get(qualname)
         if old is not None:
             # a second definition: keep the first under ``Name@line`` for the code that saw it
@@ -1438,6 +1687,8 @@ def parse_newer_syntax(source: bytes, path: str) -> tuple[ast.Module, list[int]]
 #: what a module must contain for the whole-module walk of :meth:`_Summarizer._dynamic` to find
 #: anything in it (byte tests: far cheaper than a regular expression over the file)
 _DYNAMIC = (b"globals()", b"vars()", b"sys.modules")
+#: what a source names when it may change an object's attributes other than by ``X.a = v``
+_REFLECTIVE = (b"setattr", b"delattr", b"__dict__", b"vars(", b"sys.modules")
 
 
 def parse_error_line(exc: SyntaxError) -> str:
@@ -1489,7 +1740,8 @@ def summarize(source: bytes, path: str, extractors: tuple[Extractor, ...] = ()) 
             prune_dead_code(tree)
             dynamic = any(n in source for n in _DYNAMIC)
             summary = _Summarizer(module, path, is_package, track_bases=b"__bases__" in source,
-                                  dynamic=dynamic, walrus=b":=" in source, globals_stmt=b"global" in source).run(tree)
+                                  dynamic=dynamic, walrus=b":=" in source, globals_stmt=b"global" in source,
+                                  reflective=any(n in source for n in _REFLECTIVE)).run(tree)
             if replaced:
                 # statements of a grammar newer than this interpreter's, left out of the index
                 summary.extras["newer_syntax_lines"] = replaced

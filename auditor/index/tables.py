@@ -121,6 +121,12 @@ def _mutate(stmt: ast.stmt, env: dict[str, Any], taint: dict[str, list]) -> bool
             raise _Unresolvable  # a call's result is not a literal (``dict()`` aside, nothing to follow)
         return _eval_table(node, env)
 
+    def row_key(node: ast.AST) -> Any:
+        k = _eval_table(node, env)
+        if not isinstance(k, (str, int, float, bool)):
+            raise _Unresolvable  # a name static evaluation cannot read (``T[_N] = v``): which row is not known
+        return k
+
     def record(name: str, key: Any, what: str) -> None:
         taint.setdefault(name, []).append((key if isinstance(key, str) else None, what, stmt.lineno))
 
@@ -133,7 +139,7 @@ def _mutate(stmt: ast.stmt, env: dict[str, Any], taint: dict[str, list]) -> bool
         for t in subs:
             name, what = t.value.id, ast.unparse(stmt)[:80]
             try:
-                k = _eval_table(t.slice, env)
+                k = row_key(t.slice)
                 if isinstance(stmt, ast.Delete):
                     env[name].pop(k, None)
                 else:
@@ -165,9 +171,9 @@ def _mutate(stmt: ast.stmt, env: dict[str, Any], taint: dict[str, list]) -> bool
                 new[kw.arg] = value(kw.value)
             table.update(new)
         elif f.attr in ("pop", "__delitem__") and args:
-            table.pop(_eval_table(args[0], env), None)
+            table.pop(row_key(args[0]), None)
         elif f.attr in ("setdefault", "__setitem__") and len(args) == 2:
-            k = _eval_table(args[0], env)
+            k = row_key(args[0])
             v = value(args[1])
             if f.attr == "setdefault":
                 table.setdefault(k, v)

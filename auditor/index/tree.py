@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -42,6 +43,40 @@ class SummaryCache:
     def put(self, k: str, summary: ModuleSummary) -> None:
         """Store a summary under key ``k`` (atomic; an unwritable cache folder is ignored)."""
         self.store.put(k, summary)
+
+
+class WorkerFailure(RuntimeError):
+    """A summary worker process died (killed, crashed, out of memory) while it held a job: the
+    scan stops with this one-line reason (an internal error) instead of waiting on the pool."""
+
+
+def _abandon(ex: ProcessPoolExecutor) -> None:
+    """Stop a process pool that cannot finish cleanly, without waiting on it: cancel what is
+    queued and end its worker processes (a pool whose feeder failed to pickle a job never
+    completes ``shutdown(wait=True)``)."""
+    procs = list((getattr(ex, "_processes", None) or {}).values())
+    ex.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        try:
+            p.terminate()
+        except (OSError, AttributeError):
+            pass
+    for p in procs:
+        try:
+            p.join(timeout=2)
+        except (OSError, AttributeError, AssertionError):
+            pass
+
+
+def _picklable(obj: object) -> bool:
+    """True when ``obj`` can be sent to a worker process (pickled)."""
+    import pickle
+
+    try:
+        pickle.dumps(obj)
+    except Exception:  # PicklingError, AttributeError, TypeError: whatever pickle raises
+        return False
+    return True
 
 
 def _summarize_job(args: tuple) -> tuple[str, ModuleSummary]:
@@ -290,6 +325,14 @@ class Tree:
         ``expand(summary)`` may name more paths to summarise as each module completes (for
         example the modules it imports); they join the same pool without waiting for the rest.
         ``progress(done, total)`` is called as modules complete.
+
+        A job that cannot go to a worker or come back from one (extractors or a result that do
+        not pickle), or that raises there, is summarised in this process instead, with the rest
+        (never a pool left waiting).
+
+        Raises:
+            WorkerFailure: a worker process died while it held a job (killed, crashed); the
+                pool's processes are ended first.
         """
         import queue
         from collections import deque
@@ -319,6 +362,7 @@ class Tree:
 
         gc_was_enabled = gc.isenabled()
         gc.disable()  # summaries hold no reference cycles; collecting while loading them is waste
+        failed = False
         try:
             while queue or pending:
                 batch = []
@@ -347,6 +391,11 @@ class Tree:
                         self.cache.put(self.summary_key(digest), s)
                         finish(rel, s)
                     continue
+                if batch and ex is None and not _picklable(self.extractors):
+                    workers = 1  # a job would never reach a worker (a lambda in an extractor)
+                    queue.extendleft(b[0] for b in batch)
+                    seen.difference_update(b[0] for b in batch)
+                    continue
                 if batch and ex is None:
                     import multiprocessing
 
@@ -358,19 +407,42 @@ class Tree:
                     k = self.summary_key(digest)
                     job = (str(root), rel, None) if root is not None else (None, rel, data)
                     fut = ex.submit(_summarize_job, (*job, self.extractors, store, k, digest))
-                    pending[fut] = digest
+                    pending[fut] = (rel, data, digest)
                     fut.add_done_callback(completed.put)
                 if not pending:
                     continue
                 fut = completed.get()  # one result at a time, without re-waiting on every future
-                pending.pop(fut)
-                rel, s = fut.result()  # the worker stored it in the cache
+                job = pending.pop(fut)
+                try:
+                    rel, s = fut.result()  # the worker stored it in the cache
+                except BrokenProcessPool as exc:
+                    failed = True
+                    raise WorkerFailure(f"a worker process summarising {job[0]} died ({exc}); "
+                                        "nothing was audited") from exc
+                except Exception:
+                    # the job could not reach a worker or its result could not come back (an
+                    # object that does not pickle: the executor is then stuck on shutdown), or
+                    # it raised there: the rest is summarised here, where the same job either
+                    # works or raises its own error
+                    failed = True
+                    _abandon(ex)
+                    ex = None
+                    workers = 1
+                    for other in list(pending):
+                        other.cancel()
+                    queue.extendleft(j[0] for j in [job, *pending.values()])
+                    seen.difference_update(j[0] for j in [job, *pending.values()])
+                    pending.clear()
+                    continue
                 finish(rel, s)
         finally:
             if gc_was_enabled:
                 gc.enable()
             if ex is not None:
-                ex.shutdown(wait=True, cancel_futures=True)
+                if failed or pending:
+                    _abandon(ex)
+                else:
+                    ex.shutdown(wait=True, cancel_futures=True)
 
     def overlaid(self, source, changed: Iterable[str]) -> "Tree":
         """A tree over ``source``, which is this tree with the files ``changed`` replaced or

@@ -1,7 +1,7 @@
 """Settings of every command: ``[tool.eagle-audit]`` in ``pyproject.toml``, then flags.
 
 One typed model (:class:`Settings`) serves ``scan``, ``explain``, ``fix``, ``gate``, ``matrix`` and
-``compare`` (every command but ``rules``, which reads no settings);
+``compare`` (``rules``, ``cache`` and ``verify`` read no settings);
 precedence is flags > settings > defaults. Every setting is named like its flag: a repeatable flag
 gives a plural setting (``--model`` ↔ ``models``, ``--method`` ↔ ``methods``, ``--allow-warning`` ↔
 ``allow-warnings``), any other flag its own name without the dashes (``--candidate-version`` ↔
@@ -93,8 +93,9 @@ SETTINGS: tuple[Setting, ...] = (
             "version, or a path relative to this file)", '"0.16.0"', old=("current",)),
     Setting("candidate-version", "candidate_version", "--candidate-version", ("gate",), "the release to "
             "upgrade to (a version, or a path relative to this file)", '"0.18.0"', old=("candidate",)),
-    Setting("versions", "versions", "--versions", ("matrix",), "releases: a list, a range or both",
-            '"0.16.0.."'),
+    Setting("versions", "versions", "--versions", ("matrix",), "releases: a list, a range or both (each "
+            "release not yet in the cache is a download of 30-40 MB; matrix says how many before it starts)",
+            '"0.16.0..0.18.0"'),
 )
 
 #: Key (new or old spelling) → its setting.
@@ -266,7 +267,7 @@ def settings_markdown() -> str:
     table whose every value works."""
     lines = ["```toml", "[tool.eagle-audit]"]
     for s in SETTINGS:
-        used = "every command but rules" if s.commands == COMMANDS else ", ".join(s.commands)
+        used = "every command that reads settings" if s.commands == COMMANDS else ", ".join(s.commands)
         if s.placeholder:
             lines += [f"# {s.flag} ({used}): {s.help}; a placeholder: uncomment it with your path",
                       f"# {s.key} = {s.example}"]

@@ -34,6 +34,18 @@ from auditor.source.fetch import IndexListing, nearest_versions, recorded_sha256
 Progress = Callable[[str, int, int], None]
 
 
+@dataclass(frozen=True)
+class FetchPlan:
+    """What a matrix reads before it starts (given to ``run_matrix``'s ``on_plan``): the
+    releases to audit, those of them already in the cache, those to download, and the bytes
+    the index publishes for the downloads (``None`` when it publishes no size for one of them)."""
+
+    releases: tuple[str, ...]
+    cached: tuple[str, ...]
+    to_fetch: tuple[str, ...]
+    download_bytes: int | None
+
+
 # -- release listing and version specs ---------------------------------------------------------
 
 
@@ -53,6 +65,35 @@ def _version(text: str, spec: str) -> Version:
                          "0.16.0,0.18.0 or 0.12.0..0.33.0)") from None
 
 
+def check_spec(spec: str) -> list[tuple[str, tuple[Version | None, Version | None] | None]]:
+    """The items of a ``--versions`` SPEC, checked for their form alone (no package index is
+    read: a SPEC is refused before any fetch): each item with its range bounds ``(lo, hi)`` (None
+    for an open end), or None for a single version.
+
+    Raises:
+        AuditError: an empty item, a word that is not a version, more than one ``..``, an empty
+            range (one line, naming ``--versions``).
+    """
+    items = [i.strip() for i in spec.split(",")]
+    if not spec.strip() or any(not i for i in items):
+        raise AuditError(f"--versions {spec!r}: expected a comma-separated list of versions or ranges A..B")
+    out: list[tuple[str, tuple[Version | None, Version | None] | None]] = []
+    for item in items:
+        if ".." not in item:
+            _version(item, spec)
+            out.append((item, None))
+            continue
+        lo_text, _, hi_text = item.partition("..")
+        if ".." in hi_text:
+            raise AuditError(f"--versions {spec!r}: {item!r} has more than one '..'")
+        lo = _version(lo_text, spec) if lo_text.strip() else None
+        hi = _version(hi_text, spec) if hi_text.strip() else None
+        if lo is not None and hi is not None and lo > hi:
+            raise AuditError(f"--versions {spec!r}: the range {item} is empty ({lo} > {hi})")
+        out.append((item, (lo, hi)))
+    return out
+
+
 def parse_versions(spec: str, listing: IndexListing) -> list[PlannedRelease]:
     """The releases a ``--versions`` SPEC names, in version order, without repeats.
 
@@ -69,18 +110,9 @@ def parse_versions(spec: str, listing: IndexListing) -> list[PlannedRelease]:
     sdists = {Version(v) for v in listing.sdists}
     yanked = {Version(v) for v in listing.yanked}
     chosen: list[Version] = []
-    items = [i.strip() for i in spec.split(",")]
-    if not spec.strip() or any(not i for i in items):
-        raise AuditError(f"--versions {spec!r}: expected a comma-separated list of versions or ranges A..B")
-    for item in items:
-        if ".." in item:
-            lo_text, _, hi_text = item.partition("..")
-            if ".." in hi_text:
-                raise AuditError(f"--versions {spec!r}: {item!r} has more than one '..'")
-            lo = _version(lo_text, spec) if lo_text.strip() else None
-            hi = _version(hi_text, spec) if hi_text.strip() else None
-            if lo is not None and hi is not None and lo > hi:
-                raise AuditError(f"--versions {spec!r}: the range {item} is empty ({lo} > {hi})")
+    for item, bounds in check_spec(spec):
+        if bounds is not None:
+            lo, hi = bounds
             picked = [v for v in known
                       if (lo is None or v >= lo) and (hi is None or v <= hi)
                       and (not (v.is_prerelease or v.is_devrelease) or v in (lo, hi))]
@@ -122,44 +154,50 @@ class ReleaseAudit:
 
 
 def _release_key(archive: str, names: Sequence[str], method: str, model_type: str | None,
-                 platform: str = DEFAULT_PLATFORM, options: RunOptions | None = None) -> str | None:
+                 platform: str = DEFAULT_PLATFORM, options: RunOptions | None = None,
+                 sources: dict[str, str] | None = None) -> str | None:
     """The cache key of the audit of a fetched release archive: the archive's sha256 as recorded
     by :func:`auditor.source.fetch.fetch_release` (which has just verified the file against it),
-    the request and the tool's code (:func:`auditor.cache.key`). None when no digest is recorded
-    (an archive that was not fetched)."""
+    the request (with the labels of ``sources``: they are part of the findings' text) and the
+    tool's code (:func:`auditor.cache.key`). None when no digest is recorded (an archive that
+    was not fetched)."""
     digest = recorded_sha256(Path(archive))
     if digest is None:
         return None
     return cache_key("matrix", digest, list(names), method, model_type, platform,
-                     (options or RunOptions()).with_method("").key())
+                     (options or RunOptions()).with_method("").key(), sorted((sources or {}).items()))
 
 
 def cached_release_audit(archive: str, names: Sequence[str], method: str, model_type: str | None,
-                         platform: str = DEFAULT_PLATFORM, options: RunOptions | None = None) -> ReleaseAudit | None:
+                         platform: str = DEFAULT_PLATFORM, options: RunOptions | None = None,
+                         sources: dict[str, str] | None = None) -> ReleaseAudit | None:
     """The cached audit of a release archive, or None."""
-    k = _release_key(archive, names, method, model_type, platform, options)
+    k = _release_key(archive, names, method, model_type, platform, options, sources)
     return Store("matrix").get(k, ReleaseAudit) if k is not None else None
 
 
 def _store_release_audit(archive: str, names, method, model_type, audit: ReleaseAudit,
-                         platform: str = DEFAULT_PLATFORM, options: RunOptions | None = None) -> None:
-    k = _release_key(archive, names, method, model_type, platform, options)
+                         platform: str = DEFAULT_PLATFORM, options: RunOptions | None = None,
+                         sources: dict[str, str] | None = None) -> None:
+    k = _release_key(archive, names, method, model_type, platform, options, sources)
     if k is not None:
         Store("matrix").put(k, audit)
 
 
 def audit_release(version: str, archive: str, names: Sequence[str], method: str,
                   model_type: str | None = None, use_cache: bool = True, platform: str = DEFAULT_PLATFORM,
-                  options: RunOptions | None = None) -> ReleaseAudit:
+                  options: RunOptions | None = None, sources: dict[str, str] | None = None) -> ReleaseAudit:
     """Audit ``names`` in the release archive ``archive`` (a top-level function, so that a
-    process pool can run it) under the run ``options``. With ``use_cache``, the result is cached
-    per archive sha256 (see :func:`cached_release_audit`), besides the index and result caches of
-    the scan itself."""
+    process pool can run it) under the run ``options``. ``sources`` says where a
+    ``--model-type`` no flag gave came from (:func:`~auditor.orchestration.config.relabel_sources`:
+    ``pyproject.toml model-type``). With ``use_cache``, the result is cached per archive sha256
+    (see :func:`cached_release_audit`), besides the index and result caches of the scan itself."""
     from auditor.index.tree import SummaryCache
+    from auditor.orchestration.config import relabel_sources
     from auditor.source.sources import ArchiveSource
 
     if use_cache:
-        hit = cached_release_audit(archive, names, method, model_type, platform, options)
+        hit = cached_release_audit(archive, names, method, model_type, platform, options, sources)
         if hit is not None:
             return hit
     t0 = time.perf_counter()
@@ -168,7 +206,8 @@ def audit_release(version: str, archive: str, names: Sequence[str], method: str,
     unresolved: dict[str, str] = {}
     for name in names:
         try:
-            found = auditor.engine.resolve_targets(auditor.registry, [name], model_type, None)
+            found = relabel_sources(auditor.engine.resolve_targets(auditor.registry, [name], model_type, None),
+                                    sources)
         except AuditError as exc:
             unresolved[name] = str(exc)
             continue
@@ -178,7 +217,7 @@ def audit_release(version: str, archive: str, names: Sequence[str], method: str,
     results = auditor.scan(specs, [method], options=options).results if specs else []
     audit = ReleaseAudit(version, Path(archive).name, results, unresolved, time.perf_counter() - t0)
     if use_cache:
-        _store_release_audit(archive, names, method, model_type, audit, platform, options)
+        _store_release_audit(archive, names, method, model_type, audit, platform, options, sources)
     return audit
 
 
@@ -288,11 +327,17 @@ def run_matrix(
     platform: str = DEFAULT_PLATFORM,
     options: RunOptions | None = None,
     engine: str = "vllm",
+    sources: dict[str, str] | None = None,
+    on_plan: Callable[[FetchPlan], None] | None = None,
 ) -> MatrixReport:
     """Audit ``names`` in every release of ``versions`` (see :func:`parse_versions`), as
     ``releases`` lists and fetches them (default: :class:`IndexReleases`, pip's index, for the
     distribution of ``engine``: ``vllm``'s sdists, or ``sglang``'s sdists and wheels), under the
     run ``options`` (pipeline-parallel size, drafter config, …; default: a plain run).
+    ``sources`` labels a ``--model-type`` the settings file gave (:func:`audit_release`).
+    ``on_plan`` is called once, before anything is fetched, with the :class:`FetchPlan` (how
+    many releases, how many to download and their published size; a ``releases`` object without
+    a ``cached(version)`` method counts every release as cached).
 
     Archives are fetched by ``fetch_workers`` threads; each is audited as soon as it is there:
     from the per-archive result cache when it holds it (``use_cache``), else by a pool of
@@ -314,8 +359,16 @@ def run_matrix(
     names = list(names)
     if not names:
         raise AuditError("no target: give --model NAME (or models in [tool.eagle-audit], pyproject.toml)")
+    check_spec(versions)  # its form, before the index is read
     plan = parse_versions(versions, releases.listing())
     to_read = [p.version for p in plan if p.skip is None]
+    if on_plan is not None:
+        listing = releases.listing()
+        is_cached = getattr(releases, "cached", lambda v: True)
+        fetch = tuple(v for v in to_read if not is_cached(v))
+        sizes = [getattr(listing, "size", lambda v: None)(v) for v in fetch]
+        on_plan(FetchPlan(tuple(to_read), tuple(v for v in to_read if v not in fetch), fetch,
+                          None if None in sizes else sum(sizes)))
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(to_read) or 1))
     audits: dict[str, ReleaseAudit] = {}
     errors: dict[str, str] = {}
@@ -347,8 +400,8 @@ def run_matrix(
                 tick("audit")
                 continue
             tick("fetch")
-            args = (v, archive, tuple(names), method, model_type, use_cache, platform, options)
-            hit = cached_release_audit(*args[1:5], platform, options) if use_cache else None
+            args = (v, archive, tuple(names), method, model_type, use_cache, platform, options, sources)
+            hit = cached_release_audit(*args[1:5], platform, options, sources) if use_cache else None
             if hit is not None:
                 audits[v] = hit
                 tick("audit")

@@ -58,6 +58,13 @@ class IndexReleases:
             self._listing = list_releases(self.project)
         return self._listing
 
+    def cached(self, version: str) -> bool:
+        """Whether :meth:`fetch` answers ``version`` from the cache, with no download
+        (:func:`~auditor.source.fetch.archive_cached`)."""
+        from auditor.source.fetch import archive_cached
+
+        return archive_cached(version, self.project)
+
     def fetch(self, version: str) -> Path:
         """The cached, verified ``vllm-<version>.tar.gz`` (downloaded on a miss).
 

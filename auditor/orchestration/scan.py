@@ -17,6 +17,8 @@ from auditor.engines.base import Engine
 from auditor.engines.catalog import ENGINES, engine_for
 from auditor.engines.modelfiles import HOLDER_ATTRS, LANGUAGE_MODEL_ATTRS
 from auditor.index.resolve import Resolver
+from auditor.hf.configs import same_transformers  # noqa: F401 (re-exported: part of this module's API)
+from auditor.hf.configs import wheel_digest
 from auditor.index.tree import SummaryCache, Tree
 from auditor.model.errors import AuditError
 from auditor.model.findings import INTERNAL_RULE, Finding, verdict_of
@@ -341,10 +343,12 @@ class Auditor:
         methods = list(methods)
         options = options or RunOptions()
         results_cache = ResultCache(self.tree, specs, methods, hf_config, self.request_inputs(options))
+        self.__dict__.pop("_hit_state", None)
         hit = results_cache.get(self.same_transformers)
         if hit is not None:
             # the environment's start-up code is outside the tree: read now, never from the cache
             hit.environment_code = list(getattr(self.tree.source, "startup_code", []))
+            self._hit_state = results_cache.state  # what of transformers the cached verdicts read
             return hit
         if prefetch:
             self.prefetch_all(prefetch_progress)
@@ -359,10 +363,13 @@ class Auditor:
         """Whether the results computed so far may be cached, and what of ``transformers`` they
         depend on: ``(True, None)`` when no verdict read transformers' files; ``(True, state)``
         when one did, ``state`` naming the source chosen (its ``how`` and version), its file list
-        (sha256) and the sha256 of every file read from it (see :func:`same_transformers`);
+        (sha256), the sha256 of every file read from it and, for a fetched wheel, the wheel's
+        verified sha256 (``archive``; see :func:`same_transformers`);
         ``(False, None)`` when a verdict needed one and none was at hand (what is installed, or a
         network failure, may change that), unless the tree alone decides it (an archive that states
         no transformers requirement, with no ``--transformers``)."""
+        if hasattr(self, "_hit_state"):  # answered from the result cache: its entry says
+            return True, self._hit_state
         chosen = self.shared.get("transformers_chosen")  # chosen only when a verdict needed it
         if chosen is not None and chosen[0] is None:
             # needed, and none was at hand (the fact framework records no read): cacheable only
@@ -376,8 +383,11 @@ class Auditor:
         if chosen is None:
             return False, None
         tf, note = chosen
-        return True, {"how": note, "version": tf.version, "files": tf.tree.files_digest(),
-                      "reads": dict(tf.tree.reads)}
+        state = {"how": note, "version": tf.version, "files": tf.tree.files_digest(), "reads": dict(tf.tree.reads)}
+        archive = wheel_digest(tf)
+        if archive is not None:
+            state["archive"] = archive
+        return True, state
 
     def same_transformers(self, state: dict) -> bool:
         """True when the transformers source this tree's verdicts would read now (chosen as on
@@ -429,6 +439,7 @@ class ResultCache:
     def __init__(self, tree: Tree, specs: list[TargetSpec], methods: list[str], hf_config: dict | None,
                  inputs: dict | None = None):
         self.tree = tree
+        self.state: dict | None = None
         self.store = Store("results", tree.cache.enabled)
         self.key = cache_key("results", tree.files_digest(), tree.version(), getattr(tree.source, "label", ""),
                              [e.name for e in tree.extractors],
@@ -451,38 +462,21 @@ class ResultCache:
     def get(self, same_transformers: Callable[[dict], bool] | None = None) -> ScanReport | None:
         """The cached report if every file it was computed from is unchanged and, when it read
         ``transformers``, ``same_transformers(state)`` says the transformers at hand now is the one
-        it read (same source, files and content); else None."""
+        it read (same source, files and content); else None. After a hit, :attr:`state` is
+        that transformers state (None: the verdicts read none)."""
         entry = self.store.get(self.key, tuple, self._unchanged)
         if entry is None:
             return None
         if entry[2] is not None and (same_transformers is None or not same_transformers(entry[2])):
             return None
         self.tree.reads.update(entry[0])
+        self.state = entry[2]
         return entry[1]
 
     def put(self, report: ScanReport, transformers: dict | None = None) -> None:
         """Store ``report`` with the sha256 of every file it was computed from, and the
         ``transformers`` state it read (:meth:`Auditor.transformers_state`; None: none)."""
         self.store.put(self.key, (dict(self.tree.reads), report, transformers))
-
-
-def same_transformers(state: dict, tf, how: str) -> bool:
-    """True when the transformers source ``tf`` (an
-    :class:`auditor.hf.configs.TransformersConfigs`, chosen as ``how`` says; None:
-    none at hand) is the one ``state`` recorded (:meth:`Auditor.transformers_state`): the same
-    choice and version, the same file list, and every file read then has the same sha256 now."""
-    if tf is None or how != state.get("how") or tf.version != state.get("version"):
-        return False
-    if tf.tree.files_digest() != state.get("files"):
-        return False
-    for rel, digest in state.get("reads", {}).items():
-        try:
-            tf.tree.read(rel)
-        except (KeyError, OSError):
-            return False
-        if tf.tree.reads.get(rel) != digest:
-            return False
-    return True
 
 
 def extractors_for(engine: Engine):

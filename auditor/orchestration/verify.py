@@ -224,8 +224,10 @@ class Verifier:
                 # not the model's config: the environment cannot import the engine at all
                 return None, {}, {}, f"{ENV_BROKEN}: {res.get('error')} (raised while importing {pkg}){_env_tip(pkg)}"
             return None, {}, {}, f"{res.get('error', 'no config class')}; give --hf-config"
-        return res["config"], res.get("attribute_map") or {}, res.get("sub_attribute_maps") or {}, \
-            f"{res.get('class')} ({res.get('source')})"
+        maps, sub = res.get("attribute_map") or {}, res.get("sub_attribute_maps") or {}
+        if not isinstance(res.get("config"), dict) or not isinstance(maps, dict) or not isinstance(sub, dict):
+            return None, {}, {}, "the engine child's config answer has an unexpected shape"
+        return res["config"], maps, sub, f"{res.get('class')} ({res.get('source')})"
 
     def verify(self, spec: TargetSpec, method: str = "eagle3", hf_config: dict | None = None,
                options: RunOptions | None = None) -> VerifyResult:
@@ -277,7 +279,14 @@ class Verifier:
             last = next((ln for ln in reversed(out.stderr_tail) if ln.strip()), "")
             res.outcome, res.reason = "crashed", f"the engine process died ({how_died}) without a result: {last[:200]}"
             return self._judge(res)
-        res = self._judge(self._interpret(res, out.result, static))
+        try:
+            res = self._judge(self._interpret(res, out.result, static))
+        except (AttributeError, TypeError, KeyError, ValueError, IndexError) as exc:
+            # the child's answer is not the shape engine_child.py writes: no verdict, and the
+            # other targets' report goes on
+            res.outcome = "crashed"
+            res.reason = f"the engine child's answer has an unexpected shape ({type(exc).__name__}: {str(exc)[:120]})"
+            res.agrees = None
         if res.outcome != "proven":
             res.engine_log = [ln for ln in out.stderr_tail if ln.strip()][-12:]
         return res

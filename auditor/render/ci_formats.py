@@ -160,7 +160,9 @@ def _log(rules: list, results: list, properties: dict, base_ids: dict | None = N
             original_uri_base_ids=base_ids,
         )],
     )
-    return json.dumps(_to_json(log), indent=2)
+    from auditor.render.fastjson import dumps_indent2
+
+    return dumps_indent2(_to_json(log))
 
 
 def scan_sarif(report: ScanReport, anchor: Anchor | None = None) -> str:
@@ -526,9 +528,9 @@ def gate_table(report, console) -> None:
     """Print a gate report (:class:`auditor.orchestration.upgrade.UpgradeReport`) as
     ``--format table`` shows it: the outcome and what it means, the sides compared, a rich table
     of targets (current, candidate and patched verdicts with their blocking gates, the outcome;
-    the current and patched columns only when some target has one; architecture names whole
-    when the console has room, else folded; gate ids stay whole), then why it is broken, the regressions and
-    the warnings. The same content as :func:`gate_markdown`."""
+    the current and patched columns only when some target has one) when it fits the console
+    with every name and gate id whole, else a block of labelled lines per target (never a name
+    cut), then why it is broken, the regressions and the warnings. The same content as :func:`gate_markdown`."""
     from rich.table import Table
     from rich.text import Text
 
@@ -547,40 +549,55 @@ def gate_table(report, console) -> None:
         written = f", written for {report.codemods_source}" if report.codemods_source else ""
         print_wrapped(console, Text(clean(f"codemods: {report.codemods.name} ({', '.join(report.codemods_names)}"
                                           f"{written})")), indent=0, hanging=2)
-    # a column that would say "—" on every row (no current tree, no codemods) is left out, and the
-    # target column is as wide as the longest name when the console has room: names stay whole
+    # a column that would say "—" on every row (no current tree, no codemods) is left out; the
+    # table is printed when it fits the console with every name whole, else a block per target
     show_current = any(t.current_verdict for t in report.targets)
     show_patched = any(t.patched_verdict for t in report.targets)
     names = [clean(t.architecture) for t in report.targets]
-    verdicts = ["regression"] + [g for t in report.targets for side in (t.candidate, t.patched) if side
-                                 for g in side.blocking]
-    cell = max([len(v) for v in verdicts] + [9])
-    others = (len("method") + len("outcome") + cell * (1 + show_current + show_patched)
-              + 3 * (3 + show_current + show_patched) + 4)  # the other columns, padding and borders
-    longest = max([len(n) for n in names] + [12])
     table = Table()
-    table.add_column("target", overflow="fold", min_width=max(12, min(longest, console.width - others)))
+    table.add_column("target", no_wrap=True)
     table.add_column("method", no_wrap=True)
     if show_current:
-        table.add_column("current", overflow="fold", min_width=9)
-    table.add_column("candidate", overflow="fold", min_width=9)
+        table.add_column("current", no_wrap=True)
+    table.add_column("candidate", no_wrap=True)
     if show_patched:
-        table.add_column("with codemods", overflow="fold", min_width=9)
+        table.add_column("with codemods", no_wrap=True)
     table.add_column("outcome", no_wrap=True)
+    blocks = []
     for t, name in zip(report.targets, names):
         cells = [Text(name), t.method]
+        lines = []
         if show_current:
             cells.append(_verdict_text(t.current_verdict.value) if t.current_verdict else Text("—"))
+            lines.append(("current", t.current_verdict.value if t.current_verdict else "—", ()))
         cand = _verdict_text(t.candidate_verdict.value, t.candidate.blocking if t.candidate else ())
         if t.regression:
             cand.append("\nregression", style="red")
         cells.append(cand)
+        lines.append(("candidate", t.candidate_verdict.value + (", a regression" if t.regression else ""),
+                      t.candidate.blocking if t.candidate else ()))
         if show_patched:
             cells.append(_verdict_text(t.patched_verdict.value, t.patched.blocking if t.patched else ())
                          if t.patched_verdict else Text("—"))
+            lines.append(("with codemods", t.patched_verdict.value if t.patched_verdict else "—",
+                          t.patched.blocking if t.patched and t.patched_verdict else ()))
         word = "as is" if patched_tree and t.outcome is UpgradeOutcome.NATIVE else t.outcome.value
         table.add_row(*cells, Text(word, style="bold"))
-    console.print(table)
+        blocks.append((name, t.method, word, lines))
+    from rich.measure import Measurement
+
+    natural = Measurement.get(console, console.options.update_width(1 << 20), table).maximum
+    if natural <= console.width:
+        console.print(table)
+    else:  # too narrow for whole names: one block of labelled lines per target
+        for name, method, word, lines in blocks:
+            print_wrapped(console, [Text(name + ":", style="bold"), Text(f"{method},"), Text(word, style="bold")],
+                          indent=0, hanging=2)
+            for label, verdict, gates in lines:
+                style = {"supported": "green", "blocked": "red", "unknown": "yellow"}.get(verdict.split(",")[0], "")
+                pieces = [Text(f"{label}:"), Text(verdict + (":" if gates else ""), style=style)]
+                pieces += [Text(g + ("," if i < len(gates) - 1 else "")) for i, g in enumerate(gates)]
+                print_wrapped(console, pieces, indent=2, hanging=4)
     problems = [(t, p) for t in report.targets for p in t.problems]
     if problems:
         console.print("why it is broken:", style="bold")

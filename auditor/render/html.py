@@ -4,7 +4,8 @@ The page is a release × target grid: one row per release (``matrix``) or engine
 (``compare``), one column per target, each cell coloured by its verdict — supported, blocked
 with a patch (``eagle-audit fix`` can patch every blocking gate), blocked without one, unknown
 (absent and skipped releases in grey) — and listing its gates with ``file:line``; under the grid,
-the first release that works for each target. Each gate's message folds under "why" (a
+the first release that works for each target. A ``file:line`` never breaks (a long path wraps
+only after a ``/`` of its folders). Each gate's message folds under "why" (a
 ``<details>`` element: no script). The page loads nothing: the CSS is inline, it has
 no script, and its Content-Security-Policy forbids every other resource. Every string from the
 tree (names, paths, messages) is cleaned of control characters and HTML-escaped.
@@ -38,7 +39,8 @@ td.cell .verdict { font-weight: 700; }
 td.cell .first { display: inline-block; margin-left: .4em; padding: 0 .4em; border-radius: 3px; background: #2e7d32; color: #fff; font-size: .85em; }
 td.cell ul { margin: .3em 0 0; padding-left: 1.1em; }
 td.cell li { margin: .15em 0; overflow-wrap: anywhere; }
-td.cell .where { font-family: ui-monospace, monospace; font-size: .9em; color: #333; }
+td.cell .where { font-family: ui-monospace, monospace; font-size: .9em; color: #333; overflow-wrap: normal; word-break: normal; }
+td.cell .loc { white-space: nowrap; }
 td.cell .reason { color: #444; font-size: .9em; overflow-wrap: anywhere; }
 tr.first-works td { border: 0; padding: 6px 8px; font-weight: 600; }
 ul.legend { list-style: none; padding: 0; display: flex; flex-wrap: wrap; gap: .5em 1.2em; }
@@ -58,14 +60,23 @@ def cell_kind(verdict: str, fix_available: bool) -> str:
     return verdict if verdict in ("supported", "unknown") else "absent"
 
 
+def _where(path: str, line) -> str:
+    """A gate's location as HTML: the folders of ``path``, each followed by a break opportunity
+    (``<wbr>``: a long path wraps after a ``/``), then ``file:line`` in a ``span.loc`` that never
+    breaks (``white-space: nowrap``), all in a ``span.where``."""
+    head, sep, name = path.rpartition("/")
+    loc = f"{name}:{line}" if line else name
+    folders = "".join(f"{_e(part)}/<wbr>" for part in head.split("/")) if sep else ""
+    return f'<span class="where">{folders}<span class="loc">{_e(loc)}</span></span>'
+
+
 def _gates(gates: list[dict]) -> str:
     items = []
     for g in gates:
-        where = f"{g['path']}:{g['line']}" if g.get("path") and g.get("line") else (g.get("path") or "")
         fix = " (fix available)" if g.get("fix_available") and g.get("severity") == "error" else ""
         items.append(f'<li class="gate {_e(g["severity"])}" data-gate="{_e(g["gate"])}"><code>{_e(g["gate"])}</code> '
                      f'{_e(g["rule"])} {_e(g["severity"])}{fix}'
-                     + (f' <span class="where">{_e(where)}</span>' if where else "")
+                     + (f" {_where(g['path'], g.get('line'))}" if g.get("path") else "")
                      + f'<details><summary>why</summary><div class="reason">{_e(g["message"])}</div></details></li>')
     return f"<ul>{''.join(items)}</ul>" if items else ""
 

@@ -424,13 +424,13 @@ def print_wrapped(console: Console, units, indent: int = 2, hanging: int = 4) ->
 
 def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> None:
     """Print a scan: a rich table (architecture, method, verdict, blocking gates, and the
-    ``file:line`` of each finding when the console is wide enough to show it unbroken), then
-    each finding under its target (rule, gate, ``file:line``, message), then a summary line. The
-    verdict and every gate id stay whole at any width: long architecture names fold, gates stack
-    one per line. A ``role`` column appears when drafters or pooling models are shown. In a full
+    ``file:line`` of each finding) when the console is wide enough to show it with every name
+    and ``file:line`` whole, else the same content as a block per target
+    (:func:`_results_blocks`); then each finding under its target (rule, gate, ``file:line``,
+    message), then a summary line. A ``role`` column appears when drafters or pooling models are
+    shown. In a full
     scan (more than 30 results) without ``verbose``, supported targets without findings,
     drafters, pooling models and warnings are left out of the table."""
-    from rich.markup import escape
     from rich.text import Text
 
     many = len(report.results) > 30 and not verbose
@@ -444,17 +444,19 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
 
     table = _results_table(report, shown, console, where=True)
     natural = Measurement.get(console, console.options.update_width(1 << 20), table).maximum
-    if natural > console.width:  # file:line would break: each finding lists it below the table
-        table = _results_table(report, shown, console, where=False)
-    console.print(table)
+    if natural > console.width:  # the table would break names or file:line: a block per target
+        _results_blocks(report, shown, console)
+    else:
+        console.print(table)
     for r, findings in shown:
         if r.note:
-            console.print(f"[bold]{escape(clean(r.architecture))}[/bold] ({r.role}): {escape(clean(r.note))}",
-                          highlight=False)
+            note = Text(clean(r.architecture), style="bold")
+            note.append(clean(f" ({r.role}): {r.note}"))
+            print_wrapped(console, note, indent=0, hanging=2)
         if r.draft_architecture and not many:
-            console.print(f"[bold]{escape(clean(r.architecture))}[/bold] ({r.method}): draft "
-                          f"{escape(clean(r.draft_architecture))} → {escape(clean(r.draft_class or '?'))}",
-                          highlight=False)
+            draft = Text(clean(r.architecture), style="bold")
+            draft.append(clean(f" ({r.method}): draft {r.draft_architecture} → {r.draft_class or '?'}"))
+            print_wrapped(console, draft, indent=0, hanging=2)
         if not findings:
             continue
         heading = Text(clean(r.architecture), style="bold")
@@ -469,17 +471,18 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
             print_wrapped(console, Text(clean(f.message)), indent=4, hanging=4)
     if many:
         supported = sorted({r.architecture for r in report.results if r.verdict.value == "supported"})
-        console.print(f"supported ({len(supported)}): {clean(', '.join(supported) or '-')}", highlight=False,
-                      markup=False)
-        console.print("(supported targets, drafters, pooling models and warnings are left out of the table in a "
-                      "full scan; --verbose shows all)", style="dim")
+        print_wrapped(console, Text(f"supported ({len(supported)}): {clean(', '.join(supported) or '-')}"),
+                      indent=0, hanging=2)
+        print_wrapped(console, Text("(supported targets, drafters, pooling models and warnings are left out of the "
+                                    "table in a full scan; --verbose shows all)", style="dim"), indent=0, hanging=1)
     _print_not_checked(report, shown, console)
-    console.print(summary_line(report), highlight=False)
+    print_wrapped(console, Text(summary_line(report)), indent=0, hanging=2)
     if report.transformers:
-        console.print(f"HF config classes from transformers: {report.transformers['how']}", highlight=False,
-                      markup=False)
+        print_wrapped(console, Text(clean(f"HF config classes from transformers: {report.transformers['how']}")),
+                      indent=0, hanging=2)
     for p, e in sorted(report.parse_errors.items()):
-        console.print(f"[yellow]does not parse:[/yellow] {escape(clean(p))} {escape(clean(e))}", highlight=False)
+        print_wrapped(console, [Text("does not parse:", style="yellow"), Text(clean(p)), Text(clean(e))],
+                      indent=0, hanging=2)
     for line in environment_code_lines(report):
         print_wrapped(console, Text(clean(line), style="yellow"), indent=0, hanging=2)
 
@@ -533,6 +536,34 @@ def _print_not_checked(report: ScanReport, shown: list, console: Console) -> Non
             head = Text(clean(r.architecture), style="bold")
             head.append(clean(f" ({r.method}, {r.verdict.value}): not checked: {', '.join(items)}"))
             print_wrapped(console, head, indent=0, hanging=2)
+
+
+def _results_blocks(report: ScanReport, shown: list, console: Console) -> None:
+    """The table of :func:`scan_table` on a console too narrow for it: the title, then per target
+    a line ``ARCH: method, verdict`` (``ARCH (drafter): method, not audited`` for another role)
+    and one indented line per finding, ``gate: file:line`` for a blocking gate (in the order of
+    ``blocking``), ``gate (severity): file:line`` for any other. Each line is wrapped between its
+    pieces: a name and a ``file:line`` are never cut where they fit the width."""
+    from rich.text import Text
+
+    run = run_text(report)
+    title = [Text(clean(report.title), style="bold")] + ([Text(f"({run})")] if run else [])
+    print_wrapped(console, title + [Text("—"), Text(clean(report.source))], indent=0, hanging=2)
+    for r, findings in shown:
+        role = f" ({r.role})" if r.role != "target" else ""
+        head = [Text(clean(r.architecture) + role + ":", style="bold"),
+                Text(f"{r.method},"), Text(_verdict_word(r), style=_STYLE[r.verdict.value])]
+        print_wrapped(console, head, indent=0, hanging=2)
+        errors = [f for f in findings if f.severity.value == "error" and f.gate in r.blocking]
+        errors.sort(key=lambda f: r.blocking.index(f.gate))
+        for f in errors + [f for f in findings if f not in errors]:
+            style = {"error": "red", "warning": "yellow", "unknown": "magenta"}[f.severity.value]
+            label = f"{f.gate}:" if f in errors else f"{f.gate} ({f.severity.value}):"
+            print_wrapped(console, [Text(label, style=style), Text(clean(f.where or "-"), style="cyan")],
+                          indent=2, hanging=4)
+        for gate in (g for g in r.blocking if g not in {f.gate for f in errors}):
+            print_wrapped(console, Text(f"{gate}: -", style="red"), indent=2, hanging=4)
+    console.print()  # the findings follow
 
 
 def _results_table(report: ScanReport, shown: list, console: Console, where: bool):
@@ -620,7 +651,9 @@ def summary_line(report: ScanReport) -> str:
 
 def scan_json(report: ScanReport) -> str:
     """The JSON document of a scan (schema: ``auditor/model/schemas/outputs/scan.json``)."""
-    return json.dumps(report.as_dict(), indent=2)
+    from auditor.render.fastjson import dumps_indent2
+
+    return dumps_indent2(report.as_dict())
 
 
 def scan_markdown(report: ScanReport) -> str:

@@ -100,6 +100,8 @@ def run_child(python: pathlib.Path, request: dict, *, timeout: float, cpu: bool,
         AuditError: the interpreter cannot be started (one line, exit 2).
     """
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="eagle-audit-verify-"))
+    _become_subreaper()
+    before = _children()
     proc = None
     started = time.monotonic()
     tail: list[str] = []
@@ -120,13 +122,13 @@ def run_child(python: pathlib.Path, request: dict, *, timeout: float, cpu: bool,
             raise AuditError(f"cannot start the engine's interpreter {python}: {exc.strerror or exc}") from None
 
         def read_stdout() -> None:
-            for raw in proc.stdout:  # type: ignore[union-attr]
+            for raw in _bounded_lines(proc.stdout):  # type: ignore[arg-type]
                 line = raw.decode("utf-8", "replace").rstrip("\n")
                 if line.startswith(PROGRESS_MARK) and on_progress is not None:
                     on_progress(line[len(PROGRESS_MARK):][:200])
 
         def read_stderr() -> None:
-            for raw in proc.stderr:  # type: ignore[union-attr]
+            for raw in _bounded_lines(proc.stderr):  # type: ignore[arg-type]
                 tail.append(raw.decode("utf-8", "replace").rstrip("\n")[:500])
                 if len(tail) > STDERR_TAIL:
                     del tail[0]
@@ -154,7 +156,69 @@ def run_child(python: pathlib.Path, request: dict, *, timeout: float, cpu: bool,
     finally:
         if proc is not None:
             _kill_group(proc)
+        _kill_orphans(before)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+#: Longest piece of one output line read at a time (a line without an end is read in pieces).
+LINE_PIECE = 64 * 1024
+
+
+def _bounded_lines(stream):
+    """The lines of a binary ``stream``, a line longer than :data:`LINE_PIECE` in pieces, so that
+    an engine printing without a newline never grows the tool's memory."""
+    while True:
+        piece = stream.readline(LINE_PIECE)
+        if not piece:
+            return
+        yield piece
+
+
+def _become_subreaper() -> None:
+    """On Linux, make this process the subreaper of its descendants (``PR_SET_CHILD_SUBREAPER``):
+    a process the engine starts in a session of its own (``setsid``) is reparented here when its
+    parent dies, instead of to init, so :func:`_kill_orphans` can find and kill it."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
+def _children() -> set[int]:
+    """The processes whose parent is this one (read from ``/proc``; empty elsewhere)."""
+    me, out = str(os.getpid()), set()
+    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[1] == me:
+            out.add(int(stat.parent.name))
+    return out
+
+
+def _kill_orphans(before: set[int], rounds: int = 20) -> None:
+    """Kill and reap every child of this process that was not one before the engine started (the
+    engine's descendants that left its process group and were reparented here), until none is
+    left; processes the tool had started before are never touched."""
+    for _ in range(rounds):
+        new = _children() - before
+        if not new:
+            return
+        for pid in new:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.05)
+        for pid in new:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -170,11 +234,25 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def _read_result(path: pathlib.Path) -> dict | None:
-    """The child's result object, or None when it is missing, too large or not a JSON object."""
+    """The child's result object, or None when it is missing, not a regular file (a FIFO or a link
+    the child left there would block or read without end), too large, or not a JSON object."""
+    import stat as st
+
     try:
-        if path.stat().st_size > MAX_RESULT_BYTES:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not st.S_ISREG(info.st_mode) or info.st_size > MAX_RESULT_BYTES:
             return None
-        data = json.loads(path.read_text(encoding="utf-8"))
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            raw = fh.read(MAX_RESULT_BYTES + 1)
+        if len(raw) > MAX_RESULT_BYTES:
+            return None
+        data = json.loads(raw.decode("utf-8"))
     except (OSError, ValueError, RecursionError):
         return None
+    finally:
+        os.close(fd)
     return data if isinstance(data, dict) else None

@@ -99,18 +99,119 @@ _NEAREST = 5
 def _pip_config() -> dict[str, str]:
     """Load pip's merged configuration (files and ``PIP_*`` environment variables).
 
+    Memoised in this process, and across processes by :func:`_pip_config_memo` (importing pip's
+    configuration module costs more than a warm scan): a stored answer is used only while the
+    environment pip reads and every configuration file pip would consult are as they were.
+
     Returns:
         pip's ``key -> value`` mapping (keys like ``global.index-url`` or
         ``:env:.index-url``); empty when pip's internals are unavailable or changed.
     """
+    return dict(_pip_memo()[0])
+
+
+#: This process's answers of :func:`_pip_config_memo`, by the environment they were read under.
+_PIP_MEMO: dict[tuple, tuple[dict[str, str], str | None]] = {}
+
+
+def _pip_env() -> tuple:
+    """The environment variables pip's configuration depends on, sorted."""
+    return tuple(sorted((k, v) for k, v in os.environ.items()
+                        if k.startswith(("PIP_", "XDG_")) or k in _PIP_CONFIG_ENV))
+
+
+def _pip_memo() -> tuple[dict[str, str], str | None]:
+    """``(configuration, default index)`` under the current environment (see :func:`_pip_config`)."""
+    env = _pip_env()
+    if env not in _PIP_MEMO:
+        _PIP_MEMO[env] = _pip_config_memo()
+    return _PIP_MEMO[env]
+
+
+#: Environment variables pip's configuration depends on besides ``PIP_*`` (where its files are).
+_PIP_CONFIG_ENV = ("HOME", "USERPROFILE", "APPDATA", "PROGRAMDATA", "ALLUSERSPROFILE", "VIRTUAL_ENV")
+
+#: A file changed less than this many seconds before it was looked at may change again within
+#: the same timestamp tick unseen: a configuration read then is not stored.
+_RACY_SECONDS = 2.0
+
+
+def _stat_stamp(path: str) -> list[int] | None:
+    """``[size, mtime_ns, ctime_ns, inode, device]`` of ``path`` (symbolic links followed), None
+    when it does not exist or cannot be looked at."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+
+def _pip_config_memo() -> tuple[dict[str, str], str | None]:
+    """pip's configuration and its built-in default index, read with pip's own ``Configuration``
+    on a miss and stored in the cache folder (with the ``results`` of :mod:`auditor.cache`) with the
+    files pip said it consults.
+
+    The entry's key covers every environment variable pip's configuration reads (``PIP_*``,
+    ``XDG_*``, the home and profile folders), ``sys.prefix`` (the site file) and the files of pip
+    itself (size, mtime, ctime, inode: another pip is another key). On a hit, every candidate
+    file pip listed (present or not) must have the same ``size, mtime_ns, ctime_ns, inode,
+    device`` as when it was read: a write to a file changes its ctime, which no program can set
+    back, so an edited, replaced, created or removed configuration file is always a miss. A
+    configuration read while one of its files had changed in the last two seconds is not stored
+    (a change within the same timestamp tick would go unseen)."""
+    import importlib.util
+    import sys
+    import time
+
+    from auditor.cache import Store
+    from auditor.cache import key as cache_key
+
+    try:
+        spec = importlib.util.find_spec("pip")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        return {}, None
+    pip_dir = list(spec.submodule_search_locations)[0]
+    env = list(_pip_env())
+    pip_files = [(f, _stat_stamp(os.path.join(pip_dir, f)))
+                 for f in ("__init__.py", os.path.join("_internal", "configuration.py"))]
+    store = Store("results")  # a small derived entry, pruned and cleared with the scan results
+    k = cache_key("pip-config", env, sys.prefix, pip_dir, pip_files)
+    entry = store.get(k, dict, lambda e: isinstance(e.get("files"), list) and isinstance(e.get("config"), dict))
+    if entry is not None and all(isinstance(f, list) and len(f) == 2 and _stat_stamp(f[0]) == f[1]
+                                 for f in entry["files"]):
+        return dict(entry["config"]), entry.get("default_index")
     try:
         from pip._internal.configuration import Configuration
 
         config = Configuration(isolated=False)
+        files = [f for _, paths in config.iter_config_files() for f in paths]
+        stamps = [[f, _stat_stamp(f)] for f in files]
         config.load()
-        return {str(k): str(v) for k, v in config.items()}
+        out = {str(k): str(v) for k, v in config.items()}
     except Exception:  # pip internals are not a stable API
-        return {}
+        return {}, None
+    default = _pip_default_index_uncached()
+    now = time.time_ns()
+    if all(s is None or now - max(s[1], s[2]) > _RACY_SECONDS * 1e9 for _, s in stamps):
+        store.put(k, {"files": stamps, "config": out, "default_index": default})
+    return out, default
+
+
+def _pip_default_index_uncached() -> str | None:
+    """pip's built-in default index (``pip._internal.models.index.PyPI.simple_url``), or None."""
+    try:
+        from pip._internal.models.index import PyPI
+
+        return str(PyPI.simple_url)
+    except Exception:
+        return None
+
+
+def _pip_default_index() -> str | None:
+    """pip's built-in default index, memoised with the configuration (see :func:`_pip_config`)."""
+    return _pip_memo()[1] or _pip_default_index_uncached()
 
 
 def _pip_setting(name: str, config: dict[str, str] | None = None) -> str | None:
@@ -156,14 +257,9 @@ def index_url() -> str:
     """
     url = _pip_setting("index-url")
     if not url:
-        try:
-            from pip._internal.models.index import PyPI
-
-            url = PyPI.simple_url
-        except Exception:
-            raise SourceError(
-                "no package index configured: set PIP_INDEX_URL or pip's index-url"
-            ) from None
+        url = _pip_default_index()
+        if not url:
+            raise SourceError("no package index configured: set PIP_INDEX_URL or pip's index-url")
     return url.split()[0].rstrip("/")
 
 
@@ -623,7 +719,7 @@ def _cached_wheel(folder: pathlib.Path, project: str, wanted: Version) -> pathli
             cands.append((best, path))
     for _, path in sorted(cands):
         recorded = _read_sidecar(path)
-        if recorded is not None and _is_file(path) and _sha256_file(path) == recorded:
+        if recorded is not None and _is_file(path) and _has_digest(path, recorded):
             return path
     return None
 
@@ -637,11 +733,18 @@ class IndexListing:
         sdists: the releases with a source archive that is not yanked.
         known: every release version the index mentions, whatever its files.
         yanked: the releases whose only source archives are yanked.
+        sizes: ``(version, bytes)`` of the file :func:`fetch_release` would download for each
+            release of ``sdists`` whose size the index publishes.
     """
 
     sdists: tuple[str, ...]
     known: tuple[str, ...]
     yanked: tuple[str, ...] = ()
+    sizes: tuple[tuple[str, int], ...] = ()
+
+    def size(self, version: str) -> int | None:
+        """The published size in bytes of release ``version``'s archive, or None."""
+        return dict(self.sizes).get(version)
 
 
 def list_releases(project: str = _PROJECT) -> IndexListing:
@@ -666,10 +769,15 @@ def list_releases(project: str = _PROJECT) -> IndexListing:
             sdists += _wheels(files, project, v)[:1]
     ok = {s.version for s in sdists if not s.yanked}
     yanked = {s.version for s in sdists if s.yanked} - ok
+    sizes: dict[str, int] = {}
+    for s in sdists:  # the first file of a release that is not yanked: the one fetch_release takes
+        if not s.yanked and s.size is not None:
+            sizes.setdefault(str(s.version), s.size)
     return IndexListing(
         sdists=tuple(str(v) for v in sorted(ok)),
         known=tuple(str(v) for v in sorted(set(known) | ok | yanked)),
         yanked=tuple(str(v) for v in sorted(yanked)),
+        sizes=tuple(sorted(sizes.items(), key=lambda kv: Version(kv[0]))),
     )
 
 
@@ -697,6 +805,37 @@ def _sha256_file(path: pathlib.Path) -> str:
         for chunk in iter(lambda: handle.read(_CHUNK), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def _has_digest(path: pathlib.Path, expected: str) -> bool:
+    """True when the file at ``path`` has sha256 ``expected`` (hex).
+
+    The file is hashed, unless this cache folder already recorded (with the ``results`` of
+    :mod:`auditor.cache`) that ``path`` had that digest when it had exactly its present
+    ``size, mtime_ns, ctime_ns, inode, device``. That is safe for the archives of the private
+    cache folder: any write to a file, or a file replaced by another, changes its ctime (and a
+    replacement its inode), and no program can set a ctime back, so a file whose stamp is
+    unchanged holds the bytes that were hashed. A stamp is recorded only when the file had not
+    changed in the two seconds before it was hashed (a write within the same timestamp tick
+    would go unseen), and only after the digest matched.
+    """
+    import time
+
+    from auditor.cache import Store
+    from auditor.cache import key as cache_key
+
+    stamp = _stat_stamp(str(path))
+    if stamp is None:
+        return False
+    store = Store("results")  # a small derived entry, pruned and cleared with the scan results
+    k = cache_key("verified-digest", str(pathlib.Path(path).absolute()), expected)
+    if store.get(k, list) == stamp:
+        return True
+    if _sha256_file(path) != expected:
+        return False
+    if time.time_ns() - max(stamp[1], stamp[2]) > _RACY_SECONDS * 1e9 and _stat_stamp(str(path)) == stamp:
+        store.put(k, stamp)
+    return True
 
 
 def _sidecar(path: pathlib.Path) -> pathlib.Path:
@@ -887,6 +1026,27 @@ def _check_version(version: str, project: str = _PROJECT) -> Version:
         raise problem from None
 
 
+def archive_cached(version: str, project: str = _PROJECT, cache_dir: pathlib.Path | None = None) -> bool:
+    """Whether :func:`fetch_release` would answer ``version`` from the cache (an archive with
+    its sha256 sidecar; for a project read as a wheel, a cached wheel for this Python), without
+    reading any file's content: what ``matrix`` says before it starts. A version that is not
+    shaped like one is not cached."""
+    try:
+        wanted = Version(version)
+    except InvalidVersion:
+        return False
+    folder = pathlib.Path(cache_dir).expanduser() if cache_dir is not None else archive_cache_dir()
+    guess = folder / f"{project}-{wanted}.tar.gz"
+    if _is_file(guess) and _read_sidecar(guess) is not None:
+        return True
+    if project not in WHEEL_FALLBACK:
+        return False
+    try:
+        return any(_read_sidecar(w) is not None for w in folder.glob(f"{project}-{wanted}-*.whl"))
+    except OSError:
+        return False
+
+
 def fetch_release(
     version: str,
     *,
@@ -943,7 +1103,7 @@ def fetch_release(
     guess = folder / f"{project}-{wanted}.tar.gz"
     recorded = _read_sidecar(guess) if _is_file(guess) else None
     if recorded is not None:
-        if _sha256_file(guess) == recorded:
+        if _has_digest(guess, recorded):
             return guess
         _drop_cached(guess)  # corrupted since it was verified: fetch it again
     if project in WHEEL_FALLBACK:
@@ -1065,10 +1225,14 @@ def fetch_newest_wheel(
     wheel = wheels[-1]
     target = folder / wheel.filename
     if target.is_file():
-        actual = _sha256_file(target)
-        expected = _read_sidecar(target) or wheel.sha256
-        if expected is None or actual == expected:
-            _write_sidecar(target, actual)
+        recorded = _read_sidecar(target)
+        expected = recorded or wheel.sha256
+        if expected is None:
+            _write_sidecar(target, _sha256_file(target))
+            return target, str(wheel.version)
+        if _has_digest(target, expected):
+            if recorded != expected:
+                _write_sidecar(target, expected)
             return target, str(wheel.version)
         _drop_cached(target)
     digest = _download(client, wheel, target, progress)
@@ -1140,6 +1304,6 @@ def _cached_wheels(folder: pathlib.Path, project: str, spec) -> list[tuple[pathl
             continue
         recorded = _read_sidecar(path)
         if canonicalize_name(name) == canonicalize_name(project) and spec.contains(version) and recorded \
-                and _sha256_file(path) == recorded:
+                and _has_digest(path, recorded):
             out.append((version, path))
     return [(p, str(v)) for v, p in sorted(out)]

@@ -710,6 +710,63 @@ class FolderSource(TreeSource):
             self._files = sorted(set(found))
         return list(self._files)
 
+    def manifest(self) -> tuple[str, float]:
+        """A digest of everything a scan of this folder can read, from the file system's metadata
+        only (no file is read), and the age in seconds of its newest entry.
+
+        It covers the package and root, the sorted list of ``.py`` files (:meth:`files`: a file
+        added or removed changes it), for each its ``size, mtime_ns, ctime_ns, inode, device``
+        (symbolic links followed, as reads follow them; an error instead when it cannot be looked
+        at), the folders that cannot be listed or were not walked, the compiled modules (an
+        ``llama.abi3.so`` beside ``llama.py``), the names of the root's entries (the
+        ``*.dist-info`` found there) and the same stamp of every metadata file version and
+        requirement are read from (``PKG-INFO``, ``requirements/common.txt``, each
+        ``*.dist-info/METADATA`` and ``*.egg-info/PKG-INFO``).
+
+        Why that is safe enough to key a cached scan on: a write to a file changes its mtime and
+        its ctime, and no program can set a ctime back (``utime`` sets only mtime and atime, and
+        itself moves ctime), so a file edited in place, truncated, replaced by a rename (a new
+        inode) or swapped for a link to another file changes its stamp. What it cannot see is a
+        write in the same timestamp tick as the stamp was taken, after it: callers do not store
+        a result keyed on a manifest whose newest entry is younger than a couple of seconds
+        (the age returned). Release archives are not keyed this way: their verified sha256 is
+        their key (:mod:`auditor.orchestration.release_results`).
+        """
+        import hashlib
+        import time
+
+        def stamp(p: str) -> str:
+            nonlocal newest
+            try:
+                st = os.stat(p)
+            except OSError as exc:
+                return f"error {exc.strerror or type(exc).__name__}"
+            newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
+            return (f"{st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino} {st.st_dev} "
+                    f"{stat.S_IFMT(st.st_mode)}")
+
+        newest = 0
+        root = str(self._root)
+        rows: list[str] = [self.package, root]
+        rows += [f"{rel}\t{stamp(os.path.join(root, rel))}" for rel in self.files()]
+        rows.append(repr(sorted(self.problems.items())))
+        # compiled modules beside a source, and folders not walked (a link out of the tree): a
+        # .so added beside a .py changes what Python imports, not the list of .py files
+        rows.append(repr(sorted(self.compiled.items())))
+        rows.append(repr(sorted(self.unlisted.items())))
+        try:
+            names = sorted(p.name for p in self._root.iterdir())
+        except OSError as exc:
+            names = [f"unlistable: {exc.strerror}"]
+        rows.append(repr(names))
+        meta = ["PKG-INFO", "requirements/common.txt"]
+        meta += [f"{n}/METADATA" for n in names if n.endswith(".dist-info")]
+        meta += [f"{n}/PKG-INFO" for n in names if n.endswith(".egg-info")]
+        rows += [f"{m}\t{stamp(os.path.join(root, m))}" for m in meta]
+        digest = hashlib.sha256("\n".join(rows).encode("utf-8", "surrogateescape")).hexdigest()
+        age = (time.time_ns() - newest) / 1e9 if newest else float("inf")
+        return digest, age
+
     def _exists(self, relpath: str) -> bool:
         """Check the file on disk (no full listing needed). A file the OS will not let us look
         at counts as existing: reading it then says why it cannot be read."""

@@ -14,6 +14,7 @@ from rules.cst import (
     EagleCodemod,
     NotAutoFixable,
     insert_items,
+    module_code,
     nodes_at,
     replace,
     string_node,
@@ -97,7 +98,7 @@ class AllowlistCodemod(EagleCodemod):
         method = self.params.get("method", "eagle3")
         function = self.params.get("function")
         # the allowlist is found once, by the index's extractor; here only its places are mapped
-        facts = [f for f in extract_allowlist(ast.parse(tree.code), tree.code)
+        facts = [f for f in extract_allowlist(ast.parse(module_code(tree)), module_code(tree))
                  if method in f.methods and (not function or f.function == function)]
         if not facts:
             raise NotAutoFixable(

@@ -23,6 +23,7 @@ from rules.cst import (
     find_class,
     has_base,
     identifier,
+    module_code,
     names_used,
     nodes_at,
     replace,
@@ -74,7 +75,7 @@ def _layer_loop(tree: cst.Module, qualname: str, fwd: cst.FunctionDef):
     """The first loop over the decoder layers in ``qualname.forward`` as the index finds it
     (:class:`auditor.index.summary.LoopFact`), with the libcst ``For`` at its place: the loop
     and its capture are detected once, by the index."""
-    summary = summarize(tree.code.encode("utf-8"), "vllm/_codemod_.py")
+    summary = summarize(module_code(tree).encode("utf-8"), "vllm/_codemod_.py")
     cls = summary.classes.get(qualname)
     mf = cls.methods.get("forward") if cls is not None else None
     if mf is None or not mf.loops:

@@ -16,7 +16,8 @@ from auditor.engines.modelfiles import (
     is_multimodal,
 )
 from auditor.index.providers import ModuleAst
-from auditor.index.resolve import ClassRef
+from auditor.hf.configs import TransformersFacts
+from auditor.index.resolve import ClassRef, External, Resolver
 from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding, Severity
 from auditor.model.options import RunOptions
@@ -135,15 +136,19 @@ class EmbedSharingData:
     function: str | None = None
 
 
-def defined_name(ctx: Context, ref: ClassRef, names: list[str]) -> tuple[str | None, bool]:
+def defined_name(ctx: Context, ref: ClassRef, names: list[str], resolver: Resolver | None = None
+                 ) -> tuple[str | None, bool]:
     """``(name, complete)``: the first of ``names`` that ``ref``'s MRO defines (an ``__init__``
     assignment ``self.<name> = ...``, a class attribute or a method/property), or None; ``complete``
-    is False when part of the MRO could not be resolved (then a miss decides nothing)."""
-    mro = ctx.resolver.mro(ref)
+    is False when part of the MRO could not be resolved (then a miss decides nothing).
+    ``resolver``: the tree ``ref`` is in (default: the scanned tree's; transformers' for a model
+    that ``AutoModel.from_config`` builds)."""
+    resolver = resolver or ctx.resolver
+    mro = resolver.mro(ref)
     for entry in mro.entries:
         if not isinstance(entry, ClassRef):
             continue
-        c = ctx.resolver.cls(entry)
+        c = resolver.cls(entry)
         if c is None:
             continue
         init = c.methods.get("__init__")
@@ -274,7 +279,7 @@ class EmbedSharingRule(Rule):
     """
 
     CODE = "EA314"
-    FACTS = (HolderFacts, ModuleAst)
+    FACTS = (HolderFacts, ModuleAst, TransformersFacts)
     GATE = "embed-sharing"
     NAME = "target-embedding-not-found"
     SUMMARY = ("the proposer cannot find the target's embedding to share with the drafter (`.model` then "
@@ -324,6 +329,76 @@ class EmbedSharingRule(Rule):
             yield from self._check_chain(ctx, target, path, fact)
             return
 
+    def _built_outside(self, ctx: Context, target: AuditTarget, lm: ClassRef, cur: ClassRef, walked: list[str],
+                       fact, path: str, i: int) -> Iterator[Finding]:
+        """The step ``walked[-1]`` of the chain is a module built outside the tree. vLLM's
+        Transformers backend builds it with ``AutoModel.from_config`` (``self.model``, in
+        ``vllm/model_executor/models/transformers/base.py``): then the class transformers maps the
+        target's model_type to decides the next step (GPT-BigCode's ``GPTBigCodeModel`` holds
+        ``.wte``, no ``.embed_tokens``). Anything else, or no transformers at hand: unknown."""
+        hit = walked[-1]
+        names = fact.steps[i + 1]
+        shown = " or ".join(f".{n}" for n in names)
+        on = ".".join([lm.name] + walked)
+        where = f"{path}:{fact.raise_lines[i + 1]}"
+        built = init_assign(ctx.resolver, cur, (hit,))
+        how = f"self.{hit} = {built[3][:80]}" if built is not None and built[3] else f".{hit}"
+        hf, why = self._transformers_model(ctx, target, built, cur)
+        if hf is not None and i + 2 == len(fact.steps):
+            cls, tres = hf
+            found, complete = defined_name(ctx, cls, names, resolver=tres)
+            if found is not None:
+                return
+            if complete:
+                loc = tres.location(cls)
+                msg = f": {fact.messages[i + 1]!r}" if fact.messages[i + 1] else ""
+                yield self.finding(Severity.ERROR, f"{on} is built by transformers ({how}) as {cls.name} "
+                                   f"({loc[0]}:{loc[1]}, for model_type {target.model_type!r}), which has no {shown}: "
+                                   f"the proposer's {fact.function} ({where}) raises AttributeError{msg} when the "
+                                   "drafter loads", path, fact.raise_lines[i + 1], fix=False,
+                                   language_model=lm.name, missing=names, chain=walked, function=fact.function)
+                return
+            why = f"{cls.name}'s MRO is not fully resolved in transformers"
+        yield self.finding(Severity.UNKNOWN, f"{on} is built outside the tree ({how}): whether it has {shown}, as "
+                           f"the proposer's {fact.function} ({where}) needs, depends on that code ({why}); pass "
+                           "--hf-config with the checkpoint's config.json (its model_type names the class) or "
+                           "--transformers, or run eagle-audit verify", path, fact.raise_lines[i + 1],
+                           language_model=lm.name, missing=names, chain=walked, function=fact.function)
+
+    @staticmethod
+    def _transformers_model(ctx: Context, target: AuditTarget, built, cur: ClassRef) -> tuple[tuple | None, str]:
+        """``((class, transformers' resolver), "")`` when ``built`` (an :func:`init_assign` answer
+        on ``cur``) is ``AutoModel.from_config(...)``, directly or through a method of ``cur``'s
+        MRO whose one ``return`` is that call (vLLM 0.33.0's ``self.model = self._create_model()``),
+        and the transformers at hand maps the target's model_type to a base model class; else
+        ``(None, why not)``."""
+        if built is None or built[2] is None:
+            return None, "no constructor call the tool can follow"
+        owner, _, (callee, _kwargs, _line), _ = built
+        module = owner.module
+        if callee.startswith("self.") and callee.count(".") == 1:
+            hit = ctx.resolver.lookup(cur, callee[5:])
+            loc = ctx.resolver.location(hit[0]) if hit is not None and isinstance(hit[1], MethodFact) else None
+            node = ctx.function_node(loc[0], callee[5:], hit[1].line) if loc is not None else None
+            returns = [n for n in ast.walk(node) if isinstance(n, ast.Return)] if node is not None else []
+            if len(returns) != 1 or not isinstance(returns[0].value, ast.Call):
+                return None, f"{callee} is not a method with one `return <call>` the tool can follow"
+            inner = returns[0].value.func
+            callee = ast.unparse(inner) if isinstance(inner, (ast.Name, ast.Attribute)) else "?"
+            module = hit[0].module
+        t = ctx.resolver.resolve_dotted(module, callee)
+        if not (isinstance(t, External) and t.name.startswith("transformers.")
+                and t.name.rsplit(".", 2)[-2:] in (["AutoModel", "from_config"],)):
+            return None, f"{callee} is not transformers' AutoModel.from_config"
+        at = ctx.get(TransformersFacts)
+        if at.configs is None:
+            return None, f"no transformers source at hand{' (' + at.note + ')' if at.note else ''}"
+        cls = at.configs.base_model_class(target.model_type) if target.model_type else None
+        if cls is None:
+            return None, (f"transformers {at.configs.version or ''} maps no base model class to model_type "
+                          f"{target.model_type!r} ({target.model_type_source})")
+        return (cls, at.configs.resolver), ""
+
     def _check_chain(self, ctx: Context, target: AuditTarget, path: str, fact) -> Iterator[Finding]:
         ref = target.facts.ref
         if is_multimodal(ctx.resolver, ref):
@@ -362,12 +437,6 @@ class EmbedSharingRule(Rule):
             if i + 1 < len(fact.steps):
                 nxt = attr_class(ctx, cur, hit)
                 if nxt is None:
-                    built = init_assign(ctx.resolver, cur, (hit,))
-                    how = f"self.{hit} = {built[3][:80]}" if built is not None and built[3] else f".{hit}"
-                    self.not_evaluated = (
-                        f"{'.'.join([lm.name] + walked)} is built outside the tree ({how}): whether it has "
-                        f".{' or .'.join(fact.steps[i + 1])}, as the proposer's {fact.function} "
-                        f"({path}:{fact.raise_lines[i + 1]}) needs, depends on that code (eagle-audit verify runs "
-                        "the engine and decides)")
+                    yield from self._built_outside(ctx, target, lm, cur, walked, fact, path, i)
                     return
                 cur = nxt

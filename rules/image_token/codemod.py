@@ -17,6 +17,7 @@ from rules.cst import (
     dotted_name,
     functions_named,
     identifier,
+    module_code,
     nodes_at,
     replace,
     string_node,
@@ -95,7 +96,7 @@ class ImageTokenCodemod(EagleCodemod):
         attribute = identifier(self.params["attribute"], "the config attribute")
         function = self.params.get("function")
         # the proposer's branches are found once, by the index's extractor; here only mapped
-        facts = [f for f in extract_image_token(ast.parse(tree.code), tree.code)
+        facts = [f for f in extract_image_token(ast.parse(module_code(tree)), module_code(tree))
                  if not function or f.function == function]
         at = nodes_at(tree)
         fact = facts[0] if facts else None

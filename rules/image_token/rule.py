@@ -8,7 +8,7 @@ from typing import Iterator
 from auditor.cache import cacheable
 from auditor.engines.modelfiles import config_attributes, is_multimodal
 from auditor.hf.configs import TransformersFacts
-from auditor.index.resolve import ClassRef
+from auditor.index.resolve import ClassRef, Unresolved
 from auditor.model.findings import Finding, Severity
 from rules.base import AuditTarget, Context, Example, Rule
 from rules.image_token.facts import EXTRACTOR, image_token_chains
@@ -109,6 +109,15 @@ class ImageTokenRule(Rule):
             return
         mt = target.model_type
         cfg = ctx.registry.config_class(mt) if mt else None
+        if isinstance(cfg, Unresolved):
+            yield self.finding(
+                Severity.UNKNOWN,
+                f"{ref.name} is multimodal and named in no proposer branch; the fallback reads "
+                f"{fallback.attr_path} from the HF config class of model_type {mt!r}, but {cfg.reason}: "
+                "pass --hf-config with the checkpoint's config.json",
+                path, fallback.line,
+            )
+            return
         resolver = ctx.resolver
         where = None
         needed_by = None

@@ -107,7 +107,8 @@ class ResolveRule(Rule):
                 if (path, line) in seen:
                     continue
                 seen.add((path, line))
-                what = "its members" if member == "*" else f"{cls.name}.{member}"
+                what = ("its members" if member == "*" else f"the name {cls.name} in {cls.module}"
+                        if member == cls.name else f"{cls.name}.{member}")
                 yield self.finding(Severity.UNKNOWN,
                                    f"{what} changed by `{construct}` at {path}:{line}, which static analysis cannot "
                                    "follow: the gates that read it are not decided", path, line)

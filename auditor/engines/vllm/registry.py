@@ -24,7 +24,7 @@ REGISTRY_MODULE = "vllm.model_executor.models.registry"
 #: What a module's text must hold to change the run-time registry: a changing call or an item
 #: write on it (or on an attribute of it), or a rebinding of it under another name.
 _MAY_CHANGE_REGISTRY = re.compile(rb"ModelRegistry\b(?:\.\w+)*[ \t]*(?:\.[ \t]*(?:register\w*|update|pop|setdefault|"
-                                  rb"clear|popitem|__setitem__|__delitem__)[ \t]*\(|\[|[ \t]+as[ \t])"
+                                  rb"clear|popitem|__setitem__|__delitem__)[ \t]*\(|\[|[ \t]+as[ \t]|(?:\.\w+)+[ \t]*=(?!=))"
                                   rb"|=[ \t]*(?:[\w.]*\.)?ModelRegistry\b(?![\w.(])|(?:set|del)attr")
 
 #: The run-time registry object ``registry.py`` builds from its tables (``ModelRegistry =
@@ -37,6 +37,8 @@ TABLES_EXTRACTOR = Extractor("tables", extract_all_tables,
 MODELS_PACKAGE = "vllm.model_executor.models"
 CONFIG_REGISTRY_MODULE = "vllm.transformers_utils.config"
 CONFIGS_PACKAGE = "vllm.transformers_utils.configs"
+#: The HF config registry's name in :data:`CONFIG_REGISTRY_MODULE` (model_type → config class).
+CONFIG_REGISTRY = "_CONFIG_REGISTRY"
 
 #: Most rows the merged architecture table may have (vLLM 0.33.0 registers 470): a registry
 #: beyond it is refused rather than audited row by row for minutes.
@@ -185,27 +187,40 @@ class Registry:
                 if key is None or key == e.architecture:
                     e.unfollowable = e.unfollowable or change
         self._configs: dict[str, object] | None = None
+        #: changes to the HF config registry the index cannot follow, as ``(model_type or None,
+        #: "`construct` at path:line")`` (filled with :attr:`_configs`)
+        self._config_changes: list[tuple[str | None, str]] = []
 
     def _changed_elsewhere(self, own: str) -> list[tuple[str | None, str]]:
         """Rows of the run-time registry (``ModelRegistry``, an instance built in
-        ``registry.py``) changed by other modules of the tree, at module level (when the module
-        is imported) or in a module-level function (when it is called):
-        ``ModelRegistry.register_model("X", ...)``, ``ModelRegistry.models["X"] = ...``; as
-        ``(architecture or None for any row, "`construct` at path:line")``."""
+        ``registry.py``) changed by the modules of the tree (``registry.py`` itself included),
+        at module level (when the module is imported) or in a function or method (when it is
+        called): ``ModelRegistry.register_model("X", ...)``, ``ModelRegistry.models["X"] = ...``,
+        an attribute of it replaced (``ModelRegistry.models = {}``, ``setattr(ModelRegistry,
+        ...)``: any row); as ``(architecture or None for any row, "`construct` at path:line")``."""
         r = self.resolver
         cls = r.instance_of(REGISTRY_MODULE, RUNTIME_REGISTRY)
         if cls is None:
             return []
         out = []
         for p in r.mentioning(RUNTIME_REGISTRY):
-            if p == own or not _MAY_CHANGE_REGISTRY.search(r.tree.read(p)):
+            if not _MAY_CHANGE_REGISTRY.search(r.tree.read(p)):
                 continue
             s = r.tree.summary(p)
             for head, _method, key, construct, line, fn in s.container_changes:
+                if p == own and fn is None and head.split(".")[0] != RUNTIME_REGISTRY:
+                    continue  # the module's own tables, evaluated as Python runs them
                 owners = [head] + ([head.rsplit(".", 1)[0]] if "." in head else [])
                 if any(r.instance_of(s.module, o, fn) == cls for o in owners):
                     when = f"in {fn}(), when it is called" if fn else f"when {s.module} is imported"
                     out.append((key, f"`{construct}` at {s.path}:{line} ({when})"))
+            # an attribute of the registry object replaced (``ModelRegistry.models = {}``,
+            # ``setattr(ModelRegistry, "models", ...)``): any row
+            changes = [(h, m, c, ln, None) for h, m, c, ln in s.foreign_changes] + list(s.deferred_changes)
+            for head, _member, construct, line, fn in changes:
+                if r.instance_of(s.module, head, fn) == cls:
+                    when = f"in {fn}(), when it is called" if fn else f"when {s.module} is imported"
+                    out.append((None, f"`{construct}` at {s.path}:{line} ({when})"))
         return out
 
     def architectures(self) -> list[str]:
@@ -267,15 +282,70 @@ class Registry:
         if self._configs is not None:
             return self._configs
         self._configs = {}
+        self._config_changes: list[tuple[str | None, str]] = []
         m = self.resolver.tree.module(CONFIG_REGISTRY_MODULE)
         if m is None or m.error:
             return self._configs
-        table = m.extras.get("tables", {}).get("tables", {}).get("_CONFIG_REGISTRY")
-        if table is None:
-            cands = [v for k, v in m.extras.get("tables", {}).get("tables", {}).items() if "CONFIG" in k and "REGISTRY" in k]
-            table = cands[0] if cands else {}
-        self._configs = dict(table)
+        found = m.extras.get("tables", {})
+        tables = found.get("tables", {})
+        name = CONFIG_REGISTRY
+        if name not in tables and name not in found.get("built", {}):
+            cands = [k for k in tables if "CONFIG" in k and "REGISTRY" in k]
+            name = cands[0] if cands else name
+        self._configs = dict(tables.get(name, {}))
+        changes = self._config_changes
+        # built at run time, changed where the index cannot follow it, rebound behind its back,
+        # or changed by other modules of the tree (when they run, static analysis cannot tell)
+        if name in found.get("built", {}):
+            construct, line = found["built"][name]
+            changes.append((None, f"`{construct}` at {m.path}:{line} (the table is built at run time)"))
+        for key, construct, line in found.get("unfollowable", {}).get(name, []):
+            changes.append((key, f"`{construct}` at {m.path}:{line}"))
+        for construct, line, _ in m.unfollowable.get(name, []) + m.unfollowable.get("*", []):
+            changes.append((None, f"{construct} at {m.path}:{line}"))
+        lit_line = found.get("lines", {}).get(name, 0)
+        for star, line in m.stars:
+            if line > lit_line and self.resolver.star_exports(star, name):
+                changes.append((None, f"`from {star} import *` at {m.path}:{line}"))
+        changes += self._config_changed_elsewhere(m.path, name)
         return self._configs
+
+    def _config_changed_elsewhere(self, own: str, name: str) -> list[tuple[str | None, str]]:
+        """Rows of the HF config registry ``name`` changed by other modules of the tree, at
+        module level or in a function or method (``_CONFIG_REGISTRY["x"] = ...``,
+        ``.update(...)``, ``del``), through a name that resolves to it: as ``(model_type or None
+        for any row, "`construct` at path:line (when)")``."""
+        r = self.resolver
+        out: list[tuple[str | None, str]] = []
+        for p in r.mentioning(name):
+            if p == own:
+                continue
+            s = r.tree.summary(p)
+            for head, _method, key, construct, line, fn in s.container_changes:
+                first = head.split(".")[0]
+                b = s.bindings.get(first)
+                if fn and fn in s.functions and first in s.functions[fn].local_bindings:
+                    b = s.functions[fn].local_bindings[first]
+                elif fn and first in s.scope_bindings.get(fn, {}):
+                    b = s.scope_bindings[fn][first]
+                if head.split(".")[-1] != name and not (b is not None and b.kind == "import" and b.target[1] == name):
+                    continue
+                when = f"in {fn}(), when it is called" if fn else f"when {s.module} is imported"
+                out.append((key, f"`{construct}` at {s.path}:{line} ({when})"))
+        return out
+
+    def config_registry_change(self, model_type: str) -> str | None:
+        """The change to vLLM's HF config registry that static analysis cannot follow and that
+        may change the row of ``model_type`` (``"`construct` at path:line"``), or None: then
+        :meth:`config_class` answers as the engine runs. From
+        ``vllm/transformers_utils/config.py`` (a table built at run time, a change in a loop, a
+        branch or a function, a later star import) and from every module that changes the table
+        through its name."""
+        self._load_configs()
+        for key, change in self._config_changes:
+            if key is None or key == model_type:
+                return change
+        return None
 
     def config_registry(self) -> dict[str, object]:
         """``_CONFIG_REGISTRY`` as read: model_type → a class name in
@@ -288,7 +358,12 @@ class Registry:
 
     def config_class(self, model_type: str) -> Target | None:
         """The HF config class vLLM registers for ``model_type`` (None when vLLM registers none,
-        i.e. the class comes from ``transformers``)."""
+        i.e. the class comes from ``transformers``); :class:`Unresolved` when the row may be
+        changed in a way static analysis cannot follow (:meth:`config_registry_change`)."""
+        change = self.config_registry_change(model_type)
+        if change is not None:
+            return Unresolved(f"{CONFIG_REGISTRY}[{model_type!r}]", f"vLLM's {CONFIG_REGISTRY} may be changed by {change}, "
+                                                                   "which static analysis cannot follow")
         val = self._load_configs().get(model_type)
         if val is None:
             return None

@@ -396,3 +396,15 @@ def test_a_namespace_package_is_a_module_python_imports(tmp_path):
                                 f"{MODELS}/llama.py": LLAMA + "\nfrom .nsdir import helpers\n"})
     code, doc, _ = scan_json(root)
     assert code == 0 and result_of(doc)["verdict"] == "supported", result_of(doc)["findings"]
+
+
+def test_a_compiled_module_added_after_a_cached_scan_is_seen(tmp_path, monkeypatch):
+    monkeypatch.setenv("EAGLE_AUDIT_CACHE_DIR", str(tmp_path / "cache"))
+    root = make_tree(tmp_path)
+    args = ("scan", str(root), "--model", "LlamaForCausalLM", "--format", "json", "--no-progress", "--no-config")
+    for _ in range(2):  # the second answer comes from the cache
+        r = cli(*args)
+        assert r.exit_code == 0 and result_of(json.loads(r.stdout))["verdict"] == "supported"
+    (root / MODELS / "llama.abi3.so").write_bytes(b"compiled")
+    r = cli(*args)
+    assert r.exit_code == 1 and result_of(json.loads(r.stdout))["verdict"] == "unknown"

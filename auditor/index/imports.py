@@ -11,6 +11,8 @@ ones that always run when the module is imported (its top-level statements, not 
   sub-module of it (``ImportError``). The imported modules' own imports are not followed (a
   failure there would need the whole import graph, and the index's view of it is not exact);
 - ``assert`` of a constant false value (``AssertionError``, unless Python runs with ``-O``);
+- a call, as a statement, of a function defined above in the module whose first statement is
+  a ``raise`` (``_refuse()``);
 - a class statement whose bases, keywords, decorators or body (outside its functions) load a
   name bound nowhere in the module, nor in the class body, nor among the builtins
   (``NameError``). A module with a star import, a module ``__getattr__`` or a write to
@@ -182,9 +184,39 @@ def _missing_module(resolver: Resolver, name: str) -> bool:
     return not any(p in compiled for p in (f"{rel}.py", f"{rel}/__init__.py"))
 
 
+def _always_raises(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """True when the function's first statement after the docstring and ``pass`` is a ``raise``."""
+    for stmt in fn.body:
+        if isinstance(stmt, ast.Pass) or isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            continue
+        return isinstance(stmt, ast.Raise)
+    return False
+
+
 def _first_failure(resolver: Resolver, s, parsed: ast.Module) -> tuple[str, int, str] | None:
     bound = _all_bound(parsed)
+    raising: dict[str, int] = {}  # module-level functions defined so far whose call always raises
     for stmt in parsed.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if _always_raises(stmt) and not stmt.decorator_list:
+                raising[stmt.name] = stmt.lineno
+            else:
+                raising.pop(stmt.name, None)
+            continue
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Import, ast.ImportFrom, ast.ClassDef,
+                             ast.Delete)):
+            for n in ast.walk(stmt):  # a rebinding of the name: no longer the raising function
+                if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+                    raising.pop(n.id, None)
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                for a in stmt.names:
+                    raising.pop((a.asname or a.name).split(".")[0], None)
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Name) \
+                and stmt.value.func.id in raising and not isinstance(stmt.value.func.ctx, ast.Store):
+            name = stmt.value.func.id
+            return s.path, stmt.lineno, (f"`{ast.unparse(stmt)}` at {s.path}:{stmt.lineno} calls {name}() (defined at "
+                                         f"{s.path}:{raising[name]}), which always raises, when the module is "
+                                         "imported")
         if isinstance(stmt, ast.Import):
             for a in stmt.names:
                 if _missing_module(resolver, a.name):

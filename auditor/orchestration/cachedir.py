@@ -229,7 +229,7 @@ def _refuse_links(usage: CacheUsage) -> None:
         raise AuditError(f"refusing to delete in the cache folder {usage.root}: it is a symbolic link to "
                          f"{usage.root_link}; set EAGLE_AUDIT_CACHE_DIR to the folder itself")
     for k in usage.kinds:
-        if k.link is not None and k.entries:
+        if k.link is not None:  # not listed through (cache_usage does not follow it): refused whatever it holds
             raise AuditError(f"refusing to delete in {k.folder}: it is a symbolic link (to {k.link}), and nothing "
                              "is deleted through a link; nothing was removed")
 

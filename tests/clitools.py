@@ -2,7 +2,22 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+
+
+def read_until_closed(master: int) -> bytes:
+    """Everything written to a pseudo-terminal's other side until the child closes it (EIO)."""
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    return b"".join(chunks)
 
 
 def one_line_error(p: subprocess.CompletedProcess) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from conftest import MINIVLLM
 from real import REPO
+from clitools import read_until_closed
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 
@@ -32,19 +33,11 @@ def on_a_terminal(*args, cwd: Path = REPO, columns: int = 80) -> tuple[int, str,
     proc = subprocess.Popen([sys.executable, "-m", "auditor", *map(str, args)], stdout=subprocess.PIPE,
                             stderr=slave, stdin=subprocess.DEVNULL, cwd=cwd, env=env)
     os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
+    raw = read_until_closed(master)
     out = proc.stdout.read().decode()
     proc.wait(timeout=300)
     os.close(master)
-    return proc.returncode, out, ANSI.sub("\n", b"".join(chunks).decode("utf-8", "replace"))
+    return proc.returncode, out, ANSI.sub("\n", raw.decode("utf-8", "replace"))
 
 
 def piped(*args, cwd: Path = REPO) -> subprocess.CompletedProcess:

@@ -25,6 +25,7 @@ import pytest
 
 from conftest import MINIVLLM
 from real import REPO
+from clitools import read_until_closed
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
@@ -47,19 +48,11 @@ def on_a_terminal(*args, cwd: Path = REPO, **extra: str) -> tuple[int, str, str]
     proc = subprocess.Popen([sys.executable, "-m", "auditor", *map(str, args)], stdout=slave,
                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=cwd, env=_env(**extra))
     os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
+    raw = read_until_closed(master)
     err = proc.stderr.read().decode()
     proc.wait(timeout=600)
     os.close(master)
-    screen = ANSI.sub("", b"".join(chunks).decode("utf-8", "replace")).replace("\r", "")
+    screen = ANSI.sub("", raw.decode("utf-8", "replace")).replace("\r", "")
     return proc.returncode, screen, err
 
 
@@ -207,16 +200,11 @@ def test_qwen3moe_suggests_qwen3_moe_on_a_release():
 
 
 def _in_process(*args) -> tuple[int, str]:
-    from auditor.cli import main
+    """``eagle-audit ARGS`` in this process (:func:`tests.test_hostile.cli`): exit code and stderr."""
+    from tests.test_hostile import cli
 
-    out, err = io.StringIO(), io.StringIO()
-    code = 0
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main([str(a) for a in args])
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-    return code, err.getvalue()
+    run = cli(*args)
+    return run.exit_code, run.stderr
 
 
 def test_bad_arguments_are_refused_before_any_fetch_or_scan(tmp_path, monkeypatch):

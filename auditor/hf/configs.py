@@ -45,8 +45,8 @@ class PackageFolderSource:
 
     def read(self, relpath: str) -> bytes:
         """The bytes of one file (a regular file of at most 8 MiB); raises KeyError (an
-        :class:`auditor.source.sources.UnreadableFile`) when it cannot be read."""
-        from auditor.source.sources import read_regular_file
+        :class:`auditor.source.files.UnreadableFile`) when it cannot be read."""
+        from auditor.source.files import read_regular_file
 
         # a FIFO, a device or an oversized file in a given transformers folder never blocks the tool
         try:

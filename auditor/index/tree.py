@@ -20,7 +20,7 @@ from typing import Callable, Iterable
 
 from auditor.cache import Store, key
 from auditor.index.summary import Extractor, ModuleSummary, module_name_for, summarize
-from auditor.source.sources import UnreadableFile, read_regular_file
+from auditor.source.files import UnreadableFile, read_regular_file
 
 
 class SummaryCache:
@@ -208,7 +208,7 @@ class Tree:
 
         Raises:
             KeyError: the file is absent, or is listed but cannot be read
-                (:class:`~auditor.source.sources.UnreadableFile`, recorded as ``"unreadable"`` in
+                (:class:`~auditor.source.files.UnreadableFile`, recorded as ``"unreadable"`` in
                 :attr:`reads`); OSError: reading it failed. Either is raised again, without a
                 second read, on every later call.
         """
@@ -233,7 +233,7 @@ class Tree:
     def read(self, rel: str) -> bytes:
         """The bytes of a file, read once per tree (memoised with their digest, which is recorded
         in :attr:`reads`). A listed file that cannot be read
-        (:class:`~auditor.source.sources.UnreadableFile`) reads as empty and is recorded in
+        (:class:`~auditor.source.files.UnreadableFile`) reads as empty and is recorded in
         :attr:`parse_errors`.
 
         Raises:

@@ -106,7 +106,7 @@ class ScanReport:
     engine_version: str | None = None
     #: for an installed engine: code of its environment, outside the tree, that runs when the
     #: engine starts, as ``{"path", "what"}`` (see
-    #: :func:`auditor.source.sources.environment_startup_code`); the verdicts assume it changes nothing
+    #: :func:`auditor.source.startup.environment_startup_code`); the verdicts assume it changes nothing
     environment_code: list[dict] = field(default_factory=list)
 
     @property

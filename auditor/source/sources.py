@@ -43,7 +43,9 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from auditor.model.errors import SourceError
+from auditor.source.files import MAX_FILE_BYTES, UnreadableFile, read_regular_file
 from auditor.source.progress import progress_bar
+from auditor.source.startup import environment_startup_code
 
 __all__ = [
     "TreeSource",
@@ -77,10 +79,6 @@ _ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 _VERSION_NAMES = ("__version__", "version")
 _DRAIN_CHUNK = 1 << 20
 
-#: Largest source file read (vLLM's largest module is about 0.3 MB). A bigger ``.py`` is not
-#: read: it becomes a ``parse_errors`` entry and the scan goes on.
-MAX_FILE_BYTES = 8 << 20
-
 #: Most bytes an archive may decompress to, all members together (vLLM 0.33.0's sdist: 130 MB).
 MAX_ARCHIVE_BYTES = 2 << 30
 
@@ -106,66 +104,6 @@ def _human(n: int) -> str:
         if n >= 1 << shift and n % (1 << shift) == 0:
             return f"{n >> shift} {unit}"
     return f"{n} bytes"
-
-
-class UnreadableFile(SourceError, KeyError):
-    """One file of the tree cannot be read: not a regular file (a FIFO, a device), larger than
-    :data:`MAX_FILE_BYTES`, or refused by the operating system (permissions). Per-file trouble:
-    the analysis records it as that file's ``parse_errors`` entry and goes on. It is a
-    ``KeyError`` too, so code that treats a missing file as absent treats this one the same way.
-
-    Attributes:
-        path: the tree path (``vllm/x/y.py``).
-        reason: what went wrong, one line.
-    """
-
-    def __init__(self, path: str, reason: str) -> None:
-        """Record ``path`` and ``reason``; the message is ``"<path>: <reason>"``."""
-        super().__init__(f"{path}: {reason}")
-        self.path = path
-        self.reason = reason
-
-
-def read_regular_file(path: str | os.PathLike[str], relpath: str, limit: int = MAX_FILE_BYTES) -> bytes:
-    """Read a file from disk only if it is a regular file of at most ``limit`` bytes.
-
-    The file is opened non-blocking and checked with ``fstat`` before any read, so a FIFO or a
-    device never blocks the tool.
-
-    Args:
-        path: the file on disk (symbolic links are followed).
-        relpath: its tree path, for messages.
-        limit: the largest size read.
-
-    Returns:
-        The file's bytes.
-
-    Raises:
-        FileNotFoundError: the file does not exist.
-        UnreadableFile: not a regular file, too large, or any other OS error (permissions).
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise UnreadableFile(relpath, f"cannot read: {exc.strerror or exc}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise UnreadableFile(relpath, "not a regular file (a FIFO, a device or a folder); not read")
-        if st.st_size > limit:
-            raise UnreadableFile(relpath, f"{st.st_size} bytes, larger than the {limit >> 20} MiB limit for a "
-                                          "source file; not read")
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            data = fh.read(limit + 1)
-    except OSError as exc:
-        raise UnreadableFile(relpath, f"cannot read: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-    if len(data) > limit:
-        raise UnreadableFile(relpath, f"larger than the {limit >> 20} MiB limit for a source file; not read")
-    return data
 
 
 # --------------------------------------------------------------------------- helpers
@@ -1138,69 +1076,6 @@ def _same_environment(prefix: str) -> bool:
         return pathlib.Path(prefix).resolve() == pathlib.Path(sys.prefix).resolve()
     except (OSError, RuntimeError, ValueError):  # RuntimeError: a symbolic-link loop (Python < 3.13)
         return False
-
-
-def environment_startup_code(folders: list[pathlib.Path], package: str) -> list[dict]:
-    """Code of an environment, outside the engine's tree, that runs when the engine starts there,
-    read from the files that declare it (nothing is run):
-
-    - a ``.pth`` file of a package folder with a line starting with ``import`` (Python's ``site``
-      executes such lines at every start-up);
-    - ``sitecustomize.py`` or ``usercustomize.py`` in a package folder (imported at start-up);
-    - an entry point of an installed distribution (``*.dist-info/entry_points.txt``) in a group of
-      the engine (``[vllm.general_plugins]``, ``[vllm.platform_plugins]``, any ``[vllm.*]``):
-      the engine loads its plugin groups when it starts, and a plugin may re-register models or
-      replace classes.
-
-    What that code does is not analysed, so the verdicts cannot say which targets it changes;
-    the scan reports each one instead (a warning line and ``environment_code`` in JSON).
-
-    Args:
-        folders: the environment's package folders (``site-packages``).
-        package: the engine package (``vllm``, ``sglang``).
-
-    Returns:
-        ``[{"path": file, "what": what runs}]``, in folder and name order.
-    """
-    out: list[dict] = []
-    for folder in folders:
-        try:
-            names = sorted(os.listdir(folder))
-        except OSError:
-            continue
-        for name in names:
-            path = folder / name
-            if name.endswith(".pth"):
-                try:
-                    text = read_regular_file(path, name, limit=1 << 20).decode("utf-8", errors="replace")
-                except (OSError, UnreadableFile):
-                    continue
-                lines = [ln.strip() for ln in text.splitlines() if ln.startswith(("import ", "import\t"))]
-                if lines:
-                    shown = lines[0] if len(lines[0]) <= 120 else lines[0][:117] + "..."
-                    more = f" (and {len(lines) - 1} more such lines)" if len(lines) > 1 else ""
-                    out.append({"path": str(path), "what": f"a .pth file whose line runs at every Python start-up: "
-                                                          f"{shown}{more}"})
-            elif name in ("sitecustomize.py", "usercustomize.py"):
-                out.append({"path": str(path), "what": f"{name[:-3]}, imported at every Python start-up"})
-            elif name.endswith(".dist-info"):
-                ep = path / "entry_points.txt"
-                try:
-                    text = read_regular_file(ep, f"{name}/entry_points.txt", limit=1 << 20).decode("utf-8",
-                                                                                              errors="replace")
-                except (OSError, UnreadableFile):
-                    continue
-                group = None
-                for line in text.splitlines():
-                    line = line.strip()
-                    if line.startswith("[") and line.endswith("]"):
-                        group = line[1:-1].strip()
-                    elif group and group.startswith(package + ".") and "=" in line and not line.startswith(("#", ";")):
-                        key, _, value = line.partition("=")
-                        out.append({"path": str(ep), "what": f"a {package} plugin in entry point group {group}: "
-                                                            f"{key.strip()} = {value.strip()}, loaded when "
-                                                            f"{package} starts"})
-    return out
 
 
 def _find_in_folders(folders: list[pathlib.Path], packages: tuple[str, ...]) -> tuple[pathlib.Path, str] | None:

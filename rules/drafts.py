@@ -88,3 +88,11 @@ def _registered(ctx: Context, arch: str, via: str, path: str, line: int) -> Draf
     if not isinstance(t, ClassRef):
         return DraftModel(arch, None, via, path, line, unknown=f"the class of {arch} does not resolve")
     return DraftModel(arch, t, via, path, line)
+
+
+def declared_drafter(target: AuditTarget) -> tuple[dict, str, list[str]]:
+    """The drafter config of a run (``--draft-config``): ``(config, where it came from for
+    messages, the architectures it declares)``; ``({}, "--draft-config", [])`` without one."""
+    cfg = target.options.draft_config or {}
+    where = target.options.draft_config_path or "--draft-config"
+    return cfg, where, [a for a in cfg.get("architectures") or [] if isinstance(a, str)]

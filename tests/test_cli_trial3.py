@@ -429,6 +429,21 @@ def test_compare_keeps_names_and_gate_ids_whole_at_80_columns():
                     "supported"]  # one gate a line (issue 21: a blocked cell says whether a patch exists)
 
 
+def test_compare_too_narrow_for_its_table_prints_a_block_per_target():
+    """A new user's trial: at 80 columns the compare table of vLLM 0.16.0 and SGLang 0.5.10.post1
+    was 83 columns wide and cut by the terminal. When the table does not fit, each target is a
+    line and each engine an indented line: verdict, patch words and gates, wrapped between words."""
+    p = run("compare", "-m", "ToyVLForConditionalGeneration", "-m", "LlamaForCausalLM", "--vllm-version",
+            REPO / "fixtures" / "minivllm", "--sglang-version", REPO / "fixtures" / "minisglang", "--no-progress",
+            COLUMNS="56")
+    assert p.returncode == 1, p.stderr
+    lines = p.stdout.splitlines()
+    assert "┏" not in p.stdout and all(len(line) <= 56 for line in lines), p.stdout
+    i = lines.index("ToyVLForConditionalGeneration: eagle3")
+    block = " ".join(x.strip() for x in lines[i + 1:lines.index("LlamaForCausalLM: eagle3")])
+    assert ": blocked (a patch exists): allowlist, interface, aux-capture, image-token" in block, block
+
+
 def test_rules_is_a_list_of_sections_at_80_columns_and_a_table_when_wide():
     narrow = run("rules")
     assert narrow.returncode == 0 and "┏" not in narrow.stdout

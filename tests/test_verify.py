@@ -92,11 +92,7 @@ def test_the_child_drops_base_defaults_from_nested_configs_only():
     """transformers' ``to_dict()`` writes the base keys (``_name_or_path``, ``output_attentions``)
     into every nested config, and DbrxFFNConfig refuses them (``Found unknown kwargs``, the 0.32.0
     sweep); a checkpoint's nested configs carry only their own fields."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("engine_child_nested", REPO / "auditor/runtime/engine_child.py")
-    child = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(child)
+    child = _engine_child("engine_child_nested")
     base = {"_name_or_path": "", "output_attentions": False, "architectures": None, "model_type": ""}
     cfg = {"_name_or_path": "", "model_type": "dbrx", "d_model": 6144,
            "ffn_config": {"_name_or_path": "", "output_attentions": False, "model_type": "", "ffn_hidden_size": 3584},
@@ -195,6 +191,17 @@ def _hf(tmp_path) -> pathlib.Path:
     f.write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 4,
                              "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 100}))
     return f
+
+
+def _engine_child(name: str):
+    """A fresh copy of ``auditor/runtime/engine_child.py`` loaded as module ``name`` (the script
+    the engine's interpreter runs; eagle-audit itself never imports it)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, REPO / "auditor/runtime/engine_child.py")
+    child = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(child)
+    return child
 
 
 def _answered(tmp_path, answer: dict, *extra: str):
@@ -465,12 +472,9 @@ def test_the_config_action_keeps_the_first_import_failure(tmp_path, monkeypatch)
     'operator torchvision::nms does not exist'; the engine's import then raised again without
     an import frame, and verify said 'give --hf-config'. The first failure's package is kept."""
     import importlib
-    import importlib.util
     import types
 
-    spec = importlib.util.spec_from_file_location("engine_child_cfg", REPO / "auditor/runtime/engine_child.py")
-    child = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(child)
+    child = _engine_child("engine_child_cfg")
     site = tmp_path / "lib" / "site-packages"
     (site / "fakevision2").mkdir(parents=True)
     (site / "fakevision2" / "__init__.py").write_text("raise RuntimeError('operator fakevision2::nms does not exist')\n")
@@ -493,11 +497,8 @@ def test_the_config_action_keeps_the_first_import_failure(tmp_path, monkeypatch)
 
 
 def test_the_child_names_a_missing_module_anywhere_in_the_chain():
-    import importlib.util
 
-    spec = importlib.util.spec_from_file_location("engine_child_missing", REPO / "auditor/runtime/engine_child.py")
-    child = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(child)
+    child = _engine_child("engine_child_missing")
     try:
         try:
             raise ModuleNotFoundError("No module named 'torchvision.transforms'", name="torchvision.transforms")
@@ -511,11 +512,8 @@ def test_the_child_names_a_missing_module_anywhere_in_the_chain():
 def test_the_child_names_the_package_whose_import_failed(tmp_path, monkeypatch):
     """``engine_child._import_failure``: the innermost installed package under an import."""
     import importlib
-    import importlib.util
 
-    spec = importlib.util.spec_from_file_location("engine_child_under_test", REPO / "auditor/runtime/engine_child.py")
-    child = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(child)
+    child = _engine_child("engine_child_under_test")
     site = tmp_path / "lib" / "site-packages"
     (site / "fakevision").mkdir(parents=True)
     (site / "fakevision" / "__init__.py").write_text("raise RuntimeError('operator fakevision::nms does not exist')\n")
@@ -564,12 +562,9 @@ def test_a_triton_kernel_on_a_build_without_triton_is_a_platform_limit(tmp_path,
     ``vllm/v1/worker/mamba_utils.py`` ('function' object is not subscriptable: the CPU build has no
     Triton). The child says so, and verify calls it a platform limit with no verdict, never an
     unmodelled gate that the patch failed."""
-    import importlib.util
     import types
 
-    spec = importlib.util.spec_from_file_location("engine_child_triton", REPO / "auditor/runtime/engine_child.py")
-    child = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(child)
+    child = _engine_child("engine_child_triton")
 
     def launch(kernel):
         try:

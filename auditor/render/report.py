@@ -873,7 +873,13 @@ def compare_table(report, console: Console) -> None:
                 t.append(f"\n{g}")
             cells.append(t)
         table.add_row(Text(name), r.method, *cells)
-    console.print(table)
+    from rich.measure import Measurement
+
+    natural = Measurement.get(console, console.options.update_width(1 << 20), table).maximum
+    if natural > console.width:  # the table would cut names or cells: a block per target
+        _compare_blocks(report, console)
+    else:
+        console.print(table)
     for i, side in enumerate(report.sides):
         for r in report.rows:
             c = r.cells[i]
@@ -884,6 +890,24 @@ def compare_table(report, console: Console) -> None:
     ok = [s.name for s, good in zip(report.sides, report.supports_all) if good]
     print_wrapped(console, clean(f"supports every target: {', '.join(ok)}") if ok else "no engine supports every target",
                   indent=0, hanging=2)
+
+
+def _compare_blocks(report, console: Console) -> None:
+    """The table of :func:`compare_table` on a console too narrow for it: the title, then per
+    target a line ``ARCH: method`` and one indented line per engine, ``SIDE: verdict`` with the
+    patch words and the blocking gates, each wrapped between its pieces."""
+    from rich.text import Text
+
+    print_wrapped(console, Text("eagle-audit compare", style="bold"), indent=0, hanging=2)
+    for r in report.rows:
+        print_wrapped(console, [Text(clean(r.architecture) + ":", style="bold"), Text(r.method)], indent=0, hanging=2)
+        for side, c in zip(report.sides, r.cells):
+            head = c.verdict + (f" ({patch_words(c.fix_available)})" if c.verdict == "blocked" else "")
+            words = [Text(clean(side.name) + ":"), Text(head + (":" if c.blocking else ""),
+                                                        style=_STYLE.get(c.verdict, ""))]
+            words += [Text(g + ("," if i + 1 < len(c.blocking) else "")) for i, g in enumerate(c.blocking)]
+            print_wrapped(console, words, indent=2, hanging=4)
+    console.print()
 
 
 def print_cache(console: Console, usage) -> None:

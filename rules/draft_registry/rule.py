@@ -10,6 +10,7 @@ from auditor.cache import cacheable
 from auditor.model.findings import Finding, Severity
 from auditor.model.options import RunOptions
 from rules.base import AuditTarget, Context, Example, Rule
+from rules.drafts import declared_drafter
 from rules.draft_registry.facts import (
     EXTRACTOR,
     apply_rewrite,
@@ -107,9 +108,7 @@ class DraftRegistryRule(Rule):
         return target.method in self.METHODS and target.options.draft_config is not None
 
     def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
-        cfg = target.options.draft_config or {}
-        where = target.options.draft_config_path or "--draft-config"
-        declared = [a for a in cfg.get("architectures") or [] if isinstance(a, str)]
+        cfg, where, declared = declared_drafter(target)
         found = eagle_architectures(ctx, target.method, cfg)
         if found is None:
             broken = ctx.facts.unanalysed(EXTRACTOR)

@@ -18,6 +18,7 @@ from auditor.cache import cacheable
 from auditor.model.findings import Finding, Severity
 from auditor.model.options import RunOptions
 from rules.base import AuditTarget, Context, Example, Rule
+from rules.drafts import declared_drafter
 
 _TOY = '''
 import torch.nn as nn
@@ -131,9 +132,7 @@ class SGLangDraftRegistryRule(Rule):
         return target.method in self.METHODS and target.options.draft_config is not None
 
     def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
-        cfg = target.options.draft_config or {}
-        where = target.options.draft_config_path or "--draft-config"
-        declared = [a for a in cfg.get("architectures") or [] if isinstance(a, str)]
+        cfg, where, declared = declared_drafter(target)
         path, line = refusal_line(ctx)
         if not declared:
             yield self.finding(Severity.UNKNOWN, f"the drafter config {where} declares no architectures: the draft "

@@ -1141,7 +1141,7 @@ class _Summarizer:
             elif isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
                 if node.attr == "__class__" and me is not None and isinstance(node.value, ast.Name) \
                         and node.value.id == me and cf is not None:
-                    cf.unfollowable.append(("*", f"{construct} = ... in a method (the instance's class is replaced)",
+                    cf.unfollowable.append(("*", f"{construct} = ... (the instance's class replaced in a method)",
                                             line))
                 elif self._namespace_of(node.value, scope) == "module":
                     self._seen.add(id(node))
@@ -1154,8 +1154,8 @@ class _Summarizer:
                     self._mark(key_of(node.slice), f"`{construct}` (line {line}), a write through the module's "
                                "namespace", line, ordered)
                 elif kind == "class-dict" and cf is not None:
-                    cf.unfollowable.append((key_of(node.slice), f"`{construct}`, a write through the class body's "
-                                            "namespace", line))
+                    cf.unfollowable.append((key_of(node.slice), f"{construct} = ... (a write through the class "
+                                            "body's namespace)", line))
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _DICT_CHANGES:
                 kind = self._namespace_of(node.func.value, scope)
                 key = key_of(node.args[0]) if node.args and node.func.attr not in ("update", "clear") else "*"
@@ -1164,7 +1164,7 @@ class _Summarizer:
                     self._mark(key, f"`{construct}` (line {line}), a write through the module's namespace", line,
                                ordered)
                 elif kind == "class-dict" and cf is not None:
-                    cf.unfollowable.append((key, f"`{construct}`, a write through the class body's namespace", line))
+                    cf.unfollowable.append((key, f"{construct} (a write through the class body's namespace)", line))
             stack.extend((c, scope, cf, me, label) for c in ast.iter_child_nodes(node))
 
     def _runs_code(self, call: ast.Call, scope: str, cf: ClassFact | None, label: str | None, construct: str,
@@ -1185,10 +1185,10 @@ class _Summarizer:
         for n in sorted(names):
             self._mark(n, what, line, scope == "module")
         if cf is not None:
-            cf.unfollowable.append(("*", what, line))
+            cf.unfollowable.append(("*", f"{construct} (text run as code)", line))
         for c in self.s.classes.values():
-            if "*" in names or c.name in names:
-                c.unfollowable.append(("*", what, line))
+            if c is not cf and ("*" in names or c.name in names):
+                c.unfollowable.append(("*", f"{construct} (text run as code)", line))
         if scope == "function" and label is not None:
             self.s.deferred_changes.append((RUNS_CODE, "*", construct, line, label))
         else:
@@ -1763,8 +1763,8 @@ class _Summarizer:
             if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)) and st.name == "__new__":
                 other = _new_returns_other(st)
                 if other is not None:
-                    cf.unfollowable.append(("*", f"{node.name}.__new__ returns `{other}`, which may be an instance "
-                                                 "of another class", st.lineno))
+                    # it may give back an instance of another class than the one the engine built
+                    cf.unfollowable.append(("*", f"{node.name}.__new__ returning {other}", st.lineno))
         for st in _iter_stmts(node.body):
             if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)) and st.name == "__init_subclass__":
                 for member, text, line in _subclass_hook_changes(st):

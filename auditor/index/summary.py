@@ -1034,7 +1034,9 @@ class _Summarizer:
         function, writes through ``globals()``/``vars()``, ``setattr`` on ``sys.modules[...]``, and
         walrus assignments in module-level expressions."""
         def is_globals(n: ast.AST) -> bool:
-            return isinstance(n, ast.Call) and not n.args and dotted(n.func) in ("globals", "vars") \
+            # ``vars()``/``locals()`` are the module's namespace only at module level, a class body's
+            # or a function's elsewhere: :meth:`_namespaces` tells them apart
+            return isinstance(n, ast.Call) and not n.args and dotted(n.func) == "globals" \
                 and id(n) not in self._handled
 
         if self.globals_stmt:  # statements only: ``global`` is one, and expressions are most of the nodes
@@ -1189,10 +1191,13 @@ class _Summarizer:
         for c in self.s.classes.values():
             if c is not cf and ("*" in names or c.name in names):
                 c.unfollowable.append(("*", f"{construct} (text run as code)", line))
-        if scope == "function" and label is not None:
-            self.s.deferred_changes.append((RUNS_CODE, "*", construct, line, label))
-        else:
-            self.s.foreign_changes.append((RUNS_CODE, "*", construct, line))
+        # what it may change elsewhere: any object the module reaches (text not known), else each
+        # object the text names
+        for head in ([RUNS_CODE] if "*" in names else sorted(names)):
+            if scope == "function" and label is not None:
+                self.s.deferred_changes.append((head, "*", construct, line, label))
+            else:
+                self.s.foreign_changes.append((head, "*", construct, line))
 
     def _class_for(self, name: str) -> ClassFact | None:
         """The class this module's name ``name`` is bound to now, when it is defined here
@@ -1217,8 +1222,11 @@ class _Summarizer:
         elts = it.elts if isinstance(it, (ast.Tuple, ast.List, ast.Set)) else []
         heads = [dotted(e) for e in elts]
         if not heads or None in heads:
+            # an iterable computed at run time: any class of this module may be among its items
             heads = [n.id for n in ast.walk(it) if isinstance(n, ast.Name)]
             self.s.foreign_changes.append((_text(it)[:100] + (f".{rest}" if rest else ""), member, construct, line))
+            for c in self.s.classes.values():
+                c.unfollowable.append((member, construct, line))
         for h in heads:
             full = f"{h}.{rest}" if rest else h
             cf = self._class_for(full) if "." not in full else None

@@ -69,6 +69,9 @@ MODULE_NAMESPACE = [
     ('eval(compile("del LlamaForCausalLM", "x", "exec"))', "eval(compile("),
     ("exec(_code())", "exec(_code())"),
     ('import builtins\nbuiltins.exec("LlamaForCausalLM = None")', "builtins.exec("),
+    ("import sys\n_me = sys.modules[__name__]\n_me.LlamaForCausalLM = None", "_me.LlamaForCausalLM"),
+    ("from . import llama as _me\n\ndel _me.LlamaForCausalLM", "_me.LlamaForCausalLM"),
+    ('import vllm.model_executor.models.llama as _me\n\nsetattr(_me, "LlamaForCausalLM", None)', "setattr(_me,"),
 ]
 
 

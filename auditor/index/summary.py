@@ -1005,6 +1005,8 @@ class _Summarizer:
         self.namespace = namespace
         #: the class statements summarised, by ``id()`` of their node
         self._class_nodes: dict[int, ClassFact] = {}
+        #: module-level names assigned this module's object (``_me = sys.modules[__name__]``)
+        self._self_names: set[str] = set()
         #: module-level ``for`` targets whose body is being summarised, with their iterables
         self.loop_iters: dict[str, ast.expr] = {}
 
@@ -1084,6 +1086,14 @@ class _Summarizer:
         dictionary (``globals()``, ``vars()``/``locals()`` at module level, ``vars(M)``,
         ``M.__dict__`` of the module object), ``"class-dict"`` for the namespace of the class body
         being run (``locals()``/``vars()`` in a class body, ``scope == "class"``); else None."""
+        if isinstance(node, ast.Name):
+            # a module-level name bound to this module (``_me = sys.modules[__name__]``, ``from .
+            # import llama as _me`` in llama.py)
+            b = self.s.bindings.get(node.id)
+            if b is not None and (b.kind == "module" and b.target == self.s.module or b.kind == "import"
+                                  and ".".join(b.target) == self.s.module or node.id in self._self_names):
+                return "module"
+            return None
         if isinstance(node, ast.Subscript) and dotted(node.value) == "sys.modules":
             key = node.slice
             if isinstance(key, ast.Name) and key.id == "__name__" or (
@@ -1158,6 +1168,12 @@ class _Summarizer:
                 elif kind == "class-dict" and cf is not None:
                     cf.unfollowable.append((key_of(node.slice), f"{construct} = ... (a write through the class "
                                             "body's namespace)", line))
+            elif isinstance(node, ast.Call) and dotted(node.func) in ("setattr", "delattr", "builtins.setattr",
+                                                                      "builtins.delattr") and node.args \
+                    and self._namespace_of(node.args[0], scope) == "module":
+                self._seen.add(id(node))
+                self._mark(key_of(node.args[1] if len(node.args) > 1 else None),
+                           f"`{construct}` (line {line}), a write through the module object", line, ordered)
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _DICT_CHANGES:
                 kind = self._namespace_of(node.func.value, scope)
                 key = key_of(node.args[0]) if node.args and node.func.attr not in ("update", "clear") else "*"
@@ -1236,8 +1252,16 @@ class _Summarizer:
                 self.s.foreign_changes.append((full, member, construct, line))
         return True
 
+    def _self_change(self, cname: str, member: str, construct: str, line: int) -> bool:
+        """A module-level change through a name bound to this module's object (``from . import
+        llama as _me; del _me.X``): the name ``member`` is marked; False for any other head."""
+        if "." in cname or self._namespace_of(ast.Name(cname), "module") != "module":
+            return False
+        self._mark(member, f"`{construct}` (line {line}), a write through the module object", line)
+        return True
+
     def _remove_member(self, cname: str, member: str, construct: str, line: int) -> None:
-        if self._loop_change(cname, member, construct, line):
+        if self._loop_change(cname, member, construct, line) or self._self_change(cname, member, construct, line):
             return
         cf = self._class_for(cname)
         if cf is None:
@@ -1251,7 +1275,7 @@ class _Summarizer:
         """``Cls.member = value`` (or ``setattr``) after the class: followed when the value is a
         constant, a literal, or a method of another class of this module; else recorded as a
         change the index cannot follow."""
-        if self._loop_change(cname, member, construct, line):
+        if self._loop_change(cname, member, construct, line) or self._self_change(cname, member, construct, line):
             return
         if member in ("__bases__", "__class__"):
             # the class's bases (its MRO) or its metaclass replaced: any member may change
@@ -1284,7 +1308,7 @@ class _Summarizer:
         key = call.args[1] if len(call.args) > 1 else None
         construct = f"{_text(call)[:80]}"
         if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
-            if self._loop_change(cname, "*", construct, line):
+            if self._loop_change(cname, "*", construct, line) or self._self_change(cname, "*", construct, line):
                 return
             cf = self._class_for(cname)
             if cf is not None:
@@ -1299,6 +1323,8 @@ class _Summarizer:
 
     def _assign_name(self, name: str, value: ast.expr, line: int, guarded: bool, type_checking: bool) -> None:
         s = self.s
+        if self._namespace_of(value, "module") == "module":
+            self._self_names.add(name)
         d = dotted(value)
         if d is not None:
             b = Binding("alias", d, line, guarded)

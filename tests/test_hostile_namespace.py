@@ -70,6 +70,8 @@ MODULE_NAMESPACE = [
     ("exec(_code())", "exec(_code())"),
     ('import builtins\nbuiltins.exec("LlamaForCausalLM = None")', "builtins.exec("),
     ("import sys\n_me = sys.modules[__name__]\n_me.LlamaForCausalLM = None", "_me.LlamaForCausalLM"),
+    ("import sys\nsys.modules.get(__name__).LlamaForCausalLM = None", "sys.modules.get(__name__)"),
+    ("_run = exec\n_run('LlamaForCausalLM = None')", "_run('LlamaForCausalLM = None')"),
     ("from . import llama as _me\n\ndel _me.LlamaForCausalLM", "_me.LlamaForCausalLM"),
     ('import vllm.model_executor.models.llama as _me\n\nsetattr(_me, "LlamaForCausalLM", None)', "setattr(_me,"),
 ]

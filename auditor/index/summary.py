@@ -1100,6 +1100,13 @@ class _Summarizer:
                     isinstance(key, ast.Constant) and key.value == self.s.module):
                 return "module"
             return None
+        if isinstance(node, ast.Call) and dotted(node.func) in ("sys.modules.get", "importlib.import_module") \
+                and node.args:
+            key = node.args[0]  # ``sys.modules.get(__name__)``, ``importlib.import_module(__name__)``
+            if isinstance(key, ast.Name) and key.id == "__name__" or (
+                    isinstance(key, ast.Constant) and key.value == self.s.module):
+                return "module"
+            return None
         if isinstance(node, ast.Call) and not node.args and not node.keywords:
             fn = dotted(node.func)
             if fn == "globals" or fn in ("locals", "vars") and scope == "module":
@@ -1126,6 +1133,11 @@ class _Summarizer:
         def key_of(node: ast.AST | None) -> str:
             return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else "*"
 
+        # ``exec``/``eval`` and the module-level names bound to them (``_run = exec``, ``from
+        # builtins import exec as _run``)
+        runners = _RUNS_TEXT | {n for n, b in self.s.bindings.items()
+                                if b.kind == "alias" and b.target in _RUNS_TEXT
+                                or b.kind == "import" and b.target[0] == "builtins" and b.target[1] in ("exec", "eval")}
         stack: list[tuple[ast.AST, str, ClassFact | None, str | None, str | None]] = \
             [(st, "module", None, None, None) for st in tree.body]
         while stack:
@@ -1148,7 +1160,7 @@ class _Summarizer:
                 stack.extend((st, "function", cf if scope == "class" else None, first, sub) for st in body)
                 continue
             construct = _text(node)[:100]
-            if isinstance(node, ast.Call) and dotted(node.func) in _RUNS_TEXT:
+            if isinstance(node, ast.Call) and dotted(node.func) in runners:
                 self._runs_code(node, scope, cf, label, construct, line)
             elif isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
                 if node.attr == "__class__" and me is not None and isinstance(node.value, ast.Name) \

@@ -13,6 +13,7 @@ the registry tables) are extracted in the same pass by the :class:`Extractor` ob
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -1997,8 +1998,11 @@ def parse_newer_syntax(source: bytes, path: str) -> tuple[ast.Module, list[int]]
 #: what a module must contain for the whole-module walk of :meth:`_Summarizer._dynamic` to find
 #: anything in it (byte tests: far cheaper than a regular expression over the file)
 _DYNAMIC = (b"globals()", b"vars()", b"sys.modules")
-#: what a module must contain for :meth:`_Summarizer._namespaces` to find anything in it
-_NAMESPACE = (b"sys.modules", b"globals()", b"locals()", b"vars(", b"exec", b"eval", b"__class__")
+#: what a module must contain for :meth:`_Summarizer._namespaces` to find anything in it: one of
+#: these bytes, or a match of :data:`_NAMESPACE_RE` (``exec``/``eval`` as a name, not ``.eval()``;
+#: a ``__class__`` assignment)
+_NAMESPACE = (b"sys.modules", b"globals()", b"locals()", b"vars(", b"import_module(")
+_NAMESPACE_RE = re.compile(rb"(?<![\w.])(?:exec|eval)(?!\w)|__class__[ \t]*=(?!=)")
 #: what a source names when it may change an object's attributes other than by ``X.a = v``
 _REFLECTIVE = (b"setattr", b"delattr", b"__dict__", b"vars(", b"sys.modules")
 
@@ -2054,7 +2058,8 @@ def summarize(source: bytes, path: str, extractors: tuple[Extractor, ...] = ()) 
             summary = _Summarizer(module, path, is_package, track_bases=b"__bases__" in source,
                                   dynamic=dynamic, walrus=b":=" in source, globals_stmt=b"global" in source,
                                   reflective=any(n in source for n in _REFLECTIVE),
-                                  namespace=any(n in source for n in _NAMESPACE)).run(tree)
+                                  namespace=any(n in source for n in _NAMESPACE)
+                                  or _NAMESPACE_RE.search(source) is not None).run(tree)
             if replaced:
                 # statements of a grammar newer than this interpreter's, left out of the index
                 summary.extras["newer_syntax_lines"] = replaced

@@ -174,6 +174,19 @@ def test_a_class_object_change_is_unknown(tmp_path, tail, needle):
     expect_unknown(root, LLAMA_PATH, text, tail.splitlines()[-1], needle)
 
 
+def test_a_loop_over_a_literal_of_classes_is_followed_as_each_assignment(tmp_path):
+    """SGLang 0.5.23's qwen3_5.py sets a static method on four classes in a ``for`` loop over a
+    tuple of them: followed as the four assignments (the function, made a static method), so
+    the targets stay supported; a gate member set to None the same way is followed too."""
+    tail = ("def _reason(hf_config, quant_config):\n    return None\n\n\n"
+            "for _c in (LlamaForCausalLM, LlamaModel):\n    _c.fusion_reason = staticmethod(_reason)\n")
+    expect_supported(make_tree(tmp_path / "a", llama(LLAMA + "\n\n" + tail)))
+    tail = "for _c in (LlamaForCausalLM,):\n    _c.set_aux_hidden_state_layers = None\n"
+    code, res, _ = scan(make_tree(tmp_path / "b", llama(LLAMA + "\n\n" + tail)))
+    assert (code, res["verdict"]) == (1, "blocked"), res["findings"]
+    assert any("set_aux_hidden_state_layers is None" in f["message"] for f in res["findings"])
+
+
 def test_a_new_that_returns_another_class_is_unknown(tmp_path):
     new = ("    def __new__(cls, *a, **k):\n        from .toy import ToyV2ForCausalLM\n"
            "        return ToyV2ForCausalLM(*a, **k)\n\n")

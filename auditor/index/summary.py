@@ -1006,6 +1006,8 @@ class _Summarizer:
         self.namespace = namespace
         #: the class statements summarised, by ``id()`` of their node
         self._class_nodes: dict[int, ClassFact] = {}
+        #: the module-level function definitions, by name (the last one)
+        self._fn_nodes: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         #: module-level names assigned this module's object (``_me = sys.modules[__name__]``)
         self._self_names: set[str] = set()
         #: module-level ``for`` targets whose body is being summarised, with their iterables
@@ -1240,10 +1242,13 @@ class _Summarizer:
             name = b.target
         return None
 
-    def _loop_change(self, cname: str, member: str, construct: str, line: int) -> bool:
+    def _loop_change(self, cname: str, member: str, construct: str, line: int, setting: bool = False,
+                     value: ast.expr | None = None) -> bool:
         """A member change whose head is a module-level ``for`` target (``for c in (A, B): del
-        c.m``): recorded, not followed, for each class the iterable names (a literal of names),
-        else for the iterable as a computed head; False when the head is no loop target."""
+        c.m``): for each class the iterable names (a literal of names) an assignment
+        (``setting``, of ``value``) is made as :meth:`_set_member` makes it, any other change is
+        recorded, not followed; for an iterable computed at run time, on every class of this
+        module and on the iterable as a computed head. False when the head is no loop target."""
         first, _, rest = cname.partition(".")
         it = self.loop_iters.get(first)
         if it is None:
@@ -1259,7 +1264,9 @@ class _Summarizer:
         for h in heads:
             full = f"{h}.{rest}" if rest else h
             cf = self._class_for(full) if "." not in full else None
-            if cf is not None:
+            if setting and elts and h.split(".")[0] not in self.loop_iters:
+                self._set_member(full, member, value, construct, line)
+            elif cf is not None:
                 cf.unfollowable.append((member, construct, line))
             else:
                 self.s.foreign_changes.append((full, member, construct, line))
@@ -1286,9 +1293,11 @@ class _Summarizer:
 
     def _set_member(self, cname: str, member: str, value: ast.expr | None, construct: str, line: int) -> None:
         """``Cls.member = value`` (or ``setattr``) after the class: followed when the value is a
-        constant, a literal, or a method of another class of this module; else recorded as a
-        change the index cannot follow."""
-        if self._loop_change(cname, member, construct, line) or self._self_change(cname, member, construct, line):
+        constant, a literal, a method of another class of this module, or ``staticmethod(f)`` /
+        ``classmethod(f)`` of a function of this module; else recorded as a change the index
+        cannot follow."""
+        if self._loop_change(cname, member, construct, line, True, value) \
+                or self._self_change(cname, member, construct, line):
             return
         if member in ("__bases__", "__class__"):
             # the class's bases (its MRO) or its metaclass replaced: any member may change
@@ -1300,6 +1309,16 @@ class _Summarizer:
         if member != "*" and isinstance(value, (ast.Constant, ast.Dict, ast.List, ast.Tuple, ast.Set)):
             cf.attrs[member] = _attr(member, line, value)
             cf.methods.pop(member, None)
+            return
+        if member != "*" and isinstance(value, ast.Call) and dotted(value.func) in ("staticmethod", "classmethod") \
+                and len(value.args) == 1 and not value.keywords and isinstance(value.args[0], ast.Name) \
+                and value.args[0].id in self._fn_nodes and self.s.bindings.get(value.args[0].id) is not None \
+                and self.s.bindings[value.args[0].id].kind == "function":
+            # the module's function, made a static or class method of the class: followed as one
+            mf = _method_fact(self._fn_nodes[value.args[0].id])
+            mf.name, mf.line, mf.decorators = member, line, [dotted(value.func)] + mf.decorators
+            cf.methods[member] = mf
+            cf.attrs.pop(member, None)
             return
         d = dotted(value) if value is not None else None
         if d is not None and d.count(".") == 1:
@@ -1592,6 +1611,7 @@ class _Summarizer:
                 elif isinstance(stmt.value, ast.Call):
                     ff.returns_call.append(_text(stmt.value.func))
         self.s.functions[fn.name] = ff
+        self._fn_nodes[fn.name] = fn
         self._deferred(fn, set(params))
 
     def _deferred(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, params: set[str]) -> None:

@@ -2021,7 +2021,7 @@ _DYNAMIC = (b"globals()", b"vars()", b"sys.modules")
 #: what a module must contain for :meth:`_Summarizer._namespaces` to find anything in it: one of
 #: these bytes, or a match of :data:`_NAMESPACE_RE` (``exec``/``eval`` as a name, not ``.eval()``;
 #: a ``__class__`` assignment)
-_NAMESPACE = (b"sys.modules", b"globals()", b"locals()", b"vars(", b"import_module(")
+_NAMESPACE = (b"sys.modules", b"globals()", b"locals()", b"vars(", b"import_module(", b"builtins")
 _NAMESPACE_RE = re.compile(rb"(?<![\w.])(?:exec|eval)(?!\w)|__class__[ \t]*=(?!=)")
 #: what a source names when it may change an object's attributes other than by ``X.a = v``
 _REFLECTIVE = (b"setattr", b"delattr", b"__dict__", b"vars(", b"sys.modules")

@@ -524,6 +524,10 @@ def _open(path: Optional[str], version: Optional[str], no_progress: bool, no_cac
     if python and (path or version or sglang_version):
         _fail("--python locates an installed engine: give it without a PATH or a release version")
     missing = None
+    if not transformers:
+        from auditor.hf.configs import check_transformers_env
+
+        check_transformers_env()  # refused like a --transformers that names no transformers
     if transformers:
         try:
             check_transformers(transformers)  # before the tree is fetched or read
@@ -796,6 +800,8 @@ def scan(
     else:
         text = _render(result, fmt, settings.path)
         _write(text, output)
+        for line in rep.environment_code_lines(result):  # the table says it itself; other formats on stderr too
+            _warn(line.removeprefix("warning: "))
         if release is not None and fmt in _SELF_CONTAINED:
             targets = result.targets
             release.put_rendered(fmt.value, text, [r.architecture for r in result.internal_errors()],
@@ -862,13 +868,17 @@ def _release_results(path, vllm_version, sglang_version, python, no_cache: bool,
         return None, None
     from auditor.orchestration.release_results import ReleaseResults, archive_sha256
 
-    if request.get("transformers"):
-        from auditor.orchestration.scan import check_transformers
+    try:
+        if request.get("transformers"):
+            from auditor.orchestration.scan import check_transformers
 
-        try:
             check_transformers(request["transformers"])
-        except AuditError:
-            return None, None
+        else:
+            from auditor.hf.configs import check_transformers_env
+
+            check_transformers_env()
+    except AuditError:
+        return None, None
     archive = archive_sha256(path, vllm_version, sglang_version, progress=show)
     folder = None
     if archive is None and path is not None:
@@ -1563,7 +1573,10 @@ def fix_cmd(
             _fail(str(exc))
         from auditor.model.wording import shell_quote
 
-        _say(f"applied to {home}; originals kept in {bdir}; undo with: eagle-audit fix --revert {shell_quote(home)}")
+        # the paths on one line each (a newline in a folder name must not forge report lines);
+        # the undo command is quoted for the shell instead
+        _say(f"applied to {clean(str(home))}; originals kept in {clean(str(bdir))}; undo with: eagle-audit fix --revert "
+             f"{shell_quote(home)}")
         if verify_run:
             raise typer.Exit(_verify_applied(python, root, home, specs, method, run, hf, timeout, dtype, no_progress))
     raise typer.Exit(0)

@@ -1,0 +1,99 @@
+"""``eagle-audit compare``: the same targets audited in vLLM and in SGLang, side by side."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from auditor.model.errors import AuditError
+from auditor.cli.base import Command, app, check_method, check_sides, run_settings, shown_path
+from auditor.cli.console import emit_table, fail, progress_enabled, say, write_output
+from auditor.cli.files import check_output, report_format
+from auditor.cli.nextsteps import compare_next_steps
+from auditor.cli.options import CompareFormat, ForceOpt, config_opt, draft_config_opt, hf_config_opt, method_opt, model_opt, model_type_opt, no_cache_opt, no_config_opt, no_progress_opt, num_spec_opt, output_opt, parallel_drafting_opt, pp_opt
+
+
+@app.command("compare", cls=Command, short_help="The same targets in vLLM and in SGLang, side by side.")
+def compare_cmd(
+    model: List[str] = model_opt("give --model"),
+    vllm_version: Optional[str] = typer.Option(
+        None, "--vllm-version", help="The vLLM side: a release (fetched, cached) or a PATH (folder, .tar.gz, .whl).",
+        metavar="X|PATH", show_default=False),
+    sglang_version: Optional[str] = typer.Option(
+        None, "--sglang-version", help="The SGLang side: a release (sdist, else the wheel for this Python; "
+        "fetched, cached) or a PATH.", metavar="X|PATH", show_default=False),
+    method: Optional[str] = method_opt(all_ok=False),
+    model_type: Optional[str] = model_type_opt(),
+    hf_config: Optional[Path] = hf_config_opt(),
+    pipeline_parallel_size: Optional[int] = pp_opt(),
+    draft_config: Optional[Path] = draft_config_opt(),
+    parallel_drafting: Optional[bool] = parallel_drafting_opt(),
+    num_speculative_tokens: Optional[int] = num_spec_opt(),
+    fmt: Optional[CompareFormat] = typer.Option(None, "--format", "-f", metavar="table|json|markdown|html",
+                                                show_default=False,
+                                                help="Output format (default: as the -o suffix says, else table)."),
+    output: Optional[Path] = output_opt(CompareFormat),
+    force: bool = ForceOpt,
+    no_cache: bool = no_cache_opt(),
+    no_progress: bool = no_progress_opt(),
+    config: Optional[Path] = config_opt(),
+    no_config: bool = no_config_opt(),
+) -> None:
+    """Where to serve: the same targets audited in vLLM and in SGLang, side by side (verdict and
+    blocking gates per engine, with the reasons).
+
+    Exit codes: 0 some engine supports every target, 1 none does, 2 usage or input error, 3 internal error (a bug in eagle-audit; --debug shows the traceback).
+
+    \b
+    Examples:
+      eagle-audit compare -m kimi_k2 --vllm-version 0.16.0 --sglang-version 0.5.9
+      eagle-audit compare -m qwen3_moe --vllm-version site-packages/vllm \\
+                          --sglang-version 0.5.9
+      eagle-audit compare -m kimi_k2 --vllm-version 0.16.0 \\
+                          --sglang-version 0.5.9 -o compare.html
+    """
+    from auditor.hf.targets import load_hf_config
+    from auditor.orchestration.compare import open_engine_side, run_compare
+    from auditor.render import report as rep
+
+    if method is not None:
+        check_method(method, all_ok=False)
+    cfg = run_settings(config, no_config, models=model, methods=None if method is None else [method],
+                    model_type=model_type, hf_config=hf_config, pipeline_parallel_size=pipeline_parallel_size,
+                    draft_config=draft_config, parallel_drafting=parallel_drafting,
+                    num_speculative_tokens=num_speculative_tokens)
+    hf = load_hf_config(cfg.hf_config, cfg.label("hf_config")) if cfg.hf_config else None
+    run = cfg.run_options()
+    if not cfg.models and not (hf or {}).get("architectures"):
+        fail("give --model NAME (or models in [tool.eagle-audit], pyproject.toml)")
+    if not vllm_version or not sglang_version:
+        fail("give both --vllm-version X|PATH and --sglang-version Y|PATH")
+    check_output(output, "--output", force)
+    fmt = report_format(fmt, output, CompareFormat)
+    check_sides(("--vllm-version", vllm_version), ("--sglang-version", sglang_version))
+    sides = []
+    for engine, value in (("vllm", vllm_version), ("sglang", sglang_version)):
+        try:
+            sides.append((value, open_engine_side(engine, value, progress=progress_enabled(no_progress),
+                                                  use_cache=not no_cache)))
+        except AuditError as exc:
+            fail(f"--{engine}-version {value}: {exc}")
+    report = run_compare(cfg.models, sides, method=cfg.methods[0], model_type=cfg.model_type, hf_config=hf,
+                         options=run, sources=cfg.sources(shown_path(cfg.path) if cfg.path else None))
+    if fmt is CompareFormat.table:
+        emit_table(lambda console: rep.compare_table(report, console), output)
+    elif fmt is CompareFormat.json:
+        write_output(json.dumps(report.as_dict(), indent=2), output)
+    elif fmt is CompareFormat.html:
+        from auditor.render.html import compare_html
+
+        write_output(compare_html(report), output)
+    else:
+        write_output(rep.compare_markdown(report), output)
+    if not report.ok and fmt is not CompareFormat.json:  # never mixed with JSON's stream
+        for line in compare_next_steps(report, cfg, run):
+            say(line)
+    raise typer.Exit(0 if report.ok else 1)

@@ -1,0 +1,55 @@
+"""``eagle-audit rules``: why each gate blocks, and how to fix it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from auditor.cli.base import Command, app
+from auditor.cli.console import emit_table, write_output
+from auditor.cli.files import check_output, report_format
+from auditor.cli.options import ForceOpt, RulesFormat, output_opt
+
+
+@app.command("rules", cls=Command, short_help="The rules: why each gate blocks, and how to fix it.")
+def list_rules(
+    name: Optional[str] = typer.Argument(None, metavar="CODE|GATE", show_default=False,
+                                         help="One rule (EA302), or the rules of a gate id (interface: its vLLM and "
+                                         "SGLang rules), with their VALID/INVALID examples. Default: every rule."),
+    fmt: Optional[RulesFormat] = typer.Option(None, "--format", "-f", metavar="table|json|markdown",
+                                              show_default=False,
+                                              help="Output format (default: as the -o suffix says, else table)."),
+    output: Optional[Path] = output_opt(RulesFormat, "the rule reference"),
+    force: bool = ForceOpt,
+) -> None:
+    """The rules: code, gate, whether it blocks, whether a fix exists, why and how to fix; with
+    CODE or GATE, those rules in full, with their examples.
+
+    Exit codes: 0 listed, 2 usage error (an unknown CODE or GATE), 3 internal error (a bug in eagle-audit; --debug shows the traceback).
+
+    \b
+    Examples:
+      eagle-audit rules
+      eagle-audit rules EA302
+      eagle-audit rules interface --format json
+      eagle-audit rules -o rules.md
+    """
+    from auditor.render import report as rep
+
+    check_output(output, "--output", force)
+    fmt = report_format(fmt, output, RulesFormat)
+    if name is not None:
+        from rules.registry import select_rules
+
+        chosen = select_rules(name)  # an unknown name: one line, exit 2, with close matches
+        if fmt is RulesFormat.table:
+            return emit_table(lambda console: rep.print_rule_details(console, chosen), output)
+        return write_output((rep.rule_details_json if fmt is RulesFormat.json else rep.rule_details_markdown)(chosen), output)
+    if fmt is RulesFormat.json:
+        write_output(rep.rules_json(), output)
+    elif fmt is RulesFormat.markdown:
+        write_output(rep.rules_markdown(details=True), output)
+    else:
+        emit_table(rep.rules_table, output)

@@ -1,0 +1,269 @@
+"""``eagle-audit scan``: the verdict per target and method, with the gates that block."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from auditor.model.errors import AuditError
+from auditor.cli.base import Command, app, check_model_type_flag, open_auditor, run_settings, shown_path, source_labels
+from auditor.cli.console import emit_table, exit_on_internal_errors, fail, progress_enabled, say, with_two_progress, write_output
+from auditor.cli.files import check_output, report_format
+from auditor.cli.nextsteps import FIX_COMMAND_TARGETS, dead_end_steps, fix_commands, tree_words
+from auditor.cli.options import EngineOpt, EngineOption, ForceOpt, Format, PathArg, PlatformOpt, SglangVersionOpt, VersionOpt, config_opt, draft_config_opt, hf_config_opt, method_opt, model_opt, model_type_opt, no_cache_opt, no_config_opt, no_progress_opt, num_spec_opt, output_opt, parallel_drafting_opt, platform_opt, pp_opt, python_opt
+
+
+@app.command(cls=Command, short_help="Verdict per target and method, with the gates that block.")
+def scan(
+    path: Optional[str] = PathArg,
+    vllm_version: Optional[str] = VersionOpt,
+    sglang_version: Optional[str] = SglangVersionOpt,
+    python: Optional[str] = python_opt(),
+    model: List[str] = model_opt(),
+    model_type: Optional[str] = model_type_opt(),
+    hf_config: Optional[Path] = hf_config_opt(),
+    method: Optional[str] = method_opt(all_ok=True),
+    pipeline_parallel_size: Optional[int] = pp_opt(),
+    draft_config: Optional[Path] = draft_config_opt(),
+    parallel_drafting: Optional[bool] = parallel_drafting_opt(),
+    num_speculative_tokens: Optional[int] = num_spec_opt(),
+    fmt: Optional[Format] = typer.Option(
+        None, "--format", "-f", metavar="table|json|markdown|sarif|junit", show_default=False,
+        help="Output format (default: as the -o suffix says, else table)."),
+    output: Optional[Path] = output_opt(Format),
+    force: bool = ForceOpt,
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every target and warning in the table."),
+    no_cache: bool = no_cache_opt(),
+    no_progress: bool = no_progress_opt(),
+    exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when a target is blocked."),
+    transformers: Optional[str] = typer.Option(
+        None, "--transformers", help="The transformers whose HF config classes to read: a folder, a wheel, an "
+        "sdist, or a release version (one the index does not have is refused up front; it is fetched through "
+        "pip's index only when a verdict needs it). Default: for an archive or release, the "
+        "newest release that satisfies the tree's own transformers requirement (fetched, sha256-checked, "
+        "cached); for a folder or an installed vllm, the transformers installed beside it, else here.",
+        metavar="PATH|VERSION", show_default=False),
+    platform: PlatformOpt = platform_opt(all_ok=True),
+    engine: Optional[EngineOpt] = EngineOption,
+    config: Optional[Path] = config_opt(),
+    no_config: bool = no_config_opt(),
+) -> None:
+    """Verdict per architecture and method: supported, blocked (which gates, file:line) or unknown (why).
+
+    Exit codes: 0 all supported, 1 some target blocked or unknown, 2 usage or input error, 3 internal error (a bug in eagle-audit; --debug shows the traceback).
+
+    \b
+    Examples:
+      eagle-audit scan --vllm-version 0.16.0 --model kimi_k2
+      eagle-audit scan site-packages/vllm --hf-config ./checkpoint --method all
+      eagle-audit scan --python ~/serve/.venv/bin/python -o report.sarif
+    """
+    from auditor.hf.targets import load_hf_config, resolve_targets
+    from auditor.render import report as rep
+
+    check_model_type_flag(model_type)
+    settings = run_settings(config, no_config, models=model, methods=None if method is None else [method],
+                         model_type=model_type, hf_config=hf_config, pipeline_parallel_size=pipeline_parallel_size,
+                         draft_config=draft_config, parallel_drafting=parallel_drafting,
+                         num_speculative_tokens=num_speculative_tokens)
+    model, model_type, hf_config = list(settings.models), settings.model_type, settings.hf_config
+    methods = list(settings.methods)
+    method = method or ",".join(methods)
+    if model_type and not model and hf_config is None:
+        fail(f"{settings.label('model_type')} is the text model_type of the targets named with --model: give "
+              "--model (a full scan finds each target's own model_type)")
+    check_output(output, "--output", force)
+    fmt = report_format(fmt, output, Format)
+    run = settings.run_options(methods[0], "cuda" if platform is PlatformOpt.all else platform.value)
+    cfg = load_hf_config(hf_config, settings.label("hf_config")) if hf_config else None
+    if platform is PlatformOpt.all:
+        if sglang_version or engine is EngineOpt.sglang:
+            fail("--platform all audits vLLM trees (SGLang trees are not audited per platform)")
+        return _scan_all_platforms(path, vllm_version, model, model_type, cfg, methods, fmt, output,
+                                   no_cache, no_progress, exit_zero, transformers, run, python)
+    show = progress_enabled(no_progress)
+    full = not model and cfg is None
+    release, result = _release_results(path, vllm_version, sglang_version, python, no_cache, show,
+                                       dict(models=model, model_type=model_type, hf_config=cfg, methods=methods,
+                                            run=run.key(), platform=platform.value, transformers=transformers,
+                                            engine=engine.value if engine is not None else None,
+                                            # a value the settings file gave is labelled with its file and key
+                                            sources=sorted(settings.sources(shown_path(settings.path)
+                                                                            if settings.path else None).items())
+                                            if settings is not None else None),
+                                       rendered=fmt.value if fmt in _SELF_CONTAINED else None)
+    hit = getattr(release, "rendered_hit", None)
+    if hit is not None:  # the same report, as the same format wrote it: nothing to decode or render
+        write_output(hit["text"], output)
+        exit_on_internal_errors([_Named(a) for a in hit["internal"]])
+        raise typer.Exit(0 if exit_zero or hit["supported"] else 1)
+    opened = functools.partial(open_auditor, path, vllm_version, no_progress, no_cache, transformers, platform.value,
+                               sglang_version, engine, python)
+    auditor = _Lazy(opened) if result is not None else opened()
+    if result is None:
+        specs = source_labels(resolve_targets(auditor.registry, model, model_type, cfg), settings)
+        from auditor.model.options import method_family
+
+        methods = [m for m in methods if method_family(m) in auditor.engine.methods] or fail(
+            f"--method {method}: {auditor.engine.display} trees are audited for {', '.join(auditor.engine.methods)}")
+        result = with_two_progress(show and full, ("indexing modules", "auditing architectures"),
+                                 lambda idx, aud: auditor.scan(specs, methods, cfg, progress=aud, prefetch=full,
+                                                               prefetch_progress=idx, options=run))
+        if release is not None:
+            release.put(result, auditor)
+    if fmt is Format.table:
+        emit_table(lambda console: rep.scan_table(result, console, verbose=verbose or not full), output)
+    else:
+        text = render_scan(result, fmt, settings.path)
+        write_output(text, output)
+        if release is not None and fmt in _SELF_CONTAINED:
+            targets = result.targets
+            release.put_rendered(fmt.value, text, [r.architecture for r in result.internal_errors()],
+                                 bool(targets) and all(r.verdict.value == "supported" for r in targets))
+    if fmt in (Format.table, Format.markdown):  # never mixed with a CI format's stream
+        steps = fix_commands(result, auditor, path, vllm_version, model, model_type, cfg, run, platform.value,
+                              python, sglang_version, hf_config)
+        from auditor.orchestration.elsewhere import codemod_exists
+
+        # a dead end: blocked, and a gate whose codemod exists cannot be patched in this tree
+        stuck = [r for r in result.targets if r.verdict.value == "blocked" and not any(
+            r.architecture in a for a in result.fixable().values()) and any(
+            not f.fix_available and codemod_exists(f.gate, result.engine)
+            for f in r.findings if f.severity.value == "error")]
+        if stuck and not full and len(stuck) <= FIX_COMMAND_TARGETS:
+            steps += dead_end_steps(auditor, [s for s in specs if s.architecture in {r.architecture for r in stuck}],
+                                     model, stuck[0].method, model_type, cfg, hf_config, run, platform.value,
+                                     tree_words(path, vllm_version, sglang_version, python), show, audit=False)
+        for line in steps:
+            say(line)  # a command on lines of its own: copied, it runs
+    exit_on_internal_errors(result.internal_errors())
+    if exit_zero:
+        raise typer.Exit(0)
+    targets = result.targets
+    raise typer.Exit(0 if targets and all(r.verdict.value == "supported" for r in targets) else 1)
+
+
+#: Scan formats whose text is a function of the report alone (SARIF places its results on the
+#: settings file, relative to the working folder): a cached report's text is kept rendered.
+_SELF_CONTAINED = ("json", "junit")
+
+
+class _Named:
+    """Stands for a target result where only its ``architecture`` is read (an internal error
+    recalled from a rendered report)."""
+
+    def __init__(self, architecture: str):
+        self.architecture = architecture
+
+
+class _Lazy:
+    """An object opened on first use (the auditor of a scan answered from the release results
+    cache, which only the next-step commands may need)."""
+
+    def __init__(self, opener):
+        self._opener = opener
+        self._obj = None
+
+    def __getattr__(self, name):
+        if self._obj is None:
+            self._obj = self._opener()
+        return getattr(self._obj, name)
+
+
+def _release_results(path, vllm_version, sglang_version, python, no_cache: bool, show: bool, request: dict,
+                     rendered: str | None = None):
+    """``(cache, report)`` for a scan of a release archive or a folder PATH: the cached report when
+    there is one (consulted before the tree is opened, see
+    :mod:`auditor.orchestration.release_results`), else None and the cache to fill; ``(None,
+    None)`` for an installed tree, or with ``--no-cache``. With ``rendered`` (a format name), the
+    report as a previous run rendered it in that format is looked up first: when found, it is
+    ``cache.rendered_hit`` and the report is None (not decoded). A ``--transformers`` that is refused is left to the scan to refuse."""
+    if no_cache or python or (path and (vllm_version or sglang_version)) or (vllm_version and sglang_version):
+        return None, None
+    from auditor.orchestration.release_results import ReleaseResults, archive_sha256
+
+    if request.get("transformers"):
+        from auditor.orchestration.scan import check_transformers
+
+        try:
+            check_transformers(request["transformers"])
+        except AuditError:
+            return None, None
+    archive = archive_sha256(path, vllm_version, sglang_version, progress=show)
+    folder = None
+    if archive is None and path is not None:
+        from auditor.orchestration.release_results import folder_manifest
+
+        found = folder_manifest(path, request.get("engine"))
+        if found is not None:
+            archive, folder = found[0], found[1:]
+    if archive is None:
+        return None, None
+    cache = ReleaseResults(archive, request, folder=folder)
+    if rendered is not None:
+        cache.rendered_hit = cache.get_rendered(rendered)
+        if cache.rendered_hit is not None:
+            return cache, None
+    return cache, cache.get()
+
+
+def _scan_all_platforms(path, vllm_version, model, model_type, cfg, methods, fmt, output, no_cache,
+                        no_progress, exit_zero, transformers, run, python=None) -> None:
+    """``scan --platform all``: the same scan on every platform (one tree, one index), then where
+    the verdicts differ (``cfg``: the checkpoint's parsed config.json, or None). JSON:
+    ``{"platform": "all", "reports": {platform: scan}, "differences": [...]}``."""
+    from auditor.model.options import PLATFORMS
+    from auditor.hf.targets import resolve_targets
+    from auditor.orchestration.scan import Auditor, platform_differences
+    from auditor.render import report as rep
+
+    if fmt not in (Format.table, Format.json):
+        fail("--platform all writes a table or JSON (--format table|json)")
+    first = open_auditor(path, vllm_version, no_progress, no_cache, transformers, PLATFORMS[0], python=python)
+    full = not model and cfg is None
+    reports = {}
+    for plat in PLATFORMS:
+        a = first if plat == PLATFORMS[0] else Auditor(first.tree, transformers=transformers, platform=plat)
+        specs = resolve_targets(a.registry, model, model_type, cfg)
+        reports[plat] = with_two_progress(progress_enabled(no_progress) and full,
+                                        (f"indexing modules ({plat})", f"auditing architectures ({plat})"),
+                                        lambda idx, aud: a.scan(specs, methods, cfg, progress=aud, prefetch=full,
+                                                                prefetch_progress=idx, options=run))
+    diffs = platform_differences(reports)
+    if fmt is Format.json:
+        write_output(json.dumps({"platform": "all", "reports": {p: r.as_dict() for p, r in reports.items()},
+                           "differences": diffs}, indent=2), output)
+    else:
+        def draw(console) -> None:
+            for plat, r in reports.items():
+                console.print(f"[bold]{plat}[/bold]: {rep.summary_line(r)}", highlight=False)
+            rep.platform_differences_table(diffs, console)
+
+        emit_table(draw, output)
+    exit_on_internal_errors([t for r in reports.values() for t in r.internal_errors()])
+    if exit_zero:
+        raise typer.Exit(0)
+    ok = all(r.targets and all(t.verdict.value == "supported" for t in r.targets) for r in reports.values())
+    raise typer.Exit(0 if ok else 1)
+
+
+def render_scan(result, fmt: Format, settings_file: Optional[Path] = None) -> str:
+    """A scan report in ``fmt`` (not table); SARIF results are placed on ``settings_file`` (the
+    pyproject.toml read) when it lies in the working folder."""
+    from auditor.render import report as rep
+
+    if fmt is Format.json:
+        return rep.scan_json(result)
+    if fmt is Format.markdown:
+        return rep.scan_markdown(result)
+    if fmt is Format.sarif:
+        from auditor.render import ci_formats
+
+        return ci_formats.scan_sarif(result, ci_formats.settings_anchor(settings_file))
+    from auditor.render import ci_formats
+
+    return ci_formats.scan_junit(result)

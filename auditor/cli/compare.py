@@ -13,10 +13,15 @@ from auditor.cli.base import Command, app, check_method, check_sides, run_settin
 from auditor.cli.console import emit_table, fail, progress_enabled, say, write_output
 from auditor.cli.files import check_output, report_format
 from auditor.cli.nextsteps import compare_next_steps
-from auditor.cli.options import CompareFormat, ForceOpt, config_opt, draft_config_opt, hf_config_opt, method_opt, model_opt, model_type_opt, no_cache_opt, no_config_opt, no_progress_opt, num_spec_opt, output_opt, parallel_drafting_opt, pp_opt
+from auditor.cli.options import RUN_GROUP, expand_groups, format_enum, format_opt, method_opt, model_opt, option, output_opt
+
+
+#: The formats of this command (one enum per distinct set of choices).
+CompareFormat = format_enum("table", "json", "markdown", "html")
 
 
 @app.command("compare", cls=Command, short_help="The same targets in vLLM and in SGLang, side by side.")
+@expand_groups
 def compare_cmd(
     model: List[str] = model_opt("give --model"),
     vllm_version: Optional[str] = typer.Option(
@@ -26,21 +31,16 @@ def compare_cmd(
         None, "--sglang-version", help="The SGLang side: a release (sdist, else the wheel for this Python; "
         "fetched, cached) or a PATH.", metavar="X|PATH", show_default=False),
     method: Optional[str] = method_opt(all_ok=False),
-    model_type: Optional[str] = model_type_opt(),
-    hf_config: Optional[Path] = hf_config_opt(),
-    pipeline_parallel_size: Optional[int] = pp_opt(),
-    draft_config: Optional[Path] = draft_config_opt(),
-    parallel_drafting: Optional[bool] = parallel_drafting_opt(),
-    num_speculative_tokens: Optional[int] = num_spec_opt(),
-    fmt: Optional[CompareFormat] = typer.Option(None, "--format", "-f", metavar="table|json|markdown|html",
-                                                show_default=False,
-                                                help="Output format (default: as the -o suffix says, else table)."),
+    model_type: Optional[str] = option("model_type"),
+    hf_config: Optional[Path] = option("hf_config"),
+    run_flags: dict = RUN_GROUP,
+    fmt: Optional[CompareFormat] = format_opt(CompareFormat),
     output: Optional[Path] = output_opt(CompareFormat),
-    force: bool = ForceOpt,
-    no_cache: bool = no_cache_opt(),
-    no_progress: bool = no_progress_opt(),
-    config: Optional[Path] = config_opt(),
-    no_config: bool = no_config_opt(),
+    force: bool = option("force"),
+    no_cache: bool = option("no_cache"),
+    no_progress: bool = option("no_progress"),
+    config: Optional[Path] = option("config"),
+    no_config: bool = option("no_config"),
 ) -> None:
     """Where to serve: the same targets audited in vLLM and in SGLang, side by side (verdict and
     blocking gates per engine, with the reasons).
@@ -62,9 +62,7 @@ def compare_cmd(
     if method is not None:
         check_method(method, all_ok=False)
     cfg = run_settings(config, no_config, models=model, methods=None if method is None else [method],
-                    model_type=model_type, hf_config=hf_config, pipeline_parallel_size=pipeline_parallel_size,
-                    draft_config=draft_config, parallel_drafting=parallel_drafting,
-                    num_speculative_tokens=num_speculative_tokens)
+                    model_type=model_type, hf_config=hf_config, **run_flags)
     hf = load_hf_config(cfg.hf_config, cfg.label("hf_config")) if cfg.hf_config else None
     run = cfg.run_options()
     if not cfg.models and not (hf or {}).get("architectures"):

@@ -11,7 +11,11 @@ import typer
 from auditor.cli.base import Command, app, open_auditor, run_settings
 from auditor.cli.console import emit_table, fail, progress_enabled, with_progress, write_output
 from auditor.cli.files import check_output, report_format
-from auditor.cli.options import EngineOpt, EngineOption, ExplainFormat, ForceOpt, OnePlatform, PathArg, SglangVersionOpt, VersionOpt, config_opt, model_opt, no_cache_opt, no_config_opt, no_progress_opt, output_opt, platform_opt, python_opt
+from auditor.cli.options import EngineOpt, OnePlatform, PathArg, format_enum, format_opt, model_opt, option, output_opt, platform_opt
+
+
+#: The formats of this command (one enum per distinct set of choices).
+ExplainFormat = format_enum("table", "json")
 
 
 @app.command(cls=Command, short_help="The resolved class hierarchy of an architecture.")
@@ -20,21 +24,20 @@ def explain(
                                          help="Architecture (DeepseekV3ForCausalLM) or model_type (kimi_k2; each of "
                                          "its architectures is explained). Default: --model."),
     path: Optional[str] = PathArg,
-    vllm_version: Optional[str] = VersionOpt,
-    sglang_version: Optional[str] = SglangVersionOpt,
-    python: Optional[str] = python_opt(),
+    vllm_version: Optional[str] = option("vllm_version"),
+    sglang_version: Optional[str] = option("sglang_version"),
+    python: Optional[str] = option("python"),
     model: List[str] = model_opt("give ARCH or --all"),
     all_archs: bool = typer.Option(False, "--all", help="Every registry architecture."),
-    fmt: Optional[ExplainFormat] = typer.Option(None, "--format", "-f", metavar="table|json", show_default=False,
-                                                help="Output format (default: as the -o suffix says, else table)."),
+    fmt: Optional[ExplainFormat] = format_opt(ExplainFormat),
     output: Optional[Path] = output_opt(ExplainFormat, "the explanation"),
-    force: bool = ForceOpt,
-    no_cache: bool = no_cache_opt(),
-    no_progress: bool = no_progress_opt(),
+    force: bool = option("force"),
+    no_cache: bool = option("no_cache"),
+    no_progress: bool = option("no_progress"),
     platform: OnePlatform = platform_opt(),
-    engine: Optional[EngineOpt] = EngineOption,
-    config: Optional[Path] = config_opt(),
-    no_config: bool = no_config_opt(),
+    engine: Optional[EngineOpt] = option("engine"),
+    config: Optional[Path] = option("config"),
+    no_config: bool = option("no_config"),
 ) -> None:
     """The resolved class hierarchy of an architecture: MRO with file:line, empty subclasses,
     protocol members and where each comes from, the holder model and its forward loop, and the

@@ -8,16 +8,12 @@ from pathlib import Path
 from typing import Optional
 
 from auditor.cli.console import fail
+from auditor.render.registry import SUFFIX_FORMATS
 
 
 def stdout_dash(value: Optional[Path]) -> Optional[Path]:
     """``-o -``: standard output (no file named ``-``)."""
     return None if value is not None and str(value) == "-" else value
-
-
-#: The report format each suffix of ``-o`` names (every command that writes a report).
-SUFFIX_FORMATS = {".txt": "table", ".json": "json", ".md": "markdown", ".markdown": "markdown", ".sarif": "sarif",
-                  ".xml": "junit", ".html": "html"}
 
 
 def report_format(fmt: Optional[Enum], output: Optional[Path], choices: type[Enum]) -> Enum:

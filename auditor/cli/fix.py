@@ -16,24 +16,22 @@ from auditor.cli.base import Command, app, check_method, check_model_type_flag, 
 from auditor.cli.console import err_console, exit_on_internal_errors, fail, progress_enabled, say, with_stages, write_output
 from auditor.cli.files import check_folder, check_output
 from auditor.cli.nextsteps import dead_end_steps, tree_words
-from auditor.cli.options import EngineOpt, EngineOption, OnePlatform, PathArg, SglangVersionOpt, VersionOpt, config_opt, draft_config_opt, hf_config_opt, method_opt, model_opt, model_type_opt, no_cache_opt, no_config_opt, no_progress_opt, num_spec_opt, parallel_drafting_opt, platform_opt, pp_opt, python_opt
+from auditor.cli.options import RUN_GROUP, EngineOpt, OnePlatform, PathArg, expand_groups, method_opt, model_opt, option, platform_opt
 from auditor.cli.verify import sigterm_interrupts, verify_applied
 
 
 @app.command("fix", cls=Command, short_help="Write the patch that makes the targets pass.")
+@expand_groups
 def fix_cmd(
     path: Optional[str] = PathArg,
-    vllm_version: Optional[str] = VersionOpt,
-    sglang_version: Optional[str] = SglangVersionOpt,
-    python: Optional[str] = python_opt(),
+    vllm_version: Optional[str] = option("vllm_version"),
+    sglang_version: Optional[str] = option("sglang_version"),
+    python: Optional[str] = option("python"),
     model: List[str] = model_opt("give --model or --codemods"),
-    model_type: Optional[str] = model_type_opt(),
-    hf_config: Optional[Path] = hf_config_opt(),
+    model_type: Optional[str] = option("model_type"),
+    hf_config: Optional[Path] = option("hf_config"),
     method: Optional[str] = method_opt(all_ok=False),
-    pipeline_parallel_size: Optional[int] = pp_opt(),
-    draft_config: Optional[Path] = draft_config_opt(),
-    parallel_drafting: Optional[bool] = parallel_drafting_opt(),
-    num_speculative_tokens: Optional[int] = num_spec_opt(),
+    run_flags: dict = RUN_GROUP,
     out_dir: Optional[Path] = typer.Option(
         None, "--out-dir", metavar="DIR", show_default=False,
         help="Write DIR/<name>.patch and DIR/<name>.codemods.json instead of printing the diff."),
@@ -52,12 +50,12 @@ def fix_cmd(
     dtype: str = typer.Option("bfloat16", "--dtype", metavar="bfloat16|float32", help="With --verify: the dtype "
                               "of the tiny models."),
     force: bool = typer.Option(False, "--force", help="With --out-dir: overwrite existing patch and codemods files."),
-    no_cache: bool = no_cache_opt(),
-    no_progress: bool = no_progress_opt(),
+    no_cache: bool = option("no_cache"),
+    no_progress: bool = option("no_progress"),
     platform: OnePlatform = platform_opt(),
-    engine: Optional[EngineOpt] = EngineOption,
-    config: Optional[Path] = config_opt(),
-    no_config: bool = no_config_opt(),
+    engine: Optional[EngineOpt] = option("engine"),
+    config: Optional[Path] = option("config"),
+    no_config: bool = option("no_config"),
 ) -> None:
     """Write the patch that makes the targets pass every gate of the method (EAGLE-3 unless --method
     says eagle or mtp): a unified diff on stdout
@@ -119,8 +117,7 @@ def fix_cmd(
         fail("give either --hf-config or --codemods, not both (the codemods file names its targets)")
     settings = run_settings(config, no_config, models=None if codemods else model,
                          methods=None if method is None else [method], model_type=model_type, hf_config=hf_config,
-                         pipeline_parallel_size=pipeline_parallel_size, draft_config=draft_config,
-                         parallel_drafting=parallel_drafting, num_speculative_tokens=num_speculative_tokens)
+                         **run_flags)
     method, model_type = settings.methods[0], settings.model_type
     model = [] if codemods else list(settings.models)
     loaded = fx.load_codemods(codemods) if codemods else None  # validated before any work

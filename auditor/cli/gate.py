@@ -11,10 +11,15 @@ import typer
 from auditor.cli.base import Command, app, check_sides, one_codemods, open_release_side, renamed, run_settings, shown_path
 from auditor.cli.console import append_summary, emit_table, fail, progress_enabled, say, with_stages, write_output
 from auditor.cli.files import check_output, report_format
-from auditor.cli.options import EngineOpt, ForceOpt, GateFormat, OnePlatform, SummaryOpt, config_opt, draft_config_opt, hf_config_opt, method_opt, model_opt, model_type_opt, no_cache_opt, no_config_opt, no_progress_opt, num_spec_opt, output_opt, parallel_drafting_opt, platform_opt, pp_opt
+from auditor.cli.options import RUN_GROUP, EngineOpt, OnePlatform, expand_groups, format_enum, format_opt, method_opt, model_opt, option, output_opt, platform_opt
+
+
+#: The formats of this command (one enum per distinct set of choices).
+GateFormat = format_enum("table", "json", "markdown", "sarif", "junit")
 
 
 @app.command("gate", cls=Command, short_help="Before an upgrade: does the candidate release still work?")
+@expand_groups
 def gate_cmd(
     candidate_version: Optional[str] = typer.Option(
         None, "--candidate-version", help="The release to upgrade to: a version (fetched, cached) or a PATH "
@@ -30,33 +35,28 @@ def gate_cmd(
         "replayed on the candidate in memory (one file: fix with several --model writes one for them all).",
         show_default=False),
     method: Optional[str] = method_opt(all_ok=True),
-    model_type: Optional[str] = model_type_opt(),
-    hf_config: Optional[Path] = hf_config_opt(),
-    pipeline_parallel_size: Optional[int] = pp_opt(),
-    draft_config: Optional[Path] = draft_config_opt(),
-    parallel_drafting: Optional[bool] = parallel_drafting_opt(),
-    num_speculative_tokens: Optional[int] = num_spec_opt(),
+    model_type: Optional[str] = option("model_type"),
+    hf_config: Optional[Path] = option("hf_config"),
+    run_flags: dict = RUN_GROUP,
     allow_warning: List[str] = typer.Option(
         [], "--allow-warning", metavar="GATE", show_default=False,
         help="A warning to accept (gate id such as stale-member, or rule code). Repeatable."),
     fail_on_warnings: Optional[bool] = typer.Option(
         None, "--fail-on-warnings/--no-fail-on-warnings", help="Break the gate on a warning that is not allowed "
         "(default: report it only).", show_default=False),
-    fmt: Optional[GateFormat] = typer.Option(None, "--format", "-f", metavar="table|json|markdown|sarif|junit",
-                                             show_default=False,
-                                             help="Output format (default: as the -o suffix says, else table)."),
+    fmt: Optional[GateFormat] = format_opt(GateFormat),
     output: Optional[Path] = output_opt(GateFormat),
-    force: bool = ForceOpt,
-    summary: Optional[Path] = SummaryOpt,
-    no_cache: bool = no_cache_opt(),
-    no_progress: bool = no_progress_opt(),
+    force: bool = option("force"),
+    summary: Optional[Path] = option("summary"),
+    no_cache: bool = option("no_cache"),
+    no_progress: bool = option("no_progress"),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when the gate is broken."),
     platform: OnePlatform = platform_opt(),
     engine: Optional[EngineOpt] = typer.Option(
         None, "--engine", metavar="vllm|sglang", help="sglang: read the candidate and current versions as SGLang "
         "releases (PATHs: their engine is detected).", show_default=False),
-    config: Optional[Path] = config_opt(),
-    no_config: bool = no_config_opt(),
+    config: Optional[Path] = option("config"),
+    no_config: bool = option("no_config"),
 ) -> None:
     """Pre-upgrade gate: does the CANDIDATE release still work for your targets?
 
@@ -89,8 +89,7 @@ def gate_cmd(
                     current_version=current_version, codemods=codemods,
                     methods=None if method is None else [method], model_type=model_type, hf_config=hf_config,
                     allow_warnings=allow_warning, fail_on_warnings=fail_on_warnings,
-                    pipeline_parallel_size=pipeline_parallel_size, draft_config=draft_config,
-                    parallel_drafting=parallel_drafting, num_speculative_tokens=num_speculative_tokens)
+                    **run_flags)
     run = cfg.run_options(platform=platform.value)
     if not cfg.candidate_version:
         fail("give --candidate-version X|PATH (or candidate-version in [tool.eagle-audit], pyproject.toml)")

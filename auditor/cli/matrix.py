@@ -15,40 +15,40 @@ from auditor.cli.base import Command, app, check_method, run_settings, shown_pat
 from auditor.cli.console import append_summary, emit_table, err_console, escape, fail, matrix_progress, progress_enabled, say, write_output
 from auditor.cli.files import check_output, report_format
 from auditor.cli.nextsteps import say_fetch_plan
-from auditor.cli.options import EngineOpt, ForceOpt, MatrixFormat, OnePlatform, SummaryOpt, config_opt, draft_config_opt, method_opt, model_opt, model_type_opt, no_cache_opt, no_config_opt, no_progress_opt, num_spec_opt, output_opt, parallel_drafting_opt, platform_opt, pp_opt
+from auditor.cli.options import RUN_GROUP, EngineOpt, OnePlatform, expand_groups, format_enum, format_opt, method_opt, model_opt, option, output_opt, platform_opt
+
+
+#: The formats of this command (one enum per distinct set of choices).
+MatrixFormat = format_enum("table", "json", "markdown", "html")
 
 
 @app.command("matrix", cls=Command, short_help="Verdicts of the targets across releases.")
+@expand_groups
 def matrix_cmd(
     versions: Optional[str] = typer.Option(
         None, "--versions", help="Releases: a list (0.16.0,0.18.0), a range over released versions "
         "(0.12.0..0.33.0; A.. and ..B are open), or both, comma-separated.", metavar="SPEC", show_default=False),
     model: List[str] = model_opt("give --model"),
     method: Optional[str] = method_opt(all_ok=False),
-    model_type: Optional[str] = model_type_opt(),
-    pipeline_parallel_size: Optional[int] = pp_opt(),
-    draft_config: Optional[Path] = draft_config_opt(),
-    parallel_drafting: Optional[bool] = parallel_drafting_opt(),
-    num_speculative_tokens: Optional[int] = num_spec_opt(),
+    model_type: Optional[str] = option("model_type"),
+    run_flags: dict = RUN_GROUP,
     jobs: Optional[int] = typer.Option(
         None, "--jobs", "-j", min=1, metavar="N", help="Worker processes auditing releases (default: the CPU "
         "count; 1: in this process).", show_default=False),
-    fmt: Optional[MatrixFormat] = typer.Option(None, "--format", "-f", metavar="table|json|markdown|html",
-                                               show_default=False,
-                                               help="Output format (default: as the -o suffix says, else table)."),
+    fmt: Optional[MatrixFormat] = format_opt(MatrixFormat),
     output: Optional[Path] = output_opt(MatrixFormat),
-    force: bool = ForceOpt,
-    summary: Optional[Path] = SummaryOpt,
-    no_cache: bool = no_cache_opt(),
-    no_progress: bool = no_progress_opt(),
+    force: bool = option("force"),
+    summary: Optional[Path] = option("summary"),
+    no_cache: bool = option("no_cache"),
+    no_progress: bool = option("no_progress"),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when no release listed supports "
                                    "every target."),
     platform: OnePlatform = platform_opt(),
     engine: EngineOpt = typer.Option(EngineOpt.vllm, "--engine", metavar="vllm|sglang", help="Whose releases: "
                                      "vllm (source archives) or sglang (source archives, else the wheel for this "
                                      "Python)."),
-    config: Optional[Path] = config_opt(),
-    no_config: bool = no_config_opt(),
+    config: Optional[Path] = option("config"),
+    no_config: bool = option("no_config"),
 ) -> None:
     """Support matrix: one row per release with the verdict and blocking gates of each target; in bold, the first of the releases listed with native support (not the first ever released: widen --versions to find that).
 
@@ -69,8 +69,7 @@ def matrix_cmd(
     if method is not None:
         check_method(method, all_ok=False)
     cfg = run_settings(config, no_config, models=model, versions=versions, methods=[method] if method else None,
-                    model_type=model_type, pipeline_parallel_size=pipeline_parallel_size, draft_config=draft_config,
-                    parallel_drafting=parallel_drafting, num_speculative_tokens=num_speculative_tokens)
+                    model_type=model_type, **run_flags)
     if not cfg.versions:
         fail("give --versions SPEC (or versions in [tool.eagle-audit], pyproject.toml)")
     check_output(output, "--output", force)

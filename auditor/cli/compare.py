@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import List, Optional
 
@@ -10,14 +9,15 @@ import typer
 
 from auditor.model.errors import AuditError
 from auditor.cli.base import Command, app, check_method, check_sides, run_settings, shown_path
-from auditor.cli.console import emit_table, fail, progress_enabled, say, write_output
+from auditor.cli.console import emit, fail, progress_enabled, say
 from auditor.cli.files import check_output, report_format
 from auditor.cli.nextsteps import compare_next_steps
+from auditor.render.renderers import RENDERERS
 from auditor.cli.options import RUN_GROUP, expand_groups, format_enum, format_opt, method_opt, model_opt, option, output_opt
 
 
 #: The formats of this command (one enum per distinct set of choices).
-CompareFormat = format_enum("table", "json", "markdown", "html")
+CompareFormat = format_enum(*RENDERERS.formats("compare"))
 
 
 @app.command("compare", cls=Command, short_help="The same targets in vLLM and in SGLang, side by side.")
@@ -57,7 +57,6 @@ def compare_cmd(
     """
     from auditor.hf.targets import load_hf_config
     from auditor.orchestration.compare import open_engine_side, run_compare
-    from auditor.render import report as rep
 
     if method is not None:
         check_method(method, all_ok=False)
@@ -81,16 +80,7 @@ def compare_cmd(
             fail(f"--{engine}-version {value}: {exc}")
     report = run_compare(cfg.models, sides, method=cfg.methods[0], model_type=cfg.model_type, hf_config=hf,
                          options=run, sources=cfg.sources(shown_path(cfg.path) if cfg.path else None))
-    if fmt is CompareFormat.table:
-        emit_table(lambda console: rep.compare_table(report, console), output)
-    elif fmt is CompareFormat.json:
-        write_output(json.dumps(report.as_dict(), indent=2), output)
-    elif fmt is CompareFormat.html:
-        from auditor.render.html import compare_html
-
-        write_output(compare_html(report), output)
-    else:
-        write_output(rep.compare_markdown(report), output)
+    emit("compare", fmt, report, output)
     if not report.ok and fmt is not CompareFormat.json:  # never mixed with JSON's stream
         for line in compare_next_steps(report, cfg, run):
             say(line)

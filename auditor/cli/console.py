@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import Optional
 
@@ -332,3 +333,32 @@ def matrix_progress(show: bool, fn):
             prog.update(tasks[stage], completed=done, total=total)
 
         return fn(cb)
+
+
+def emit(kind: str, fmt: Enum, report, output: Optional[Path], **context) -> Optional[str]:
+    """Render ``report`` (of the report ``kind``) in ``fmt`` with its renderer of
+    :data:`auditor.render.renderers.RENDERERS`, and show it: a table drawn on stdout (or its plain
+    text written to ``output``), a document written to stdout or ``output``.
+
+    Args:
+        kind: the report kind (``scan``, ``gate``, ...).
+        fmt: the member of the command's format enum.
+        report: the report the renderer reads.
+        output: the ``-o`` file (None: stdout).
+        context: what the renderer needs beside the report (``verbose``, ``settings_file``...).
+
+    Returns:
+        The document written, or None for a table.
+
+    Raises:
+        KeyError: no renderer for ``(kind, fmt)``.
+    """
+    from auditor.render.renderers import RENDERERS
+
+    renderer = RENDERERS.get(kind, fmt.value)
+    if renderer.draws:
+        emit_table(lambda console: renderer.draw(report, console, **context), output)
+        return None
+    text = renderer.text(report, **context)
+    write_output(text, output)
+    return text

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
 from auditor.cli.base import Command, app, open_auditor, run_settings
-from auditor.cli.console import emit_table, fail, progress_enabled, with_progress, write_output
+from auditor.cli.console import emit, fail, progress_enabled, with_progress
 from auditor.cli.files import check_output, report_format
+from auditor.render.renderers import RENDERERS
 from auditor.cli.options import EngineOpt, OnePlatform, PathArg, format_enum, format_opt, model_opt, option, output_opt, platform_opt
 
 
 #: The formats of this command (one enum per distinct set of choices).
-ExplainFormat = format_enum("table", "json")
+ExplainFormat = format_enum(*RENDERERS.formats("explain"))
 
 
 @app.command(cls=Command, short_help="The resolved class hierarchy of an architecture.")
@@ -55,7 +55,6 @@ def explain(
 
     from auditor.orchestration.explain import explain as do_explain
     from auditor.orchestration.explain import positional_is_tree
-    from auditor.render import report as rep
 
     if (arch and path is None and not (vllm_version or sglang_version or python)
             and positional_is_tree(arch, loose=all_archs)):
@@ -76,10 +75,7 @@ def explain(
     if all_archs:
         with_progress(progress_enabled(no_progress), "indexing modules", auditor.prefetch_all)
         infos = [do_explain(auditor, a) for a in auditor.registry.architectures()]
-        if fmt is ExplainFormat.json:
-            write_output(json.dumps(infos, indent=2), output)
-        else:
-            emit_table(lambda console: [rep.explain_tree(info, console) for info in infos], output)
+        emit("explain", fmt, infos, output)
         return
     archs: list[str] = []
     for name in names:
@@ -92,7 +88,4 @@ def explain(
             found = [s.architecture for s in resolve_targets(auditor.registry, [name])]
         archs += [a for a in found if a not in archs]
     infos = [do_explain(auditor, a) for a in archs]
-    if fmt is ExplainFormat.json:
-        write_output(json.dumps(infos[0] if len(infos) == 1 else infos, indent=2), output)
-    else:
-        emit_table(lambda console: [rep.explain_tree(info, console) for info in infos], output)
+    emit("explain", fmt, infos, output, one=len(infos) == 1)

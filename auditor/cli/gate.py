@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
 from auditor.cli.base import Command, app, check_sides, one_codemods, open_release_side, renamed, run_settings, shown_path
-from auditor.cli.console import append_summary, emit_table, fail, progress_enabled, say, with_stages, write_output
+from auditor.cli.console import emit, append_summary, fail, progress_enabled, say, with_stages
 from auditor.cli.files import check_output, report_format
+from auditor.render.renderers import RENDERERS
 from auditor.cli.options import RUN_GROUP, EngineOpt, OnePlatform, expand_groups, format_enum, format_opt, method_opt, model_opt, option, output_opt, platform_opt
 
 
 #: The formats of this command (one enum per distinct set of choices).
-GateFormat = format_enum("table", "json", "markdown", "sarif", "junit")
+GateFormat = format_enum(*RENDERERS.formats("gate"))
 
 
 @app.command("gate", cls=Command, short_help="Before an upgrade: does the candidate release still work?")
@@ -80,7 +80,6 @@ def gate_cmd(
     """
     from auditor.hf.targets import load_hf_config
     from auditor.orchestration.upgrade import run_gate
-    from auditor.render import ci_formats
 
     codemods = one_codemods(codemods)
     candidate_version = renamed(candidate_old, "--candidate", candidate_version, "--candidate-version")
@@ -119,18 +118,9 @@ def gate_cmd(
                             options=run, progress=cb,
                             sources=cfg.sources(shown_path(cfg.path) if cfg.path else None)))
     report.config = cfg.path
-    markdown = ci_formats.gate_markdown(report)
-    if fmt is GateFormat.table:
-        emit_table(lambda console: ci_formats.gate_table(report, console), output)
-    else:
-        text = {
-            GateFormat.json: lambda: json.dumps(report.as_dict(), indent=2),
-            GateFormat.markdown: lambda: markdown,
-            GateFormat.sarif: lambda: ci_formats.gate_sarif(report, ci_formats.settings_anchor(cfg.path)),
-            GateFormat.junit: lambda: ci_formats.gate_junit(report),
-        }[fmt]()
-        write_output(text, output)
-    append_summary(markdown, summary)
+    emit("gate", fmt, report, output, settings_file=cfg.path)
+    if summary is not None:
+        append_summary(RENDERERS.get("gate", "markdown").text(report), summary)
     if output is not None or fmt is not GateFormat.table:
         say(f"eagle-audit gate: {report.outcome.value}: {report.message()}")
     raise typer.Exit(0 if exit_zero else report.exit_code)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import List, Optional
 
@@ -12,14 +11,15 @@ from auditor.model.errors import AuditError
 from auditor.model.wording import count
 from auditor.render.report import clean
 from auditor.cli.base import Command, app, check_method, run_settings, shown_path
-from auditor.cli.console import append_summary, emit_table, err_console, escape, fail, matrix_progress, progress_enabled, say, write_output
+from auditor.cli.console import emit, append_summary, err_console, escape, fail, matrix_progress, progress_enabled, say
 from auditor.cli.files import check_output, report_format
 from auditor.cli.nextsteps import say_fetch_plan
+from auditor.render.renderers import RENDERERS
 from auditor.cli.options import RUN_GROUP, EngineOpt, OnePlatform, expand_groups, format_enum, format_opt, method_opt, model_opt, option, output_opt, platform_opt
 
 
 #: The formats of this command (one enum per distinct set of choices).
-MatrixFormat = format_enum("table", "json", "markdown", "html")
+MatrixFormat = format_enum(*RENDERERS.formats("matrix"))
 
 
 @app.command("matrix", cls=Command, short_help="Verdicts of the targets across releases.")
@@ -64,7 +64,6 @@ def matrix_cmd(
       eagle-audit matrix -m kimi_k2 --versions 0.16.0..0.18.0 -o matrix.html
     """
     from auditor.orchestration.matrix import run_matrix
-    from auditor.render import ci_formats
 
     if method is not None:
         check_method(method, all_ok=False)
@@ -87,16 +86,9 @@ def matrix_cmd(
     except AuditError as exc:  # a SPEC from the settings file: name the file and the key, not the flag
         text = str(exc)
         fail(cfg.label("versions") + text[len("--versions"):] if text.startswith("--versions") else text)
-    markdown = ci_formats.matrix_markdown(report)
-    if fmt is MatrixFormat.table:
-        emit_table(lambda console: ci_formats.matrix_table(report, console), output)
-    elif fmt is MatrixFormat.html:
-        from auditor.render.html import matrix_html
-
-        write_output(matrix_html(report), output)
-    else:
-        write_output(json.dumps(report.as_dict(), indent=2) if fmt is MatrixFormat.json else markdown, output)
-    append_summary(markdown, summary)
+    emit("matrix", fmt, report, output)
+    if summary is not None:
+        append_summary(RENDERERS.get("matrix", "markdown").text(report), summary)
     n = len(report.releases)  # one table row per release, one column per target
     say(f"eagle-audit matrix: {count(n, 'release')} × {count(len(report.architectures), 'target')} in "
          f"{report.seconds:.1f}s ({count(report.jobs, 'worker')})")

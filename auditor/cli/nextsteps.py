@@ -197,3 +197,32 @@ def say_fetch_plan(plan) -> None:
     say(f"eagle-audit matrix: {count(n, 'release')} to audit ({span}): {len(plan.cached)} in eagle-audit's cache, "
          f"{len(plan.to_fetch)} to download{size} (kept in the cache; to see its size or prune it: eagle-audit "
          "cache)")
+
+
+def scan_next_steps(result, auditor, specs, path, vllm_version, sglang_version, python, model, model_type, cfg,
+                    hf_path, run, platform: str, show: bool, full: bool) -> list[str]:
+    """The next steps after a scan (printed under a table or Markdown report): the ``fix``
+    command of :func:`fix_commands`, then for a dead end (blocked, and a gate whose codemod
+    exists cannot be patched in this tree) the steps of :func:`dead_end_steps`, from the cache
+    only (a scan stays as fast).
+
+    Args:
+        result: the scan's report; ``auditor``: its auditor; ``specs``: its targets.
+        path, vllm_version, sglang_version, python: the tree as the user gave it.
+        model, model_type, cfg, hf_path: the targets as given (``cfg``: the parsed ``--hf-config``).
+        run: the run options; ``platform``: the platform; ``show``: progress on a terminal.
+        full: a full scan (no dead-end steps: they name targets).
+    """
+    from auditor.orchestration.elsewhere import codemod_exists
+
+    steps = fix_commands(result, auditor, path, vllm_version, model, model_type, cfg, run, platform, python,
+                         sglang_version, hf_path)
+    stuck = [r for r in result.targets if r.verdict.value == "blocked" and not any(
+        r.architecture in a for a in result.fixable().values()) and any(
+        not f.fix_available and codemod_exists(f.gate, result.engine)
+        for f in r.findings if f.severity.value == "error")]
+    if stuck and not full and len(stuck) <= FIX_COMMAND_TARGETS:
+        steps += dead_end_steps(auditor, [s for s in specs if s.architecture in {r.architecture for r in stuck}],
+                                model, stuck[0].method, model_type, cfg, hf_path, run, platform,
+                                tree_words(path, vllm_version, sglang_version, python), show, audit=False)
+    return steps

@@ -8,13 +8,14 @@ from typing import Optional
 import typer
 
 from auditor.cli.base import Command, app
-from auditor.cli.console import emit_table, write_output
+from auditor.cli.console import emit
 from auditor.cli.files import check_output, report_format
+from auditor.render.renderers import RENDERERS
 from auditor.cli.options import format_enum, format_opt, option, output_opt
 
 
 #: The formats of this command (one enum per distinct set of choices).
-RulesFormat = format_enum("table", "json", "markdown")
+RulesFormat = format_enum(*RENDERERS.formats("rules"))
 
 
 @app.command("rules", cls=Command, short_help="The rules: why each gate blocks, and how to fix it.")
@@ -38,7 +39,6 @@ def list_rules(
       eagle-audit rules interface --format json
       eagle-audit rules -o rules.md
     """
-    from auditor.render import report as rep
 
     check_output(output, "--output", force)
     fmt = report_format(fmt, output, RulesFormat)
@@ -46,12 +46,6 @@ def list_rules(
         from rules.registry import select_rules
 
         chosen = select_rules(name)  # an unknown name: one line, exit 2, with close matches
-        if fmt is RulesFormat.table:
-            return emit_table(lambda console: rep.print_rule_details(console, chosen), output)
-        return write_output((rep.rule_details_json if fmt is RulesFormat.json else rep.rule_details_markdown)(chosen), output)
-    if fmt is RulesFormat.json:
-        write_output(rep.rules_json(), output)
-    elif fmt is RulesFormat.markdown:
-        write_output(rep.rules_markdown(details=True), output)
-    else:
-        emit_table(rep.rules_table, output)
+        emit("rule-details", fmt, chosen, output)
+        return
+    emit("rules", fmt, None, output)

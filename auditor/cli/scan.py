@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 from pathlib import Path
 from typing import List, Optional
 
@@ -11,14 +10,15 @@ import typer
 
 from auditor.model.errors import AuditError
 from auditor.cli.base import Command, app, check_model_type_flag, open_auditor, run_settings, shown_path, source_labels
-from auditor.cli.console import emit_table, exit_on_internal_errors, fail, progress_enabled, say, with_two_progress, write_output
+from auditor.cli.console import emit, exit_on_internal_errors, fail, progress_enabled, say, with_two_progress, write_output
 from auditor.cli.files import check_output, report_format
-from auditor.cli.nextsteps import FIX_COMMAND_TARGETS, dead_end_steps, fix_commands, tree_words
+from auditor.cli.nextsteps import scan_next_steps
+from auditor.render.renderers import RENDERERS
 from auditor.cli.options import RUN_GROUP, EngineOpt, PathArg, PlatformOpt, expand_groups, format_enum, format_opt, method_opt, model_opt, option, output_opt, platform_opt
 
 
 #: The formats of this command (one enum per distinct set of choices).
-Format = format_enum("table", "json", "markdown", "sarif", "junit")
+Format = format_enum(*RENDERERS.formats("scan"))
 
 
 @app.command(cls=Command, short_help="Verdict per target and method, with the gates that block.")
@@ -63,7 +63,6 @@ def scan(
       eagle-audit scan --python ~/serve/.venv/bin/python -o report.sarif
     """
     from auditor.hf.targets import load_hf_config, resolve_targets
-    from auditor.render import report as rep
 
     check_model_type_flag(model_type)
     settings = run_settings(config, no_config, models=model, methods=None if method is None else [method],
@@ -102,6 +101,7 @@ def scan(
     opened = functools.partial(open_auditor, path, vllm_version, no_progress, no_cache, transformers, platform.value,
                                sglang_version, engine, python)
     auditor = _Lazy(opened) if result is not None else opened()
+    specs = None  # a report from the cache: the targets were not resolved
     if result is None:
         specs = source_labels(resolve_targets(auditor.registry, model, model_type, cfg), settings)
         from auditor.model.options import method_family
@@ -113,30 +113,14 @@ def scan(
                                                                prefetch_progress=idx, options=run))
         if release is not None:
             release.put(result, auditor)
-    if fmt is Format.table:
-        emit_table(lambda console: rep.scan_table(result, console, verbose=verbose or not full), output)
-    else:
-        text = render_scan(result, fmt, settings.path)
-        write_output(text, output)
-        if release is not None and fmt in _SELF_CONTAINED:
-            targets = result.targets
-            release.put_rendered(fmt.value, text, [r.architecture for r in result.internal_errors()],
-                                 bool(targets) and all(r.verdict.value == "supported" for r in targets))
+    text = emit("scan", fmt, result, output, verbose=verbose or not full, settings_file=settings.path)
+    if release is not None and fmt in _SELF_CONTAINED:
+        targets = result.targets
+        release.put_rendered(fmt.value, text, [r.architecture for r in result.internal_errors()],
+                             bool(targets) and all(r.verdict.value == "supported" for r in targets))
     if fmt in (Format.table, Format.markdown):  # never mixed with a CI format's stream
-        steps = fix_commands(result, auditor, path, vllm_version, model, model_type, cfg, run, platform.value,
-                              python, sglang_version, hf_config)
-        from auditor.orchestration.elsewhere import codemod_exists
-
-        # a dead end: blocked, and a gate whose codemod exists cannot be patched in this tree
-        stuck = [r for r in result.targets if r.verdict.value == "blocked" and not any(
-            r.architecture in a for a in result.fixable().values()) and any(
-            not f.fix_available and codemod_exists(f.gate, result.engine)
-            for f in r.findings if f.severity.value == "error")]
-        if stuck and not full and len(stuck) <= FIX_COMMAND_TARGETS:
-            steps += dead_end_steps(auditor, [s for s in specs if s.architecture in {r.architecture for r in stuck}],
-                                     model, stuck[0].method, model_type, cfg, hf_config, run, platform.value,
-                                     tree_words(path, vllm_version, sglang_version, python), show, audit=False)
-        for line in steps:
+        for line in scan_next_steps(result, auditor, specs, path, vllm_version, sglang_version, python, model,
+                                    model_type, cfg, hf_config, run, platform.value, show, full):
             say(line)  # a command on lines of its own: copied, it runs
     exit_on_internal_errors(result.internal_errors())
     if exit_zero:
@@ -217,7 +201,6 @@ def _scan_all_platforms(path, vllm_version, model, model_type, cfg, methods, fmt
     from auditor.model.options import PLATFORMS
     from auditor.hf.targets import resolve_targets
     from auditor.orchestration.scan import Auditor, platform_differences
-    from auditor.render import report as rep
 
     if fmt not in (Format.table, Format.json):
         fail("--platform all writes a table or JSON (--format table|json)")
@@ -231,37 +214,9 @@ def _scan_all_platforms(path, vllm_version, model, model_type, cfg, methods, fmt
                                         (f"indexing modules ({plat})", f"auditing architectures ({plat})"),
                                         lambda idx, aud: a.scan(specs, methods, cfg, progress=aud, prefetch=full,
                                                                 prefetch_progress=idx, options=run))
-    diffs = platform_differences(reports)
-    if fmt is Format.json:
-        write_output(json.dumps({"platform": "all", "reports": {p: r.as_dict() for p, r in reports.items()},
-                           "differences": diffs}, indent=2), output)
-    else:
-        def draw(console) -> None:
-            for plat, r in reports.items():
-                console.print(f"[bold]{plat}[/bold]: {rep.summary_line(r)}", highlight=False)
-            rep.platform_differences_table(diffs, console)
-
-        emit_table(draw, output)
+    emit("platforms", fmt, (reports, platform_differences(reports)), output)
     exit_on_internal_errors([t for r in reports.values() for t in r.internal_errors()])
     if exit_zero:
         raise typer.Exit(0)
     ok = all(r.targets and all(t.verdict.value == "supported" for t in r.targets) for r in reports.values())
     raise typer.Exit(0 if ok else 1)
-
-
-def render_scan(result, fmt: Format, settings_file: Optional[Path] = None) -> str:
-    """A scan report in ``fmt`` (not table); SARIF results are placed on ``settings_file`` (the
-    pyproject.toml read) when it lies in the working folder."""
-    from auditor.render import report as rep
-
-    if fmt is Format.json:
-        return rep.scan_json(result)
-    if fmt is Format.markdown:
-        return rep.scan_markdown(result)
-    if fmt is Format.sarif:
-        from auditor.render import ci_formats
-
-        return ci_formats.scan_sarif(result, ci_formats.settings_anchor(settings_file))
-    from auditor.render import ci_formats
-
-    return ci_formats.scan_junit(result)

@@ -10,13 +10,14 @@ import typer
 
 from auditor.render.report import clean
 from auditor.cli.base import Command, app, check_model_type_flag, run_settings
-from auditor.cli.console import emit_table, err_console, escape, fail, progress_enabled, say, write_output
+from auditor.cli.console import emit, err_console, escape, fail, progress_enabled, say
 from auditor.cli.files import check_output, report_format
+from auditor.render.renderers import RENDERERS
 from auditor.cli.options import format_enum, format_opt, option, output_opt
 
 
 #: The formats of this command (one enum per distinct set of choices).
-VerifyFormat = format_enum("table", "json")
+VerifyFormat = format_enum(*RENDERERS.formats("verify"))
 
 
 @app.command(cls=Command, short_help="RUN the installed engine on tiny dummy models: prove each verdict.")
@@ -67,7 +68,6 @@ def verify(
     """
     from auditor.hf.targets import load_hf_config, resolve_targets
     from auditor.orchestration.verify import VerifyReport, engine_distribution, engine_version, locate_engine
-    from auditor.render import verify as rv
 
     check_model_type_flag(model_type)
     if method != "eagle3":
@@ -88,10 +88,7 @@ def verify(
                            "python": str(env.python), "how": env.how, "cpu": env.cpu},
                           results, {"dtype": dtype, "num_speculative_tokens": num_speculative_tokens,
                                     "timeout_s": timeout, "platform": auditor.platform})
-    if fmt is VerifyFormat.json:
-        write_output(rv.verify_json(report), output)
-    else:
-        emit_table(lambda console: rv.verify_table(report, console), output)
+    emit("verify", fmt, report, output)
     raise typer.Exit(report.exit_code())
 
 

@@ -152,8 +152,8 @@ def check_model_type_flag(value: Optional[str]) -> None:
 
 
 def open_auditor(path: Optional[str], version: Optional[str], no_progress: bool, no_cache: bool,
-          transformers: Optional[str] = None, platform: str = "cuda", sglang_version: Optional[str] = None,
-          engine: Optional[EngineOpt] = None, python: Optional[str] = None):
+                 transformers: Optional[str] = None, platform: str = "cuda", sglang_version: Optional[str] = None,
+                 engine: Optional[EngineOpt] = None, python: Optional[str] = None):
     from auditor.orchestration.scan import Auditor, TransformersMissing, check_transformers, open_tree
 
     if path and version:
@@ -200,7 +200,7 @@ def one_codemods(files: List[Path]) -> Optional[Path]:
     a codemods file names all its targets, and ``fix`` with several ``--model`` writes one."""
     if len(files) > 1:
         fail(f"--codemods given {len(files)} times ({', '.join(f.name for f in files)}): give one file; "
-              "write one for every target with eagle-audit fix --model A --model B ... --out-dir DIR")
+             "write one for every target with eagle-audit fix --model A --model B ... --out-dir DIR")
     return files[0] if files else None
 
 
@@ -220,7 +220,7 @@ def check_sides(*sides: tuple[str, Optional[str]]) -> None:
 
 
 def open_release_side(label: str, value: str, no_progress: bool, no_cache: bool, platform: str = "cuda",
-               engine: Optional[str] = None):
+                      engine: Optional[str] = None):
     """One side of ``gate`` (``label`` names its option): the release ``value`` (a version or
     a PATH) opened by :func:`auditor.orchestration.upgrade.open_side`; exit 2 with one line naming
     the option when it cannot be opened."""

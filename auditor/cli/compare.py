@@ -13,7 +13,9 @@ from auditor.cli.console import emit, fail, progress_enabled, say
 from auditor.cli.files import check_output, report_format
 from auditor.cli.nextsteps import compare_next_steps
 from auditor.render.renderers import RENDERERS
-from auditor.cli.options import RUN_GROUP, expand_groups, format_enum, format_opt, method_opt, model_opt, option, output_opt
+from auditor.cli.options import (
+    RUN_GROUP, expand_groups, format_enum, format_opt, method_opt, model_opt, option, output_opt
+)
 
 
 #: The formats of this command (one enum per distinct set of choices).
@@ -61,7 +63,7 @@ def compare_cmd(
     if method is not None:
         check_method(method, all_ok=False)
     cfg = run_settings(config, no_config, models=model, methods=None if method is None else [method],
-                    model_type=model_type, hf_config=hf_config, **run_flags)
+                       model_type=model_type, hf_config=hf_config, **run_flags)
     hf = load_hf_config(cfg.hf_config, cfg.label("hf_config")) if cfg.hf_config else None
     run = cfg.run_options()
     if not cfg.models and not (hf or {}).get("architectures"):

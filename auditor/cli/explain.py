@@ -11,7 +11,9 @@ from auditor.cli.base import Command, app, open_auditor, run_settings
 from auditor.cli.console import emit, fail, progress_enabled, with_progress
 from auditor.cli.files import check_output, report_format
 from auditor.render.renderers import RENDERERS
-from auditor.cli.options import EngineOpt, OnePlatform, PathArg, format_enum, format_opt, model_opt, option, output_opt, platform_opt
+from auditor.cli.options import (
+    EngineOpt, OnePlatform, PathArg, format_enum, format_opt, model_opt, option, output_opt, platform_opt
+)
 
 
 #: The formats of this command (one enum per distinct set of choices).
@@ -61,17 +63,17 @@ def explain(
         arch, path = None, arch  # ``explain PATH``: the one positional is a tree, not a class name
     if all_archs and (arch or model):
         fail(f"--all takes no {'ARCH' if arch else '--model'}: it explains every architecture of the registry; "
-              "give either --all or the architectures")
+             "give either --all or the architectures")
     settings = run_settings(config, no_config, models=model)
     names = [arch] if arch else ([] if all_archs else list(settings.models))
     if not names and not all_archs:
         fail(f"explain {path}: give the architecture to explain (eagle-audit explain ARCH {shlex.quote(path)}), --model NAME, "
-              "or --all" if path else "give an architecture (or --model NAME, or models in [tool.eagle-audit]), "
-              "or --all")
+             "or --all" if path else "give an architecture (or --model NAME, or models in [tool.eagle-audit]), "
+             "or --all")
     check_output(output, "--output", force)
     fmt = report_format(fmt, output, ExplainFormat)
     auditor = open_auditor(path, vllm_version, no_progress, no_cache, platform=platform.value,
-                    sglang_version=sglang_version, engine=engine, python=python)
+                           sglang_version=sglang_version, engine=engine, python=python)
     if all_archs:
         with_progress(progress_enabled(no_progress), "indexing modules", auditor.prefetch_all)
         infos = [do_explain(auditor, a) for a in auditor.registry.architectures()]

@@ -50,7 +50,7 @@ def report_format(fmt: Optional[Enum], output: Optional[Path], choices: type[Enu
 
 
 def check_output(path: Optional[Path], label: str, force: bool, append: bool = False,
-                  make_folders: bool = False) -> None:
+                 make_folders: bool = False) -> None:
     """Refuse, before any work, an output path that cannot be written (exit 2, one line): a
     folder, an existing file without ``--force`` (unless ``append``), a folder on the way that is
     a file, a parent folder that does not exist (unless ``make_folders``: ``fix --out-dir``

@@ -12,11 +12,18 @@ import typer
 
 from auditor.model.wording import count
 from auditor.render.report import clean
-from auditor.cli.base import Command, app, check_method, check_model_type_flag, one_codemods, open_auditor, renamed, run_settings, source_labels
-from auditor.cli.console import err_console, exit_on_internal_errors, fail, progress_enabled, say, with_stages, write_output
+from auditor.cli.base import (
+    Command, app, check_method, check_model_type_flag, one_codemods, open_auditor, renamed, run_settings,
+    source_labels
+)
+from auditor.cli.console import (
+    err_console, exit_on_internal_errors, fail, progress_enabled, say, with_stages, write_output
+)
 from auditor.cli.files import check_folder, check_output
 from auditor.cli.nextsteps import dead_end_steps, tree_words
-from auditor.cli.options import RUN_GROUP, EngineOpt, OnePlatform, PathArg, expand_groups, method_opt, model_opt, option, platform_opt
+from auditor.cli.options import (
+    RUN_GROUP, EngineOpt, OnePlatform, PathArg, expand_groups, method_opt, model_opt, option, platform_opt
+)
 from auditor.cli.verify import sigterm_interrupts, verify_applied
 
 
@@ -116,8 +123,8 @@ def fix_cmd(
     if codemods and hf_config:
         fail("give either --hf-config or --codemods, not both (the codemods file names its targets)")
     settings = run_settings(config, no_config, models=None if codemods else model,
-                         methods=None if method is None else [method], model_type=model_type, hf_config=hf_config,
-                         **run_flags)
+                            methods=None if method is None else [method], model_type=model_type, hf_config=hf_config,
+                            **run_flags)
     method, model_type = settings.methods[0], settings.model_type
     model = [] if codemods else list(settings.models)
     loaded = fx.load_codemods(codemods) if codemods else None  # validated before any work
@@ -140,7 +147,7 @@ def fix_cmd(
             check_output(out_dir / f"{early}.patch", "--out-dir", force, make_folders=True)
             check_output(out_dir / f"{early}.codemods.json", "--out-dir", force, make_folders=True)
     auditor = open_auditor(path, vllm_version, no_progress, no_cache, platform=platform.value, python=python,
-                    sglang_version=sglang_version, engine=engine)
+                           sglang_version=sglang_version, engine=engine)
     # DIR/<targets>.vllm-<release>.<method>.patch: the patches of two releases or methods never collide
     named = model or [a for a in (hf or {}).get("architectures") or [] if isinstance(a, str)]  # --hf-config alone
     name = fx.out_name(codemods, named, auditor.engine.name, auditor.tree.version(), loaded[1] if loaded else method)
@@ -165,7 +172,7 @@ def fix_cmd(
         fx.check_apply_target(root, home)  # refused before the work
     run = settings.run_options(method, platform.value)
     result = with_stages(progress_enabled(no_progress), "eagle-audit fix",
-                          lambda cb: fx.plan_fix(auditor, specs, method, only, run, hf, progress=cb))
+                         lambda cb: fx.plan_fix(auditor, specs, method, only, run, hf, progress=cb))
     from auditor.model.findings import INTERNAL_RULE
 
     failed = [r for r in result.before + result.after if any(f.rule == INTERNAL_RULE for f in r.findings)]
@@ -186,14 +193,14 @@ def fix_cmd(
         if not result.problems and any(u.codemod is None and codemod_exists(u.gate, auditor.engine.name)
                                        for u in result.unfixable):
             for line in dead_end_steps(auditor, specs, [] if loaded else model, method, model_type, hf,
-                                        None if loaded else settings.hf_config, run, platform.value,
-                                        tree_words(path, vllm_version, sglang_version, python),
-                                        progress_enabled(no_progress)):
+                                       None if loaded else settings.hf_config, run, platform.value,
+                                       tree_words(path, vllm_version, sglang_version, python),
+                                       progress_enabled(no_progress)):
                 say(line)
         raise typer.Exit(1)
     say(result.report())
     say(f"{result.diffstat()} (checked: re-scan gives supported; {result.seconds:.1f}s; "
-         f"{'the engine runs it next' if verify_run else 'not run by the engine: fix --apply --verify runs it'})")
+        f"{'the engine runs it next' if verify_run else 'not run by the engine: fix --apply --verify runs it'})")
     if out_dir is None and not apply:
         diff = result.diff()
         sys.stdout.write(clean(diff, multiline=True) if sys.stdout.isatty() else diff)  # a pipe gets the exact patch
@@ -202,8 +209,8 @@ def fix_cmd(
         write_output(result.diff(), out_dir / f"{name}.patch")
         write_output(json.dumps(result.codemods_document(), indent=2), out_dir / f"{name}.codemods.json")
         say(f"apply {out_dir / (name + '.patch')} from the folder that contains {auditor.engine.package}/ with "
-             f"patch -p1 or git apply; replay {out_dir / (name + '.codemods.json')} on another release with "
-             "fix --codemods FILE or gate --codemods FILE")
+            f"patch -p1 or git apply; replay {out_dir / (name + '.codemods.json')} on another release with "
+            "fix --codemods FILE or gate --codemods FILE")
     if apply:
         sigterm_interrupts()
         try:

@@ -7,11 +7,16 @@ from typing import List, Optional
 
 import typer
 
-from auditor.cli.base import Command, app, check_sides, one_codemods, open_release_side, renamed, run_settings, shown_path
+from auditor.cli.base import (
+    Command, app, check_sides, one_codemods, open_release_side, renamed, run_settings, shown_path
+)
 from auditor.cli.console import emit, append_summary, fail, progress_enabled, say, with_stages
 from auditor.cli.files import check_output, report_format
 from auditor.render.renderers import RENDERERS
-from auditor.cli.options import RUN_GROUP, EngineOpt, OnePlatform, expand_groups, format_enum, format_opt, method_opt, model_opt, option, output_opt, platform_opt
+from auditor.cli.options import (
+    RUN_GROUP, EngineOpt, OnePlatform, expand_groups, format_enum, format_opt, method_opt, model_opt, option,
+    output_opt, platform_opt
+)
 
 
 #: The formats of this command (one enum per distinct set of choices).
@@ -85,10 +90,10 @@ def gate_cmd(
     candidate_version = renamed(candidate_old, "--candidate", candidate_version, "--candidate-version")
     current_version = renamed(current_old, "--current", current_version, "--current-version")
     cfg = run_settings(config, no_config, models=model, candidate_version=candidate_version,
-                    current_version=current_version, codemods=codemods,
-                    methods=None if method is None else [method], model_type=model_type, hf_config=hf_config,
-                    allow_warnings=allow_warning, fail_on_warnings=fail_on_warnings,
-                    **run_flags)
+                       current_version=current_version, codemods=codemods,
+                       methods=None if method is None else [method], model_type=model_type, hf_config=hf_config,
+                       allow_warnings=allow_warning, fail_on_warnings=fail_on_warnings,
+                       **run_flags)
     run = cfg.run_options(platform=platform.value)
     if not cfg.candidate_version:
         fail("give --candidate-version X|PATH (or candidate-version in [tool.eagle-audit], pyproject.toml)")
@@ -104,9 +109,9 @@ def gate_cmd(
     hf = load_hf_config(cfg.hf_config, cfg.label("hf_config")) if cfg.hf_config else None
     name = engine.value if engine is not None else None
     check_sides((cfg.label("candidate_version"), cfg.candidate_version),
-                 (cfg.label("current_version"), cfg.current_version))
+                (cfg.label("current_version"), cfg.current_version))
     cand = open_release_side(cfg.label("candidate_version"), cfg.candidate_version, no_progress, no_cache, platform.value,
-                      name)
+                             name)
     cur = (open_release_side(cfg.label("current_version"), cfg.current_version, no_progress, no_cache, platform.value, name)
            if cfg.current_version else None)
     report = with_stages(

@@ -15,7 +15,10 @@ from auditor.cli.console import emit, append_summary, err_console, escape, fail,
 from auditor.cli.files import check_output, report_format
 from auditor.cli.nextsteps import say_fetch_plan
 from auditor.render.renderers import RENDERERS
-from auditor.cli.options import RUN_GROUP, EngineOpt, OnePlatform, expand_groups, format_enum, format_opt, method_opt, model_opt, option, output_opt, platform_opt
+from auditor.cli.options import (
+    RUN_GROUP, EngineOpt, OnePlatform, expand_groups, format_enum, format_opt, method_opt, model_opt, option,
+    output_opt, platform_opt
+)
 
 
 #: The formats of this command (one enum per distinct set of choices).
@@ -68,7 +71,7 @@ def matrix_cmd(
     if method is not None:
         check_method(method, all_ok=False)
     cfg = run_settings(config, no_config, models=model, versions=versions, methods=[method] if method else None,
-                    model_type=model_type, **run_flags)
+                       model_type=model_type, **run_flags)
     if not cfg.versions:
         fail("give --versions SPEC (or versions in [tool.eagle-audit], pyproject.toml)")
     check_output(output, "--output", force)
@@ -91,7 +94,7 @@ def matrix_cmd(
         append_summary(RENDERERS.get("matrix", "markdown").text(report), summary)
     n = len(report.releases)  # one table row per release, one column per target
     say(f"eagle-audit matrix: {count(n, 'release')} × {count(len(report.architectures), 'target')} in "
-         f"{report.seconds:.1f}s ({count(report.jobs, 'worker')})")
+        f"{report.seconds:.1f}s ({count(report.jobs, 'worker')})")
     for v, e in sorted(report.errors.items()):
         name = "vLLM" if engine is EngineOpt.vllm else "SGLang"
         err_console().print(f"[bold red]eagle-audit: error:[/bold red] {name} {escape(clean(v))}: {escape(clean(e))}",

@@ -16,9 +16,9 @@ FIX_COMMAND_TARGETS = 5
 
 
 def fix_commands(result, auditor, path: Optional[str], vllm_version: Optional[str], model: List[str],
-                  model_type: Optional[str], hf_config: Optional[dict], run, platform: str,
-                  python: Optional[str] = None, sglang_version: Optional[str] = None,
-                  hf_path: Optional[Path] = None) -> list[str]:
+                 model_type: Optional[str], hf_config: Optional[dict], run, platform: str,
+                 python: Optional[str] = None, sglang_version: Optional[str] = None,
+                 hf_path: Optional[Path] = None) -> list[str]:
     """The next step after a blocked scan: the exact ``eagle-audit fix`` command (the same tree
     argument, run options and platform) for the blocked targets that have a fix, one per method.
     Targets are named as the user named them (a model_type such as kimi_k2 keeps the allowlist
@@ -38,17 +38,7 @@ def fix_commands(result, auditor, path: Optional[str], vllm_version: Optional[st
         tree = ["--python", python] if python else []
     if result.engine != "vllm" and not path and not sglang_version:
         tree += ["--engine", result.engine]
-    extra: list[str] = []
-    if platform != "cuda":
-        extra += ["--platform", platform]
-    if run.pipeline_parallel_size != 1:
-        extra += ["--pipeline-parallel-size", str(run.pipeline_parallel_size)]
-    if run.draft_config_path is not None:
-        extra += ["--draft-config", str(run.draft_config_path)]
-    if run.parallel_drafting:
-        extra.append("--parallel-drafting")
-    if run.num_speculative_tokens is not None:
-        extra += ["--num-speculative-tokens", str(run.num_speculative_tokens)]
+    extra = run.flags()  # the platform and run options (``run`` was made for ``platform``), as every next step spells them
     lines = []
     for method, archs in fixable.items():
         names: list[str] = []
@@ -80,7 +70,7 @@ def fix_commands(result, auditor, path: Optional[str], vllm_version: Optional[st
 
 
 def tree_words(path: Optional[str], vllm_version: Optional[str], sglang_version: Optional[str] = None,
-                python: Optional[str] = None) -> list[str]:
+               python: Optional[str] = None) -> list[str]:
     """The tree argument of a suggested command, as the user gave it."""
     if path:
         return [path]
@@ -90,8 +80,8 @@ def tree_words(path: Optional[str], vllm_version: Optional[str], sglang_version:
 
 
 def dead_end_steps(auditor, specs, names: List[str], method: str, model_type: Optional[str],
-                    hf: Optional[dict], hf_path: Optional[Path], run, platform: str, tree: list[str],
-                    show: bool = False, audit: bool = True) -> list[str]:
+                   hf: Optional[dict], hf_path: Optional[Path], run, platform: str, tree: list[str],
+                   show: bool = False, audit: bool = True) -> list[str]:
     """The next steps when a gate of the targets has no local patch in this tree (a release
     without the pipeline-parallel transport): the ``fix`` command on a release in eagle-audit's
     cache that supports the targets or that ``fix`` can patch (or the ``matrix`` command that
@@ -195,8 +185,8 @@ def say_fetch_plan(plan) -> None:
     size = (f", about {size_words(plan.download_bytes)}" if plan.download_bytes is not None
             else " (the index publishes no size for some)")
     say(f"eagle-audit matrix: {count(n, 'release')} to audit ({span}): {len(plan.cached)} in eagle-audit's cache, "
-         f"{len(plan.to_fetch)} to download{size} (kept in the cache; to see its size or prune it: eagle-audit "
-         "cache)")
+        f"{len(plan.to_fetch)} to download{size} (kept in the cache; to see its size or prune it: eagle-audit "
+        "cache)")
 
 
 def scan_next_steps(result, auditor, specs, path, vllm_version, sglang_version, python, model, model_type, cfg,

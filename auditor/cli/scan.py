@@ -10,11 +10,16 @@ import typer
 
 from auditor.model.errors import AuditError
 from auditor.cli.base import Command, app, check_model_type_flag, open_auditor, run_settings, shown_path, source_labels
-from auditor.cli.console import emit, exit_on_internal_errors, fail, progress_enabled, say, with_two_progress, write_output
+from auditor.cli.console import (
+    emit, exit_on_internal_errors, fail, progress_enabled, say, with_two_progress, write_output
+)
 from auditor.cli.files import check_output, report_format
 from auditor.cli.nextsteps import scan_next_steps
 from auditor.render.renderers import RENDERERS
-from auditor.cli.options import RUN_GROUP, EngineOpt, PathArg, PlatformOpt, expand_groups, format_enum, format_opt, method_opt, model_opt, option, output_opt, platform_opt
+from auditor.cli.options import (
+    RUN_GROUP, EngineOpt, PathArg, PlatformOpt, expand_groups, format_enum, format_opt, method_opt, model_opt,
+    option, output_opt, platform_opt
+)
 
 
 #: The formats of this command (one enum per distinct set of choices).
@@ -66,13 +71,13 @@ def scan(
 
     check_model_type_flag(model_type)
     settings = run_settings(config, no_config, models=model, methods=None if method is None else [method],
-                         model_type=model_type, hf_config=hf_config, **run_flags)
+                            model_type=model_type, hf_config=hf_config, **run_flags)
     model, model_type, hf_config = list(settings.models), settings.model_type, settings.hf_config
     methods = list(settings.methods)
     method = method or ",".join(methods)
     if model_type and not model and hf_config is None:
         fail(f"{settings.label('model_type')} is the text model_type of the targets named with --model: give "
-              "--model (a full scan finds each target's own model_type)")
+             "--model (a full scan finds each target's own model_type)")
     check_output(output, "--output", force)
     fmt = report_format(fmt, output, Format)
     run = settings.run_options(methods[0], "cuda" if platform is PlatformOpt.all else platform.value)
@@ -109,7 +114,7 @@ def scan(
         methods = [m for m in methods if method_family(m) in auditor.engine.methods] or fail(
             f"--method {method}: {auditor.engine.display} trees are audited for {', '.join(auditor.engine.methods)}")
         result = with_two_progress(show and full, ("indexing modules", "auditing architectures"),
-                                 lambda idx, aud: auditor.scan(specs, methods, cfg, progress=aud, prefetch=full,
+                                   lambda idx, aud: auditor.scan(specs, methods, cfg, progress=aud, prefetch=full,
                                                                prefetch_progress=idx, options=run))
         if release is not None:
             release.put(result, auditor)
@@ -211,8 +216,8 @@ def _scan_all_platforms(path, vllm_version, model, model_type, cfg, methods, fmt
         a = first if plat == PLATFORMS[0] else Auditor(first.tree, transformers=transformers, platform=plat)
         specs = resolve_targets(a.registry, model, model_type, cfg)
         reports[plat] = with_two_progress(progress_enabled(no_progress) and full,
-                                        (f"indexing modules ({plat})", f"auditing architectures ({plat})"),
-                                        lambda idx, aud: a.scan(specs, methods, cfg, progress=aud, prefetch=full,
+                                          (f"indexing modules ({plat})", f"auditing architectures ({plat})"),
+                                          lambda idx, aud: a.scan(specs, methods, cfg, progress=aud, prefetch=full,
                                                                 prefetch_progress=idx, options=run))
     emit("platforms", fmt, (reports, platform_differences(reports)), output)
     exit_on_internal_errors([t for r in reports.values() for t in r.internal_errors()])

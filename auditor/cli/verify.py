@@ -77,7 +77,7 @@ def verify(
     check_output(output, "--output", force)
     fmt = report_format(fmt, output, VerifyFormat)
     settings = run_settings(None, True, models=model, methods=[method], model_type=model_type, hf_config=hf_config,
-                         draft_config=draft_config)
+                            draft_config=draft_config)
     cfg = load_hf_config(hf_config, "--hf-config") if hf_config else None
     env = locate_engine(python)
     run = settings.run_options(method, "cpu" if env.cpu else "cuda")

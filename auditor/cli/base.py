@@ -154,6 +154,21 @@ def check_model_type_flag(value: Optional[str]) -> None:
 def open_auditor(path: Optional[str], version: Optional[str], no_progress: bool, no_cache: bool,
                  transformers: Optional[str] = None, platform: str = "cuda", sglang_version: Optional[str] = None,
                  engine: Optional[EngineOpt] = None, python: Optional[str] = None):
+    """The :class:`auditor.orchestration.scan.Auditor` of the tree the user named: a PATH, a
+    ``--vllm-version``/``--sglang-version`` release, or the engine installed beside ``--python``.
+
+    Args:
+        path, version, sglang_version, python: the tree as given (at most one of them).
+        no_progress, no_cache: ``--no-progress``, ``--no-cache``.
+        transformers: ``--transformers`` (refused up front when the index does not have it).
+        platform: the platform whose import-time branches to follow.
+        engine: ``--engine`` (None: detected from the tree).
+
+    Returns:
+        The auditor, its progress bars on when stderr is a terminal.
+
+    Errors: exit 2 (one line) for two trees given at once; an AuditError for a bad tree.
+    """
     from auditor.orchestration.scan import Auditor, TransformersMissing, check_transformers, open_tree
 
     if path and version:
@@ -181,21 +196,6 @@ def open_auditor(path: Optional[str], version: Optional[str], no_progress: bool,
 
 
 def one_codemods(files: List[Path]) -> Optional[Path]:
-    """The :class:`auditor.orchestration.scan.Auditor` of the tree the user named: a PATH, a
-    ``--vllm-version``/``--sglang-version`` release, or the engine installed beside ``--python``.
-
-    Args:
-        path, version, sglang_version, python: the tree as given (at most one of them).
-        no_progress, no_cache: ``--no-progress``, ``--no-cache``.
-        transformers: ``--transformers`` (refused up front when the index does not have it).
-        platform: the platform whose import-time branches to follow.
-        engine: ``--engine`` (None: detected from the tree).
-
-    Returns:
-        The auditor, its progress bars on when stderr is a terminal.
-
-    Errors: exit 2 (one line) for two trees given at once; an AuditError for a bad tree.
-    """
     """The one ``--codemods`` FILE given, or None; a repeated ``--codemods`` is refused (exit 2):
     a codemods file names all its targets, and ``fix`` with several ``--model`` writes one."""
     if len(files) > 1:

@@ -93,28 +93,7 @@ def fix_cmd(
     if revert:
         if apply or out_dir or codemods or model or vllm_version or sglang_version:
             fail("--revert takes only the PATH of the tree to restore (or --python, as --apply did)")
-        if python is not None and not path:
-            # the vllm package --apply --python patched
-            from auditor.model.errors import AuditError
-            from auditor.orchestration.verify import locate_engine
-
-            try:
-                path = str(locate_engine(python).site_packages / "vllm")
-            except AuditError as exc:
-                fail(str(exc))
-        if not path or not Path(path).is_dir():
-            fail("--revert needs the PATH of the folder tree that --apply changed")
-        from auditor.source.sources import FolderSource
-
-        src = FolderSource(path)
-        root = src.root()
-        sigterm_interrupts()
-        try:
-            bdir, paths = fx.revert_folder(root, fx.backup_home(root, Path(path), src.package))
-        except fx.FixRefused as exc:
-            fail(str(exc))
-        err_console().print(f"restored {count(len(paths), 'file')} from {clean(bdir)}", markup=False, highlight=False)
-        raise typer.Exit(0)
+        _revert(path, python)
     if method is not None:
         check_method(method, all_ok=False)
     if codemods and model:
@@ -133,19 +112,8 @@ def fix_cmd(
     hf = (load_hf_config(settings.hf_config, settings.label("hf_config")) if settings.hf_config and not codemods
           else None)
     if out_dir is not None:
-        try:
-            if out_dir.exists() and not out_dir.is_dir():
-                fail(f"--out-dir {out_dir} is not a folder")
-        except OSError as exc:
-            fail(f"--out-dir {out_dir}: {exc.strerror or exc}")
-        check_folder(out_dir, "--out-dir")
-        given = vllm_version or sglang_version
-        if given:  # the files' names are known before the release is fetched: refused before it
-            early = fx.out_name(codemods, model or [a for a in (hf or {}).get("architectures") or []
-                                                    if isinstance(a, str)],
-                                "vllm" if vllm_version else "sglang", given, loaded[1] if loaded else method)
-            check_output(out_dir / f"{early}.patch", "--out-dir", force, make_folders=True)
-            check_output(out_dir / f"{early}.codemods.json", "--out-dir", force, make_folders=True)
+        _check_out_dir(out_dir, force, fx.out_name, codemods, model, hf, vllm_version, sglang_version,
+                       loaded[1] if loaded else method)
     auditor = open_auditor(path, vllm_version, no_progress, no_cache, platform=platform.value, python=python,
                            sglang_version=sglang_version, engine=engine)
     # DIR/<targets>.vllm-<release>.<method>.patch: the patches of two releases or methods never collide
@@ -173,6 +141,83 @@ def fix_cmd(
     run = settings.run_options(method, platform.value)
     result = with_stages(progress_enabled(no_progress), "eagle-audit fix",
                          lambda cb: fx.plan_fix(auditor, specs, method, only, run, hf, progress=cb))
+    _stop_unless_fixed(result, lambda: dead_end_steps(
+        auditor, specs, [] if loaded else model, method, model_type, hf, None if loaded else settings.hf_config, run,
+        platform.value, tree_words(path, vllm_version, sglang_version, python), progress_enabled(no_progress)),
+        auditor.engine.name)
+    say(result.report())
+    say(f"{result.diffstat()} (checked: re-scan gives supported; {result.seconds:.1f}s; "
+        f"{'the engine runs it next' if verify_run else 'not run by the engine: fix --apply --verify runs it'})")
+    if out_dir is None and not apply:
+        diff = result.diff()
+        sys.stdout.write(clean(diff, multiline=True) if sys.stdout.isatty() else diff)  # a pipe gets the exact patch
+        raise typer.Exit(0)
+    if out_dir is not None:
+        write_output(result.diff(), out_dir / f"{name}.patch")
+        write_output(json.dumps(result.codemods_document(), indent=2), out_dir / f"{name}.codemods.json")
+        say(f"apply {out_dir / (name + '.patch')} from the folder that contains {auditor.engine.package}/ with "
+            f"patch -p1 or git apply; replay {out_dir / (name + '.codemods.json')} on another release with "
+            "fix --codemods FILE or gate --codemods FILE")
+    if apply:
+        _apply(root, result, home)
+        if verify_run:
+            raise typer.Exit(verify_applied(python, root, home, specs, method, run, hf, timeout, dtype, no_progress))
+    raise typer.Exit(0)
+
+
+def _revert(path: Optional[str], python: Optional[str]) -> None:
+    """``fix --revert``: restore the files the last ``--apply`` changed in the folder tree
+    ``path`` (or the vllm of ``--python``), then exit 0; exit 2 with one line when refused."""
+    from auditor.orchestration import fix as fx
+
+    if python is not None and not path:
+        # the vllm package --apply --python patched
+        from auditor.model.errors import AuditError
+        from auditor.orchestration.verify import locate_engine
+
+        try:
+            path = str(locate_engine(python).site_packages / "vllm")
+        except AuditError as exc:
+            fail(str(exc))
+    if not path or not Path(path).is_dir():
+        fail("--revert needs the PATH of the folder tree that --apply changed")
+    from auditor.source.sources import FolderSource
+
+    src = FolderSource(path)
+    root = src.root()
+    sigterm_interrupts()
+    try:
+        bdir, paths = fx.revert_folder(root, fx.backup_home(root, Path(path), src.package))
+    except fx.FixRefused as exc:
+        fail(str(exc))
+    err_console().print(f"restored {count(len(paths), 'file')} from {clean(bdir)}", markup=False, highlight=False)
+    raise typer.Exit(0)
+
+
+def _check_out_dir(out_dir: Path, force: bool, out_name, codemods, model, hf, vllm_version, sglang_version,
+                   method: str) -> None:
+    """Refuse, before any work, an ``--out-dir`` that is no folder or cannot be created, and with
+    a release version (the files' names known before it is fetched) files that exist without
+    ``--force``. ``out_name`` is :func:`auditor.orchestration.fix.out_name`."""
+    try:
+        if out_dir.exists() and not out_dir.is_dir():
+            fail(f"--out-dir {out_dir} is not a folder")
+    except OSError as exc:
+        fail(f"--out-dir {out_dir}: {exc.strerror or exc}")
+    check_folder(out_dir, "--out-dir")
+    given = vllm_version or sglang_version
+    if given:  # the files' names are known before the release is fetched: refused before it
+        early = out_name(codemods, model or [a for a in (hf or {}).get("architectures") or [] if isinstance(a, str)],
+                         "vllm" if vllm_version else "sglang", given, method)
+        check_output(out_dir / f"{early}.patch", "--out-dir", force, make_folders=True)
+        check_output(out_dir / f"{early}.codemods.json", "--out-dir", force, make_folders=True)
+
+
+def _stop_unless_fixed(result, dead_end, engine: str) -> None:
+    """Print the account of a fix that is not written and exit: 3 when the audit failed inside
+    the tool, 0 when every target is already supported, 1 when not fixed (with the next steps
+    ``dead_end()`` gives, when a gate whose codemod exists cannot be patched in this tree).
+    Returns only when the fix is ok."""
     from auditor.model.findings import INTERNAL_RULE
 
     failed = [r for r in result.before + result.after if any(f.rule == INTERNAL_RULE for f in r.findings)]
@@ -190,36 +235,23 @@ def fix_cmd(
         from auditor.orchestration.elsewhere import codemod_exists
 
         # a dead end (a gate whose codemod exists cannot be patched here): where to go instead
-        if not result.problems and any(u.codemod is None and codemod_exists(u.gate, auditor.engine.name)
+        if not result.problems and any(u.codemod is None and codemod_exists(u.gate, engine)
                                        for u in result.unfixable):
-            for line in dead_end_steps(auditor, specs, [] if loaded else model, method, model_type, hf,
-                                       None if loaded else settings.hf_config, run, platform.value,
-                                       tree_words(path, vllm_version, sglang_version, python),
-                                       progress_enabled(no_progress)):
+            for line in dead_end():
                 say(line)
         raise typer.Exit(1)
-    say(result.report())
-    say(f"{result.diffstat()} (checked: re-scan gives supported; {result.seconds:.1f}s; "
-        f"{'the engine runs it next' if verify_run else 'not run by the engine: fix --apply --verify runs it'})")
-    if out_dir is None and not apply:
-        diff = result.diff()
-        sys.stdout.write(clean(diff, multiline=True) if sys.stdout.isatty() else diff)  # a pipe gets the exact patch
-        raise typer.Exit(0)
-    if out_dir is not None:
-        write_output(result.diff(), out_dir / f"{name}.patch")
-        write_output(json.dumps(result.codemods_document(), indent=2), out_dir / f"{name}.codemods.json")
-        say(f"apply {out_dir / (name + '.patch')} from the folder that contains {auditor.engine.package}/ with "
-            f"patch -p1 or git apply; replay {out_dir / (name + '.codemods.json')} on another release with "
-            "fix --codemods FILE or gate --codemods FILE")
-    if apply:
-        sigterm_interrupts()
-        try:
-            bdir = fx.apply_to_folder(root, result, home)
-        except fx.FixRefused as exc:
-            fail(str(exc))
-        from auditor.model.wording import shell_quote
 
-        say(f"applied to {home}; originals kept in {bdir}; undo with: eagle-audit fix --revert {shell_quote(home)}")
-        if verify_run:
-            raise typer.Exit(verify_applied(python, root, home, specs, method, run, hf, timeout, dtype, no_progress))
-    raise typer.Exit(0)
+
+def _apply(root, result, home) -> None:
+    """``fix --apply``: write the patch into the folder tree (atomic writes, originals kept) and
+    say how to undo it; exit 2 with one line when refused."""
+    from auditor.orchestration import fix as fx
+
+    sigterm_interrupts()
+    try:
+        bdir = fx.apply_to_folder(root, result, home)
+    except fx.FixRefused as exc:
+        fail(str(exc))
+    from auditor.model.wording import shell_quote
+
+    say(f"applied to {home}; originals kept in {bdir}; undo with: eagle-audit fix --revert {shell_quote(home)}")

@@ -523,7 +523,9 @@ def pathological_tree(tmp_path: Path, monkeypatch) -> tuple[Path, dict[str, str]
         models + "parens.py": "x = " + "f(" * 2500 + ")" * 2500 + "\n",
         models + "big.py": "# padding\n" * ((9 << 20) // 10) + "class BigForCausalLM: pass\n",
         models + "secret.py": "class SecretForCausalLM: pass\n",
-        "vllm/_version.py": None,  # the version then comes from PKG-INFO, a FIFO below
+        # no version literal: the version then comes from PKG-INFO, a FIFO below (the module stays,
+        # since vllm/__init__.py imports __version__ from it: without it, vllm cannot be imported)
+        "vllm/_version.py": "__version__ = str()\n",
     })
     os.mkfifo(root / models / "fifo.py")
     os.mkfifo(root / "PKG-INFO")

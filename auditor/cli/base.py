@@ -178,6 +178,10 @@ def open_auditor(path: Optional[str], version: Optional[str], no_progress: bool,
     if python and (path or version or sglang_version):
         fail("--python locates an installed engine: give it without a PATH or a release version")
     missing = None
+    if not transformers:
+        from auditor.hf.configs import check_transformers_env
+
+        check_transformers_env()  # refused like a --transformers that names no transformers
     if transformers:
         try:
             check_transformers(transformers)  # before the tree is fetched or read

@@ -254,4 +254,7 @@ def _apply(root, result, home) -> None:
         fail(str(exc))
     from auditor.model.wording import shell_quote
 
-    say(f"applied to {home}; originals kept in {bdir}; undo with: eagle-audit fix --revert {shell_quote(home)}")
+    # the paths on one line each (a newline in a folder name must not forge report lines);
+    # the undo command is quoted for the shell instead
+    say(f"applied to {clean(str(home))}; originals kept in {clean(str(bdir))}; undo with: eagle-audit fix --revert "
+        f"{shell_quote(home)}")

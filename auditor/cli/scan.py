@@ -11,7 +11,7 @@ import typer
 from auditor.model.errors import AuditError
 from auditor.cli.base import Command, app, check_model_type_flag, open_auditor, run_settings, shown_path, source_labels
 from auditor.cli.console import (
-    emit, exit_on_internal_errors, fail, progress_enabled, say, with_two_progress, write_output
+    emit, warn, exit_on_internal_errors, fail, progress_enabled, say, with_two_progress, write_output
 )
 from auditor.cli.files import check_output, report_format
 from auditor.cli.nextsteps import scan_next_steps
@@ -119,6 +119,11 @@ def scan(
         if release is not None:
             release.put(result, auditor)
     text = emit("scan", fmt, result, output, verbose=verbose or not full, settings_file=settings.path)
+    if fmt is not Format.table:
+        from auditor.render.report import environment_code_lines
+
+        for line in environment_code_lines(result):  # the table says it itself; other formats on stderr too
+            warn(line.removeprefix("warning: "))
     if release is not None and fmt in _SELF_CONTAINED:
         targets = result.targets
         release.put_rendered(fmt.value, text, [r.architecture for r in result.internal_errors()],
@@ -173,13 +178,17 @@ def _release_results(path, vllm_version, sglang_version, python, no_cache: bool,
         return None, None
     from auditor.orchestration.release_results import ReleaseResults, archive_sha256
 
-    if request.get("transformers"):
-        from auditor.orchestration.scan import check_transformers
+    try:
+        if request.get("transformers"):
+            from auditor.orchestration.scan import check_transformers
 
-        try:
             check_transformers(request["transformers"])
-        except AuditError:
-            return None, None
+        else:
+            from auditor.hf.configs import check_transformers_env
+
+            check_transformers_env()
+    except AuditError:
+        return None, None
     archive = archive_sha256(path, vllm_version, sglang_version, progress=show)
     folder = None
     if archive is None and path is not None:

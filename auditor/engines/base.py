@@ -112,6 +112,12 @@ class TreeFactsBase:
             s = self.tree.summary(p)
             if s.error:
                 out.append((p, s.error))
+        # a folder the tree could not list (a symbolic link out of the tree) may hold them too
+        for folder, why in self.tree.unread_code().items():
+            if folder.endswith("/") and (extractor.suffixes or any(
+                    folder.startswith(x) or x.startswith(folder) or (x + "/").startswith(folder)
+                    for x in extractor.prefixes)):
+                out.append((folder, f"cannot be read ({why})"))
         return out
 
     def broken_module(self, module: str) -> tuple[str, str] | None:
@@ -119,7 +125,8 @@ class TreeFactsBase:
         not parse, cannot be read); None when it is analysed or absent."""
         path = self.tree.path_of(module)
         if path is None:
-            return None
+            hidden = self.tree.hidden_by(module.replace(".", "/"))
+            return (hidden[0], f"cannot be read ({hidden[1]})") if hidden else None
         s = self.tree.summary(path)
         return (path, s.error) if s.error else None
 

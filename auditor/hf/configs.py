@@ -45,8 +45,8 @@ class PackageFolderSource:
 
     def read(self, relpath: str) -> bytes:
         """The bytes of one file (a regular file of at most 8 MiB); raises KeyError (an
-        :class:`auditor.source.sources.UnreadableFile`) when it cannot be read."""
-        from auditor.source.sources import read_regular_file
+        :class:`auditor.source.files.UnreadableFile`) when it cannot be read."""
+        from auditor.source.files import read_regular_file
 
         # a FIFO, a device or an oversized file in a given transformers folder never blocks the tool
         try:
@@ -79,6 +79,22 @@ def locate_transformers(explicit: str | os.PathLike | None = None) -> Path | Non
     if spec is None or not spec.origin:
         return None
     return Path(spec.origin).parent.parent
+
+
+def check_transformers_env() -> None:
+    """Refuse an ``EAGLE_AUDIT_TRANSFORMERS`` that names no transformers folder, as a
+    ``--transformers`` path without one is refused (it would otherwise be passed over silently).
+    Nothing happens when the variable is unset or empty.
+
+    Raises:
+        AuditError: one line naming the variable and its value.
+    """
+    from auditor.model.errors import AuditError
+
+    env = os.environ.get("EAGLE_AUDIT_TRANSFORMERS")
+    if env and locate_transformers(env) is None:
+        raise AuditError(f"EAGLE_AUDIT_TRANSFORMERS={env}: no transformers package there (give the folder that "
+                         "holds transformers/, or the package folder itself; unset it to use the default)")
 
 
 def open_transformers(explicit: str | os.PathLike) -> "TransformersConfigs | None":

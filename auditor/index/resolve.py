@@ -336,7 +336,8 @@ class Resolver:
         if name in _BUILTINS:
             return External(name)
         if m.error:
-            return Unresolved(f"{module}.{name}", f"{m.path} does not parse ({m.error})")
+            return Unresolved(f"{module}.{name}", f"{m.path} " + (m.error if m.error.startswith("cannot be read")
+                                                                  else f"does not parse ({m.error})"))
         return Unresolved(f"{module}.{name}", f"{name} is not bound in {m.path}")
 
     def star_exports(self, module: str, name: str, depth: int = 0) -> bool:

@@ -135,6 +135,8 @@ class MethodFact:
     line: int
     is_stub: bool
     decorators: list[str] = field(default_factory=list)
+    #: calling it always raises (its first statement after the docstring is a ``raise``)
+    raises_only: bool = False
     names: frozenset[str] = frozenset()
     attrs: frozenset[str] = frozenset()
     self_assigns: dict[str, str] = field(default_factory=dict)
@@ -358,6 +360,16 @@ def _is_stub_body(body: list[ast.stmt]) -> bool:
                 continue
         return False
     return True
+
+
+def _raises_only(body: list[ast.stmt]) -> bool:
+    """True when the first statement after the docstring, ``pass`` and ``...`` is a ``raise``:
+    calling the function always raises."""
+    for stmt in body:
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) or isinstance(stmt, ast.Pass):
+            continue
+        return isinstance(stmt, ast.Raise)
+    return False
 
 
 def _is_empty_class_body(body: list[ast.stmt]) -> bool:
@@ -781,6 +793,7 @@ def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
         line=fn.lineno,
         is_stub=_is_stub_body(fn.body),
         decorators=[_short(d) for d in fn.decorator_list],
+        raises_only=_raises_only(fn.body),
     )
     mf.gives = returns_fact(fn)
     if fn.name not in DETAILED_METHODS:

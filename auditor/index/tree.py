@@ -20,7 +20,7 @@ from typing import Callable, Iterable
 
 from auditor.cache import Store, key
 from auditor.index.summary import Extractor, ModuleSummary, module_name_for, summarize
-from auditor.source.sources import UnreadableFile, read_regular_file
+from auditor.source.files import UnreadableFile, read_regular_file
 
 
 class SummaryCache:
@@ -147,6 +147,7 @@ class Tree:
         self._candidates: dict[str, tuple[str, ...]] = {}
         #: for a tree made by :meth:`overlaid`: (the base tree, the paths changed from it)
         self._overlay: tuple[Tree, frozenset[str]] | None = None
+        self._unread: dict[str, str] | None = None
 
     @property
     def files(self) -> set[str]:
@@ -155,6 +156,30 @@ class Tree:
             self._files = set(self.source.files())
             self.parse_errors.update(getattr(self.source, "problems", {}))  # e.g. folders that cannot be listed
         return self._files
+
+    def unread_code(self) -> dict[str, str]:
+        """Code Python may run from this tree that the analysis cannot read, path → why: a
+        folder not listed (``vllm/config/``: a symbolic link out of the tree, a loop, a folder
+        that cannot be listed) and a module whose source Python does not import (a compiled
+        module beside it, or only a sourceless ``.pyc``). Extension modules with no source
+        beside them (``vllm/_C.abi3.so``) are not counted: nothing of the tree is hidden by them.
+        Computed once per tree (an overlaid tree keeps its base's)."""
+        if self._unread is None:
+            files = self.files
+            out = dict(getattr(self.source, "unlisted", {}))
+            for src, compiled in sorted(getattr(self.source, "compiled", {}).items()):
+                if src in files:
+                    out[src] = f"Python imports the compiled module {compiled} instead; compiled code is not read"
+            self._unread = out
+        return self._unread
+
+    def hidden_by(self, path: str) -> tuple[str, str] | None:
+        """``(folder, why)`` when ``path`` (a file or folder of the tree) lies under a folder the
+        analysis could not list (see :meth:`unread_code`), else None."""
+        for folder, why in self.unread_code().items():
+            if folder.endswith("/") and (path + "/").startswith(folder):
+                return folder, why
+        return None
 
     def version(self) -> str | None:
         """The tree's engine version (vLLM's, or SGLang's) as the tree states it, or None."""
@@ -183,7 +208,7 @@ class Tree:
 
         Raises:
             KeyError: the file is absent, or is listed but cannot be read
-                (:class:`~auditor.source.sources.UnreadableFile`, recorded as ``"unreadable"`` in
+                (:class:`~auditor.source.files.UnreadableFile`, recorded as ``"unreadable"`` in
                 :attr:`reads`); OSError: reading it failed. Either is raised again, without a
                 second read, on every later call.
         """
@@ -208,7 +233,7 @@ class Tree:
     def read(self, rel: str) -> bytes:
         """The bytes of a file, read once per tree (memoised with their digest, which is recorded
         in :attr:`reads`). A listed file that cannot be read
-        (:class:`~auditor.source.sources.UnreadableFile`) reads as empty and is recorded in
+        (:class:`~auditor.source.files.UnreadableFile`) reads as empty and is recorded in
         :attr:`parse_errors`.
 
         Raises:
@@ -442,6 +467,8 @@ class Tree:
         tree._data = {p: d for p, d in self._data.items() if p not in changed}
         tree.reads.update({p: self.reads[p] for p in tree._data})
         tree._overlay = (self, changed)
+        tree._unread = dict(self.unread_code())
+        tree.parse_errors.update({p: why for p, why in self.parse_errors.items() if p.endswith("/")})
         return tree
 
 

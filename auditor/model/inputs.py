@@ -8,6 +8,7 @@ through one of these checks at the input boundary (command-line flags, ``--hf-co
 from __future__ import annotations
 
 import re
+import sys
 
 from auditor.model.errors import AuditError
 
@@ -62,12 +63,11 @@ def json_depth(doc: object) -> int:
     stack: list[tuple[object, int]] = [(doc, 0)]
     while stack:
         value, depth = stack.pop()
-        if isinstance(value, dict):
+        if isinstance(value, (dict, list)):
             depth += 1
-            stack.extend((v, depth) for v in value.values())
-        elif isinstance(value, list):
-            depth += 1
-            stack.extend((v, depth) for v in value)
+            # only the containers inside are pushed: a list of a million numbers costs no memory
+            stack.extend((v, depth) for v in (value.values() if isinstance(value, dict) else value)
+                         if isinstance(v, (dict, list)))
         deepest = max(deepest, depth)
     return deepest
 
@@ -172,6 +172,9 @@ def read_json(path, label: str, schema: str | None = None) -> object:
     try:
         doc = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
+        if "integer string conversion" in str(exc):  # Python's own message names an API to call
+            raise AuditError(f"{label}: {path} holds an integer of more than {sys.get_int_max_str_digits()} "
+                             "digits, which no config value needs") from None
         raise AuditError(f"{label}: cannot read {path} as JSON: {exc}") from None
     except RecursionError:
         raise AuditError(f"{label}: {path} nests deeper than {MAX_JSON_DEPTH} levels") from None
@@ -193,7 +196,12 @@ def check_json(doc: object, label: str, schema: str | None = None) -> object:
         return doc
     import jsonschema
 
-    validator = jsonschema.Draft202012Validator(load_schema(schema))
+    loaded = load_schema(schema)
+    too_long = _first_too_long(loaded, doc, ())
+    if too_long is not None:  # before the validator, which would check each of a million items first
+        where, message = too_long
+        raise AuditError(f"{label}: {where or 'the document'}: {message}")
+    validator = jsonschema.Draft202012Validator(loaded)
     error = jsonschema.exceptions.best_match(validator.iter_errors(doc))
     if error is not None:
         where = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path) or "the document"
@@ -202,6 +210,38 @@ def check_json(doc: object, label: str, schema: str | None = None) -> object:
             message = message[:157] + "..."
         raise AuditError(f"{label}: {where.lstrip('.')}: {message}")
     return doc
+
+
+def _first_too_long(schema: object, doc: object, path: tuple) -> tuple[str, str] | None:
+    """``(JSON path, message)`` of the first array (or string) of ``doc`` longer than the
+    ``maxItems`` (``maxLength``) its place in ``schema`` allows, following ``properties`` and
+    ``items``; None when none is. Costs one look at each length, so an oversized array is refused
+    before any of its items is validated."""
+    if not isinstance(schema, dict):
+        return None
+    where = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
+    if isinstance(doc, list):
+        mx = schema.get("maxItems")
+        if isinstance(mx, int) and len(doc) > mx:
+            return where, f"{len(doc)} items, more than the {mx} allowed"
+        items = schema.get("items")
+        if isinstance(items, dict) and any(k in items for k in ("properties", "items", "maxItems", "maxLength")):
+            for i, item in enumerate(doc):
+                hit = _first_too_long(items, item, path + (i,))
+                if hit is not None:
+                    return hit
+    elif isinstance(doc, dict):
+        props = schema.get("properties")
+        for key, sub in (props.items() if isinstance(props, dict) else ()):
+            if key in doc:
+                hit = _first_too_long(sub, doc[key], path + (key,))
+                if hit is not None:
+                    return hit
+    elif isinstance(doc, str):
+        mx = schema.get("maxLength")
+        if isinstance(mx, int) and len(doc) > mx:
+            return where, f"a string of {len(doc)} characters, longer than the {mx} allowed"
+    return None
 
 
 def load_schema(name: str) -> dict:

@@ -104,6 +104,10 @@ class ScanReport:
     #: the engine of the tree (``vllm``, ``sglang``) and its release as the tree states it
     engine: str = "vllm"
     engine_version: str | None = None
+    #: for an installed engine: code of its environment, outside the tree, that runs when the
+    #: engine starts, as ``{"path", "what"}`` (see
+    #: :func:`auditor.source.startup.environment_startup_code`); the verdicts assume it changes nothing
+    environment_code: list[dict] = field(default_factory=list)
 
     @property
     def version(self) -> str | None:
@@ -170,6 +174,7 @@ class ScanReport:
             "platform": self.platform,
             "transformers": self.transformers,
             "results": [r.as_dict() for r in self.results],
+            **({"environment_code": self.environment_code} if self.environment_code else {}),
             "parse_errors": [{"path": p, "error": e} for p, e in sorted(self.parse_errors.items())],
             "drafters": self.drafters,
             "pooling": self.pooling,

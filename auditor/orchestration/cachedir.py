@@ -184,7 +184,8 @@ def cache_usage() -> CacheUsage:
 
     Returns:
         The :class:`CacheUsage` of :func:`auditor.cache.cache_root`; a kind whose folder is a
-        link is measured through it (and marked, see :attr:`KindUsage.link`).
+        link is not followed: it counts nothing and is marked (see :attr:`KindUsage.link`), so
+        that no file outside the cache folder is counted as the cache's.
     """
     root = cache_root()
     origin = "EAGLE_AUDIT_CACHE_DIR" if os.environ.get("EAGLE_AUDIT_CACHE_DIR") else "the user cache folder"
@@ -196,7 +197,7 @@ def cache_usage() -> CacheUsage:
         for k in owners:
             kinds[k].link = link
         by_name: dict[tuple[str, str], Entry] = {}
-        for path, st in _files(folder, follow=True):
+        for path, st in _files(folder, follow=False):  # a kind folder that is a link is not measured
             if sub == "archives":
                 base = path.name.removesuffix(".sha256")
                 kind = _kind_of_archive(base.lstrip("."))
@@ -228,7 +229,7 @@ def _refuse_links(usage: CacheUsage) -> None:
         raise AuditError(f"refusing to delete in the cache folder {usage.root}: it is a symbolic link to "
                          f"{usage.root_link}; set EAGLE_AUDIT_CACHE_DIR to the folder itself")
     for k in usage.kinds:
-        if k.link is not None and k.entries:
+        if k.link is not None:  # not listed through (cache_usage does not follow it): refused whatever it holds
             raise AuditError(f"refusing to delete in {k.folder}: it is a symbolic link (to {k.link}), and nothing "
                              "is deleted through a link; nothing was removed")
 

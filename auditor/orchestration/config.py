@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -228,7 +229,7 @@ def find_pyproject(start: Path | None = None) -> Path | None:
     here = Path(start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
         candidate = folder / "pyproject.toml"
-        if candidate.is_file() and _table(_read(candidate, "settings")) is not None:
+        if candidate.is_file() and _table(_read(candidate, "settings"), candidate) is not None:
             return candidate
     return None
 
@@ -248,14 +249,14 @@ def load_settings(path: Path | str | None = None, start: Path | None = None, *, 
         return Settings()
     if path is not None:
         p = Path(path).expanduser()
-        table = _table(_read(p, "--config"))
+        table = _table(_read(p, "--config"), p)
         if table is None:
             raise AuditError(f"--config: {p} has no tool.eagle-audit table")
     else:
         p = find_pyproject(start)
         if p is None:
             return Settings()
-        table = _table(_read(p, "settings"))
+        table = _table(_read(p, "settings"), p)
     return _parse(table, p.resolve())
 
 
@@ -294,6 +295,11 @@ def _read(path: Path, label: str) -> dict:
         raise AuditError(f"{label}: {path} is not valid TOML: {exc}") from None
     except RecursionError:
         raise AuditError(f"{label}: {path} nests too deep for a settings file") from None
+    except ValueError as exc:  # an integer of more digits than Python converts (its hint names an API)
+        if "integer string conversion" not in str(exc):
+            raise
+        raise AuditError(f"{label}: {path} holds an integer of more than {sys.get_int_max_str_digits()} digits, "
+                         "which no setting needs") from None
 
 
 def _path(base: Path, value: str, label: str) -> Path:
@@ -312,10 +318,26 @@ def _path(base: Path, value: str, label: str) -> Path:
         raise AuditError(f"{label}: cannot resolve the path {value!r}: {why}") from None
 
 
-def _table(data: dict) -> dict | None:
+def _table(data: dict, path: Path) -> dict | None:
+    """The ``[tool.eagle-audit]`` table of a parsed pyproject at ``path``, or None when it has none.
+
+    Raises:
+        AuditError: ``tool.eagle-audit`` is there but is no table (``[[tool.eagle-audit]]``, an
+            array of tables, or a string): a setting written so would otherwise be ignored.
+    """
     t = data.get(TABLE[0], {})
-    t = t.get(TABLE[1]) if isinstance(t, dict) else None
-    return t if isinstance(t, dict) else None
+    if not isinstance(t, dict) or TABLE[1] not in t:
+        return None
+    t = t[TABLE[1]]
+    if not isinstance(t, dict):
+        if isinstance(t, list) and t and all(isinstance(x, dict) for x in t):
+            shape = "an array of tables ([[tool.eagle-audit]])"
+        else:
+            shape = {str: "a string", bool: "a boolean", int: "an integer", float: "a number",
+                     list: "an array"}.get(type(t), "a value")
+        raise AuditError(f"{path} tool.eagle-audit: {shape}, not a table; write the settings under one "
+                         "[tool.eagle-audit] table")
+    return t
 
 
 def _parse(table: dict, path: Path) -> Settings:

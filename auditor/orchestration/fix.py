@@ -1252,6 +1252,8 @@ def revert_folder(root: Path, home: Path | None = None) -> tuple[Path, list[str]
                     manifest = check_json(json.loads(raw.decode("utf-8")), f"{bdir}/manifest.json",
                                           "backup-manifest")
                 except (OSError, ValueError, RecursionError, AuditError) as exc:
+                    if "integer string conversion" in str(exc):  # not Python's hint to call an API
+                        exc = "manifest.json holds an integer of more digits than Python converts"
                     raise FixRefused(f"the backup in {bdir} is unreadable ({exc}); nothing was restored") from None
                 files = manifest["files"]
                 paths = sorted(files)

@@ -76,6 +76,10 @@ class Auditor:
         self.progress = False
         if transformers:
             check_transformers(transformers)
+        else:
+            from auditor.hf.configs import check_transformers_env
+
+            check_transformers_env()
 
     def _load_transformers(self):
         """The transformers source for this tree, chosen once, on first need (see
@@ -342,6 +346,8 @@ class Auditor:
         self.__dict__.pop("_hit_state", None)
         hit = results_cache.get(self.same_transformers)
         if hit is not None:
+            # the environment's start-up code is outside the tree: read now, never from the cache
+            hit.environment_code = list(getattr(self.tree.source, "startup_code", []))
             self._hit_state = results_cache.state  # what of transformers the cached verdicts read
             return hit
         if prefetch:
@@ -415,6 +421,7 @@ class Auditor:
             transformers=self.transformers_used(),
             results=results,
             parse_errors=dict(self.tree.parse_errors),
+            environment_code=list(getattr(self.tree.source, "startup_code", [])),
             drafters=sorted(e.architecture for e in self.registry.drafters()),
             pooling=sorted(a for a in self.registry.entries if self.registry.role(a) == "pooling"),
         )

@@ -483,6 +483,15 @@ def scan_table(report: ScanReport, console: Console, verbose: bool = False) -> N
     for p, e in sorted(report.parse_errors.items()):
         print_wrapped(console, [Text("does not parse:", style="yellow"), Text(clean(p)), Text(clean(e))],
                       indent=0, hanging=2)
+    for line in environment_code_lines(report):
+        print_wrapped(console, Text(clean(line), style="yellow"), indent=0, hanging=2)
+
+
+def environment_code_lines(report: ScanReport) -> list[str]:
+    """One warning line per piece of the environment's start-up code outside the tree
+    (:attr:`ScanReport.environment_code`): the verdicts assume it changes nothing."""
+    return [f"warning: code outside the tree runs when {report.engine} starts in this environment, and the verdicts "
+            f"assume it changes nothing: {e['path']}: {e['what']}" for e in report.environment_code]
 
 
 def not_checked(result, engine: str = "vllm") -> list[str]:
@@ -661,6 +670,7 @@ def scan_markdown(report: ScanReport) -> str:
         arch = markdown_text(r.architecture)
         out.append(f"| {arch} | {r.method} | **{r.verdict.value}** | {', '.join(r.blocking) or '—'} | {fs or '—'} |")
     out += ["", summary_line(report)]
+    out += [f"\n**{markdown_text(line)}**" for line in environment_code_lines(report)]
     return "\n".join(out) + "\n"
 
 
@@ -914,7 +924,7 @@ def print_cache(console: Console, usage) -> None:
         return
     width = max(len(k.kind) for k in usage.kinds)
     for k in usage.kinds:
-        link = f" (a link to {k.link})" if k.link is not None else ""
+        link = f" (a symbolic link to {k.link}: not followed, nothing counted)" if k.link is not None else ""
         print_wrapped(console, clean(f"{k.kind:<{width}}  {count(len(k.entries), 'entry', 'entries'):>12}  "
                                      f"{human_size(k.size):>10}  {k.folder.name}/{link}: {k.what}"), hanging=6)
     print_wrapped(console, f"{'total':<{width}}  {'':>12}  {human_size(usage.size):>10}")

@@ -43,7 +43,9 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from auditor.model.errors import SourceError
+from auditor.source.files import MAX_FILE_BYTES, UnreadableFile, read_regular_file
 from auditor.source.progress import progress_bar
+from auditor.source.startup import environment_startup_code
 
 __all__ = [
     "TreeSource",
@@ -55,6 +57,7 @@ __all__ = [
     "library_source",
     "installed_source",
     "environment_site_packages",
+    "environment_startup_code",
     "read_regular_file",
     "MAX_FILE_BYTES",
     "MAX_ARCHIVE_BYTES",
@@ -76,10 +79,6 @@ _ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 _VERSION_NAMES = ("__version__", "version")
 _DRAIN_CHUNK = 1 << 20
 
-#: Largest source file read (vLLM's largest module is about 0.3 MB). A bigger ``.py`` is not
-#: read: it becomes a ``parse_errors`` entry and the scan goes on.
-MAX_FILE_BYTES = 8 << 20
-
 #: Most bytes an archive may decompress to, all members together (vLLM 0.33.0's sdist: 130 MB).
 MAX_ARCHIVE_BYTES = 2 << 30
 
@@ -89,6 +88,15 @@ MAX_PACKAGE_BYTES = 512 << 20
 #: Most members an archive may hold (vLLM 0.33.0's sdist: 9 629).
 MAX_MEMBERS = 100_000
 
+#: At most this many folders are walked through symbolic links inside a tree (links to links to
+#: siblings could otherwise multiply a listing without end).
+MAX_LINKED_FOLDERS = 2_000
+
+#: A compiled module's file name: an extension (``llama.so``, ``llama.abi3.so``,
+#: ``llama.cpython-311-x86_64-linux-gnu.so``, ``llama.cp311-win_amd64.pyd``), whatever interpreter
+#: its tag names, or sourceless bytecode (``llama.pyc``, outside ``__pycache__``).
+_COMPILED_MODULE = re.compile(r"^(?P<stem>[A-Za-z_][A-Za-z0-9_]*)(?:(?:\.[^./]+)?\.(?P<ext>so|pyd)|\.(?P<kind>pyc))$")
+
 
 def _human(n: int) -> str:
     """``2 GiB``, ``8 MiB``, ``1000 bytes``."""
@@ -96,66 +104,6 @@ def _human(n: int) -> str:
         if n >= 1 << shift and n % (1 << shift) == 0:
             return f"{n >> shift} {unit}"
     return f"{n} bytes"
-
-
-class UnreadableFile(SourceError, KeyError):
-    """One file of the tree cannot be read: not a regular file (a FIFO, a device), larger than
-    :data:`MAX_FILE_BYTES`, or refused by the operating system (permissions). Per-file trouble:
-    the analysis records it as that file's ``parse_errors`` entry and goes on. It is a
-    ``KeyError`` too, so code that treats a missing file as absent treats this one the same way.
-
-    Attributes:
-        path: the tree path (``vllm/x/y.py``).
-        reason: what went wrong, one line.
-    """
-
-    def __init__(self, path: str, reason: str) -> None:
-        """Record ``path`` and ``reason``; the message is ``"<path>: <reason>"``."""
-        super().__init__(f"{path}: {reason}")
-        self.path = path
-        self.reason = reason
-
-
-def read_regular_file(path: str | os.PathLike[str], relpath: str, limit: int = MAX_FILE_BYTES) -> bytes:
-    """Read a file from disk only if it is a regular file of at most ``limit`` bytes.
-
-    The file is opened non-blocking and checked with ``fstat`` before any read, so a FIFO or a
-    device never blocks the tool.
-
-    Args:
-        path: the file on disk (symbolic links are followed).
-        relpath: its tree path, for messages.
-        limit: the largest size read.
-
-    Returns:
-        The file's bytes.
-
-    Raises:
-        FileNotFoundError: the file does not exist.
-        UnreadableFile: not a regular file, too large, or any other OS error (permissions).
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise UnreadableFile(relpath, f"cannot read: {exc.strerror or exc}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise UnreadableFile(relpath, "not a regular file (a FIFO, a device or a folder); not read")
-        if st.st_size > limit:
-            raise UnreadableFile(relpath, f"{st.st_size} bytes, larger than the {limit >> 20} MiB limit for a "
-                                          "source file; not read")
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            data = fh.read(limit + 1)
-    except OSError as exc:
-        raise UnreadableFile(relpath, f"cannot read: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-    if len(data) > limit:
-        raise UnreadableFile(relpath, f"larger than the {limit >> 20} MiB limit for a source file; not read")
-    return data
 
 
 # --------------------------------------------------------------------------- helpers
@@ -588,6 +536,14 @@ class FolderSource(TreeSource):
         except OSError as exc:
             raise SourceError(f"cannot read {exc.filename or given}: {exc.strerror or exc}") from None
         self._files: list[str] | None = None
+        #: for an installed engine: the environment's start-up code outside the tree (see
+        #: :func:`environment_startup_code`); empty for a tree given as a folder or an archive
+        self.startup_code: list[dict] = []
+        #: compiled modules Python imports instead of a source: the ``.py`` path → the compiled file
+        self.compiled: dict[str, str] = {}
+        #: folders Python may import from that were not listed (a link out of the tree, a folder
+        #: that cannot be listed): ``vllm/config/`` → why
+        self.unlisted: dict[str, str] = {}
 
     @staticmethod
     def _is_package(folder: pathlib.Path, package: str = _PACKAGE) -> bool:
@@ -604,32 +560,92 @@ class FolderSource(TreeSource):
         return (folder / "__init__.py").is_file() or (folder / PACKAGES[package]).is_dir()
 
     def files(self) -> list[str]:
-        """List the tree's Python files (see :meth:`TreeSource.files`).
+        """List the tree's Python files (see :meth:`TreeSource.files`), as Python's import system
+        would find them.
+
+        A symbolic link to a folder is followed when its target lies inside the tree (under the
+        real folder given, or the real package folder): Python imports through it, so its
+        modules are listed under the link's name. One that leads outside the tree, loops back to
+        a folder above it, or comes after :data:`MAX_LINKED_FOLDERS` followed folders is not
+        walked: it is recorded in :attr:`problems` (``vllm/config/``), and the analysis treats
+        what it may hold as unknown. A compiled module (an extension ``llama.abi3.so``,
+        ``llama.cpython-311-….so``, ``llama.pyd``, or a sourceless ``llama.pyc`` with no
+        ``llama.py``) is recorded in :attr:`compiled`: Python imports it rather than the source
+        beside it, so that source (or, for a ``.pyc``, the module itself) reads as
+        :class:`UnreadableFile`. A folder that cannot be listed is recorded in :attr:`problems`.
 
         Returns:
-            Sorted ``vllm/**/*.py`` POSIX paths; symlinked folders are not followed. A folder
-            that cannot be listed is recorded in :attr:`problems`.
+            Sorted ``vllm/**/*.py`` POSIX paths (sourceless ``.pyc`` modules as their ``.py`` path).
         """
         if self._files is None:
             found: list[str] = []
             top = self._root / self.package
+            try:
+                inside = {os.path.realpath(self._root), os.path.realpath(top)}
+            except OSError:
+                inside = {str(self._root)}
+            budget = [MAX_LINKED_FOLDERS]
 
-            def unreadable(exc: OSError) -> None:
-                where = pathlib.Path(exc.filename or top)
+            def within(real: str) -> bool:
+                return any(real == base or real.startswith(base.rstrip(os.sep) + os.sep) for base in inside)
+
+            def walk(folder: pathlib.Path, rel_dir: str, above: frozenset[str]) -> None:
                 try:
-                    rel = where.relative_to(self._root).as_posix()
-                except ValueError:
-                    rel = str(where)
-                self.problems[rel + "/"] = f"cannot list the folder: {exc.strerror or exc}"
+                    with os.scandir(folder) as it:
+                        entries = sorted(it, key=lambda e: e.name)
+                except OSError as exc:
+                    self.problems[rel_dir + "/"] = self.unlisted[rel_dir + "/"] = \
+                        f"cannot list the folder: {exc.strerror or exc}"
+                    return
+                names = {e.name for e in entries}
+                for e in entries:
+                    try:
+                        is_dir = e.is_dir()  # follows a link
+                    except OSError:
+                        is_dir = False
+                    rel = f"{rel_dir}/{e.name}"
+                    if is_dir:
+                        # __pycache__, and folders no import can name (.git, .eagle-audit-backup)
+                        if e.name == "__pycache__" or e.name.startswith("."):
+                            continue
+                        real = os.path.realpath(e.path)
+                        if e.is_symlink():
+                            if not within(real):
+                                self.problems[rel + "/"] = self.unlisted[rel + "/"] = (
+                                    f"a symbolic link to {real}, a folder outside the tree: not read, though Python "
+                                    "imports from it")
+                                continue
+                            if real in above or real == top_real or top_real.startswith(real.rstrip(os.sep) + os.sep):
+                                # its files are listed under their own names already
+                                self.problems[rel + "/"] = ("a symbolic link to a folder above it (a loop): "
+                                                            "its modules are read under their own names only")
+                                continue
+                            if budget[0] <= 0:
+                                self.problems[rel + "/"] = self.unlisted[rel + "/"] = (
+                                    f"a symbolic link to a folder, after {MAX_LINKED_FOLDERS} folders reached "
+                                    "through links: not read")
+                                continue
+                            budget[0] -= 1
+                        walk(pathlib.Path(e.path), rel, above | {real})
+                    elif e.name.endswith(".py"):
+                        # every *.py that is not a folder is listed; one that cannot be read (a FIFO,
+                        # a device, too large, no permission) says so when it is read
+                        found.append(rel)
+                    else:
+                        m = _COMPILED_MODULE.match(e.name)
+                        if m is None:
+                            continue
+                        source = f"{rel_dir}/{m['stem']}.py"
+                        if m["kind"] == "pyc":
+                            if f"{m['stem']}.py" in names:
+                                continue  # the source comes before the bytecode in Python's search
+                            found.append(source)
+                        if source not in self.compiled or m["kind"] != "pyc":
+                            self.compiled[source] = rel
 
-            for dirpath, dirnames, filenames in os.walk(top, onerror=unreadable):
-                # __pycache__, and folders no import can name (.git, a backup such as .eagle-audit-backup)
-                dirnames[:] = [d for d in dirnames if d != "__pycache__" and not d.startswith(".")]
-                rel_dir = pathlib.Path(dirpath).relative_to(self._root).as_posix()
-                # every *.py that is not a folder is listed; one that cannot be read (a FIFO, a
-                # device, too large, no permission) says so when it is read: per-file trouble
-                found.extend(f"{rel_dir}/{name}" for name in filenames if name.endswith(".py"))
-            self._files = sorted(found)
+            top_real = os.path.realpath(top)
+            walk(top, self.package, frozenset({top_real}))
+            self._files = sorted(set(found))
         return list(self._files)
 
     def manifest(self) -> tuple[str, float]:
@@ -639,7 +655,8 @@ class FolderSource(TreeSource):
         It covers the package and root, the sorted list of ``.py`` files (:meth:`files`: a file
         added or removed changes it), for each its ``size, mtime_ns, ctime_ns, inode, device``
         (symbolic links followed, as reads follow them; an error instead when it cannot be looked
-        at), the folders that cannot be listed, the names of the root's entries (the
+        at), the folders that cannot be listed or were not walked, the compiled modules (an
+        ``llama.abi3.so`` beside ``llama.py``), the names of the root's entries (the
         ``*.dist-info`` found there) and the same stamp of every metadata file version and
         requirement are read from (``PKG-INFO``, ``requirements/common.txt``, each
         ``*.dist-info/METADATA`` and ``*.egg-info/PKG-INFO``).
@@ -671,6 +688,10 @@ class FolderSource(TreeSource):
         rows: list[str] = [self.package, root]
         rows += [f"{rel}\t{stamp(os.path.join(root, rel))}" for rel in self.files()]
         rows.append(repr(sorted(self.problems.items())))
+        # compiled modules beside a source, and folders not walked (a link out of the tree): a
+        # .so added beside a .py changes what Python imports, not the list of .py files
+        rows.append(repr(sorted(self.compiled.items())))
+        rows.append(repr(sorted(self.unlisted.items())))
         try:
             names = sorted(p.name for p in self._root.iterdir())
         except OSError as exc:
@@ -696,7 +717,14 @@ class FolderSource(TreeSource):
 
     def _read(self, relpath: str) -> bytes:
         """Read the file from disk; KeyError when it is missing, :class:`UnreadableFile` when it
-        is not a regular file, is too large or cannot be read."""
+        is not a regular file, is too large or cannot be read (or is shadowed by a compiled module:
+        see :meth:`files`)."""
+        if self._files is None:
+            self.files()
+        compiled = self.compiled.get(relpath)
+        if compiled is not None:
+            raise UnreadableFile(relpath, f"Python imports the compiled module {compiled} instead; compiled code is "
+                                          "not read")
         try:
             return read_regular_file(self._root / relpath, relpath)
         except (FileNotFoundError, NotADirectoryError):
@@ -771,6 +799,7 @@ class InstalledSource(FolderSource):
         check_package(package)
         folder = self._locate(package)
         super().__init__(folder, label=f"installed {package} ({folder})", package=package)
+        self.startup_code = environment_startup_code([self._root], package)
 
     @staticmethod
     def _locate(package: str = _PACKAGE) -> pathlib.Path:
@@ -1091,7 +1120,9 @@ def installed_source(package: str | None = None, python: str | os.PathLike[str] 
         if found is None:
             raise SourceError(f"--python {shown}: no {names} installed in that environment (searched "
                               f"{', '.join(map(str, folders))})")
-        return FolderSource(found[0], label=f"installed {found[1]} ({found[0]}, --python {shown})", package=found[1])
+        src = FolderSource(found[0], label=f"installed {found[1]} ({found[0]}, --python {shown})", package=found[1])
+        src.startup_code = environment_startup_code(folders, found[1])
+        return src
     env = os.environ if environ is None else environ
     searched = None
     for var in ACTIVE_ENV_VARIABLES:
@@ -1104,7 +1135,9 @@ def installed_source(package: str | None = None, python: str | os.PathLike[str] 
             folders = []
         found = _find_in_folders(folders, wanted)
         if found is not None:
-            return FolderSource(found[0], label=f"installed {found[1]} ({found[0]}, {var})", package=found[1])
+            src = FolderSource(found[0], label=f"installed {found[1]} ({found[0]}, {var})", package=found[1])
+            src.startup_code = environment_startup_code(folders, found[1])
+            return src
         searched = f"{var}={prefix}"
         break  # the activated environment has none: this process's own environment is tried
     for pkg in wanted:
@@ -1162,6 +1195,9 @@ class ArchiveSource(TreeSource):
         self._zip_names: dict[str, str] = {}  # zip: relpath -> member name
         self._meta_bytes: bytes | None = None
         self._unreadable: dict[str, str] = {}  # relpath -> why it is listed but not read
+        self._compiled_members: list[str] = []
+        #: compiled modules Python imports instead of a source: the ``.py`` path → the compiled member
+        self.compiled: dict[str, str] = {}
         if not self.path.exists():
             raise SourceError(f"{self.path} does not exist")
         if not self.path.is_file():
@@ -1178,7 +1214,28 @@ class ArchiveSource(TreeSource):
         else:
             self._load_tar(progress)
         listed = set(self._members if self._members is not None else self._zip_names) | set(self._unreadable)
+        self._mark_compiled(listed)
         self._files = sorted(listed)
+
+    def _mark_compiled(self, listed: set[str]) -> None:
+        """Record the compiled modules Python imports instead of a source (as a folder does, see
+        :meth:`FolderSource.files`): the source beside an extension module, or a sourceless
+        ``.pyc``'s module path, is listed but reads as :class:`UnreadableFile`. Adds to ``listed``."""
+        for rel in sorted(self._compiled_members):
+            folder, _, name = rel.rpartition("/")
+            m = _COMPILED_MODULE.match(name)
+            source = f"{folder}/{m['stem']}.py"
+            if m["kind"] == "pyc":
+                if source in listed and source not in self.compiled:
+                    continue  # the source comes before the bytecode in Python's search
+            elif source not in listed and source not in self.compiled:
+                self.compiled[source] = rel  # an extension with no source beside it hides nothing
+                continue
+            if source not in self.compiled or m["kind"] != "pyc":
+                self.compiled[source] = rel
+            listed.add(source)
+            self._unreadable[source] = (f"Python imports the compiled module {self.compiled[source]} instead; "
+                                        "compiled code is not read")
 
     # -- construction ---------------------------------------------------------------
 
@@ -1344,6 +1401,7 @@ class ArchiveSource(TreeSource):
         """
         py_members: dict[str, bytes] = {}
         oversized: dict[str, str] = {}
+        compiled_names: list[str] = []  # members named like a compiled module (llama.abi3.so)
         metadata: dict[str, bytes] = {}
         seen: set[str] = set()
         folders: set[str] = set()
@@ -1393,6 +1451,8 @@ class ArchiveSource(TreeSource):
                         )
                         wanted_meta = parts[-1] == "PKG-INFO" and len(parts) <= 2
                         if not (wanted_py or wanted_meta):
+                            if "__pycache__" not in parts and _COMPILED_MODULE.match(parts[-1]):
+                                compiled_names.append(name)  # listed, never read (see _mark_compiled)
                             continue
                         if member.size > MAX_FILE_BYTES:
                             oversized[name] = (f"{member.size} bytes, larger than the {MAX_FILE_BYTES >> 20} MiB "
@@ -1435,6 +1495,7 @@ class ArchiveSource(TreeSource):
             for name, why in oversized.items()
             if name.startswith(prefix + self.package + "/")
         }
+        self._compiled_members = [n[len(prefix):] for n in compiled_names if n.startswith(prefix + self.package + "/")]
         top = prefix.removesuffix("src/") if prefix.endswith("/src/") else prefix  # src layout: PKG-INFO above src/
         self._meta_bytes = metadata.get(top + "PKG-INFO")
 
@@ -1472,6 +1533,10 @@ class ArchiveSource(TreeSource):
             if norm.startswith(prefix + self.package + "/") and norm.endswith(".py")
             and "__pycache__" not in norm.split("/")
         }
+        self._compiled_members = [
+            norm[len(prefix):] for norm in names
+            if norm.startswith(prefix + self.package + "/") and "__pycache__" not in norm.split("/")
+            and _COMPILED_MODULE.match(norm.rsplit("/", 1)[-1])]
         sizes = {i.filename: i.file_size for i in infos}
         self._unreadable = {
             rel: (f"{sizes[original]} bytes, larger than the {MAX_FILE_BYTES >> 20} MiB limit for a source file; "

@@ -244,6 +244,7 @@ class InterfaceRule(Rule):
             return
         missing, proto, required = missing_members(ctx, target)
         if not missing:
+            yield from self._raising(ctx, target, proto, required)
             return
         pname = PROTOCOL_FOR_METHOD[target.method]
         disabled = disabled_members(ctx, facts.ref, proto, required)
@@ -269,6 +270,24 @@ class InterfaceRule(Rule):
             loc[0], loc[1],
             missing=missing, code_holder=holder.dotted, protocol=pname,
         )
+
+    def _raising(self, ctx: Context, target: AuditTarget, proto, required: list[str]) -> Iterator[Finding]:
+        """``unknown`` for each member of ``required`` that the class (not the protocol) defines
+        with a body that only raises (``raise NotImplementedError``): it passes the isinstance
+        check, but a call from the engine raises, so the gate is not passed."""
+        r = ctx.resolver
+        for m in required:
+            hit = r.lookup(target.facts.ref, m)
+            if hit is None or not isinstance(hit[1], MethodFact) or not hit[1].raises_only:
+                continue
+            if proto is not None and proto.is_protocol_class(hit[0]):
+                continue
+            loc = r.location(hit[0])
+            path = loc[0] if loc else target.facts.path
+            yield self.finding(Severity.UNKNOWN,
+                               f"{hit[0].name}.{m} (at {path}:{hit[1].line}) only raises: it satisfies the protocol "
+                               f"check, but the engine's call to it for {target.method} raises, so the gate is not "
+                               "passed", path, hit[1].line, missing=[m], code_holder=hit[0].dotted)
 
 
 class StubMemberRule(Rule):

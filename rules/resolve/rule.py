@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from auditor.index.imports import import_failures
 from auditor.index.resolve import ClassRef
 from auditor.model.findings import Finding, Severity
 from auditor.model.options import METHODS
@@ -111,3 +112,28 @@ class ResolveRule(Rule):
                 yield self.finding(Severity.UNKNOWN,
                                    f"{what} changed by `{construct}` at {path}:{line}, which static analysis cannot "
                                    "follow: the gates that read it are not decided", path, line)
+        if elsewhere:
+            for r in refs:
+                for path, line, why in import_failures(ctx.resolver, r):
+                    if (path, line) in seen:
+                        continue
+                    seen.add((path, line))
+                    yield self.finding(Severity.UNKNOWN, f"{why}: the engine cannot load {ref.name} from it, so "
+                                       "the gates are not decided", path, line)
+            yield from self.unread(ctx)
+
+    def unread(self, ctx: Context) -> Iterator[Finding]:
+        """One ``unknown`` finding when the tree holds code Python may run that the analysis
+        cannot read (:meth:`auditor.index.tree.Tree.unread_code`: a folder linked from outside the
+        tree, a compiled module that Python imports instead of its source): a change made there
+        (a registry entry re-pointed, a member replaced) cannot be searched, so a verdict that is
+        otherwise supported is not decided. It names the first three."""
+        unread = ctx.resolver.tree.unread_code()
+        if not unread:
+            return
+        items = sorted(unread.items())
+        shown = "; ".join(f"{p}: {why}" for p, why in items[:3]) + (f"; and {len(items) - 3} more" if len(items) > 3
+                                                                     else "")
+        yield self.finding(Severity.UNKNOWN, f"the tree holds code that Python may run but the analysis cannot read "
+                           f"({shown}): a change it makes to the target or the registry cannot be searched, so the "
+                           "gates are not decided", items[0][0], None)

@@ -194,12 +194,12 @@ def test_the_next_step_fix_command_is_shell_safe_on_a_narrow_terminal(tmp_path, 
 
     from rich.console import Console
 
-    import auditor.cli as cli_module
+    import auditor.cli.console as cli_console
 
     root = make_tree(tmp_path / "a folder; $(touch x) 'quoted'")
     screen = io.StringIO()
     console = Console(file=screen, force_terminal=True, width=40, color_system=None)
-    monkeypatch.setattr(cli_module, "_err", lambda: console)
+    monkeypatch.setattr(cli_console, "err_console", lambda: console)
     r = cli("scan", root, "--model", "ToyV2ForCausalLM", "--no-progress", "--no-config")
     assert r.exit_code == 1
     lines = screen.getvalue().splitlines()

@@ -114,6 +114,9 @@ class ReturnsFact:
     defaults: dict[str, str] = field(default_factory=dict)
     returns: list[tuple] = field(default_factory=list)
     inner: dict[str, "ReturnsFact"] = field(default_factory=dict)
+    #: for a nested function (a decorator's wrapper): the dotted names it calls anywhere in its
+    #: body (whether it calls the function it wraps); None at the outer level
+    calls: frozenset[str] | None = None
 
 
 @cacheable
@@ -164,6 +167,8 @@ class MethodFact:
     self_calls: list[str] = field(default_factory=list)
     #: what the method gives back (see :class:`ReturnsFact`), to follow it as a class decorator
     gives: ReturnsFact | None = None
+    #: small protocol methods only: the callees it calls, as written (``self.model.set_x``)
+    calls: list[str] = field(default_factory=list)
 
 
 @cacheable
@@ -744,6 +749,8 @@ def returns_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef, depth: int = 0) -> 
     pos = a.posonlyargs + a.args
     defaults = {p.arg: _short(d) for p, d in zip(pos[len(pos) - len(a.defaults):], a.defaults)}
     fact = ReturnsFact(params=[p.arg for p in pos], defaults=defaults)
+    if depth:
+        fact.calls = frozenset(d for n in ast.walk(fn) if isinstance(n, ast.Call) and (d := dotted(n.func)))
     if isinstance(fn, ast.AsyncFunctionDef):
         fact.returns.append(("other", "a coroutine", (), ()))
         return fact
@@ -830,6 +837,8 @@ def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
                     mf.delegates.append((owner.attr, node.func.attr))
                 elif isinstance(owner, ast.Call) and _is_self_attr(owner.func):
                     mf.delegates.append((owner.func.attr + "()", node.func.attr))
+            if isinstance(node, ast.Call):
+                mf.calls.append(_short(node.func))
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 mf.imports += [f"{node.module}.{a.name}" for a in node.names]
         mf.names = frozenset(names)
@@ -864,6 +873,13 @@ def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
                         mf.self_assign_calls[t.attr] = (_short(value.func), kw, st.lineno)
                 elif isinstance(t, ast.Name) and "aux" in t.id and isinstance(value, (ast.List, ast.ListComp)):
                     aux_vars.add(t.id)
+        elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and dotted(st.value.func) in (
+                "setattr", "object.__setattr__", "self.__setattr__") and st.value.args:
+            # ``setattr(self, "forward", f)``: an instance attribute, as ``self.forward = f``
+            args = st.value.args if dotted(st.value.func) != "self.__setattr__" else [ast.Name("self")] + st.value.args
+            if len(args) == 3 and isinstance(args[0], ast.Name) and args[0].id == "self":
+                key = args[1].value if isinstance(args[1], ast.Constant) and isinstance(args[1].value, str) else "*"
+                mf.self_assigns[key] = _short(args[2])
         elif isinstance(st, ast.Return):
             returns.append(st)
             if isinstance(st.value, ast.Call):
@@ -1328,7 +1344,8 @@ class _Summarizer:
             first = head_node
             while isinstance(first, (ast.Attribute, ast.Subscript)):
                 first = first.value
-            if isinstance(first, ast.Name) and (first.id in _OWN or first.id in local):
+            if isinstance(first, ast.Name) and (first.id in _OWN or first.id in local) \
+                    and not (isinstance(head_node, ast.Attribute) and head_node.attr == "__class__"):
                 return  # ``self.x = v``, a parameter's or a local's attribute: not a class of the tree
             head = _head_of(head_node)
             self.s.deferred_changes.append((head, member, _text(st)[:100], st.lineno, label))

@@ -11,6 +11,7 @@ from auditor.engines.modelfiles import HolderFacts, captures_itself, method_requ
 from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding, Severity
 from rules.base import AuditTarget, Context, Example, Rule
+from rules.common.members import BuiltinsChanges, decorator_effect, instance_shadows, member_inert, setter_misses
 
 _NO_INDEX_LOOP = '''
 from itertools import islice
@@ -128,7 +129,7 @@ class AuxCaptureRule(Rule):
     """
 
     CODE = "EA303"
-    FACTS = (HolderFacts,)
+    FACTS = (HolderFacts, BuiltinsChanges)
     GATE = "aux-capture"
     NAME = "aux-hidden-states-not-captured"
     SUMMARY = ("the holder model's `forward` cannot capture aux hidden states (or lacks `EagleModelMixin` where "
@@ -210,6 +211,7 @@ class AuxCaptureRule(Rule):
                 fwd.path, fwd.line, holder=holder.dotted,
             )
             return
+        yield from self._runs_as_written(ctx, target, holder, fwd, capturing)
         mixin = ctx.facts.eagle_model_mixin
         needs_mixin = any(lp.uses_mixin_helper for lp in capturing)
         why = "its loop calls _maybe_add_hidden_state"
@@ -244,6 +246,54 @@ class AuxCaptureRule(Rule):
                         "eagle_aux_hidden_state_layer_ids)",
                         loc[0] if loc else None, loc[1] if loc else None, holder=holder.dotted,
                     )
+
+
+    def _runs_as_written(self, ctx: Context, target: AuditTarget, holder, fwd, capturing) -> Iterator[Finding]:
+        """What keeps a capture that reads well from running as written: the holder's or the
+        target's ``forward`` wrapped by a decorator or shadowed by an instance attribute
+        (:mod:`rules.common.members`), a setter that stores the layers under another name than
+        the capture reads, the loop's ``enumerate``/``range`` rebound in the holder's module, or a
+        change to Python's builtins anywhere in the tree."""
+        r = ctx.resolver
+        fm = r.lookup(fwd.defined_in, "forward")
+        effects = [decorator_effect(r, fwd.defined_in, fm[1]) if fm and isinstance(fm[1], MethodFact) else None,
+                   instance_shadows(r, holder, "forward")]
+        if target.facts.ref != holder:
+            effects.append(member_inert(r, target.facts.ref, "forward"))
+        for eff in effects:
+            if eff is not None:
+                yield self.finding(Severity.ERROR if eff.blocked else Severity.UNKNOWN,
+                                   f"the capture in {fwd.defined_in.name}.forward does not run as written: {eff.why}",
+                                   eff.path, eff.line, fix=False, holder=holder.dotted)
+        setter = r.lookup(target.facts.ref, "set_aux_hidden_state_layers")
+        proto = ctx.facts.protocol("SupportsEagle3")
+        if setter is not None and isinstance(setter[1], MethodFact) and not (
+                proto and proto.is_protocol_class(setter[0])) and not any(lp.uses_mixin_helper for lp in capturing) \
+                and setter_misses(setter[1], "aux_hidden_state_layers"):
+            loc = r.location(setter[0])
+            stored = ", ".join(sorted(a for a in setter[1].attrs if a not in ("model",)))
+            yield self.finding(Severity.ERROR,
+                               f"{setter[0].name}.set_aux_hidden_state_layers ({loc[0] if loc else '?'}:"
+                               f"{setter[1].line}) stores the layers as {stored or 'nothing'}, but "
+                               f"{fwd.defined_in.name}.forward captures the layers in aux_hidden_state_layers: "
+                               "the capture never sees them", loc[0] if loc else None, setter[1].line, fix=False,
+                               holder=holder.dotted)
+        for lp in capturing:
+            kind = lp.index_kind
+            if kind in ("enumerate", "range"):
+                m = r.tree.module(fwd.defined_in.module)
+                if kind in m.bindings or kind in m.cond_bindings or kind in m.unfollowable or "*" in m.unfollowable \
+                        or any(r.star_exports(star, kind) for star, _ in m.stars):
+                    yield self.finding(Severity.UNKNOWN,
+                                       f"{fwd.defined_in.name}.forward indexes its layers with {kind}, which "
+                                       f"{fwd.path} rebinds: static analysis cannot follow the capture",
+                                       fwd.path, lp.line, holder=holder.dotted)
+        for name, construct, path, line in ctx.get(BuiltinsChanges, None)[:1]:
+            what = "a builtin under a computed name" if name == "*" else f"the builtin {name}"
+            yield self.finding(Severity.UNKNOWN,
+                               f"`{construct}` at {path}:{line} changes {what} for every module, which the capture "
+                               f"in {fwd.defined_in.name}.forward relies on: static analysis cannot follow it",
+                               path, line, holder=holder.dotted)
 
 
 class PPRelativeIndexRule(Rule):

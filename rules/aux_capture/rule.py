@@ -75,8 +75,18 @@ _RETURNS = """if len(aux_hidden_states) > 0:
         return hidden_states"""
 
 
-def _cap(start: str = "", ret: str = _RETURNS) -> dict[str, str]:
-    return {"vllm/model_executor/models/cap.py": _CAPTURING_MODEL.format(start=start, ret=ret)}
+def _cap(start: str = "", ret: str = _RETURNS, edit: tuple[str, str] = ("", "")) -> dict[str, str]:
+    """The capturing model, with ``start=`` of its ``enumerate``, its return, and one ``edit``
+    (``(old, new)`` text) applied."""
+    return {"vllm/model_executor/models/cap.py": _CAPTURING_MODEL.format(start=start, ret=ret).replace(*edit)}
+
+
+#: the setter stores the layers where the capture never reads them
+_TYPO = ("self.model.aux_hidden_state_layers = layers", "self.model.aux_hidden_state_layer = layers")
+#: the holder's forward shadowed on every instance by an attribute set in ``__init__``
+_SHADOWED = ("class CapModel(nn.Module):\n", "class CapModel(nn.Module):\n    def __init__(self):\n"
+             "        super().__init__()\n        self.forward = self.plain\n\n    def plain(self, input_ids, "
+             "positions):\n        return input_ids\n\n")
 
 
 def _assigns(ctx: Context, ref, attr: str) -> bool:
@@ -153,6 +163,10 @@ class AuxCaptureRule(Rule):
                 expect_severity=Severity.ERROR, note="islice loop without an index"),
         Example(_cap(ret="return hidden_states"), "CapForCausalLM",
                 expect_severity=Severity.ERROR, note="captures but never returns the aux states"),
+        Example(_cap(edit=_TYPO), "CapForCausalLM", expect_severity=Severity.ERROR,
+                note="the setter stores the layers under another name than the capture reads"),
+        Example(_cap(edit=_SHADOWED), "CapForCausalLM", expect_severity=Severity.UNKNOWN,
+                note="an instance attribute set in __init__ shadows the capturing forward"),
     ]
 
     def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:

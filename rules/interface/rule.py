@@ -70,6 +70,34 @@ class StubForCausalLM(nn.Module, SupportsEagle3):
 '''
 
 
+_DECORATED = '''
+import functools
+
+from vllm.model_executor.models.llama import LlamaForCausalLM
+
+{decorator}
+
+class DecoratedForCausalLM(LlamaForCausalLM):
+    @deco
+    def set_aux_hidden_state_layers(self, layers):
+        self.model.aux_hidden_state_layers = layers
+'''
+_WRAPPER = '''
+def deco(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        {body}
+    return wrapper
+'''
+
+
+def _decorated(body: str | None) -> dict[str, str]:
+    """The setter under ``@deco``: a decorator of the tree whose wrapper runs ``body``, or
+    (None) one imported from outside the tree."""
+    decorator = _WRAPPER.format(body=body) if body is not None else "from outside_the_tree import deco\n"
+    return {"vllm/model_executor/models/decorated.py": _DECORATED.format(decorator=decorator)}
+
+
 def missing_members(ctx: Context, target: AuditTarget) -> tuple[list[str], object, list[str]]:
     """``(missing member names, protocol or None, required member names)`` for the target's
     class under its method's protocol; without a protocol in the tree (vLLM ≤ 0.10.0), the
@@ -222,10 +250,16 @@ class InterfaceRule(Rule):
         Example({"vllm/model_executor/models/llama.py": None}, "LlamaForCausalLM"),  # base tree's Llama
         Example({"vllm/model_executor/models/structural.py": _STRUCTURAL}, "StructuralForCausalLM",
                 note="structural conformance without inheriting the protocol"),
+        Example(_decorated("return fn(*args, **kwargs)"), "DecoratedForCausalLM",
+                note="a decorator whose wrapper calls the setter and returns its result"),
     ]
     INVALID = [
         Example({"vllm/model_executor/models/toy4.py": _EMPTY_SUBCLASS}, "ToyV4ForCausalLM",
                 expect_severity=Severity.ERROR, note="empty subclass of a class without SupportsEagle3"),
+        Example(_decorated("return None"), "DecoratedForCausalLM",
+                expect_severity=Severity.ERROR, note="a decorator whose wrapper never calls the setter"),
+        Example(_decorated(None), "DecoratedForCausalLM", expect_severity=Severity.UNKNOWN,
+                note="a decorator from outside the tree: its effect cannot be read"),
     ]
 
     def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import make_tree
-from tests.test_hostile_bindings import LLAMA, expect, llama, scan
+from tests.test_hostile_bindings import LLAMA, SG_LLAMA, SG_MODELS, expect, llama, scan, sglang_tree
 
 SETTER = "    def set_aux_hidden_state_layers(self, layers"
 FORWARD = ("    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, intermediate_tensors=None):\n"
@@ -178,4 +178,47 @@ def test_enumerate_rebound_in_the_holder_module_is_unknown(tmp_path):
 def test_new_names_in_builtins_keep_the_verdict(tmp_path):
     # SGLang 0.5.10.post1's sglang/srt/utils/common.py: builtins.FP8_E4M3_MAX = ...
     code, res, _ = scan(make_tree(tmp_path, llama(LLAMA + "\nimport builtins\nbuiltins.FP8_MAX = 448.0\n")))
+    assert (code, res["verdict"]) == (0, "supported"), res["findings"]
+
+
+# -- SGLang: the same constructs on its duck-typed setter and its capturing forward -----------------
+
+SG_SETTER = "    def set_eagle3_layers_to_capture(self, layer_ids=None):"
+SG_FORWARD = "    def forward(self, input_ids, positions):\n        hidden_states, residual = input_ids, None"
+
+
+def _sg(text: str) -> dict[str, str]:
+    return {f"{SG_MODELS}/llama.py": text}
+
+
+def _sg_with(defs: str, member: str, deco: str) -> str:
+    assert member in SG_LLAMA
+    return SG_LLAMA.replace("class LlamaModel", defs + "\n\nclass LlamaModel", 1).replace(
+        member, f"    @{deco}\n{member}", 1)
+
+
+@pytest.mark.parametrize("defs, member, deco, verdict, needle", [
+    (NOOP, SG_SETTER, "_noop", "blocked", "which never calls the decorated function"),
+    (GONE, SG_SETTER, "_gone", "blocked", "returns None, so the member is None"),
+    ("from somewhere_external import strange\n", SG_SETTER, "strange", "unknown",
+     "comes from outside the tree (somewhere_external.strange)"),
+    (FIRST, SG_FORWARD, "_first", "unknown", "returns something else than its result"),
+])
+def test_sglang_decorated_setter_or_forward(tmp_path, defs, member, deco, verdict, needle):
+    res = expect(sglang_tree(tmp_path, _sg(_sg_with(defs, member, deco))), verdict, needle)
+    assert any("sglang/srt/models/llama.py:" in f["message"] for f in res["findings"] if needle in f["message"])
+
+
+def test_sglang_init_shadowing_and_builtins(tmp_path):
+    init = "        self.capture_aux_hidden_states = False\n"
+    assert init in SG_LLAMA
+    shadow = SG_LLAMA.replace(init, init + "        self.set_eagle3_layers_to_capture = lambda layer_ids=None: None\n", 1)
+    expect(sglang_tree(tmp_path / "a", _sg(shadow)), "unknown", "sets self.set_eagle3_layers_to_capture = <Lambda>")
+    patched = SG_LLAMA + "\nimport builtins\nbuiltins.range = lambda *a: []\n"
+    expect(sglang_tree(tmp_path / "b", _sg(patched)), "unknown", "`builtins.range = <Lambda>` at sglang/srt/models/llama.py:")
+
+
+def test_sglang_pass_through_decorators_keep_the_verdict(tmp_path):
+    text = _sg_with(PASS, SG_SETTER, "_logged").replace(SG_FORWARD, f"    @torch.no_grad()\n{SG_FORWARD}", 1)
+    code, res, _ = scan(sglang_tree(tmp_path, _sg("import torch\n" + text)))
     assert (code, res["verdict"]) == (0, "supported"), res["findings"]

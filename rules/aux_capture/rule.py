@@ -11,7 +11,7 @@ from auditor.engines.modelfiles import HolderFacts, captures_itself, method_requ
 from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding, Severity
 from rules.base import AuditTarget, Context, Example, Rule
-from rules.common.members import BuiltinsChanges, decorator_effect, instance_shadows, member_inert, setter_misses
+from rules.common.members import BuiltinsChanges, builtins_changed, forward_effects, setter_misses
 
 _NO_INDEX_LOOP = '''
 from itertools import islice
@@ -269,16 +269,10 @@ class AuxCaptureRule(Rule):
         the capture reads, the loop's ``enumerate``/``range`` rebound in the holder's module, or a
         change to Python's builtins anywhere in the tree."""
         r = ctx.resolver
-        fm = r.lookup(fwd.defined_in, "forward")
-        effects = [decorator_effect(r, fwd.defined_in, fm[1]) if fm and isinstance(fm[1], MethodFact) else None,
-                   instance_shadows(r, holder, "forward")]
-        if target.facts.ref != holder:
-            effects.append(member_inert(r, target.facts.ref, "forward"))
-        for eff in effects:
-            if eff is not None:
-                yield self.finding(Severity.ERROR if eff.blocked else Severity.UNKNOWN,
-                                   f"the capture in {fwd.defined_in.name}.forward does not run as written: {eff.why}",
-                                   eff.path, eff.line, fix=False, holder=holder.dotted)
+        for eff in forward_effects(r, holder, fwd.defined_in, target.facts.ref):
+            yield self.finding(Severity.ERROR if eff.blocked else Severity.UNKNOWN,
+                               f"the capture in {fwd.defined_in.name}.forward does not run as written: {eff.why}",
+                               eff.path, eff.line, fix=False, holder=holder.dotted)
         setter = r.lookup(target.facts.ref, "set_aux_hidden_state_layers")
         proto = ctx.facts.protocol("SupportsEagle3")
         if setter is not None and isinstance(setter[1], MethodFact) and not (
@@ -302,12 +296,8 @@ class AuxCaptureRule(Rule):
                                        f"{fwd.defined_in.name}.forward indexes its layers with {kind}, which "
                                        f"{fwd.path} rebinds: static analysis cannot follow the capture",
                                        fwd.path, lp.line, holder=holder.dotted)
-        for name, construct, path, line in ctx.get(BuiltinsChanges, None)[:1]:
-            what = "a builtin under a computed name" if name == "*" else f"the builtin {name}"
-            yield self.finding(Severity.UNKNOWN,
-                               f"`{construct}` at {path}:{line} changes {what} for every module, which the capture "
-                               f"in {fwd.defined_in.name}.forward relies on: static analysis cannot follow it",
-                               path, line, holder=holder.dotted)
+        for msg, path, line in builtins_changed(ctx.get(BuiltinsChanges, None), f"{fwd.defined_in.name}.forward"):
+            yield self.finding(Severity.UNKNOWN, msg, path, line, holder=holder.dotted)
 
 
 class PPRelativeIndexRule(Rule):

@@ -168,6 +168,23 @@ def member_inert(resolver: Resolver, ref: ClassRef, member: str) -> Inert | None
     return instance_shadows(resolver, ref, member)
 
 
+def forward_effects(resolver: Resolver, holder: ClassRef, defined_in: ClassRef, target: ClassRef) -> list[Inert]:
+    """What keeps the capturing ``forward`` from running as written: a decorator on the holder's
+    ``forward`` (the one defined in ``defined_in``), an instance attribute or class change over
+    ``forward`` on the holder, and the same for the target's own ``forward`` (the engine calls the
+    target, whose ``forward`` calls the holder's).
+
+    Returns:
+        The :class:`Inert` found (empty when the capture runs as written).
+    """
+    hit = resolver.lookup(defined_in, "forward")
+    out = [decorator_effect(resolver, hit[0], hit[1]) if hit and isinstance(hit[1], MethodFact) else None,
+           instance_shadows(resolver, holder, "forward")]
+    if target != holder:
+        out.append(member_inert(resolver, target, "forward"))
+    return [e for e in out if e is not None]
+
+
 def setter_misses(fact: MethodFact, attr: str) -> bool:
     """True when the setter ``fact`` can never hand its layers to the capture, which reads the
     attribute ``attr``: it stores no attribute of that name, mentions none, and calls nothing that
@@ -204,3 +221,14 @@ class BuiltinsChanges(FactProvider):
                 elif mods and all(t == "builtins" for t in mods) and head == first:
                     out.append((member, construct, s.path, line))
         return out
+
+
+def builtins_changed(changes: list, forward: str) -> list[tuple[str, str, int]]:
+    """The ``unknown`` of a capture in ``forward`` (``Class.forward``) when the tree changes a
+    builtin (the first change of :class:`BuiltinsChanges`), as ``(message, path, line)``."""
+    out = []
+    for name, construct, path, line in changes[:1]:
+        what = "a builtin under a computed name" if name == "*" else f"the builtin {name}"
+        out.append((f"`{construct}` at {path}:{line} changes {what} for every module, which the capture in {forward} "
+                    "relies on: static analysis cannot follow it", path, line))
+    return out

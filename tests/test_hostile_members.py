@@ -136,9 +136,16 @@ def test_init_shadowing_the_capturing_forward_is_unknown(tmp_path):
 
 
 def test_other_instance_attributes_keep_the_verdict(tmp_path):
-    text = LLAMA.replace(INIT_END, INIT_END + "        self.forward_count = 0\n        setattr(self, 'tag', 1)\n", 1)
+    # the loop over literal names: vLLM 0.33.0 vllm/models/deepseek_v4/common/vl_model.py
+    text = LLAMA.replace(INIT_END, INIT_END + "        self.forward_count = 0\n        setattr(self, 'tag', 1)\n"
+                         "        for name in ('image_start', 'image_end'):\n            setattr(self, name, None)\n", 1)
     code, res, _ = scan(make_tree(tmp_path, llama(text)))
     assert (code, res["verdict"]) == (0, "supported"), res["findings"]
+
+
+def test_instance_attribute_under_a_computed_name_is_unknown(tmp_path):
+    text = LLAMA.replace(INIT_END, INIT_END + "        for name in self.names():\n            setattr(self, name, None)\n", 1)
+    expect(make_tree(tmp_path, llama(text)), "unknown", "sets an instance attribute under a computed name = None")
 
 
 # -- a setter that stores the layers where the capture does not read them ---------------------------

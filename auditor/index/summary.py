@@ -878,8 +878,8 @@ def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
             # ``setattr(self, "forward", f)``: an instance attribute, as ``self.forward = f``
             args = st.value.args if dotted(st.value.func) != "self.__setattr__" else [ast.Name("self")] + st.value.args
             if len(args) == 3 and isinstance(args[0], ast.Name) and args[0].id == "self":
-                key = args[1].value if isinstance(args[1], ast.Constant) and isinstance(args[1].value, str) else "*"
-                mf.self_assigns[key] = _short(args[2])
+                for key in _attr_names(fn, args[1]):
+                    mf.self_assigns[key] = _short(args[2])
         elif isinstance(st, ast.Return):
             returns.append(st)
             if isinstance(st.value, ast.Call):
@@ -898,6 +898,24 @@ def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
                 if len(elts) >= 2 and hit:
                     mf.returns_aux = True
     return mf
+
+
+def _attr_names(fn: ast.FunctionDef | ast.AsyncFunctionDef, key: ast.expr) -> list[str]:
+    """The attribute names ``setattr(self, key, v)`` in ``fn`` may set: a string constant; the
+    strings of a literal tuple or list that a ``for`` loops ``key`` over, when that loop is the
+    only binding of the name in ``fn`` (vLLM 0.33.0 ``vllm/models/deepseek_v4/common/vl_model.py``:
+    ``for name in ("image_start", ...): setattr(self, name, ...)``); else ``["*"]`` (any name)."""
+    if isinstance(key, ast.Constant) and isinstance(key.value, str):
+        return [key.value]
+    if isinstance(key, ast.Name):
+        stores = [n for n in ast.walk(fn)
+                  if isinstance(n, ast.Name) and n.id == key.id and not isinstance(n.ctx, ast.Load)]
+        loops = [st for st in ast.walk(fn) if isinstance(st, ast.For) and isinstance(st.target, ast.Name)
+                 and st.target.id == key.id and isinstance(st.iter, (ast.Tuple, ast.List))]
+        if len(stores) == 1 and len(loops) == 1 and all(
+                isinstance(e, ast.Constant) and isinstance(e.value, str) for e in loops[0].iter.elts):
+            return [e.value for e in loops[0].iter.elts]
+    return ["*"]
 
 
 def _drop_reset_captures(fn: ast.FunctionDef | ast.AsyncFunctionDef, loops: list[LoopFact]) -> None:

@@ -141,7 +141,7 @@ def instance_shadows(resolver: Resolver, ref: ClassRef, member: str) -> Inert | 
                     value = mf.self_assigns[key]
                     line = mf.self_assign_calls.get(key, (None, None, mf.line))[2]
                     what = f"self.{member}" if key == member else "an instance attribute under a computed name"
-                    return Inert(value == "None",
+                    return Inert(key == member and value == "None",
                                  f"{e.name}.{mname} ({m.path}:{line}) sets {what} = {value}, which shadows the "
                                  f"method {member} on every instance", m.path, line)
         for head, mm, construct, line, label in m.deferred_changes:

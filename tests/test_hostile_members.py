@@ -116,6 +116,11 @@ def test_decorators_that_pass_the_call_through_keep_the_verdict(tmp_path, deco):
      "`type(self).set_aux_hidden_state_layers = None` in LlamaForCausalLM.__init__"),
     ("        setattr(type(self), 'set_aux_hidden_state_layers', None)\n", "unknown",
      "in LlamaForCausalLM.__init__ (vllm/model_executor/models/llama.py:"),
+    ("        self.__dict__['set_aux_hidden_state_layers'] = print\n", "unknown",
+     "sets self.set_aux_hidden_state_layers = print"),
+    ("        object.__setattr__(self, 'set_aux_hidden_state_layers', None)\n", "blocked",
+     "sets self.set_aux_hidden_state_layers = None"),
+    ("        self.__dict__.update(extra)\n", "unknown", "sets an instance attribute under a computed name"),
     ("        self.__class__.set_aux_hidden_state_layers = None\n", "unknown",
      "`self.__class__.set_aux_hidden_state_layers = None` in LlamaForCausalLM.__init__"),
 ])

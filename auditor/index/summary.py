@@ -871,8 +871,15 @@ def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
                         kw = {k.arg: (ast.unparse(k.value) if k.arg == "architectures" else _short(k.value))
                               for k in value.keywords if k.arg}
                         mf.self_assign_calls[t.attr] = (_short(value.func), kw, st.lineno)
+                elif isinstance(t, ast.Subscript) and dotted(t.value) == "self.__dict__":
+                    # ``self.__dict__["forward"] = f``: an instance attribute
+                    for key in _attr_names(fn, t.slice):
+                        mf.self_assigns[key] = _short(value)
                 elif isinstance(t, ast.Name) and "aux" in t.id and isinstance(value, (ast.List, ast.ListComp)):
                     aux_vars.add(t.id)
+        elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and dotted(st.value.func) == \
+                "self.__dict__.update":
+            mf.self_assigns["*"] = "self.__dict__.update(...)"  # any instance attribute
         elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and dotted(st.value.func) in (
                 "setattr", "object.__setattr__", "self.__setattr__") and st.value.args:
             # ``setattr(self, "forward", f)``: an instance attribute, as ``self.forward = f``

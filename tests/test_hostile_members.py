@@ -85,6 +85,14 @@ def test_wrapper_that_changes_what_forward_returns_is_unknown(tmp_path):
                in f["message"] for f in res["findings"])
 
 
+def test_wrapper_that_changes_the_arguments_is_unknown(tmp_path):
+    changed = FIRST.replace("def _first", "def _empty").replace(
+        "        out = fn(*a, **k)\n        return out[0] if isinstance(out, tuple) else out\n",
+        "        return fn(a[0], ())\n")
+    expect(make_tree(tmp_path, llama(_with(changed, SETTER, "_empty"))), "unknown",
+           "calls the decorated function with other arguments than its own")
+
+
 def test_decorator_returning_none_blocks(tmp_path):
     expect(make_tree(tmp_path, llama(_with(GONE, SETTER, "_gone"))), "blocked", "returns None, so the member is None")
 

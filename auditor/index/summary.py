@@ -117,6 +117,9 @@ class ReturnsFact:
     #: for a nested function (a decorator's wrapper): the dotted names it calls anywhere in its
     #: body (whether it calls the function it wraps); None at the outer level
     calls: frozenset[str] | None = None
+    #: for a nested function: the dotted names it calls with exactly its own arguments
+    #: (``fn(*args, **kwargs)``, or its parameters in order): a wrapper that passes the call on
+    passes: frozenset[str] | None = None
 
 
 @cacheable
@@ -734,6 +737,20 @@ def _gather_returns(body: list[ast.stmt], conds: tuple, out: list, inner: dict, 
     return False
 
 
+def _passes_own_arguments(fn: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call) -> bool:
+    """True when ``call`` hands on exactly the arguments ``fn`` was called with: ``f(*args,
+    **kwargs)`` with ``fn``'s own ``*args``/``**kwargs``, or its positional parameters in order."""
+    a = fn.args
+    own = [p.arg for p in a.posonlyargs + a.args]
+    star = [f"*{a.vararg.arg}"] if a.vararg else []
+    got = [("*" + x.value.id) if isinstance(x, ast.Starred) and isinstance(x.value, ast.Name)
+           else x.id if isinstance(x, ast.Name) else "?" for x in call.args]
+    kws = [k.value.id if k.arg is None and isinstance(k.value, ast.Name) else "?" for k in call.keywords]
+    if got != own + star or a.kwonlyargs:
+        return False
+    return kws == ([a.kwarg.arg] if a.kwarg else [])
+
+
 def returns_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef, depth: int = 0) -> ReturnsFact:
     """What ``fn`` gives back (see :class:`ReturnsFact`), read from its statements.
 
@@ -751,6 +768,8 @@ def returns_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef, depth: int = 0) -> 
     fact = ReturnsFact(params=[p.arg for p in pos], defaults=defaults)
     if depth:
         fact.calls = frozenset(d for n in ast.walk(fn) if isinstance(n, ast.Call) and (d := dotted(n.func)))
+        fact.passes = frozenset(d for n in ast.walk(fn) if isinstance(n, ast.Call) and (d := dotted(n.func))
+                                and _passes_own_arguments(fn, n))
     if isinstance(fn, ast.AsyncFunctionDef):
         fact.returns.append(("other", "a coroutine", (), ()))
         return fact

@@ -72,7 +72,10 @@ def _wrapper_effect(g: ReturnsFact) -> tuple[str, str] | None:
         if fn not in (w.calls or ()):
             return "blocked", f"returns its wrapper {wname}, which never calls the decorated function"
         if all(r[0] == "call" and r[1] == fn for r in w.returns):
-            return None
+            if fn in (w.passes or ()):
+                return None
+            return "unknown", (f"returns its wrapper {wname}, which calls the decorated function with other arguments "
+                               "than its own")
         return "unknown", (f"returns its wrapper {wname}, which calls the decorated function but returns something "
                            "else than its result")
     return "unknown", "gives back something static analysis cannot follow"

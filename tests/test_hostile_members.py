@@ -242,3 +242,9 @@ def test_sglang_pass_through_decorators_keep_the_verdict(tmp_path):
     text = _sg_with(PASS, SG_SETTER, "_logged").replace(SG_FORWARD, f"    @torch.no_grad()\n{SG_FORWARD}", 1)
     code, res, _ = scan(sglang_tree(tmp_path, _sg("import torch\n" + text)))
     assert (code, res["verdict"]) == (0, "supported"), res["findings"]
+
+
+def test_sglang_setter_typo_blocks(tmp_path):
+    text = SG_LLAMA.replace("self.model.layers_to_capture = ", "self.model.layers_to_captur = ")
+    assert text != SG_LLAMA
+    expect(sglang_tree(tmp_path, _sg(text)), "blocked", "layers_to_captur")

@@ -86,6 +86,27 @@ CATALOG = {
     "registry-built": {"registry": "_VLLM_MODELS = {k: v for k, v in _rows()}"},
     "registry-in-a-function": {"registry": 'def _reg():\n    _VLLM_MODELS["LlamaForCausalLM"] = ("toy", "ToyV2ForCausalLM")'},
     "registry-in-a-loop": {"registry": "for _k in _keys():\n    _VLLM_MODELS.pop(_k)"},
+    # a namespace written behind the index's back, text run as code, a class object changed
+    "module-object-write": {"tail": "import sys\nsys.modules[__name__].LlamaForCausalLM = None"},
+    "module-dict-write": {"tail": "import sys\nsys.modules[__name__].__dict__['LlamaForCausalLM'] = None"},
+    "module-vars-pop": {"tail": "import sys\nvars(sys.modules[__name__]).pop('LlamaForCausalLM')"},
+    "module-locals-write": {"tail": "locals()['LlamaForCausalLM'] = None"},
+    "exec-rebind": {"tail": "exec('LlamaForCausalLM = LlamaModel')"},
+    "eval-compile-del": {"tail": "eval(compile('del LlamaForCausalLM', 'x', 'exec'))"},
+    "exec-del-member": {"tail": "exec('del LlamaForCausalLM.set_aux_hidden_state_layers')"},
+    "star-dynamic-all": {"tail": f"from {PKG}.llama_plain import *",
+                         "files": {f"{MODELS}/llama_plain.py": PLAIN + "__all__ = []\n__all__ += ['LlamaForCausalLM']\n"}},
+    "class-body-locals": {"replace": ("        self.model.aux_hidden_state_layers = layers\n",
+                                      "        self.model.aux_hidden_state_layers = layers\n"
+                                      "    locals().pop('set_aux_hidden_state_layers')\n")},
+    "member-property": {"replace": ("        self.model.aux_hidden_state_layers = layers\n",
+                                    "        self.model.aux_hidden_state_layers = layers\n"
+                                    "    set_aux_hidden_state_layers = property(lambda self: None)\n")},
+    "for-del-member": {"tail": "for _c in (LlamaForCausalLM,):\n    del _c.set_aux_hidden_state_layers"},
+    "bases-assigned": {"tail": "LlamaForCausalLM.__bases__ = (nn.Module,)"},
+    "new-returns-other": {"replace": ("    def get_eagle3_aux_hidden_state_layers(self)",
+                                      "    def __new__(cls, *a, **k):\n        return LlamaModel(*a, **k)\n\n"
+                                      "    def get_eagle3_aux_hidden_state_layers(self)")},
 }
 
 #: class decorators that give the class back, as vLLM's own are written (a registry instance's

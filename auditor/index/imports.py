@@ -49,6 +49,24 @@ def _absolute(module: str, is_package: bool, node: ast.ImportFrom) -> str | None
     return ".".join(base + ([node.module] if node.module else []))
 
 
+def _bound_by(node: ast.AST) -> set[str]:
+    """The names one node binds in its scope (an assignment or deletion target, a definition, an
+    import, a ``global``/``nonlocal``, an ``except ... as``, a ``match`` capture); empty for others."""
+    if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+        return {node.id}
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return {(a.asname or a.name).split(".")[0] for a in node.names}
+    if isinstance(node, (ast.Global, ast.Nonlocal)):
+        return set(node.names)
+    if isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+        return {node.name}
+    if isinstance(node, ast.MatchMapping) and node.rest:
+        return {node.rest}
+    return set()
+
+
 def _all_bound(tree: ast.Module) -> set[str] | None:
     """Every name the module may bind anywhere (an over-approximation), or None when it may bind
     names it does not spell (a star import, a module ``__getattr__``, ``globals()``)."""
@@ -59,22 +77,7 @@ def _all_bound(tree: ast.Module) -> set[str] | None:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("globals", "vars",
                                                                                                "exec", "eval"):
             return None
-        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            names.add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            names |= set(node.names)
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            names.add(node.name)
-        elif isinstance(node, ast.MatchAs) and node.name:
-            names.add(node.name)
-        elif isinstance(node, ast.MatchStar) and node.name:
-            names.add(node.name)
-        elif isinstance(node, ast.MatchMapping) and node.rest:
-            names.add(node.rest)
+        names |= _bound_by(node)
     if "__getattr__" in names:
         return None
     return names
@@ -100,12 +103,7 @@ def _class_name_error(cls: ast.ClassDef, bound: set[str]) -> tuple[int, str] | N
     local: set[str] = set()
     for stmt in cls.body:
         for n in ast.walk(stmt):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
-                local.add(n.id)
-            elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                local.add(n.name)
-            elif isinstance(n, (ast.Import, ast.ImportFrom)):
-                local |= {(a.asname or a.name).split(".")[0] for a in n.names}
+            local |= _bound_by(n)
     exprs: list[ast.AST] = [*cls.decorator_list, *cls.bases, *cls.keywords]
     for stmt in cls.body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):

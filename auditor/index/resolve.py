@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping, Union
 
-from auditor.index.summary import AttrFact, ClassFact, MethodFact, ModuleSummary
+from auditor.index.summary import RUNS_CODE, AttrFact, ClassFact, MethodFact, ModuleSummary
 from auditor.index.tables import COMPARISONS
 from auditor.index.tree import Tree
 
@@ -117,6 +117,11 @@ _REFLECTED_DICT = re.compile(rb"([\w.]+)\.__dict__")
 _WRITES_SYS_MODULES = re.compile(rb"sys\.modules\s*(?:\[|\.\s*(?:update|setdefault|__setitem__))")
 #: What :meth:`Resolver._reflected` records for a module that writes into ``sys.modules``.
 _SYS_MODULES = "sys.modules"
+#: A call that runs text as code, in a module's text.
+_RUNS_TEXT = re.compile(rb"(?<![\w.])(?:builtins\.)?(?:exec|eval)[ \t]*\(")
+#: The head of a change made through a module object named in ``sys.modules``
+#: (``sys.modules["pkg.mod"].Cls.m = v``): the module's name (group 2) and the rest (group 3).
+_SYS_MODULES_HEAD = re.compile(r"sys\.modules\[(['\"])([\w.]+)\1\]((?:\.\w+)*)")
 
 
 #: Class decorators from outside the tree (the standard library and typing_extensions) that
@@ -306,6 +311,12 @@ class Resolver:
             if b is not None and line < b.line:
                 break  # the binding comes after every remaining star import
             if self.star_exports(star, name):
+                changed = self.all_changed(star)
+                if changed is not None:
+                    construct, path, cline = changed
+                    return Unresolved(f"{module}.{name}", f"{name} may be rebound by `from {star} import *` at "
+                                                          f"{m.path}:{line}, whose __all__ is changed by `{construct}` "
+                                                          f"at {path}:{cline}, which static analysis cannot follow")
                 return self.resolve_name(star, name, _seen)
         if b is not None:
             t = self._from_binding(m, name, b, _seen)
@@ -355,7 +366,9 @@ class Resolver:
         sm = self.tree.module(module)
         if sm is None or depth > 20:
             return False
-        if sm.dunder_all is not None:
+        if sm.all_changes:
+            pass  # ``__all__`` changed in a way not followed: any name the module binds may be exported
+        elif sm.dunder_all is not None:
             if name not in sm.dunder_all:
                 return False
         elif name.startswith("_"):
@@ -363,6 +376,22 @@ class Resolver:
         if name in sm.bindings or name in sm.cond_bindings or name in sm.unfollowable:
             return True
         return any(self.star_exports(st, name, depth + 1) for st, _ in sm.stars)
+
+    def all_changed(self, module: str, depth: int = 0) -> tuple[str, str, int] | None:
+        """``(construct, path, line)`` of a change to the ``__all__`` of ``module`` (or of a module
+        it star-imports) that the index does not follow (:attr:`ModuleSummary.all_changes`), or
+        None: what ``from module import *`` binds is then not known."""
+        sm = self.tree.module(module)
+        if sm is None or depth > 20:
+            return None
+        if sm.all_changes:
+            construct, line = sm.all_changes[0]
+            return construct, sm.path, line
+        for star, _ in sm.stars:
+            got = self.all_changed(star, depth + 1)
+            if got is not None:
+                return got
+        return None
 
     def _decorated(self, m: ModuleSummary, ref: ClassRef, seen) -> Target:
         """The object a decorated class statement binds: the class itself, unless a decorator of
@@ -717,7 +746,7 @@ class Resolver:
         for p in self.mentioning(short):
             if p not in candidates:
                 got = self._reflected(p)
-                if short in got or _SYS_MODULES in got:
+                if short in got or _SYS_MODULES in got or RUNS_CODE in got:
                     candidates.add(p)
         for p in sorted(candidates):
             s = self.tree.summary(p)
@@ -733,7 +762,8 @@ class Resolver:
                     when = f"in the body of class {fn[7:-1]}, when {s.module} is imported"
                 else:
                     when = f"in {fn}(), when it is called" if fn else f"when {s.module} is imported"
-                out.append((ref, "*" if head == "sys.modules" else member, f"{construct} ({when})", s.path, line))
+                out.append((ref, "*" if head in ("sys.modules", RUNS_CODE) else member, f"{construct} ({when})",
+                            s.path, line))
         cache[key] = out
         return out
 
@@ -744,8 +774,10 @@ class Resolver:
         module: the head names the class (or, unresolved, is spelled as one of ``names``); or
         it names the class's module and the member is the class's name or computed (``*``); or
         the head is computed (``getattr(M, name)``) from the class or its module."""
-        if head == "sys.modules":  # a module replaced under its name: the class's own or a package above it
-            if member != "*":
+        if head == "sys.modules" or head == RUNS_CODE:
+            # a module replaced under its name (the class's own or a package above it), or text
+            # run as code (it may change whatever the module reaches)
+            if member != "*" and head == "sys.modules":
                 return ref.module == member or ref.module.startswith(member + ".")
             # under a computed name: only where the module imports the class or its module, or
             # names its module in full (vLLM's import_from_path and LazyLoader, SGLang's dummy
@@ -759,6 +791,14 @@ class Resolver:
                                                or f"{b.target[0]}.{b.target[1]}" == ref.module):
                         return True
             return False
+        named = _SYS_MODULES_HEAD.fullmatch(head)
+        if named is not None:  # through the module object ``sys.modules["pkg.mod"]``
+            mod, rest = named.group(2), named.group(3).lstrip(".")
+            if not rest:
+                return mod == ref.module and member in (ref.name, "*")
+            t = self.resolve_dotted(mod, rest) if self.tree.has_module(mod) else None
+            return isinstance(t, ClassRef) and (t.module, t.qualname) == (ref.module, ref.qualname) or (
+                mod == ref.module and rest == ref.name)
         if not _DOTTED.fullmatch(head):
             for ident in set(_IDENT_TEXT.findall(head)):
                 if ident in names:
@@ -807,6 +847,8 @@ class Resolver:
                 names.update(m.group(1).rsplit(b".", 1)[-1].decode() for m in _REFLECTED_DICT.finditer(text))
             if b"sys.modules" in text and _WRITES_SYS_MODULES.search(text):
                 names.add(_SYS_MODULES)
+            if (b"exec" in text or b"eval" in text) and _RUNS_TEXT.search(text):
+                names.add(RUNS_CODE)
             memo[path] = got = frozenset(names)
         return got
 
@@ -879,7 +921,8 @@ class Resolver:
         """The byte pattern of :meth:`_may_change` for ``names``."""
         alt = b"|".join(re.escape(n.encode()) for n in sorted(names))
         return re.compile(rb"(?<![\w])(?:" + alt + rb")(?![\w])(?:[ \t]*(?:\.[ \t]*\w+[ \t]*)*(?:[-+*/|&@%]?=(?!=)|\[)"
-                         rb"|[ \t]+as[ \t])|(?:set|del)attr|\bdel[ \t]|=[ \t]*(?:[\w.]*\.)?(?:" + alt + rb")(?![\w.(])")
+                         rb"|[ \t]+as[ \t])|(?:set|del)attr|\bdel[ \t]|=[ \t]*(?:[\w.]*\.)?(?:" + alt + rb")(?![\w.(])"
+                         rb"|(?<![\w.])(?:exec|eval)[ \t]*\(|\bfor[ \t][^\n]*\bin[ \t][^\n]*(?<![\w])(?:" + alt + rb")(?![\w])")
 
     def _from_binding(self, m: ModuleSummary, name: str, b, seen) -> Target:
         if b.kind == "class":

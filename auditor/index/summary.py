@@ -13,6 +13,7 @@ the registry tables) are extracted in the same pass by the :class:`Extractor` ob
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -277,6 +278,10 @@ class ModuleSummary:
     classes: dict[str, ClassFact] = field(default_factory=dict)
     functions: dict[str, FunctionFact] = field(default_factory=dict)
     dunder_all: list[str] | None = None
+    #: changes to ``__all__`` after (or instead of) a literal, which the index does not follow
+    #: (``__all__.append(X)``, ``__all__ += [...]``, ``__all__ = computed()``), as ``(construct,
+    #: line)``: a star import of this module may then bind any name it binds
+    all_changes: list[tuple[str, int]] = field(default_factory=list)
     lazy_map: dict[str, str] = field(default_factory=dict)
     #: the module replaces itself at import by a lazy module (``sys.modules[__name__] =
     #: _LazyModule(...)``, as transformers' packages do), whose attribute access imports what the
@@ -646,6 +651,69 @@ def _subclass_hook_changes(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[t
     return out
 
 
+def _new_returns_other(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+    """The first ``return`` value of a ``__new__`` that may not be an instance of the class it is
+    called for (its first parameter), as text; None when every ``return`` gives
+    ``super().__new__(cls, ...)`` or ``object.__new__(cls, ...)``, directly or through a local
+    name or an attribute of ``cls`` assigned one (the singleton form ``cls._instance``)."""
+    params = fn.args.posonlyargs + fn.args.args
+    if not params:
+        return "?"
+    me = params[0].arg
+
+    def makes_own(v: ast.AST | None) -> bool:
+        if not (isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr == "__new__"):
+            return False
+        owner = v.func.value
+        if not (isinstance(owner, ast.Call) and dotted(owner.func) == "super" or dotted(owner) == "object"):
+            return False
+        return bool(v.args) and isinstance(v.args[0], ast.Name) and v.args[0].id == me
+
+    own: set[str] = set()
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Assign) and makes_own(n.value):
+            own.update(_text(tg) for tg in n.targets if isinstance(tg, (ast.Name, ast.Attribute)))
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Return):
+            if n.value is None or not (makes_own(n.value) or _text(n.value) in own):
+                return _text(n.value)[:60] if n.value is not None else "None"
+    return None
+
+
+#: the calls that run text as code
+_RUNS_TEXT = frozenset({"exec", "eval", "builtins.exec", "builtins.eval"})
+#: what :meth:`_Summarizer._namespaces` records as the head of a change made by text run as code
+#: (any object the module reaches may be changed)
+RUNS_CODE = "<text run as code>"
+#: dictionary methods that change the dictionary they are called on
+_DICT_CHANGES = frozenset({"update", "setdefault", "pop", "clear", "__setitem__", "__delitem__", "popitem"})
+
+
+def _ran_text(call: ast.Call) -> str | None:
+    """The source text an ``exec``/``eval`` call runs when it is a constant (or the constant
+    compiled by ``compile(text, ...)``), else None."""
+    arg = call.args[0] if call.args else None
+    if isinstance(arg, ast.Call) and dotted(arg.func) in ("compile", "builtins.compile") and arg.args:
+        arg = arg.args[0]
+    return arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else None
+
+
+def _names_in(tree: ast.AST) -> set[str]:
+    """Every name a piece of code mentions or binds: names, ``global`` names, what its imports
+    bind, the functions and classes it defines; ``"*"`` when it star-imports."""
+    out: set[str] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name):
+            out.add(n.id)
+        elif isinstance(n, (ast.Global, ast.Nonlocal)):
+            out.update(n.names)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            out.update("*" if a.name == "*" else a.asname or a.name.split(".")[0] for a in n.names)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(n.name)
+    return out
+
+
 def _dict_owner(node: ast.AST) -> ast.AST | None:
     """``X`` of ``X.__dict__`` or ``vars(X)`` (a namespace written through), else None."""
     if isinstance(node, ast.Attribute) and node.attr == "__dict__":
@@ -967,7 +1035,7 @@ def _drop_reset_captures(fn: ast.FunctionDef | ast.AsyncFunctionDef, loops: list
 
 class _Summarizer:
     def __init__(self, module: str, path: str, is_package: bool, track_bases: bool = False, dynamic: bool = True,
-                 walrus: bool = True, globals_stmt: bool = True, reflective: bool = True):
+                 walrus: bool = True, globals_stmt: bool = True, reflective: bool = True, namespace: bool = True):
         self.s = ModuleSummary(module=module, path=path, is_package=is_package)
         #: the source names ``setattr``/``delattr``/``__setattr__``/``__delattr__``/``__dict__``:
         #: look for them wherever they are, not only as statements (:meth:`_scopes`)
@@ -993,6 +1061,17 @@ class _Summarizer:
         self._handled: set[int] = set()
         self._all: dict[str, list[Binding]] = {}
         self._tc_all: dict[str, list[Binding]] = {}
+        #: the source may write a namespace behind the index's back or run text as code (see
+        #: :data:`_NAMESPACE`): walk every scope for it (:meth:`_namespaces`)
+        self.namespace = namespace
+        #: the class statements summarised, by ``id()`` of their node
+        self._class_nodes: dict[int, ClassFact] = {}
+        #: the module-level function definitions, by name (the last one)
+        self._fn_nodes: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        #: module-level names assigned this module's object (``_me = sys.modules[__name__]``)
+        self._self_names: set[str] = set()
+        #: module-level ``for`` targets whose body is being summarised, with their iterables
+        self.loop_iters: dict[str, ast.expr] = {}
 
     # -- module level -----------------------------------------------------------------
     def run(self, tree: ast.Module) -> ModuleSummary:
@@ -1002,6 +1081,8 @@ class _Summarizer:
         if isinstance(last, ast.Raise):
             self.s.raises_at = (last.lineno, _short(last.exc) if last.exc is not None else "raise")
         self._dynamic(tree)
+        if self.namespace:
+            self._namespaces(tree)
         self._scopes(tree)
         for src, dest in ((self._all, self.s.cond_bindings), (self._tc_all, self.s.tc_cond_bindings)):
             for name, bs in src.items():
@@ -1018,7 +1099,9 @@ class _Summarizer:
         function, writes through ``globals()``/``vars()``, ``setattr`` on ``sys.modules[...]``, and
         walrus assignments in module-level expressions."""
         def is_globals(n: ast.AST) -> bool:
-            return isinstance(n, ast.Call) and not n.args and dotted(n.func) in ("globals", "vars") \
+            # ``vars()``/``locals()`` are the module's namespace only at module level, a class body's
+            # or a function's elsewhere: :meth:`_namespaces` tells them apart
+            return isinstance(n, ast.Call) and not n.args and dotted(n.func) == "globals" \
                 and id(n) not in self._handled
 
         if self.globals_stmt:  # statements only: ``global`` is one, and expressions are most of the nodes
@@ -1060,6 +1143,153 @@ class _Summarizer:
                 self._mark(node.target.id, f"a walrus assignment (line {node.lineno})", node.lineno)
             stack.extend(ast.iter_child_nodes(node))
 
+    def _namespace_of(self, node: ast.AST, scope: str) -> str | None:
+        """What ``node`` denotes when it is a namespace: ``"module"`` for this module's object
+        (``sys.modules[__name__]``, ``sys.modules["<this module>"]``), ``"module-dict"`` for its
+        dictionary (``globals()``, ``vars()``/``locals()`` at module level, ``vars(M)``,
+        ``M.__dict__`` of the module object), ``"class-dict"`` for the namespace of the class body
+        being run (``locals()``/``vars()`` in a class body, ``scope == "class"``); else None."""
+        if isinstance(node, ast.Name):
+            # a module-level name bound to this module (``_me = sys.modules[__name__]``, ``from .
+            # import llama as _me`` in llama.py)
+            b = self.s.bindings.get(node.id)
+            if b is not None and (b.kind == "module" and b.target == self.s.module or b.kind == "import"
+                                  and ".".join(b.target) == self.s.module or node.id in self._self_names):
+                return "module"
+            return None
+        if isinstance(node, ast.Subscript) and dotted(node.value) == "sys.modules":
+            key = node.slice
+            if isinstance(key, ast.Name) and key.id == "__name__" or (
+                    isinstance(key, ast.Constant) and key.value == self.s.module):
+                return "module"
+            return None
+        if isinstance(node, ast.Call) and dotted(node.func) in ("sys.modules.get", "importlib.import_module") \
+                and node.args:
+            key = node.args[0]  # ``sys.modules.get(__name__)``, ``importlib.import_module(__name__)``
+            if isinstance(key, ast.Name) and key.id == "__name__" or (
+                    isinstance(key, ast.Constant) and key.value == self.s.module):
+                return "module"
+            return None
+        if isinstance(node, ast.Call) and not node.args and not node.keywords:
+            fn = dotted(node.func)
+            if fn == "globals" or fn in ("locals", "vars") and scope == "module":
+                return "module-dict"
+            if fn in ("locals", "vars") and scope == "class":
+                return "class-dict"
+            return None
+        owner = _dict_owner(node)
+        if owner is not None and self._namespace_of(owner, scope) == "module":
+            return "module-dict"
+        return None
+
+    def _namespaces(self, tree: ast.Module) -> None:
+        """Changes the index cannot follow to a namespace, in every scope of the module: writes
+        to this module's names through its module object or its dictionary
+        (``sys.modules[__name__].X = v``, ``sys.modules[__name__].__dict__["X"] = v``,
+        ``vars(sys.modules[__name__]).pop("X")``, ``locals()["X"] = v`` at module level), writes
+        to a class body's namespace (``locals()``/``vars()`` there), ``self.__class__ = C`` in a
+        method, and text run as code (``exec``/``eval``, of a constant or not). A module name so
+        changed goes to :attr:`ModuleSummary.unfollowable` (ordered when the change runs with the
+        module's import), a class member to the class's ``unfollowable``; text run as code also
+        makes every class of this module, and (as :data:`RUNS_CODE`) every object it reaches,
+        changed in a way not followed."""
+        def key_of(node: ast.AST | None) -> str:
+            return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else "*"
+
+        # ``exec``/``eval`` and the module-level names bound to them (``_run = exec``, ``from
+        # builtins import exec as _run``)
+        runners = _RUNS_TEXT | {n for n, b in self.s.bindings.items()
+                                if b.kind == "alias" and b.target in _RUNS_TEXT
+                                or b.kind == "import" and b.target[0] == "builtins" and b.target[1] in ("exec", "eval")}
+        stack: list[tuple[ast.AST, str, ClassFact | None, str | None, str | None]] = \
+            [(st, "module", None, None, None) for st in tree.body]
+        while stack:
+            node, scope, cf, me, label = stack.pop()
+            line = getattr(node, "lineno", 0)
+            ordered = scope == "module"
+            if isinstance(node, ast.ClassDef):
+                inner_cf = self._class_nodes.get(id(node))
+                qual = f"{label}.{node.name}" if label else node.name
+                for d in node.decorator_list + node.bases + [k.value for k in node.keywords]:
+                    stack.append((d, scope, cf, me, label))
+                stack.extend((st, "class", inner_cf, None, qual) for st in node.body)
+                continue
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                params = node.args.posonlyargs + node.args.args
+                first = params[0].arg if params and scope == "class" else None
+                sub = f"{label}.{node.name}" if label and not isinstance(node, ast.Lambda) else \
+                    (label or getattr(node, "name", "<lambda>"))
+                body = node.body if isinstance(node.body, list) else [node.body]
+                stack.extend((st, "function", cf if scope == "class" else None, first, sub) for st in body)
+                continue
+            construct = _text(node)[:100]
+            if isinstance(node, ast.Call) and dotted(node.func) in runners:
+                self._runs_code(node, scope, cf, label, construct, line)
+            elif isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
+                if node.attr == "__class__" and me is not None and isinstance(node.value, ast.Name) \
+                        and node.value.id == me and cf is not None:
+                    cf.unfollowable.append(("*", f"{construct} = ... (the instance's class replaced in a method)",
+                                            line))
+                elif self._namespace_of(node.value, scope) == "module":
+                    self._seen.add(id(node))
+                    self._mark(node.attr, f"`{construct}` (line {line}), a write through the module object", line,
+                               ordered)
+            elif isinstance(node, ast.Subscript) and not isinstance(node.ctx, ast.Load):
+                kind = self._namespace_of(node.value, scope)
+                if kind == "module-dict" and id(node.value) not in self._handled:
+                    self._seen.add(id(node))
+                    self._mark(key_of(node.slice), f"`{construct}` (line {line}), a write through the module's "
+                               "namespace", line, ordered)
+                elif kind == "class-dict" and cf is not None:
+                    cf.unfollowable.append((key_of(node.slice), f"{construct} = ... (a write through the class "
+                                            "body's namespace)", line))
+            elif isinstance(node, ast.Call) and dotted(node.func) in ("setattr", "delattr", "builtins.setattr",
+                                                                      "builtins.delattr") and node.args \
+                    and self._namespace_of(node.args[0], scope) == "module":
+                self._seen.add(id(node))
+                self._mark(key_of(node.args[1] if len(node.args) > 1 else None),
+                           f"`{construct}` (line {line}), a write through the module object", line, ordered)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _DICT_CHANGES:
+                kind = self._namespace_of(node.func.value, scope)
+                key = key_of(node.args[0]) if node.args and node.func.attr not in ("update", "clear") else "*"
+                if kind == "module-dict":
+                    self._seen.add(id(node))
+                    self._mark(key, f"`{construct}` (line {line}), a write through the module's namespace", line,
+                               ordered)
+                elif kind == "class-dict" and cf is not None:
+                    cf.unfollowable.append((key, f"{construct} (a write through the class body's namespace)", line))
+            stack.extend((c, scope, cf, me, label) for c in ast.iter_child_nodes(node))
+
+    def _runs_code(self, call: ast.Call, scope: str, cf: ClassFact | None, label: str | None, construct: str,
+                   line: int) -> None:
+        """Record what ``exec``/``eval`` of ``call`` (in ``scope``, class ``cf``, scope label
+        ``label``) may change: the names its text mentions (every name when it is not a constant
+        or does not parse), the members of every class of this module and of the objects it
+        reaches (:data:`RUNS_CODE`)."""
+        text = _ran_text(call)
+        names: set[str] = {"*"}
+        if text is not None:
+            try:
+                names = _names_in(ast.parse(text))
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                names = {"*"}
+        what = f"`{construct}` (line {line}), which runs text as code"
+        self._seen.add(id(call))
+        for n in sorted(names):
+            self._mark(n, what, line, scope == "module")
+        if cf is not None:
+            cf.unfollowable.append(("*", f"{construct} (text run as code)", line))
+        for c in self.s.classes.values():
+            if c is not cf and ("*" in names or c.name in names):
+                c.unfollowable.append(("*", f"{construct} (text run as code)", line))
+        # what it may change elsewhere: any object the module reaches (text not known), else each
+        # object the text names
+        for head in ([RUNS_CODE] if "*" in names else sorted(names)):
+            if scope == "function" and label is not None:
+                self.s.deferred_changes.append((head, "*", construct, line, label))
+            else:
+                self.s.foreign_changes.append((head, "*", construct, line))
+
     def _class_for(self, name: str) -> ClassFact | None:
         """The class this module's name ``name`` is bound to now, when it is defined here
         (through plain aliases ``Alias = Cls`` of this module too)."""
@@ -1072,7 +1302,47 @@ class _Summarizer:
             name = b.target
         return None
 
+    def _loop_change(self, cname: str, member: str, construct: str, line: int, setting: bool = False,
+                     value: ast.expr | None = None) -> bool:
+        """A member change whose head is a module-level ``for`` target (``for c in (A, B): del
+        c.m``): for each class the iterable names (a literal of names) an assignment
+        (``setting``, of ``value``) is made as :meth:`_set_member` makes it, any other change is
+        recorded, not followed; for an iterable computed at run time, on every class of this
+        module and on the iterable as a computed head. False when the head is no loop target."""
+        first, _, rest = cname.partition(".")
+        it = self.loop_iters.get(first)
+        if it is None:
+            return False
+        elts = it.elts if isinstance(it, (ast.Tuple, ast.List, ast.Set)) else []
+        heads = [dotted(e) for e in elts]
+        if not heads or None in heads:
+            # an iterable computed at run time: any class of this module may be among its items
+            heads = [n.id for n in ast.walk(it) if isinstance(n, ast.Name)]
+            self.s.foreign_changes.append((_text(it)[:100] + (f".{rest}" if rest else ""), member, construct, line))
+            for c in self.s.classes.values():
+                c.unfollowable.append((member, construct, line))
+        for h in heads:
+            full = f"{h}.{rest}" if rest else h
+            cf = self._class_for(full) if "." not in full else None
+            if setting and elts and h.split(".")[0] not in self.loop_iters:
+                self._set_member(full, member, value, construct, line)
+            elif cf is not None:
+                cf.unfollowable.append((member, construct, line))
+            else:
+                self.s.foreign_changes.append((full, member, construct, line))
+        return True
+
+    def _self_change(self, cname: str, member: str, construct: str, line: int) -> bool:
+        """A module-level change through a name bound to this module's object (``from . import
+        llama as _me; del _me.X``): the name ``member`` is marked; False for any other head."""
+        if "." in cname or self._namespace_of(ast.Name(cname), "module") != "module":
+            return False
+        self._mark(member, f"`{construct}` (line {line}), a write through the module object", line)
+        return True
+
     def _remove_member(self, cname: str, member: str, construct: str, line: int) -> None:
+        if self._loop_change(cname, member, construct, line) or self._self_change(cname, member, construct, line):
+            return
         cf = self._class_for(cname)
         if cf is None:
             self.s.foreign_changes.append((cname, member, construct, line))
@@ -1083,17 +1353,32 @@ class _Summarizer:
 
     def _set_member(self, cname: str, member: str, value: ast.expr | None, construct: str, line: int) -> None:
         """``Cls.member = value`` (or ``setattr``) after the class: followed when the value is a
-        constant, a literal, or a method of another class of this module; else recorded as a
-        change the index cannot follow."""
-        if member == "__bases__":
+        constant, a literal, a method of another class of this module, or ``staticmethod(f)`` /
+        ``classmethod(f)`` of a function of this module; else recorded as a change the index
+        cannot follow."""
+        if self._loop_change(cname, member, construct, line, True, value) \
+                or self._self_change(cname, member, construct, line):
             return
+        if member in ("__bases__", "__class__"):
+            # the class's bases (its MRO) or its metaclass replaced: any member may change
+            member, value = "*", None
         cf = self._class_for(cname)
         if cf is None:
             self.s.foreign_changes.append((cname, member, construct, line))
             return
-        if isinstance(value, (ast.Constant, ast.Dict, ast.List, ast.Tuple, ast.Set)):
+        if member != "*" and isinstance(value, (ast.Constant, ast.Dict, ast.List, ast.Tuple, ast.Set)):
             cf.attrs[member] = _attr(member, line, value)
             cf.methods.pop(member, None)
+            return
+        if member != "*" and isinstance(value, ast.Call) and dotted(value.func) in ("staticmethod", "classmethod") \
+                and len(value.args) == 1 and not value.keywords and isinstance(value.args[0], ast.Name) \
+                and value.args[0].id in self._fn_nodes and self.s.bindings.get(value.args[0].id) is not None \
+                and self.s.bindings[value.args[0].id].kind == "function":
+            # the module's function, made a static or class method of the class: followed as one
+            mf = _method_fact(self._fn_nodes[value.args[0].id])
+            mf.name, mf.line, mf.decorators = member, line, [dotted(value.func)] + mf.decorators
+            cf.methods[member] = mf
+            cf.attrs.pop(member, None)
             return
         d = dotted(value) if value is not None else None
         if d is not None and d.count(".") == 1:
@@ -1115,6 +1400,8 @@ class _Summarizer:
         key = call.args[1] if len(call.args) > 1 else None
         construct = f"{_text(call)[:80]}"
         if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+            if self._loop_change(cname, "*", construct, line) or self._self_change(cname, "*", construct, line):
+                return
             cf = self._class_for(cname)
             if cf is not None:
                 cf.unfollowable.append(("*", construct, line))
@@ -1128,6 +1415,8 @@ class _Summarizer:
 
     def _assign_name(self, name: str, value: ast.expr, line: int, guarded: bool, type_checking: bool) -> None:
         s = self.s
+        if self._namespace_of(value, "module") == "module":
+            self._self_names.add(name)
         d = dotted(value)
         if d is not None:
             b = Binding("alias", d, line, guarded)
@@ -1145,7 +1434,7 @@ class _Summarizer:
             try:
                 s.dunder_all = list(ast.literal_eval(value))
             except Exception:
-                pass
+                s.all_changes.append((f"__all__ = {_short(value)}", line))
         if isinstance(value, ast.Dict) and name.startswith("_") and "MODULE" in name.upper():
             try:
                 lm = ast.literal_eval(value)
@@ -1169,6 +1458,8 @@ class _Summarizer:
             for n in ast.walk(target):
                 if isinstance(n, ast.Name):
                     self._mark(n.id, f"tuple unpacking (line {line})", line)
+        elif isinstance(target, ast.Attribute) and self._namespace_of(target.value, "module") == "module":
+            pass  # ``sys.modules[__name__].X = v``: the namespace walk marks X (:meth:`_namespaces`)
         elif isinstance(target, ast.Attribute) and dotted(target.value) is None:
             self._seen.add(id(target))  # ``getattr(M, name).forward = f``: an object computed at run time
             self.s.foreign_changes.append((_head_of(target.value), target.attr,
@@ -1236,6 +1527,9 @@ class _Summarizer:
             cc = container_change(stmt)
             if cc is not None and cc[0].split(".")[0] not in ("self", "cls"):
                 s.container_changes.append((*cc, _text(stmt)[:100], stmt.lineno, None))
+            if cc is not None and cc[0] == "__all__" or isinstance(stmt, ast.AugAssign) and isinstance(
+                    stmt.target, ast.Name) and stmt.target.id == "__all__":
+                s.all_changes.append((_text(stmt)[:100], stmt.lineno))
         if isinstance(stmt, ast.ClassDef):
             cf = self._class(stmt, stmt.name, guarded, type_checking)
             self._bind(stmt.name, Binding("class", cf.qualname, stmt.lineno, guarded), type_checking)
@@ -1283,7 +1577,13 @@ class _Summarizer:
         elif isinstance(stmt, (ast.For, ast.AsyncFor)):
             end = getattr(stmt, "end_lineno", None) or stmt.lineno
             self._bind_names_of(stmt.target, f"a for loop target (line {stmt.lineno})", end)
-            self._loop_body(stmt, [stmt.body, stmt.orelse], type_checking)
+            was = dict(self.loop_iters)
+            if isinstance(stmt.target, ast.Name):
+                self.loop_iters[stmt.target.id] = stmt.iter
+            try:
+                self._loop_body(stmt, [stmt.body, stmt.orelse], type_checking)
+            finally:
+                self.loop_iters = was
         elif isinstance(stmt, ast.While):
             self._loop_body(stmt, [stmt.body, stmt.orelse], type_checking)
         elif type(stmt).__name__ == "Match":
@@ -1371,6 +1671,7 @@ class _Summarizer:
                 elif isinstance(stmt.value, ast.Call):
                     ff.returns_call.append(_text(stmt.value.func))
         self.s.functions[fn.name] = ff
+        self._fn_nodes[fn.name] = fn
         self._deferred(fn, set(params))
 
     def _deferred(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, params: set[str]) -> None:
@@ -1384,10 +1685,25 @@ class _Summarizer:
         a class body: ``label``; every statement, as :func:`_iter_stmts` gives them) make to
         names that are not ``local`` to it (a set, or :class:`_Locals`), and its changing calls
         on containers (:attr:`ModuleSummary.container_changes`)."""
+        iters = {st.target.id: st.iter for st in stmts if isinstance(st, (ast.For, ast.AsyncFor))
+                 and isinstance(st.target, ast.Name)}
+
         def record(head_node: ast.AST, member: str, st: ast.stmt) -> None:
             first = head_node
             while isinstance(first, (ast.Attribute, ast.Subscript)):
                 first = first.value
+            if isinstance(first, ast.Name) and first.id in iters and first.id not in _OWN:
+                # ``for c in (A, B): del c.m``: a change to each class the iterable names (or to
+                # the iterable, computed)
+                it = iters[first.id]
+                rest = _head_of(head_node)[len(first.id):]
+                elts = it.elts if isinstance(it, (ast.Tuple, ast.List, ast.Set)) else []
+                heads = [dotted(e) for e in elts]
+                if not heads or None in heads:
+                    heads = [_text(it)[:100]]
+                for h in heads:
+                    self.s.deferred_changes.append((h + rest, member, _text(st)[:100], st.lineno, label))
+                return
             if isinstance(first, ast.Name) and (first.id in _OWN or first.id in local) \
                     and not (isinstance(head_node, ast.Attribute) and head_node.attr == "__class__"):
                 return  # ``self.x = v``, a parameter's or a local's attribute: not a class of the tree
@@ -1551,7 +1867,8 @@ class _Summarizer:
         methods: dict[str, MethodFact] = {}
         attrs: dict[str, AttrFact] = {}
         removed: dict[str, tuple[str, int]] = {}
-        self._class_body(node.body, methods, attrs, qualname, guarded, type_checking, removed)
+        shadowed: list[tuple[str, str, int]] = []
+        self._class_body(node.body, methods, attrs, qualname, guarded, type_checking, removed, shadowed)
         cf = ClassFact(
             name=node.name,
             qualname=qualname,
@@ -1567,7 +1884,15 @@ class _Summarizer:
             guarded=guarded,
             type_checking=type_checking,
             removed=removed,
+            unfollowable=shadowed,
         )
+        self._class_nodes[id(node)] = cf
+        for st in node.body:
+            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)) and st.name == "__new__":
+                other = _new_returns_other(st)
+                if other is not None:
+                    # it may give back an instance of another class than the one the engine built
+                    cf.unfollowable.append(("*", f"{node.name}.__new__ returning {other}", st.lineno))
         for st in _iter_stmts(node.body):
             if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)) and st.name == "__init_subclass__":
                 for member, text, line in _subclass_hook_changes(st):
@@ -1584,8 +1909,10 @@ class _Summarizer:
         self.s.classes[qualname] = cf
         return cf
 
-    def _class_body(self, body, methods, attrs, qualname, guarded, type_checking, removed=None) -> None:
+    def _class_body(self, body, methods, attrs, qualname, guarded, type_checking, removed=None,
+                    shadowed=None) -> None:
         removed = {} if removed is None else removed
+        shadowed = [] if shadowed is None else shadowed
         for stmt in body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 methods[stmt.name] = _method_fact(stmt)
@@ -1601,6 +1928,10 @@ class _Summarizer:
                 for t in stmt.targets:
                     for n in ([t] if isinstance(t, ast.Name) else getattr(t, "elts", [])):
                         if isinstance(n, ast.Name):
+                            if n.id in methods and not isinstance(stmt.value, (ast.Constant, ast.Name)):
+                                # a method replaced by a value built at run time (``m =
+                                # property(lambda self: None)``): what the member is is not known
+                                shadowed.append((n.id, f"{n.id} = {_text(stmt.value)[:60]}", stmt.lineno))
                             attrs[n.id] = _attr(n.id, stmt.lineno, stmt.value)
                             methods.pop(n.id, None)
             elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
@@ -1615,8 +1946,8 @@ class _Summarizer:
                 attrs[stmt.name] = AttrFact(stmt.name, stmt.lineno, True, f"<class {stmt.name}>")
             elif isinstance(stmt, ast.If):
                 # conditional members: both branches may bind; keep what either binds
-                self._class_body(stmt.body, methods, attrs, qualname, guarded, type_checking, removed)
-                self._class_body(stmt.orelse, methods, attrs, qualname, guarded, type_checking, removed)
+                self._class_body(stmt.body, methods, attrs, qualname, guarded, type_checking, removed, shadowed)
+                self._class_body(stmt.orelse, methods, attrs, qualname, guarded, type_checking, removed, shadowed)
 
 
 def _attr(name: str, line: int, value: ast.expr) -> AttrFact:
@@ -1748,6 +2079,11 @@ def parse_newer_syntax(source: bytes, path: str) -> tuple[ast.Module, list[int]]
 #: what a module must contain for the whole-module walk of :meth:`_Summarizer._dynamic` to find
 #: anything in it (byte tests: far cheaper than a regular expression over the file)
 _DYNAMIC = (b"globals()", b"vars()", b"sys.modules")
+#: what a module must contain for :meth:`_Summarizer._namespaces` to find anything in it: one of
+#: these bytes, or a match of :data:`_NAMESPACE_RE` (``exec``/``eval`` as a name, not ``.eval()``;
+#: a ``__class__`` assignment)
+_NAMESPACE = (b"sys.modules", b"globals()", b"locals()", b"vars(", b"import_module(", b"builtins")
+_NAMESPACE_RE = re.compile(rb"(?<![\w.])(?:exec|eval)(?!\w)|__class__[ \t]*=(?!=)")
 #: what a source names when it may change an object's attributes other than by ``X.a = v``
 _REFLECTIVE = (b"setattr", b"delattr", b"__dict__", b"vars(", b"sys.modules")
 
@@ -1802,7 +2138,9 @@ def summarize(source: bytes, path: str, extractors: tuple[Extractor, ...] = ()) 
             dynamic = any(n in source for n in _DYNAMIC)
             summary = _Summarizer(module, path, is_package, track_bases=b"__bases__" in source,
                                   dynamic=dynamic, walrus=b":=" in source, globals_stmt=b"global" in source,
-                                  reflective=any(n in source for n in _REFLECTIVE)).run(tree)
+                                  reflective=any(n in source for n in _REFLECTIVE),
+                                  namespace=any(n in source for n in _NAMESPACE)
+                                  or _NAMESPACE_RE.search(source) is not None).run(tree)
             if replaced:
                 # statements of a grammar newer than this interpreter's, left out of the index
                 summary.extras["newer_syntax_lines"] = replaced

@@ -115,6 +115,12 @@ class ReturnsFact:
     defaults: dict[str, str] = field(default_factory=dict)
     returns: list[tuple] = field(default_factory=list)
     inner: dict[str, "ReturnsFact"] = field(default_factory=dict)
+    #: for a nested function (a decorator's wrapper): the dotted names it calls anywhere in its
+    #: body (whether it calls the function it wraps); None at the outer level
+    calls: frozenset[str] | None = None
+    #: for a nested function: the dotted names it calls with exactly its own arguments
+    #: (``fn(*args, **kwargs)``, or its parameters in order): a wrapper that passes the call on
+    passes: frozenset[str] | None = None
 
 
 @cacheable
@@ -165,6 +171,8 @@ class MethodFact:
     self_calls: list[str] = field(default_factory=list)
     #: what the method gives back (see :class:`ReturnsFact`), to follow it as a class decorator
     gives: ReturnsFact | None = None
+    #: small protocol methods only: the callees it calls, as written (``self.model.set_x``)
+    calls: list[str] = field(default_factory=list)
 
 
 @cacheable
@@ -797,6 +805,20 @@ def _gather_returns(body: list[ast.stmt], conds: tuple, out: list, inner: dict, 
     return False
 
 
+def _passes_own_arguments(fn: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call) -> bool:
+    """True when ``call`` hands on exactly the arguments ``fn`` was called with: ``f(*args,
+    **kwargs)`` with ``fn``'s own ``*args``/``**kwargs``, or its positional parameters in order."""
+    a = fn.args
+    own = [p.arg for p in a.posonlyargs + a.args]
+    star = [f"*{a.vararg.arg}"] if a.vararg else []
+    got = [("*" + x.value.id) if isinstance(x, ast.Starred) and isinstance(x.value, ast.Name)
+           else x.id if isinstance(x, ast.Name) else "?" for x in call.args]
+    kws = [k.value.id if k.arg is None and isinstance(k.value, ast.Name) else "?" for k in call.keywords]
+    if got != own + star or a.kwonlyargs:
+        return False
+    return kws == ([a.kwarg.arg] if a.kwarg else [])
+
+
 def returns_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef, depth: int = 0) -> ReturnsFact:
     """What ``fn`` gives back (see :class:`ReturnsFact`), read from its statements.
 
@@ -812,6 +834,10 @@ def returns_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef, depth: int = 0) -> 
     pos = a.posonlyargs + a.args
     defaults = {p.arg: _short(d) for p, d in zip(pos[len(pos) - len(a.defaults):], a.defaults)}
     fact = ReturnsFact(params=[p.arg for p in pos], defaults=defaults)
+    if depth:
+        fact.calls = frozenset(d for n in ast.walk(fn) if isinstance(n, ast.Call) and (d := dotted(n.func)))
+        fact.passes = frozenset(d for n in ast.walk(fn) if isinstance(n, ast.Call) and (d := dotted(n.func))
+                                and _passes_own_arguments(fn, n))
     if isinstance(fn, ast.AsyncFunctionDef):
         fact.returns.append(("other", "a coroutine", (), ()))
         return fact
@@ -898,6 +924,8 @@ def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
                     mf.delegates.append((owner.attr, node.func.attr))
                 elif isinstance(owner, ast.Call) and _is_self_attr(owner.func):
                     mf.delegates.append((owner.func.attr + "()", node.func.attr))
+            if isinstance(node, ast.Call):
+                mf.calls.append(_short(node.func))
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 mf.imports += [f"{node.module}.{a.name}" for a in node.names]
         mf.names = frozenset(names)
@@ -930,8 +958,22 @@ def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
                         kw = {k.arg: (ast.unparse(k.value) if k.arg == "architectures" else _short(k.value))
                               for k in value.keywords if k.arg}
                         mf.self_assign_calls[t.attr] = (_short(value.func), kw, st.lineno)
+                elif isinstance(t, ast.Subscript) and dotted(t.value) == "self.__dict__":
+                    # ``self.__dict__["forward"] = f``: an instance attribute
+                    for key in _attr_names(fn, t.slice):
+                        mf.self_assigns[key] = _short(value)
                 elif isinstance(t, ast.Name) and "aux" in t.id and isinstance(value, (ast.List, ast.ListComp)):
                     aux_vars.add(t.id)
+        elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and dotted(st.value.func) == \
+                "self.__dict__.update":
+            mf.self_assigns["*"] = "self.__dict__.update(...)"  # any instance attribute
+        elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and dotted(st.value.func) in (
+                "setattr", "object.__setattr__", "self.__setattr__") and st.value.args:
+            # ``setattr(self, "forward", f)``: an instance attribute, as ``self.forward = f``
+            args = st.value.args if dotted(st.value.func) != "self.__setattr__" else [ast.Name("self")] + st.value.args
+            if len(args) == 3 and isinstance(args[0], ast.Name) and args[0].id == "self":
+                for key in _attr_names(fn, args[1]):
+                    mf.self_assigns[key] = _short(args[2])
         elif isinstance(st, ast.Return):
             returns.append(st)
             if isinstance(st.value, ast.Call):
@@ -950,6 +992,24 @@ def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
                 if len(elts) >= 2 and hit:
                     mf.returns_aux = True
     return mf
+
+
+def _attr_names(fn: ast.FunctionDef | ast.AsyncFunctionDef, key: ast.expr) -> list[str]:
+    """The attribute names ``setattr(self, key, v)`` in ``fn`` may set: a string constant; the
+    strings of a literal tuple or list that a ``for`` loops ``key`` over, when that loop is the
+    only binding of the name in ``fn`` (vLLM 0.33.0 ``vllm/models/deepseek_v4/common/vl_model.py``:
+    ``for name in ("image_start", ...): setattr(self, name, ...)``); else ``["*"]`` (any name)."""
+    if isinstance(key, ast.Constant) and isinstance(key.value, str):
+        return [key.value]
+    if isinstance(key, ast.Name):
+        stores = [n for n in ast.walk(fn)
+                  if isinstance(n, ast.Name) and n.id == key.id and not isinstance(n.ctx, ast.Load)]
+        loops = [st for st in ast.walk(fn) if isinstance(st, ast.For) and isinstance(st.target, ast.Name)
+                 and st.target.id == key.id and isinstance(st.iter, (ast.Tuple, ast.List))]
+        if len(stores) == 1 and len(loops) == 1 and all(
+                isinstance(e, ast.Constant) and isinstance(e.value, str) for e in loops[0].iter.elts):
+            return [e.value for e in loops[0].iter.elts]
+    return ["*"]
 
 
 def _drop_reset_captures(fn: ast.FunctionDef | ast.AsyncFunctionDef, loops: list[LoopFact]) -> None:
@@ -1644,7 +1704,8 @@ class _Summarizer:
                 for h in heads:
                     self.s.deferred_changes.append((h + rest, member, _text(st)[:100], st.lineno, label))
                 return
-            if isinstance(first, ast.Name) and (first.id in _OWN or first.id in local):
+            if isinstance(first, ast.Name) and (first.id in _OWN or first.id in local) \
+                    and not (isinstance(head_node, ast.Attribute) and head_node.attr == "__class__"):
                 return  # ``self.x = v``, a parameter's or a local's attribute: not a class of the tree
             head = _head_of(head_node)
             self.s.deferred_changes.append((head, member, _text(st)[:100], st.lineno, label))

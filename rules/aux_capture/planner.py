@@ -13,6 +13,9 @@ from rules.planning import Invocation, Planner, module_params
 
 def plan(p: Planner, result: TargetResult, f: Finding) -> None:
     arch = result.architecture
+    if not f.fix_available:
+        p.no(arch, f, f"no codemod changes this: {f.message}")
+        return
     facts = target_facts(p.r, p.registry, arch)
     h = find_holder(p.r, p.registry, facts.ref)
     if h.ref is None:

@@ -16,6 +16,9 @@ CODEMOD = "sglang-aux-capture"
 
 def plan(p: Planner, result: TargetResult, f: Finding) -> None:
     """Plan the capture for ``result``'s target (see the module docstring)."""
+    if not f.fix_available:
+        p.no(result.architecture, f, f"no codemod changes this: {f.message}")
+        return
     arch = result.architecture
     facts = target_facts(p.r, p.registry, arch)
     if facts.ref is None:

@@ -11,6 +11,7 @@ from auditor.engines.modelfiles import HolderFacts, captures_itself, method_requ
 from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding, Severity
 from rules.base import AuditTarget, Context, Example, Rule
+from rules.common.members import BuiltinsChanges, builtins_changed, forward_effects, setter_misses
 
 _NO_INDEX_LOOP = '''
 from itertools import islice
@@ -74,8 +75,18 @@ _RETURNS = """if len(aux_hidden_states) > 0:
         return hidden_states"""
 
 
-def _cap(start: str = "", ret: str = _RETURNS) -> dict[str, str]:
-    return {"vllm/model_executor/models/cap.py": _CAPTURING_MODEL.format(start=start, ret=ret)}
+def _cap(start: str = "", ret: str = _RETURNS, edit: tuple[str, str] = ("", "")) -> dict[str, str]:
+    """The capturing model, with ``start=`` of its ``enumerate``, its return, and one ``edit``
+    (``(old, new)`` text) applied."""
+    return {"vllm/model_executor/models/cap.py": _CAPTURING_MODEL.format(start=start, ret=ret).replace(*edit)}
+
+
+#: the setter stores the layers where the capture never reads them
+_TYPO = ("self.model.aux_hidden_state_layers = layers", "self.model.aux_hidden_state_layer = layers")
+#: the holder's forward shadowed on every instance by an attribute set in ``__init__``
+_SHADOWED = ("class CapModel(nn.Module):\n", "class CapModel(nn.Module):\n    def __init__(self):\n"
+             "        super().__init__()\n        self.forward = self.plain\n\n    def plain(self, input_ids, "
+             "positions):\n        return input_ids\n\n")
 
 
 def _assigns(ctx: Context, ref, attr: str) -> bool:
@@ -128,7 +139,7 @@ class AuxCaptureRule(Rule):
     """
 
     CODE = "EA303"
-    FACTS = (HolderFacts,)
+    FACTS = (HolderFacts, BuiltinsChanges)
     GATE = "aux-capture"
     NAME = "aux-hidden-states-not-captured"
     SUMMARY = ("the holder model's `forward` cannot capture aux hidden states (or lacks `EagleModelMixin` where "
@@ -152,6 +163,10 @@ class AuxCaptureRule(Rule):
                 expect_severity=Severity.ERROR, note="islice loop without an index"),
         Example(_cap(ret="return hidden_states"), "CapForCausalLM",
                 expect_severity=Severity.ERROR, note="captures but never returns the aux states"),
+        Example(_cap(edit=_TYPO), "CapForCausalLM", expect_severity=Severity.ERROR,
+                note="the setter stores the layers under another name than the capture reads"),
+        Example(_cap(edit=_SHADOWED), "CapForCausalLM", expect_severity=Severity.UNKNOWN,
+                note="an instance attribute set in __init__ shadows the capturing forward"),
     ]
 
     def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
@@ -210,6 +225,7 @@ class AuxCaptureRule(Rule):
                 fwd.path, fwd.line, holder=holder.dotted,
             )
             return
+        yield from self._runs_as_written(ctx, target, holder, fwd, capturing)
         mixin = ctx.facts.eagle_model_mixin
         needs_mixin = any(lp.uses_mixin_helper for lp in capturing)
         why = "its loop calls _maybe_add_hidden_state"
@@ -244,6 +260,44 @@ class AuxCaptureRule(Rule):
                         "eagle_aux_hidden_state_layer_ids)",
                         loc[0] if loc else None, loc[1] if loc else None, holder=holder.dotted,
                     )
+
+
+    def _runs_as_written(self, ctx: Context, target: AuditTarget, holder, fwd, capturing) -> Iterator[Finding]:
+        """What keeps a capture that reads well from running as written: the holder's or the
+        target's ``forward`` wrapped by a decorator or shadowed by an instance attribute
+        (:mod:`rules.common.members`), a setter that stores the layers under another name than
+        the capture reads, the loop's ``enumerate``/``range`` rebound in the holder's module, or a
+        change to Python's builtins anywhere in the tree."""
+        r = ctx.resolver
+        for eff in forward_effects(r, holder, fwd.defined_in, target.facts.ref):
+            yield self.finding(Severity.ERROR if eff.blocked else Severity.UNKNOWN,
+                               f"the capture in {fwd.defined_in.name}.forward does not run as written: {eff.why}",
+                               eff.path, eff.line, fix=False, holder=holder.dotted)
+        setter = r.lookup(target.facts.ref, "set_aux_hidden_state_layers")
+        proto = ctx.facts.protocol("SupportsEagle3")
+        if setter is not None and isinstance(setter[1], MethodFact) and not (
+                proto and proto.is_protocol_class(setter[0])) and not any(lp.uses_mixin_helper for lp in capturing) \
+                and setter_misses(setter[1], "aux_hidden_state_layers"):
+            loc = r.location(setter[0])
+            stored = ", ".join(sorted(a for a in setter[1].attrs if a not in ("model",)))
+            yield self.finding(Severity.ERROR,
+                               f"{setter[0].name}.set_aux_hidden_state_layers ({loc[0] if loc else '?'}:"
+                               f"{setter[1].line}) stores the layers as {stored or 'nothing'}, but "
+                               f"{fwd.defined_in.name}.forward captures the layers in aux_hidden_state_layers: "
+                               "the capture never sees them", loc[0] if loc else None, setter[1].line, fix=False,
+                               holder=holder.dotted)
+        for lp in capturing:
+            kind = lp.index_kind
+            if kind in ("enumerate", "range"):
+                m = r.tree.module(fwd.defined_in.module)
+                if kind in m.bindings or kind in m.cond_bindings or kind in m.unfollowable or "*" in m.unfollowable \
+                        or any(r.star_exports(star, kind) for star, _ in m.stars):
+                    yield self.finding(Severity.UNKNOWN,
+                                       f"{fwd.defined_in.name}.forward indexes its layers with {kind}, which "
+                                       f"{fwd.path} rebinds: static analysis cannot follow the capture",
+                                       fwd.path, lp.line, holder=holder.dotted)
+        for msg, path, line in builtins_changed(ctx.get(BuiltinsChanges, None), f"{fwd.defined_in.name}.forward"):
+            yield self.finding(Severity.UNKNOWN, msg, path, line, holder=holder.dotted)
 
 
 class PPRelativeIndexRule(Rule):

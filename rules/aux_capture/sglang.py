@@ -12,6 +12,7 @@ from auditor.engines.modelfiles import find_holder
 from auditor.model.findings import Finding, Severity
 from rules.base import AuditTarget, Context, Example, Rule
 from rules.common.examples import toy
+from rules.common.members import BuiltinsChanges, builtins_changed, forward_effects
 
 _WRAPPER = '''
 import torch.nn as nn
@@ -141,6 +142,13 @@ class SGLangAuxCaptureRule(Rule):
         if not fwd.returns_aux:
             yield self.finding(Severity.ERROR, f"{fwd.defined_in.name}.forward captures aux hidden states but never "
                                "returns them", fwd.path, fwd.line, holder=holder.dotted)
+            return
+        for eff in forward_effects(r, holder, fwd.defined_in, facts.ref):
+            yield self.finding(Severity.ERROR if eff.blocked else Severity.UNKNOWN,
+                               f"the capture in {fwd.defined_in.name}.forward does not run as written: {eff.why}",
+                               eff.path, eff.line, fix=False, holder=holder.dotted)
+        for msg, path, line in builtins_changed(ctx.get(BuiltinsChanges, None), f"{fwd.defined_in.name}.forward"):
+            yield self.finding(Severity.UNKNOWN, msg, path, line, holder=holder.dotted)
 
 
 def _other_setters(ctx: Context, holder, names: set[str], setter: str) -> list[str]:

@@ -23,6 +23,9 @@ from rules.planning import Invocation, Planner, code_holder, module_params
 
 
 def plan(p: Planner, result: TargetResult, f: Finding) -> None:
+    if not f.fix_available:
+        p.no(result.architecture, f, f"no codemod changes this: {f.message}")
+        return
     facts = target_facts(p.r, p.registry, result.architecture)
     if facts.ref is None:
         p.no(result.architecture, f, f"cannot resolve the class of {result.architecture}")

@@ -108,6 +108,9 @@ def _getter_walk(p: Planner, ref: ClassRef, name: str, depth: int, out: Route) -
 def plan(p: Planner, result: TargetResult, f: Finding) -> None:
     """Plan what ``result``'s target lacks (see the module docstring): the setter (when it is
     missing, or only raises) and each getter the workers call."""
+    if not f.fix_available:
+        p.no(result.architecture, f, f"no codemod changes this: {f.message}")
+        return
     facts = target_facts(p.r, p.registry, result.architecture)
     if facts.ref is None:
         p.no(result.architecture, f, f"cannot resolve the class of {result.architecture}")

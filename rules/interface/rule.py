@@ -19,6 +19,7 @@ from rules.common.layer_ids import EXTRACTOR as LAYER_IDS_READS
 from rules.common.layer_ids import KEY as LAYER_IDS_KEY
 from rules.common.layer_ids import layer_ids
 from rules.base import AuditTarget, Context, Example, Rule
+from rules.common.members import member_inert
 from rules.interface.facts import RuntimeEagle3Calls, duck_typed_eagle3_members, runtime_eagle3_calls
 
 #: The protocol the runner checks on the *target* per speculative method (``supports_eagle3`` in
@@ -67,6 +68,34 @@ class StubForCausalLM(nn.Module, SupportsEagle3):
         super().__init__()
         self.model = LlamaModel()
 '''
+
+
+_DECORATED = '''
+import functools
+
+from vllm.model_executor.models.llama import LlamaForCausalLM
+
+{decorator}
+
+class DecoratedForCausalLM(LlamaForCausalLM):
+    @deco
+    def set_aux_hidden_state_layers(self, layers):
+        self.model.aux_hidden_state_layers = layers
+'''
+_WRAPPER = '''
+def deco(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        {body}
+    return wrapper
+'''
+
+
+def _decorated(body: str | None) -> dict[str, str]:
+    """The setter under ``@deco``: a decorator of the tree whose wrapper runs ``body``, or
+    (None) one imported from outside the tree."""
+    decorator = _WRAPPER.format(body=body) if body is not None else "from outside_the_tree import deco\n"
+    return {"vllm/model_executor/models/decorated.py": _DECORATED.format(decorator=decorator)}
 
 
 def missing_members(ctx: Context, target: AuditTarget) -> tuple[list[str], object, list[str]]:
@@ -221,10 +250,16 @@ class InterfaceRule(Rule):
         Example({"vllm/model_executor/models/llama.py": None}, "LlamaForCausalLM"),  # base tree's Llama
         Example({"vllm/model_executor/models/structural.py": _STRUCTURAL}, "StructuralForCausalLM",
                 note="structural conformance without inheriting the protocol"),
+        Example(_decorated("return fn(*args, **kwargs)"), "DecoratedForCausalLM",
+                note="a decorator whose wrapper calls the setter and returns its result"),
     ]
     INVALID = [
         Example({"vllm/model_executor/models/toy4.py": _EMPTY_SUBCLASS}, "ToyV4ForCausalLM",
                 expect_severity=Severity.ERROR, note="empty subclass of a class without SupportsEagle3"),
+        Example(_decorated("return None"), "DecoratedForCausalLM",
+                expect_severity=Severity.ERROR, note="a decorator whose wrapper never calls the setter"),
+        Example(_decorated(None), "DecoratedForCausalLM", expect_severity=Severity.UNKNOWN,
+                note="a decorator from outside the tree: its effect cannot be read"),
     ]
 
     def check(self, ctx: Context, target: AuditTarget) -> Iterator[Finding]:
@@ -245,6 +280,7 @@ class InterfaceRule(Rule):
         missing, proto, required = missing_members(ctx, target)
         if not missing:
             yield from self._raising(ctx, target, proto, required)
+            yield from self._inert(ctx, target, proto, required)
             return
         pname = PROTOCOL_FOR_METHOD[target.method]
         disabled = disabled_members(ctx, facts.ref, proto, required)
@@ -270,6 +306,22 @@ class InterfaceRule(Rule):
             loc[0], loc[1],
             missing=missing, code_holder=holder.dotted, protocol=pname,
         )
+
+    def _inert(self, ctx: Context, target: AuditTarget, proto, required: list[str]) -> Iterator[Finding]:
+        """For each method member of ``required``: blocked when what the model runs is not the
+        method as written and the index follows that it does nothing (a decorator of the tree whose
+        wrapper never calls it, or that returns None; an instance attribute set to None in
+        ``__init__``), ``unknown`` when it cannot follow it (a decorator from outside the tree, an
+        instance attribute or a change of ``type(self)`` bound to another value):
+        :func:`rules.common.members.member_inert`."""
+        for m in required:
+            if proto is not None and m in proto.members and not isinstance(proto.members[m][1], MethodFact):
+                continue
+            eff = member_inert(ctx.resolver, target.facts.ref, m)
+            if eff is not None:
+                sev = Severity.ERROR if eff.blocked else Severity.UNKNOWN
+                yield self.finding(sev, f"{target.facts.ref.name}.{m} does not run as written: {eff.why}",
+                                   eff.path, eff.line, fix=False, missing=[m])
 
     def _raising(self, ctx: Context, target: AuditTarget, proto, required: list[str]) -> Iterator[Finding]:
         """``unknown`` for each member of ``required`` that the class (not the protocol) defines

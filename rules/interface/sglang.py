@@ -19,6 +19,7 @@ from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding, Severity
 from rules.base import AuditTarget, Context, Example, Rule
 from rules.common.examples import toy
+from rules.common.members import member_inert
 
 @cacheable
 @dataclass
@@ -144,3 +145,11 @@ class SGLangInterfaceRule(Rule):
             member = mf.name
             yield self.finding(Severity.ERROR, f"{owner.name}.{member} {how}: {required[member]}",
                                oloc[0] if oloc else None, mf.line, code_holder=owner.dotted, stub=member)
+        if missing or stubs:
+            return
+        for member in required:
+            eff = member_inert(r, facts.ref, member)
+            if eff is not None:
+                yield self.finding(Severity.ERROR if eff.blocked else Severity.UNKNOWN,
+                                   f"{facts.ref.name}.{member} does not run as written ({required[member]}): {eff.why}",
+                                   eff.path, eff.line, fix=False, missing=[member])

@@ -1,0 +1,237 @@
+"""What becomes of a class member at run time, past its ``def``: the method decorators that wrap
+it, the instance attributes and class changes that shadow it when the model is built, and the
+changes to Python's builtins that the capture loop relies on. Read by the ``interface`` gate (the
+EAGLE-3 setter and getter) and the ``aux-capture`` gate (the capturing ``forward``), of both
+engines.
+
+Each check follows what the index can follow the way Python executes it (a decorator of the tree
+that returns the function, or a wrapper that calls it and returns its result, changes nothing; a
+wrapper that never calls it, or a decorator that gives back None, makes the member inert) and
+reports what it cannot follow (a decorator from outside the tree, a wrapper that changes what it
+returns, an instance attribute bound to some other value) with its construct and ``file:line``.
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass
+
+from auditor.index.providers import FactProvider
+from auditor.index.resolve import ClassRef, External, FunctionRef, Resolver
+from auditor.index.summary import MethodFact, ReturnsFact
+
+#: Decorators from outside the tree whose effect is known: they give back the function itself
+#: (``abc.abstractmethod``, ``typing.override``) or a wrapper that calls it with the same arguments
+#: and returns its result (torch's gradient modes, TorchScript's ``ignore``, ``torch.compile``,
+#: which compiles the same computation). Any other outside decorator is not followed.
+KNOWN_TRANSPARENT = frozenset({
+    "abc.abstractmethod", "typing.override", "typing_extensions.override", "torch.no_grad",
+    "torch.inference_mode", "torch.jit.ignore", "torch.compile", "torch.compiler.disable",
+    "torch.enable_grad",
+})
+
+#: The builtins of this Python: a tree that rebinds one of them changes what every loop and test
+#: of the model code does.
+PY_BUILTINS = frozenset(n for n in dir(builtins) if not n.startswith("_"))
+
+
+@dataclass(frozen=True)
+class Inert:
+    """Why a member does not do at run time what its ``def`` says: ``blocked`` when the index
+    follows that it cannot (the wrapper never calls it, it is None), else it is not decided;
+    ``why`` a sentence naming the construct and its ``path:line``."""
+
+    blocked: bool
+    why: str
+    path: str | None
+    line: int | None
+
+
+def _absolute(resolver: Resolver, module: str, text: str):
+    """The decorator written ``text`` (a dotted name, with ``(...)`` when it is a call) as module
+    ``module`` binds it: ``(target, called)``."""
+    called = text.endswith("(...)")
+    return resolver.resolve_dotted(module, text.removesuffix("(...)")), called
+
+
+def _wrapper_effect(g: ReturnsFact) -> tuple[str, str] | None:
+    """What a decorator of the tree (its :class:`ReturnsFact`) gives back for the function it is
+    applied to: None when it is the function or a wrapper that calls it and returns its result;
+    else ``("blocked" or "unknown", what)``."""
+    if not g.params:
+        return "unknown", "takes no argument"
+    fn = g.params[0]
+    kinds = {(r[0], r[1]) for r in g.returns}
+    if kinds == {("name", fn)}:
+        return None
+    if kinds == {("other", "None")}:
+        return "blocked", "returns None, so the member is None (calling it raises TypeError)"
+    if len(kinds) == 1 and next(iter(kinds))[0] == "name" and next(iter(kinds))[1] in g.inner:
+        wname = next(iter(kinds))[1]
+        w = g.inner[wname]
+        if fn not in (w.calls or ()):
+            return "blocked", f"returns its wrapper {wname}, which never calls the decorated function"
+        if all(r[0] == "call" and r[1] == fn for r in w.returns):
+            if fn in (w.passes or ()):
+                return None
+            return "unknown", (f"returns its wrapper {wname}, which calls the decorated function with other arguments "
+                               "than its own")
+        return "unknown", (f"returns its wrapper {wname}, which calls the decorated function but returns something "
+                           "else than its result")
+    return "unknown", "gives back something static analysis cannot follow"
+
+
+def decorator_effect(resolver: Resolver, owner: ClassRef, fact: MethodFact) -> Inert | None:
+    """The first decorator of the method ``fact`` (defined in class ``owner``) that keeps it from
+    running as written, or None when every decorator is followed and changes nothing.
+
+    Args:
+        resolver: the tree's resolver.
+        owner: the class that defines the method.
+        fact: the method.
+
+    Returns:
+        :class:`Inert` (blocked: a decorator of the tree whose wrapper never calls the method, or
+        that returns None; not decided: a decorator from outside the tree not in
+        :data:`KNOWN_TRANSPARENT`, a factory, a class, or a name that does not resolve).
+    """
+    m = resolver.tree.module(owner.module)
+    path = m.path if m else None
+    for text in reversed(fact.decorators):  # the innermost runs first
+        where = f"`@{text.replace('(...)', '(…)')}` on {owner.name}.{fact.name} at {path}:{fact.line}"
+        target, called = _absolute(resolver, owner.module, text)
+        if isinstance(target, External):
+            if target.name in KNOWN_TRANSPARENT:
+                continue
+            return Inert(False, f"{where} comes from outside the tree ({target.name}): its effect cannot be read",
+                         path, fact.line)
+        if isinstance(target, FunctionRef) and not called:
+            fm = resolver.tree.module(target.module)
+            ff = fm.functions.get(target.name) if fm else None
+            if ff is not None and ff.gives is not None:
+                eff = _wrapper_effect(ff.gives)
+                if eff is None:
+                    continue
+                kind, what = eff
+                return Inert(kind == "blocked", f"{where}: {target.name} ({fm.path}:{ff.line}) {what}", path,
+                             fact.line)
+        return Inert(False, f"{where} is not a function of the tree static analysis can follow", path, fact.line)
+    return None
+
+
+def instance_shadows(resolver: Resolver, ref: ClassRef, member: str) -> Inert | None:
+    """An instance attribute or a class change that the model's construction makes over the
+    member ``member`` of class ``ref``: ``self.<member> = v`` or ``setattr(self, ...)`` in a
+    method of a class on the MRO (``__init__`` and the methods the index details), or
+    ``type(self).<member> = v``/``self.__class__.<member> = v``/``setattr(type(self), ...)`` there.
+
+    Args:
+        resolver: the tree's resolver.
+        ref: the model class.
+        member: the member name.
+
+    Returns:
+        :class:`Inert` (blocked when the value is None, else not decided), or None.
+    """
+    for e in resolver.mro(ref).entries:
+        c = resolver.cls(e) if isinstance(e, ClassRef) else None
+        if c is None:
+            continue
+        m = resolver.tree.module(e.module)
+        for mname, mf in c.methods.items():
+            for key in (member, "*"):
+                if key in mf.self_assigns:
+                    value = mf.self_assigns[key]
+                    line = mf.self_assign_calls.get(key, (None, None, mf.line))[2]
+                    what = f"self.{member}" if key == member else "an instance attribute under a computed name"
+                    return Inert(key == member and value == "None",
+                                 f"{e.name}.{mname} ({m.path}:{line}) sets {what} = {value}, which shadows the "
+                                 f"method {member} on every instance", m.path, line)
+        for head, mm, construct, line, label in m.deferred_changes:
+            if head in ("type(self)", "self.__class__", "type(cls)") and mm in (member, "*") \
+                    and label.startswith(e.qualname + "."):
+                return Inert(False, f"`{construct}` in {label} ({m.path}:{line}) changes {member} on the class of "
+                             "the instance, which static analysis cannot follow", m.path, line)
+    return None
+
+
+def member_inert(resolver: Resolver, ref: ClassRef, member: str) -> Inert | None:
+    """Whether the member ``member`` of class ``ref`` runs as its definition says: the method
+    found on the MRO, its decorators (:func:`decorator_effect`) and what the model's construction
+    does over it (:func:`instance_shadows`).
+
+    Returns:
+        :class:`Inert`, or None when nothing changes it.
+    """
+    hit = resolver.lookup(ref, member)
+    if hit is not None and isinstance(hit[1], MethodFact):
+        eff = decorator_effect(resolver, hit[0], hit[1])
+        if eff is not None:
+            return eff
+    return instance_shadows(resolver, ref, member)
+
+
+def forward_effects(resolver: Resolver, holder: ClassRef, defined_in: ClassRef, target: ClassRef) -> list[Inert]:
+    """What keeps the capturing ``forward`` from running as written: a decorator on the holder's
+    ``forward`` (the one defined in ``defined_in``), an instance attribute or class change over
+    ``forward`` on the holder, and the same for the target's own ``forward`` (the engine calls the
+    target, whose ``forward`` calls the holder's).
+
+    Returns:
+        The :class:`Inert` found (empty when the capture runs as written).
+    """
+    hit = resolver.lookup(defined_in, "forward")
+    out = [decorator_effect(resolver, hit[0], hit[1]) if hit and isinstance(hit[1], MethodFact) else None,
+           instance_shadows(resolver, holder, "forward")]
+    if target != holder:
+        out.append(member_inert(resolver, target, "forward"))
+    return [e for e in out if e is not None]
+
+
+def setter_misses(fact: MethodFact, attr: str) -> bool:
+    """True when the setter ``fact`` can never hand its layers to the capture, which reads the
+    attribute ``attr``: it stores no attribute of that name, mentions none, and calls nothing that
+    could (a plain ``self.model.<typo> = layers``)."""
+    return bool(fact.attrs) and attr not in fact.attrs and not fact.calls and not fact.delegates \
+        and not fact.is_stub
+
+
+class BuiltinsChanges(FactProvider):
+    """The changes the tree makes to Python's builtins that a model's code reads
+    (``builtins.enumerate = f``, ``setattr(builtins, "range", f)``, at module level or in a
+    function), as ``[(name or "*", construct, path, line)]``: a tree-wide fact (key None). New
+    names put in builtins (SGLang's ``builtins.FP8_E4M3_MAX``) change no builtin and are left out."""
+
+    @classmethod
+    def compute(cls, ctx, key=None):
+        r = ctx.resolver
+        out = []
+        for p in r.mentioning("builtins"):
+            s = r.tree.summary(p)
+            changes = [(h, mm, c, ln) for h, mm, c, ln in s.foreign_changes]
+            changes += [(h, mm, c, ln) for h, mm, c, ln, _ in s.deferred_changes]
+            for head, member, construct, line in changes:
+                if member != "*" and member not in PY_BUILTINS:
+                    continue
+                first = head.split(".")[0]
+                b = s.bindings.get(first)
+                scoped = [sb.get(first) for sb in s.scope_bindings.values()]
+                mods = [x.target for x in [b] + scoped + [f.local_bindings.get(first) for f in s.functions.values()]
+                        if x is not None and x.kind == "module"]
+                if head in ("builtins", "__builtins__") and (head == "__builtins__" or "builtins" in mods
+                                                              or b is None):
+                    out.append((member, construct, s.path, line))
+                elif mods and all(t == "builtins" for t in mods) and head == first:
+                    out.append((member, construct, s.path, line))
+        return out
+
+
+def builtins_changed(changes: list, forward: str) -> list[tuple[str, str, int]]:
+    """The ``unknown`` of a capture in ``forward`` (``Class.forward``) when the tree changes a
+    builtin (the first change of :class:`BuiltinsChanges`), as ``(message, path, line)``."""
+    out = []
+    for name, construct, path, line in changes[:1]:
+        what = "a builtin under a computed name" if name == "*" else f"the builtin {name}"
+        out.append((f"`{construct}` at {path}:{line} changes {what} for every module, which the capture in {forward} "
+                    "relies on: static analysis cannot follow it", path, line))
+    return out

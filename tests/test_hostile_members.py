@@ -1,0 +1,250 @@
+"""Issue 20, the verdict: the EAGLE-3 setter or the capturing ``forward`` made inert past its ``def``.
+
+A method decorator, an instance attribute set while the model is built, a setter that stores the
+layers under another name than the capture reads, or a change to Python's builtins: each test
+builds its own tree (fixtures/minivllm with ``llama.py`` edited), scans it through the real command
+line and checks the verdict (blocked with the reason where the index follows that the member does
+nothing, else ``unknown`` naming the construct and its ``file:line``; never ``supported``), the exit
+code, and that the scan wrote nothing (``tests.test_hostile_bindings.scan`` digests the tree).
+What a decorator or attribute that changes nothing does is checked too: the verdict stays
+``supported``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import make_tree
+from tests.test_hostile_bindings import LLAMA, SG_LLAMA, SG_MODELS, expect, llama, scan, sglang_tree
+
+SETTER = "    def set_aux_hidden_state_layers(self, layers"
+FORWARD = ("    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, intermediate_tensors=None):\n"
+           "        hidden_states = self.embed_tokens(input_ids)")
+INIT_END = "        self.lm_head = nn.Linear(16, 32, bias=False)\n"
+HOLDER_INIT_END = "        self.aux_hidden_state_layers: tuple[int, ...] = tuple()\n"
+
+
+def _with(defs: str, member: str, deco: str) -> str:
+    """``llama.py`` with ``defs`` before the first class and ``@deco`` on ``member``."""
+    assert member in LLAMA
+    return LLAMA.replace("class LlamaDecoderLayer", defs + "\n\nclass LlamaDecoderLayer", 1).replace(
+        member, f"    @{deco}\n{member}", 1)
+
+
+NOOP = '''import functools
+
+
+def _noop(fn):
+    @functools.wraps(fn)
+    def w(*a, **k):
+        return None
+    return w
+'''
+FIRST = '''import functools
+
+
+def _first(fn):
+    @functools.wraps(fn)
+    def w(*a, **k):
+        out = fn(*a, **k)
+        return out[0] if isinstance(out, tuple) else out
+    return w
+'''
+GONE = '''def _gone(fn):
+    return None
+'''
+PASS = '''import functools
+
+
+def _logged(fn):
+    @functools.wraps(fn)
+    def w(*a, **k):
+        return fn(*a, **k)
+    return w
+
+
+def _same(fn):
+    return fn
+'''
+
+
+# -- method decorators ------------------------------------------------------------------------------
+
+def test_wrapper_that_never_calls_the_setter_blocks(tmp_path):
+    res = expect(make_tree(tmp_path, llama(_with(NOOP, SETTER, "_noop"))), "blocked",
+                 "which never calls the decorated function")
+    hit = next(f for f in res["findings"] if "_noop" in f["message"])
+    assert hit["rule"] == "EA302" and hit["severity"] == "error"
+    assert "vllm/model_executor/models/llama.py:" in hit["message"]
+
+
+def test_wrapper_that_changes_what_forward_returns_is_unknown(tmp_path):
+    res = expect(make_tree(tmp_path, llama(_with(FIRST, FORWARD, "_first"))), "unknown",
+                 "returns something else than its result")
+    assert any(f["rule"] == "EA303" and "`@_first` on LlamaModel.forward at vllm/model_executor/models/llama.py:"
+               in f["message"] for f in res["findings"])
+
+
+def test_wrapper_that_changes_the_arguments_is_unknown(tmp_path):
+    changed = FIRST.replace("def _first", "def _empty").replace(
+        "        out = fn(*a, **k)\n        return out[0] if isinstance(out, tuple) else out\n",
+        "        return fn(a[0], ())\n")
+    expect(make_tree(tmp_path, llama(_with(changed, SETTER, "_empty"))), "unknown",
+           "calls the decorated function with other arguments than its own")
+
+
+def test_decorator_returning_none_blocks(tmp_path):
+    expect(make_tree(tmp_path, llama(_with(GONE, SETTER, "_gone"))), "blocked", "returns None, so the member is None")
+
+
+def test_decorator_from_outside_the_tree_is_unknown(tmp_path):
+    res = expect(make_tree(tmp_path, llama(_with("from somewhere_external import strange\n", SETTER, "strange"))),
+                 "unknown", "comes from outside the tree (somewhere_external.strange)")
+    assert any("`@strange` on LlamaForCausalLM.set_aux_hidden_state_layers at vllm/model_executor/models/llama.py:"
+               in f["message"] for f in res["findings"])
+
+
+@pytest.mark.parametrize("deco", ["_logged", "_same", "torch.no_grad()", "torch.inference_mode()"])
+def test_decorators_that_pass_the_call_through_keep_the_verdict(tmp_path, deco):
+    text = _with(PASS, SETTER, deco)
+    text = text.replace(FORWARD, f"    @{deco}\n{FORWARD}", 1)
+    code, res, _ = scan(make_tree(tmp_path, llama(text)))
+    assert (code, res["verdict"]) == (0, "supported"), res["findings"]
+
+
+# -- instance attributes and class changes while the model is built ---------------------------------
+
+@pytest.mark.parametrize("line, verdict, needle", [
+    ("        self.set_aux_hidden_state_layers = lambda layers: None\n", "unknown",
+     "sets self.set_aux_hidden_state_layers = <Lambda>"),
+    ("        setattr(self, 'set_aux_hidden_state_layers', print)\n", "unknown",
+     "sets self.set_aux_hidden_state_layers = print"),
+    ("        self.set_aux_hidden_state_layers = None\n", "blocked", "sets self.set_aux_hidden_state_layers = None"),
+    ("        type(self).set_aux_hidden_state_layers = None\n", "unknown",
+     "`type(self).set_aux_hidden_state_layers = None` in LlamaForCausalLM.__init__"),
+    ("        setattr(type(self), 'set_aux_hidden_state_layers', None)\n", "unknown",
+     "in LlamaForCausalLM.__init__ (vllm/model_executor/models/llama.py:"),
+    ("        self.__dict__['set_aux_hidden_state_layers'] = print\n", "unknown",
+     "sets self.set_aux_hidden_state_layers = print"),
+    ("        object.__setattr__(self, 'set_aux_hidden_state_layers', None)\n", "blocked",
+     "sets self.set_aux_hidden_state_layers = None"),
+    ("        self.__dict__.update(extra)\n", "unknown", "sets an instance attribute under a computed name"),
+    ("        self.__class__.set_aux_hidden_state_layers = None\n", "unknown",
+     "`self.__class__.set_aux_hidden_state_layers = None` in LlamaForCausalLM.__init__"),
+])
+def test_init_shadowing_the_setter(tmp_path, line, verdict, needle):
+    assert INIT_END in LLAMA
+    res = expect(make_tree(tmp_path, llama(LLAMA.replace(INIT_END, INIT_END + line, 1))), verdict, needle)
+    assert any(f["rule"] == "EA302" and needle in f["message"] and "llama.py:" in f["message"]
+               for f in res["findings"])
+
+
+def test_init_shadowing_the_capturing_forward_is_unknown(tmp_path):
+    text = LLAMA.replace(HOLDER_INIT_END, HOLDER_INIT_END + "        self.forward = self._plain\n\n"
+                         "    def _plain(self, input_ids, positions, intermediate_tensors=None):\n"
+                         "        return self.norm(self.embed_tokens(input_ids))\n", 1)
+    res = expect(make_tree(tmp_path, llama(text)), "unknown",
+                 "LlamaModel.__init__ (vllm/model_executor/models/llama.py:")
+    assert any(f["rule"] == "EA303" and "sets self.forward = self._plain" in f["message"] for f in res["findings"])
+
+
+def test_other_instance_attributes_keep_the_verdict(tmp_path):
+    # the loop over literal names: vLLM 0.33.0 vllm/models/deepseek_v4/common/vl_model.py
+    text = LLAMA.replace(INIT_END, INIT_END + "        self.forward_count = 0\n        setattr(self, 'tag', 1)\n"
+                         "        for name in ('image_start', 'image_end'):\n            setattr(self, name, None)\n", 1)
+    code, res, _ = scan(make_tree(tmp_path, llama(text)))
+    assert (code, res["verdict"]) == (0, "supported"), res["findings"]
+
+
+def test_instance_attribute_under_a_computed_name_is_unknown(tmp_path):
+    text = LLAMA.replace(INIT_END, INIT_END + "        for name in self.names():\n            setattr(self, name, None)\n", 1)
+    expect(make_tree(tmp_path, llama(text)), "unknown", "sets an instance attribute under a computed name = None")
+
+
+# -- a setter that stores the layers where the capture does not read them ---------------------------
+
+def test_setter_typo_blocks(tmp_path):
+    text = LLAMA.replace("        self.model.aux_hidden_state_layers = layers\n",
+                         "        self.model.aux_hidden_state_layerz = layers\n", 1)
+    assert text != LLAMA
+    res = expect(make_tree(tmp_path, llama(text)), "blocked", "stores the layers as aux_hidden_state_layerz")
+    hit = next(f for f in res["findings"] if "aux_hidden_state_layerz" in f["message"])
+    assert hit["rule"] == "EA303" and "vllm/model_executor/models/llama.py:" in hit["message"]
+
+
+# -- Python's builtins changed in the tree ----------------------------------------------------------
+
+@pytest.mark.parametrize("tail, needle", [
+    ("\nimport builtins\nbuiltins.enumerate = lambda it, start=0: zip(range(100, 200), it)\n",
+     "`builtins.enumerate = <Lambda>` at vllm/model_executor/models/llama.py:"),
+    ("\nimport builtins as b\n\n\ndef patch():\n    b.range = list\n", "`b.range = list` at vllm/model_executor/models/llama.py:"),
+    ("\nimport builtins\nsetattr(builtins, 'isinstance', print)\n", "changes the builtin isinstance"),
+])
+def test_builtins_changed_in_the_tree_is_unknown(tmp_path, tail, needle):
+    res = expect(make_tree(tmp_path, llama(LLAMA + tail)), "unknown", needle)
+    assert any(f["rule"] == "EA303" for f in res["findings"] if needle in f["message"])
+
+
+def test_builtins_changed_in_another_module_is_unknown(tmp_path):
+    other = {"vllm/model_executor/models/patcher.py": "import builtins\nbuiltins.len = lambda x: 0\n"}
+    expect(make_tree(tmp_path, other), "unknown", "`builtins.len = <Lambda>` at vllm/model_executor/models/patcher.py:")
+
+
+def test_enumerate_rebound_in_the_holder_module_is_unknown(tmp_path):
+    text = LLAMA + "\n\ndef enumerate(it, start=0):\n    return zip(range(100, 200), it)\n"
+    expect(make_tree(tmp_path, llama(text)), "unknown", "indexes its layers with enumerate, which")
+
+
+def test_new_names_in_builtins_keep_the_verdict(tmp_path):
+    # SGLang 0.5.10.post1's sglang/srt/utils/common.py: builtins.FP8_E4M3_MAX = ...
+    code, res, _ = scan(make_tree(tmp_path, llama(LLAMA + "\nimport builtins\nbuiltins.FP8_MAX = 448.0\n")))
+    assert (code, res["verdict"]) == (0, "supported"), res["findings"]
+
+
+# -- SGLang: the same constructs on its duck-typed setter and its capturing forward -----------------
+
+SG_SETTER = "    def set_eagle3_layers_to_capture(self, layer_ids=None):"
+SG_FORWARD = "    def forward(self, input_ids, positions):\n        hidden_states, residual = input_ids, None"
+
+
+def _sg(text: str) -> dict[str, str]:
+    return {f"{SG_MODELS}/llama.py": text}
+
+
+def _sg_with(defs: str, member: str, deco: str) -> str:
+    assert member in SG_LLAMA
+    return SG_LLAMA.replace("class LlamaModel", defs + "\n\nclass LlamaModel", 1).replace(
+        member, f"    @{deco}\n{member}", 1)
+
+
+@pytest.mark.parametrize("defs, member, deco, verdict, needle", [
+    (NOOP, SG_SETTER, "_noop", "blocked", "which never calls the decorated function"),
+    (GONE, SG_SETTER, "_gone", "blocked", "returns None, so the member is None"),
+    ("from somewhere_external import strange\n", SG_SETTER, "strange", "unknown",
+     "comes from outside the tree (somewhere_external.strange)"),
+    (FIRST, SG_FORWARD, "_first", "unknown", "returns something else than its result"),
+])
+def test_sglang_decorated_setter_or_forward(tmp_path, defs, member, deco, verdict, needle):
+    res = expect(sglang_tree(tmp_path, _sg(_sg_with(defs, member, deco))), verdict, needle)
+    assert any("sglang/srt/models/llama.py:" in f["message"] for f in res["findings"] if needle in f["message"])
+
+
+def test_sglang_init_shadowing_and_builtins(tmp_path):
+    init = "        self.capture_aux_hidden_states = False\n"
+    assert init in SG_LLAMA
+    shadow = SG_LLAMA.replace(init, init + "        self.set_eagle3_layers_to_capture = lambda layer_ids=None: None\n", 1)
+    expect(sglang_tree(tmp_path / "a", _sg(shadow)), "unknown", "sets self.set_eagle3_layers_to_capture = <Lambda>")
+    patched = SG_LLAMA + "\nimport builtins\nbuiltins.range = lambda *a: []\n"
+    expect(sglang_tree(tmp_path / "b", _sg(patched)), "unknown", "`builtins.range = <Lambda>` at sglang/srt/models/llama.py:")
+
+
+def test_sglang_pass_through_decorators_keep_the_verdict(tmp_path):
+    text = _sg_with(PASS, SG_SETTER, "_logged").replace(SG_FORWARD, f"    @torch.no_grad()\n{SG_FORWARD}", 1)
+    code, res, _ = scan(sglang_tree(tmp_path, _sg("import torch\n" + text)))
+    assert (code, res["verdict"]) == (0, "supported"), res["findings"]
+
+
+def test_sglang_setter_typo_blocks(tmp_path):
+    text = SG_LLAMA.replace("self.model.layers_to_capture = ", "self.model.layers_to_captur = ")
+    assert text != SG_LLAMA
+    expect(sglang_tree(tmp_path, _sg(text)), "blocked", "layers_to_captur")

@@ -4,6 +4,8 @@ path of CI) never needs it."""
 
 from __future__ import annotations
 
+import contextlib
+
 import functools
 import os
 import sys
@@ -223,26 +225,28 @@ def exit_on_internal_errors(failed) -> None:
     raise typer.Exit(EXIT_INTERNAL)
 
 
+@contextlib.contextmanager
+def _bars(labels: list[str]):
+    """Progress bars on stderr, one per label (gone when the block ends); yields one
+    ``cb(done, total)`` per bar, in order."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err_console(), transient=True) as prog:
+        def make(task):
+            def cb(done: int, total: int) -> None:
+                prog.update(task, completed=done, total=total)
+            return cb
+
+        yield [make(prog.add_task(label, total=None)) for label in labels]
+
+
 def with_progress(show: bool, label: str, fn):
     """Run ``fn(cb)`` with one progress bar labelled ``label`` on stderr (``cb(done, total)``);
     without ``show``, ``fn(None)``."""
     if not show:
         return fn(None)
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err_console(), transient=True) as prog:
-        task = prog.add_task(label, total=None)
-
-        def cb(done: int, total: int) -> None:
-            prog.update(task, completed=done, total=total)
-
+    with _bars([label]) as (cb,):
         return fn(cb)
 
 
@@ -273,24 +277,8 @@ def with_two_progress(show: bool, labels: tuple[str, str], fn):
     """Run ``fn(first_cb, second_cb)`` with two progress bars (one per phase) on stderr."""
     if not show:
         return fn(None, None)
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err_console(), transient=True) as prog:
-        tasks = [prog.add_task(label, total=None) for label in labels]
-
-        def make(task):
-            def cb(done: int, total: int) -> None:
-                prog.update(task, completed=done, total=total)
-            return cb
-
-        return fn(make(tasks[0]), make(tasks[1]))
+    with _bars(list(labels)) as (first, second):
+        return fn(first, second)
 
 
 def append_summary(text: str, path: Optional[Path]) -> None:
@@ -313,26 +301,12 @@ def size_words(n: int) -> str:
 
 
 def matrix_progress(show: bool, fn):
-    """Run ``fn(callback)`` under two progress bars: archives fetched, releases audited."""
+    """Run ``fn(callback)`` under two progress bars: archives fetched, releases audited
+    (``callback(stage, done, total)``, stage ``fetch`` or ``audit``)."""
     if not show:
         return fn(None)
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    labels = {"fetch": "fetching archives", "audit": "auditing releases"}
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err_console(), transient=True) as prog:
-        tasks = {k: prog.add_task(v, total=None) for k, v in labels.items()}
-
-        def cb(stage: str, done: int, total: int) -> None:
-            prog.update(tasks[stage], completed=done, total=total)
-
-        return fn(cb)
+    with _bars(["fetching archives", "auditing releases"]) as (fetch, audit):
+        return fn(lambda stage, done, total: (fetch if stage == "fetch" else audit)(done, total))
 
 
 def emit(kind: str, fmt: Enum, report, output: Optional[Path], **context) -> Optional[str]:

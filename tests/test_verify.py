@@ -39,6 +39,17 @@ def test_shrink_honours_the_config_class_attribute_map():
     assert gpt2["n_embd"] == 768  # the input is not changed
 
 
+def test_shrink_writes_a_head_dim_field_left_none_and_never_adds_one():
+    # a config with a head_dim field left None (HunYuanDenseV1Config's default) gets hidden / heads;
+    # one without the field (FalconConfig derives it in a read-only property) gets none
+    base = {"architectures": ["X"], "num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
+            "vocab_size": 128000}
+    left = shrink_target({**base, "model_type": "hunyuan_v1_dense", "head_dim": None}, "HunYuanDenseV1ForCausalLM")
+    assert left.config["head_dim"] == left.config["hidden_size"] // left.config["num_attention_heads"] == 64
+    none = shrink_target({**base, "model_type": "falcon"}, "FalconForCausalLM")
+    assert "head_dim" not in none.config and none.config["hidden_size"] == 256
+
+
 def test_shrink_keeps_layer_patterns_nested_configs_and_gqa():
     cfg = {"model_type": "gemma3", "architectures": ["X"], "auto_map": {"AutoConfig": "evil.Config"},
            "text_config": {"model_type": "gemma3_text", "num_hidden_layers": 26, "hidden_size": 1152,

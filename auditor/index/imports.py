@@ -145,7 +145,9 @@ def module_import_failure(resolver: Resolver, module: str) -> tuple[str, int, st
         except (SyntaxError, ValueError, RecursionError, MemoryError, KeyError, OSError):
             parsed = None
         if parsed is not None:
-            found = _first_failure(resolver, s, parsed)
+            bound = _all_bound(parsed)  # kept for :func:`_module_bound`: the module is parsed once
+            resolver.__dict__.setdefault("_module_bound", {})[module] = bound
+            found = _first_failure(resolver, s, parsed, bound)
     memo[module] = found
     return found
 
@@ -191,8 +193,7 @@ def _always_raises(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return False
 
 
-def _first_failure(resolver: Resolver, s, parsed: ast.Module) -> tuple[str, int, str] | None:
-    bound = _all_bound(parsed)
+def _first_failure(resolver: Resolver, s, parsed: ast.Module, bound: set[str] | None) -> tuple[str, int, str] | None:
     raising: dict[str, int] = {}  # module-level functions defined so far whose call always raises
     for stmt in parsed.body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):

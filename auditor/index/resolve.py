@@ -98,6 +98,25 @@ _BUILTINS = {
 
 #: An identifier in a module's text (see :meth:`Resolver.mentioning`).
 _IDENTIFIER = re.compile(rb"[A-Za-z_]\w*")
+#: What :meth:`Resolver._may_change` looks for. After a name: a member chain then an
+#: assignment (``N.forward = f``, ``N.x += 1``) or an item (``N[k]``), or ``N as``.
+_CHANGE_AFTER = re.compile(rb"(?:[ \t]*(?:\.[ \t]*\w+[ \t]*)*(?:[-+*/|&@%]?=(?!=)|\[)|[ \t]+as[ \t])")
+#: Before a name on its line: ``= N`` or ``= pkg.mod.N`` (the name then not followed by a word
+#: character, a dot or a call: :data:`_NOT_AFTER_VALUE`).
+_VALUE_BEFORE = re.compile(rb"=[ \t]*(?:[\w.]*\.)?\Z")
+_NOT_AFTER_VALUE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.(")
+#: Before a name on its line: ``for ... in ...``.
+_LOOP_BEFORE = re.compile(rb"\bfor[ \t][^\n]*\bin[ \t]")
+_DEL_STATEMENT = re.compile(rb"\bdel[ \t]")
+_CALLS_EXEC = re.compile(rb"(?<![\w.])(?:exec|eval)[ \t]*\(")
+_WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+def _is_word_byte(c: int) -> bool:
+    """True when byte ``c`` is a word character of a bytes pattern (``\\w``: ASCII letters, digits, ``_``)."""
+    return c in _WORD_BYTES
+
+
 #: How many names :meth:`Resolver.mentioning` looks up by searching the texts before it indexes
 #: every identifier of the tree (a single-target scan asks for a few, a full scan for hundreds).
 _INDEX_AFTER = 40
@@ -905,24 +924,42 @@ class Resolver:
     def _may_change(self, path: str, names: set[str]) -> bool:
         """True when the text of the module at ``path`` may change a member of something named
         ``names`` (a member write, ``del``, ``setattr``/``delattr`` or an item write on one of
-        them, or a rebinding of one: ``X = N``, ``N as X``): a cheap test before summarising it."""
+        them, or a rebinding of one: ``X = N``, ``N as X``, ``for ... in ... N``), or runs text
+        as code (``exec(``, ``eval(``): a cheap test before summarising it.
+
+        The constructs that name no class (``setattr``, ``del``, ``exec(``) are looked for once
+        per module; then each occurrence of one of ``names`` as a whole word is read in its line
+        (the module came from :meth:`mentioning`, so it has a few)."""
         by_path = self.__dict__.get("_texts_by_path")
         if by_path is None:
             by_path = self.__dict__["_texts_by_path"] = dict(self.__dict__["_texts"])
         text = by_path.get(path, b"")
-        pats = self.__dict__.setdefault("_change_patterns", {})
-        key = frozenset(names)
-        if key not in pats:
-            pats[key] = self._change_pattern(names)
-        return pats[key].search(text) is not None
-
-    @staticmethod
-    def _change_pattern(names: set[str]):
-        """The byte pattern of :meth:`_may_change` for ``names``."""
-        alt = b"|".join(re.escape(n.encode()) for n in sorted(names))
-        return re.compile(rb"(?<![\w])(?:" + alt + rb")(?![\w])(?:[ \t]*(?:\.[ \t]*\w+[ \t]*)*(?:[-+*/|&@%]?=(?!=)|\[)"
-                         rb"|[ \t]+as[ \t])|(?:set|del)attr|\bdel[ \t]|=[ \t]*(?:[\w.]*\.)?(?:" + alt + rb")(?![\w.(])"
-                         rb"|(?<![\w.])(?:exec|eval)[ \t]*\(|\bfor[ \t][^\n]*\bin[ \t][^\n]*(?<![\w])(?:" + alt + rb")(?![\w])")
+        anonymous = self.__dict__.setdefault("_anonymous_change", {})
+        hit = anonymous.get(path)
+        if hit is None:
+            hit = anonymous[path] = bool(
+                b"setattr" in text or b"delattr" in text
+                or (b"del" in text and _DEL_STATEMENT.search(text) is not None)
+                or ((b"exec" in text or b"eval" in text) and _CALLS_EXEC.search(text) is not None))
+        if hit:
+            return True
+        for n in names:
+            needle = n.encode()
+            size = len(needle)
+            i = text.find(needle)
+            while i >= 0:
+                end = i + size
+                if (i == 0 or not _is_word_byte(text[i - 1])) and (end == len(text) or not _is_word_byte(text[end])):
+                    if _CHANGE_AFTER.match(text, end) is not None:
+                        return True
+                    start = text.rfind(b"\n", 0, i) + 1
+                    if (end == len(text) or text[end] not in _NOT_AFTER_VALUE) \
+                            and _VALUE_BEFORE.search(text, start, i) is not None:
+                        return True
+                    if _LOOP_BEFORE.search(text, start, i) is not None:
+                        return True
+                i = text.find(needle, i + 1)
+        return False
 
     def _from_binding(self, m: ModuleSummary, name: str, b, seen) -> Target:
         if b.kind == "class":

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from auditor.cache import cacheable
+from auditor.index.importsteps import import_steps
 
 #: Methods whose bodies are summarised in detail (references, loops, returns).
 DETAILED_METHODS = frozenset(
@@ -319,6 +320,10 @@ class ModuleSummary:
     #: module-level functions (methods, nested functions: ``Patcher.__init__``,
     #: ``outer.<locals>.inner``), by scope label: what a change's head means there
     scope_bindings: dict[str, dict[str, Binding]] = field(default_factory=dict)
+    #: the top-level statements whose run may make importing the module raise, in order
+    #: (:func:`auditor.index.importsteps.import_steps`); None when the module was not read as
+    #: this interpreter parses it (a parse error, a grammar newer than the interpreter's)
+    import_steps: list[tuple] | None = None
 
 
 def module_name_for(path: str) -> tuple[str, bool]:
@@ -359,6 +364,11 @@ def _text(node: ast.AST) -> str:
         return ast.unparse(node)
     except Exception:  # pragma: no cover - unparse handles every node ast produces
         return "<expr>"
+
+
+def _construct(node: ast.AST) -> str:
+    """The text of ``node`` as a finding quotes it (at most 100 characters)."""
+    return _text(node)[:100]
 
 
 def _is_stub_body(body: list[ast.stmt]) -> bool:
@@ -1222,42 +1232,42 @@ class _Summarizer:
                 body = node.body if isinstance(node.body, list) else [node.body]
                 stack.extend((st, "function", cf if scope == "class" else None, first, sub) for st in body)
                 continue
-            construct = _text(node)[:100]
             if isinstance(node, ast.Call) and dotted(node.func) in runners:
-                self._runs_code(node, scope, cf, label, construct, line)
+                self._runs_code(node, scope, cf, label, _construct(node), line)
             elif isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
                 if node.attr == "__class__" and me is not None and isinstance(node.value, ast.Name) \
                         and node.value.id == me and cf is not None:
-                    cf.unfollowable.append(("*", f"{construct} = ... (the instance's class replaced in a method)",
-                                            line))
+                    cf.unfollowable.append(("*", f"{_construct(node)} = ... (the instance's class replaced in a "
+                                            "method)", line))
                 elif self._namespace_of(node.value, scope) == "module":
                     self._seen.add(id(node))
-                    self._mark(node.attr, f"`{construct}` (line {line}), a write through the module object", line,
-                               ordered)
+                    self._mark(node.attr, f"`{_construct(node)}` (line {line}), a write through the module object",
+                               line, ordered)
             elif isinstance(node, ast.Subscript) and not isinstance(node.ctx, ast.Load):
                 kind = self._namespace_of(node.value, scope)
                 if kind == "module-dict" and id(node.value) not in self._handled:
                     self._seen.add(id(node))
-                    self._mark(key_of(node.slice), f"`{construct}` (line {line}), a write through the module's "
-                               "namespace", line, ordered)
+                    self._mark(key_of(node.slice), f"`{_construct(node)}` (line {line}), a write through the "
+                               "module's namespace", line, ordered)
                 elif kind == "class-dict" and cf is not None:
-                    cf.unfollowable.append((key_of(node.slice), f"{construct} = ... (a write through the class "
-                                            "body's namespace)", line))
+                    cf.unfollowable.append((key_of(node.slice), f"{_construct(node)} = ... (a write through the "
+                                            "class body's namespace)", line))
             elif isinstance(node, ast.Call) and dotted(node.func) in ("setattr", "delattr", "builtins.setattr",
                                                                       "builtins.delattr") and node.args \
                     and self._namespace_of(node.args[0], scope) == "module":
                 self._seen.add(id(node))
                 self._mark(key_of(node.args[1] if len(node.args) > 1 else None),
-                           f"`{construct}` (line {line}), a write through the module object", line, ordered)
+                           f"`{_construct(node)}` (line {line}), a write through the module object", line, ordered)
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _DICT_CHANGES:
                 kind = self._namespace_of(node.func.value, scope)
                 key = key_of(node.args[0]) if node.args and node.func.attr not in ("update", "clear") else "*"
                 if kind == "module-dict":
                     self._seen.add(id(node))
-                    self._mark(key, f"`{construct}` (line {line}), a write through the module's namespace", line,
-                               ordered)
+                    self._mark(key, f"`{_construct(node)}` (line {line}), a write through the module's namespace",
+                               line, ordered)
                 elif kind == "class-dict" and cf is not None:
-                    cf.unfollowable.append((key, f"{construct} (a write through the class body's namespace)", line))
+                    cf.unfollowable.append((key, f"{_construct(node)} (a write through the class body's namespace)",
+                                            line))
             stack.extend((c, scope, cf, me, label) for c in ast.iter_child_nodes(node))
 
     def _runs_code(self, call: ast.Call, scope: str, cf: ClassFact | None, label: str | None, construct: str,
@@ -2134,6 +2144,7 @@ def summarize(source: bytes, path: str, extractors: tuple[Extractor, ...] = ()) 
         except (RecursionError, MemoryError) as exc:
             return ModuleSummary(module=module, path=path, is_package=is_package, error=_too_big(exc))
         try:  # the walks below recurse too: a tree that parsed may still be too deep for them
+            steps = None if replaced else import_steps(tree, module, is_package)
             prune_dead_code(tree)
             dynamic = any(n in source for n in _DYNAMIC)
             summary = _Summarizer(module, path, is_package, track_bases=b"__bases__" in source,
@@ -2141,6 +2152,7 @@ def summarize(source: bytes, path: str, extractors: tuple[Extractor, ...] = ()) 
                                   reflective=any(n in source for n in _REFLECTIVE),
                                   namespace=any(n in source for n in _NAMESPACE)
                                   or _NAMESPACE_RE.search(source) is not None).run(tree)
+            summary.import_steps = steps
             if replaced:
                 # statements of a grammar newer than this interpreter's, left out of the index
                 summary.extras["newer_syntax_lines"] = replaced

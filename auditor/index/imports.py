@@ -179,6 +179,17 @@ def import_failures(resolver: Resolver, ref: ClassRef) -> list[tuple[str, int, s
             m = ".".join(parts[:i])
             if m not in modules:
                 modules.append(m)
+    tree = resolver.tree
+    modules = [m for m in modules if tree.has_module(m)]
+    # the modules, then the in-tree modules they import from, summarised together ahead
+    tree.summarize_ahead(p for p in map(tree.path_of, modules) if p)
+    sources = set()
+    for m in modules:
+        s = tree.module(m)
+        for step in (s.import_steps or ()) if s is not None else ():
+            if step[0] == "from" and step[3]:
+                sources.add(step[3])
+    tree.summarize_ahead(p for p in map(tree.path_of, sources) if p)
     out = []
     for m in modules:
         if resolver.tree.has_module(m):

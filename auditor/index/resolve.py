@@ -749,6 +749,8 @@ class Resolver:
         names, todo, candidates = {name}, [name], set()
         while todo and len(names) < 200:
             n = todo.pop()
+            self.tree.summarize_ahead(p for p in self.mentioning(n)
+                                      if p not in candidates and self._may_change(p, names))
             for p in self.mentioning(n):
                 if p in candidates or not self._may_change(p, names):
                     continue
@@ -767,6 +769,7 @@ class Resolver:
                 got = self._reflected(p)
                 if short in got or _SYS_MODULES in got or RUNS_CODE in got:
                     candidates.add(p)
+        self.tree.summarize_ahead(candidates)
         for p in sorted(candidates):
             s = self.tree.summary(p)
             if not (s.foreign_changes or s.deferred_changes):

@@ -289,6 +289,9 @@ class Tree:
         s = self._by_path.get(rel)
         if s is not None:
             return s
+        ahead = self.__dict__.get("_ahead")
+        if ahead and rel in ahead:
+            return self._record(rel, ahead.pop(rel))
         try:
             data, digest = self._load(rel)
         except (KeyError, OSError) as exc:  # UnreadableFile (a KeyError) included
@@ -444,6 +447,38 @@ class Tree:
                 else:
                     ex.shutdown(wait=True, cancel_futures=True)
 
+    #: The fewest modules not yet summarised for which :meth:`summarize_ahead` starts worker
+    #: processes (fewer are summarised in this process when first read).
+    AHEAD_AT_LEAST = 8
+
+    def summarize_ahead(self, paths: Iterable[str]) -> int:
+        """Summarise in worker processes, at once, the modules among ``paths`` (paths of this
+        tree) that have no summary yet, when there are at least :data:`AHEAD_AT_LEAST` of them;
+        a caller that is about to read many summaries one after another calls it first. It
+        changes no answer: :meth:`summary` returns the same summaries either way.
+
+        Returns:
+            How many modules were summarised (0 when too few were missing).
+
+        Raises:
+            WorkerFailure: as :meth:`prefetch`.
+        """
+        ahead = self.__dict__.setdefault("_ahead", {})
+        missing = sorted({p for p in paths if p not in self._by_path and p not in ahead and p in self.files})
+        if len(missing) < self.AHEAD_AT_LEAST:
+            return 0
+        errors = dict(self.parse_errors)
+        self.prefetch(missing)
+        # kept aside until read: a module summarised ahead but never read leaves no trace (no
+        # parse error of it is reported)
+        for p in missing:
+            s = self._by_path.pop(p, None)
+            if s is not None:
+                ahead[p] = s
+        self.parse_errors.clear()
+        self.parse_errors.update(errors)
+        return len(missing)
+
     def overlaid(self, source, changed: Iterable[str]) -> "Tree":
         """A tree over ``source``, which is this tree with the files ``changed`` replaced or
         added (e.g. patched in memory): its file list is this tree's plus ``changed``, it shares
@@ -462,6 +497,7 @@ class Tree:
         tree = Tree(source, self.cache, self.extractors)
         tree._files = set(self.files) | changed
         tree._by_path = {p: s for p, s in self._by_path.items() if p not in changed}
+        tree._ahead = {p: s for p, s in self.__dict__.get("_ahead", {}).items() if p not in changed}
         # the bytes already read of the unchanged files, and which modules each extractor applies
         # to among them, are this tree's too
         tree._data = {p: d for p, d in self._data.items() if p not in changed}

@@ -42,6 +42,7 @@ from auditor.orchestration.fix import plan_fix
 from auditor.orchestration.matrix import parse_versions, run_matrix
 from auditor.orchestration.upgrade import UpgradeReport, open_side, run_gate
 from auditor.render import ci_formats
+from auditor.render.fix import fix_report
 from auditor.source.fetch import IndexListing, list_releases, list_sdist_versions
 from rules.registry import BLOCKING_GATES
 
@@ -106,7 +107,7 @@ def files(tmp_path_factory, releases) -> SimpleNamespace:
     i = SimpleNamespace(tmp=tmp)
     a = releases.auditor("0.16.0")
     fix = plan_fix(a, resolve_targets(a.registry, ["kimi_k2"]))
-    assert fix.ok, fix.report()
+    assert fix.ok, fix_report(fix)
     i.cm = tmp / "cm" / "kimi_k2.codemods.json"
     i.cm.parent.mkdir()
     i.cm.write_text(json.dumps(fix.codemods_document(), indent=2))

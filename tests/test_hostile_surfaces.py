@@ -245,7 +245,7 @@ def test_a_forged_manifest_mode_never_sets_special_bits(tmp_path):
     import json
     import stat
 
-    from auditor.orchestration.fix import BACKUP_DIR
+    from auditor.workspace.backup import BACKUP_DIR
 
     root = make_tree(tmp_path)
     r = cli("fix", root, "--model", "ToyVLForConditionalGeneration", "--model-type", "toy", "--apply", "--no-config")

@@ -134,7 +134,7 @@ class Side:
     def of(cls, spec: str, auditor: Auditor) -> "Side":
         """The side ``spec`` as read by ``auditor`` (its tree's version and source label, whether
         it was given as a path, and whether it carries a backup of ``fix --apply``)."""
-        from auditor.orchestration.fix import BACKUP_DIR
+        from auditor.workspace.backup import BACKUP_DIR
 
         local = bool(spec) and Path(spec).expanduser().exists()
         root = auditor.tree.source.root() if hasattr(auditor.tree.source, "root") else None

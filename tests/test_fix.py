@@ -29,7 +29,7 @@ from auditor.orchestration.fix import OverlaySource, overlay_auditor, plan_fix
 from auditor.orchestration.scan import Auditor, make_tree
 from auditor.render.fix import fix_report
 from auditor.source.fetch import fetch_release
-from auditor.source.sources import FolderSource
+from auditor.source.folder import FolderSource
 from auditor.workspace.backup import BACKUP_DIR
 from auditor.workspace.folder import FixRefused
 from auditor.workspace.transaction import apply_to_folder, revert_folder

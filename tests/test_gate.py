@@ -43,7 +43,7 @@ from auditor.orchestration.matrix import parse_versions, run_matrix
 from auditor.orchestration.upgrade import UpgradeReport, open_side, run_gate
 from auditor.render import ci_formats
 from auditor.render.fix import fix_report
-from auditor.source.fetch import IndexListing, list_releases, list_sdist_versions
+from auditor.source.listing import IndexListing, list_releases, list_sdist_versions
 from rules.registry import BLOCKING_GATES
 
 REPO = Path(__file__).resolve().parents[1]

@@ -539,7 +539,7 @@ def pathological_tree(tmp_path: Path, monkeypatch) -> tuple[Path, dict[str, str]
                     "BigForCausalLM": "big", "SecretForCausalLM": "secret", "FifoForCausalLM": "fifo",
                     "DanglingForCausalLM": "dangling"})
     # the suite may run as root, for whom no permission bit stops a read: deny it at the OS call
-    import auditor.source.sources as sources
+    import auditor.source.folder as folder_source
 
     real_open = os.open
     secret = str(root / models / "secret.py")
@@ -549,7 +549,7 @@ def pathological_tree(tmp_path: Path, monkeypatch) -> tuple[Path, dict[str, str]
             raise PermissionError(13, "Permission denied", path)
         return real_open(path, flags, *a, **k)
 
-    monkeypatch.setattr(sources.os, "open", deny)
+    monkeypatch.setattr(folder_source.os, "open", deny)
     return root, {
         models + "deep.py": "nested too deeply", models + "calls.py": "nested too deeply",
         models + "parens.py": "too many nested parentheses", models + "big.py": "larger than the 8 MiB limit",
@@ -697,7 +697,7 @@ def test_a_wheel_with_links_encryption_or_odd_members_is_refused(tmp_path, case,
 
 
 def test_decompression_bombs_and_member_counts_are_bounded(tmp_path, monkeypatch):
-    import auditor.source.sources as sources
+    import auditor.source.archive as archives
 
     # a header that declares 20 GB for a package file, followed by almost nothing (4.7 KB today)
     ti = tarfile.TarInfo("vllm-0.0.1/vllm/model_executor/models/huge.py")
@@ -714,14 +714,14 @@ def test_decompression_bombs_and_member_counts_are_bounded(tmp_path, monkeypatch
     assert "huge.py' declares 21474836480 bytes: it decompresses to more than 2 GiB" in line, line
     # limits on total decompressed size, member count and package size (lowered to test them)
     big = _tar(tmp_path / "big.tar.gz", [_member("vllm-0.0.1/docs/zeros.bin", b"\0" * (3 << 20))])
-    monkeypatch.setattr(sources, "MAX_ARCHIVE_BYTES", 2 << 20)
+    monkeypatch.setattr(archives, "MAX_ARCHIVE_BYTES", 2 << 20)
     assert "decompresses to more than" in one_line_error(cli("scan", big, "--no-cache"))
     monkeypatch.undo()
     many = _tar(tmp_path / "many.tar.gz", [_member(f"vllm-0.0.1/docs/{i}.txt") for i in range(60)])
-    monkeypatch.setattr(sources, "MAX_MEMBERS", 50)
+    monkeypatch.setattr(archives, "MAX_MEMBERS", 50)
     assert "more than 50 members" in one_line_error(cli("scan", many, "--no-cache"))
-    monkeypatch.setattr(sources, "MAX_PACKAGE_BYTES", 1000)
-    monkeypatch.setattr(sources, "MAX_MEMBERS", 10 ** 6)
+    monkeypatch.setattr(archives, "MAX_PACKAGE_BYTES", 1000)
+    monkeypatch.setattr(archives, "MAX_MEMBERS", 10 ** 6)
     assert "package is larger than" in one_line_error(cli("scan", many, "--no-cache"))
 
 
@@ -1068,7 +1068,8 @@ def _scan_dict(source) -> dict:
 def test_property_scan_never_crashes_and_a_folder_scans_like_its_archive(modules):
     import tempfile
 
-    from auditor.source.sources import ArchiveSource, FolderSource
+    from auditor.source.archive import ArchiveSource
+    from auditor.source.folder import FolderSource
 
     with tempfile.TemporaryDirectory() as tmp:
         root = make_tree(Path(tmp))
@@ -1118,7 +1119,8 @@ def test_property_an_archive_reads_as_its_extraction_or_is_refused(members, as_z
     import warnings
 
     from auditor.model.errors import SourceError
-    from auditor.source.sources import ArchiveSource, FolderSource
+    from auditor.source.archive import ArchiveSource
+    from auditor.source.folder import FolderSource
 
     with tempfile.TemporaryDirectory() as tmp:
         if as_zip:

@@ -26,8 +26,10 @@ from auditor.orchestration.compare import run_compare
 from auditor.orchestration.fix import plan_fix
 from auditor.orchestration.scan import Auditor, make_tree, open_tree
 from auditor.render.fix import fix_report
-from auditor.source import fetch
-from auditor.source.sources import ArchiveSource, FolderSource, open_source
+from auditor.source import digests, fetch
+from auditor.source.archive import ArchiveSource
+from auditor.source.folder import FolderSource
+from auditor.source.opener import open_source
 from rules.base import AuditTarget
 from rules.cst import NotAutoFixable
 from rules.interface.codemod_sglang import SGLangInterfaceCodemod
@@ -299,7 +301,7 @@ def test_fetch_sglang_wheel_when_no_sdist(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     got = fetch.fetch_release("9.9.9", project="sglang", progress=False, cache_dir=cache)
     assert got.name == "sglang-9.9.9-py3-none-any.whl"
-    assert fetch.recorded_sha256(got) == hashlib.sha256(good).hexdigest()
+    assert digests.recorded_sha256(got) == hashlib.sha256(good).hexdigest()
     # cached and verified against its sidecar: no index needed any more
     monkeypatch.setenv("PIP_INDEX_URL", (tmp_path / "nowhere").as_uri())
     assert fetch.fetch_release("9.9.9", project="sglang", progress=False, cache_dir=cache) == got

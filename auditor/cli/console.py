@@ -164,7 +164,7 @@ def progress_enabled(no_progress: bool) -> bool:
 def warn_unverified(source) -> None:
     """A warning on stderr when ``source`` (a tree's source) was read from an archive whose
     package-index entry published no sha256 (``--allow-unverified``)."""
-    from auditor.source.fetch import UNVERIFIED
+    from auditor.source.digests import UNVERIFIED
 
     if UNVERIFIED in getattr(source, "label", ""):
         err_console().print(f"eagle-audit: warning: {clean(source.label)}", markup=False, highlight=False, soft_wrap=True)

@@ -183,7 +183,7 @@ def _revert(path: Optional[str], python: Optional[str]) -> None:
             fail(str(exc))
     if not path or not Path(path).is_dir():
         fail("--revert needs the PATH of the folder tree that --apply changed")
-    from auditor.source.sources import FolderSource
+    from auditor.source.folder import FolderSource
 
     src = FolderSource(path)
     root = src.root()

@@ -99,7 +99,7 @@ def open_side(value: str, *, releases: Releases | None = None, progress: bool = 
     """
     from auditor.index.tree import SummaryCache
     from auditor.orchestration.scan import open_tree
-    from auditor.source.sources import release_source
+    from auditor.source.opener import release_source
 
     if side_kind(value) == "path":
         return Auditor(open_tree(value, None, progress=progress, use_cache=use_cache, engine=engine),

@@ -40,7 +40,8 @@ from auditor.model.outcomes import ReleaseVerdict, UpgradeOutcome
 from auditor.orchestration.config import Settings, find_pyproject, load_settings
 from auditor.orchestration.fix import plan_fix
 from auditor.orchestration.matrix import parse_versions, run_matrix
-from auditor.orchestration.upgrade import UpgradeReport, open_side, run_gate
+from auditor.orchestration.upgrade import open_side, run_gate
+from auditor.orchestration.upgrade_results import UpgradeReport
 from auditor.render import ci_formats
 from auditor.render.fix import fix_report
 from auditor.source.listing import IndexListing, list_releases, list_sdist_versions

@@ -12,7 +12,7 @@ import typer
 
 from auditor.model.wording import count
 from auditor.render.fix import diffstat, fix_report
-from auditor.render.report import clean
+from auditor.render.text import clean
 from auditor.cli.base import (
     Command, app, check_method, check_model_type_flag, one_codemods, open_auditor, renamed, run_settings,
     source_labels

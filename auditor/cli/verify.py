@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from auditor.render.report import clean
+from auditor.render.text import clean
 from auditor.cli.base import Command, app, check_model_type_flag, run_settings
 from auditor.cli.console import emit, err_console, escape, fail, progress_enabled, say
 from auditor.cli.files import check_output, report_format

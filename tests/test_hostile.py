@@ -182,6 +182,26 @@ def temps(root: Path) -> list[Path]:
     return [p for p in root.rglob("*") if p.name.endswith(".eagle-audit.tmp") or p.name.startswith(".incomplete-")]
 
 
+def test_a_fix_says_how_it_ended(tmp_path):
+    """A patch that validates is FIXED; with no codemod allowed to run it is NOT_FIXED (nothing
+    patched, the gates explained); once applied, the same targets are ALREADY_SUPPORTED."""
+    from auditor.hf.targets import resolve_targets
+    from auditor.orchestration.fix import FixOutcome, plan_fix
+    from auditor.workspace.transaction import apply_to_folder
+    from tests.conftest import open_auditor
+
+    root = make_tree(tmp_path)
+    res = plan(root)
+    assert res.outcome is FixOutcome.FIXED and res.failed_inside == []
+    a = open_auditor(root)
+    none = plan_fix(a, resolve_targets(a.registry, [VL], "toy"), only=set())
+    assert none.outcome is FixOutcome.NOT_FIXED and none.patched == {} and none.unfixable
+    apply_to_folder(root, res)
+    a = open_auditor(root)
+    again = plan_fix(a, resolve_targets(a.registry, [VL], "toy"))
+    assert again.outcome is FixOutcome.ALREADY_SUPPORTED and again.patched == {}
+
+
 def test_revert_refuses_manifest_paths_outside_the_tree(tmp_path, sentinel):
     from auditor.workspace.backup import BACKUP_DIR
 

@@ -220,18 +220,18 @@ def _stop_unless_fixed(result, dead_end, engine: str) -> None:
     the tool, 0 when every target is already supported, 1 when not fixed (with the next steps
     ``dead_end()`` gives, when a gate whose codemod exists cannot be patched in this tree).
     Returns only when the fix is ok."""
-    from auditor.model.findings import INTERNAL_RULE
+    from auditor.orchestration.fix import FixOutcome
 
-    failed = [r for r in result.before + result.after if any(f.rule == INTERNAL_RULE for f in r.findings)]
-    if failed:
+    outcome = result.outcome
+    if outcome is FixOutcome.FAILED:
         say(fix_report(result))
         err_console().print("[bold red]not fixed:[/bold red] nothing was written", highlight=False)
-        exit_on_internal_errors(failed)
-    if result.already_supported:
+        exit_on_internal_errors(result.failed_inside)
+    if outcome is FixOutcome.ALREADY_SUPPORTED:
         say(fix_report(result))
         err_console().print("every target is already supported: nothing to change (empty diff)", highlight=False)
         raise typer.Exit(0)
-    if not result.ok:
+    if outcome is FixOutcome.NOT_FIXED:
         say(fix_report(result))
         err_console().print("[bold red]not fixed:[/bold red] nothing was written", highlight=False)
         from auditor.orchestration.elsewhere import codemod_exists

@@ -26,6 +26,7 @@ Everything here returns objects and writes nothing: the text of a :class:`FixRes
 from __future__ import annotations
 
 import difflib
+import enum
 import json
 import time
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from typing import Callable, Sequence
 
 from auditor.engines.catalog import engine_for
 from auditor.model.errors import AuditError
-from auditor.model.findings import Verdict
+from auditor.model.findings import INTERNAL_RULE, Verdict
 from auditor.model.inputs import check_model_type
 from auditor.model.options import RunOptions
 from auditor.model.results import TargetResult, TargetSpec
@@ -97,6 +98,21 @@ def overlay_auditor(base: Auditor, texts: dict[str, str]) -> Auditor:
 # -- fix -------------------------------------------------------------------------------------
 
 
+class FixOutcome(enum.Enum):
+    """How a fix ended, in the manner of LibCST's typed transform results: ``FIXED`` (its
+    ``TransformSuccess``: the patch validates, it may be written), ``ALREADY_SUPPORTED``
+    (``TransformSkip``: nothing to change), ``NOT_FIXED`` (some gate cannot be patched, or the
+    patch did not validate: nothing may be written; :attr:`FixResult.unfixable` and
+    :attr:`FixResult.problems` say why) and ``FAILED`` (``TransformFailure``: an audit failed
+    inside the tool, a finding of :data:`auditor.model.findings.INTERNAL_RULE`). The command
+    line decides what each prints and its exit code."""
+
+    FIXED = "fixed"
+    ALREADY_SUPPORTED = "already-supported"
+    NOT_FIXED = "not-fixed"
+    FAILED = "failed"
+
+
 @dataclass
 class FixResult:
     """The outcome of :func:`plan_fix`: the audits before and after, the invocations applied (in
@@ -122,7 +138,24 @@ class FixResult:
 
     @property
     def already_supported(self) -> bool:
+        """Every target was supported before any codemod (nothing to change)."""
         return all(r.verdict is Verdict.SUPPORTED for r in self.before)
+
+    @property
+    def failed_inside(self) -> list[TargetResult]:
+        """The audits, before or after the patch, that failed inside the tool (a finding of
+        :data:`~auditor.model.findings.INTERNAL_RULE`), in order."""
+        return [r for r in self.before + self.after if any(f.rule == INTERNAL_RULE for f in r.findings)]
+
+    @property
+    def outcome(self) -> FixOutcome:
+        """How the fix ended (see :class:`FixOutcome`): ``FAILED`` first, then
+        ``ALREADY_SUPPORTED``, then ``FIXED`` when :attr:`ok`, else ``NOT_FIXED``."""
+        if self.failed_inside:
+            return FixOutcome.FAILED
+        if self.already_supported:
+            return FixOutcome.ALREADY_SUPPORTED
+        return FixOutcome.FIXED if self.ok else FixOutcome.NOT_FIXED
 
     @property
     def ok(self) -> bool:

@@ -50,7 +50,7 @@ from auditor.hf.targets import resolve_targets
 from auditor.index.tree import SummaryCache  # noqa: E402
 from auditor.orchestration.scan import Auditor, make_tree  # noqa: E402
 from auditor.source.fetch import fetch_release  # noqa: E402
-from auditor.source.sources import FolderSource  # noqa: E402
+from auditor.source.folder import FolderSource  # noqa: E402
 
 
 def extract(archive: Path) -> Path:

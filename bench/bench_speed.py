@@ -50,7 +50,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_scan import BARE_FOLDER, extract, run_process, run_process_cpu  # noqa: E402
 
-from auditor.source.fetch import archive_cache_dir, fetch_release  # noqa: E402
+from auditor.source.fetch import fetch_release  # noqa: E402
+from auditor.source.pipconfig import archive_cache_dir  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from auditor.source.fetch import archive_cache_dir
+from auditor.source.pipconfig import archive_cache_dir
 
 REPO = Path(__file__).resolve().parents[1]
 MINIVLLM = REPO / "fixtures" / "minivllm"

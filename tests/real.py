@@ -10,7 +10,7 @@ from pathlib import Path
 from auditor.index.tree import SummaryCache
 from auditor.orchestration.scan import Auditor, make_tree
 from auditor.source.fetch import fetch_release
-from auditor.source.sources import ArchiveSource
+from auditor.source.archive import ArchiveSource
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -56,7 +56,7 @@ class SessionReleases:
     def listing(self):
         """The index's listing for vllm (read on first use)."""
         if self._listing is None:
-            from auditor.source.fetch import list_releases
+            from auditor.source.listing import list_releases
 
             self._listing = list_releases()
         return self._listing

@@ -83,7 +83,7 @@ def test_every_gate_has_one_room_and_one_registry_line():
 
 
 def test_readme_rule_table_is_the_generated_one():
-    from auditor.render.report import rules_markdown
+    from auditor.render.rules import rules_markdown
 
     text = (REPO / "README.md").read_text()
     begin = text.index("-->\n", text.index("<!-- rules:begin")) + len("-->\n")

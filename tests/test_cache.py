@@ -18,7 +18,7 @@ from auditor.index.summary import summarize
 from auditor.index.tree import SummaryCache
 from auditor.model.findings import Finding, Severity, Verdict
 from auditor.orchestration.scan import make_tree
-from auditor.source.sources import FolderSource
+from auditor.source.folder import FolderSource
 from tests.conftest import MINIVLLM, REPO
 
 

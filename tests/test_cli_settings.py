@@ -343,7 +343,7 @@ def test_site_packages_come_from_the_environment_layout(tmp_path):
     """The layouts ``--python`` reads without running anything: a system prefix reached through an
     interpreter link, and a venv that includes its base's site-packages."""
     from auditor.model.errors import SourceError
-    from auditor.source.sources import environment_site_packages
+    from auditor.source.environments import environment_site_packages
 
     base = tmp_path / "usr"
     (base / "bin").mkdir(parents=True)

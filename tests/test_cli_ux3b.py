@@ -212,7 +212,7 @@ def test_bad_arguments_are_refused_before_any_fetch_or_scan(tmp_path, monkeypatc
         raise AssertionError("work started before the arguments were checked")
 
     for target in ("auditor.orchestration.scan.open_tree", "auditor.orchestration.upgrade.open_side",
-                   "auditor.orchestration.compare.open_engine_side", "auditor.source.fetch.list_releases",
+                   "auditor.orchestration.compare.open_engine_side", "auditor.source.listing.list_releases",
                    "auditor.source.fetch.fetch_release", "auditor.orchestration.releases.IndexReleases.listing"):
         monkeypatch.setattr(target, no_work)
     blocker = tmp_path / "a-file"
@@ -261,7 +261,7 @@ def test_the_users_matrix_typo_fails_at_once_without_the_index():
 
 def test_matrix_says_how_many_releases_it_downloads_and_their_size(monkeypatch):
     from auditor.model.errors import AuditError
-    from auditor.source.fetch import IndexListing
+    from auditor.source.listing import IndexListing
 
     fetched = []
 

@@ -256,7 +256,7 @@ def test_an_unreadable_gate_file_makes_the_gate_unknown(tmp_path):
 
     from auditor.index.tree import SummaryCache
     from auditor.orchestration.scan import make_tree as vllm_tree
-    from auditor.source.sources import FolderSource
+    from auditor.source.folder import FolderSource
 
     class Unreadable(FolderSource):
         """A folder whose speculative config cannot be read (as a file without read permission)."""

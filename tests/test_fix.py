@@ -25,18 +25,14 @@ from typer.testing import CliRunner
 from auditor.cli import app
 from auditor.hf.targets import resolve_targets
 from auditor.index.tree import SummaryCache
-from auditor.orchestration.fix import (
-    BACKUP_DIR,
-    FixRefused,
-    OverlaySource,
-    apply_to_folder,
-    overlay_auditor,
-    plan_fix,
-    revert_folder,
-)
+from auditor.orchestration.fix import OverlaySource, overlay_auditor, plan_fix
 from auditor.orchestration.scan import Auditor, make_tree
+from auditor.render.fix import fix_report
 from auditor.source.fetch import fetch_release
-from auditor.source.sources import FolderSource
+from auditor.source.folder import FolderSource
+from auditor.workspace.backup import BACKUP_DIR
+from auditor.workspace.folder import FixRefused
+from auditor.workspace.transaction import apply_to_folder, revert_folder
 from rules.cst import NotAutoFixable
 from rules.registry import run_codemod
 from tests.real import release_auditor
@@ -96,7 +92,7 @@ def cli(*args):
 
 def test_kimi_k2_0_16_0_plan_is_validated():
     res = fixed("0.16.0", "kimi_k2")
-    assert res.ok, res.report()
+    assert res.ok, fix_report(res)
     assert [r.blocking for r in res.before] == [
         ["allowlist", "interface", "aux-capture"],
         ["allowlist", "interface", "aux-capture", "image-token"],
@@ -377,7 +373,7 @@ def test_apply_refuses_when_a_file_changed_or_the_tree_is_read_only(tmp_path, mo
     assert {p: (root / p).read_bytes() for p in res.patched} == snapshot
     assert not (root / BACKUP_DIR).exists()
     target.write_text(res.originals["vllm/config/speculative.py"])
-    monkeypatch.setattr("auditor.orchestration.fix.os.access", lambda *a, **k: False)
+    monkeypatch.setattr("auditor.workspace.transaction.os.access", lambda *a, **k: False)
     with pytest.raises(FixRefused, match="not writable"):
         apply_to_folder(root, res)
     assert not (root / BACKUP_DIR).exists()
@@ -408,7 +404,7 @@ def test_revert_refuses_when_a_patched_file_was_edited(tmp_path):
 ])
 def test_patch_applies_and_rescans_supported(tmp_path, version, model, archs):
     res = fixed(version, model)
-    assert res.ok, res.report()
+    assert res.ok, fix_report(res)
     root = extract(version, tmp_path, set(res.patched))  # a fresh extraction of the files the patch touches
     run_patch(root, res.diff())
     patched = {p: (root / p).read_bytes() for p in res.patched}
@@ -435,14 +431,14 @@ def test_qwen3_next_0_16_0_patch_or_precise_explanation():
         assert {r.verdict.value for r in rescan(a, ["qwen3_next"]).values()} == {"supported"}
         assert res.diff()
     else:
-        assert res.unfixable and res.diff() and "not auto-fixable" in res.report()
+        assert res.unfixable and res.diff() and "not auto-fixable" in fix_report(res)
         r = cli("fix", "--vllm-version", "0.16.0", "--model", "qwen3_next")
         assert r.exit_code == 1 and r.stdout == ""
 
 
 def test_qwen3_next_0_18_0_uses_the_mixin_the_protocol_defaults_demand():
     res = fixed("0.18.0", "qwen3_next")
-    assert res.ok, res.report()
+    assert res.ok, fix_report(res)
     diff = res.diff()
     assert "+class Qwen3NextModel(nn.Module, EagleModelMixin):" in diff
     assert "SupportsEagle3," in diff

@@ -40,9 +40,11 @@ from auditor.model.outcomes import ReleaseVerdict, UpgradeOutcome
 from auditor.orchestration.config import Settings, find_pyproject, load_settings
 from auditor.orchestration.fix import plan_fix
 from auditor.orchestration.matrix import parse_versions, run_matrix
-from auditor.orchestration.upgrade import UpgradeReport, open_side, run_gate
+from auditor.orchestration.upgrade import open_side, run_gate
+from auditor.orchestration.upgrade_results import UpgradeReport
 from auditor.render import ci_formats
-from auditor.source.fetch import IndexListing, list_releases, list_sdist_versions
+from auditor.render.fix import fix_report
+from auditor.source.listing import IndexListing, list_releases, list_sdist_versions
 from rules.registry import BLOCKING_GATES
 
 REPO = Path(__file__).resolve().parents[1]
@@ -106,7 +108,7 @@ def files(tmp_path_factory, releases) -> SimpleNamespace:
     i = SimpleNamespace(tmp=tmp)
     a = releases.auditor("0.16.0")
     fix = plan_fix(a, resolve_targets(a.registry, ["kimi_k2"]))
-    assert fix.ok, fix.report()
+    assert fix.ok, fix_report(fix)
     i.cm = tmp / "cm" / "kimi_k2.codemods.json"
     i.cm.parent.mkdir()
     i.cm.write_text(json.dumps(fix.codemods_document(), indent=2))

@@ -165,11 +165,12 @@ def plan(root: Path, model: str = VL):
     """The validated fix of ``model`` on the tree ``root`` (nothing written)."""
     from auditor.hf.targets import resolve_targets
     from auditor.orchestration.fix import plan_fix
+    from auditor.render.fix import fix_report
     from tests.conftest import open_auditor
 
     a = open_auditor(root)
     res = plan_fix(a, resolve_targets(a.registry, [model], "toy"))
-    assert res.ok and len(res.patched) >= 2, res.report()
+    assert res.ok and len(res.patched) >= 2, fix_report(res)
     return res
 
 
@@ -181,8 +182,28 @@ def temps(root: Path) -> list[Path]:
     return [p for p in root.rglob("*") if p.name.endswith(".eagle-audit.tmp") or p.name.startswith(".incomplete-")]
 
 
+def test_a_fix_says_how_it_ended(tmp_path):
+    """A patch that validates is FIXED; with no codemod allowed to run it is NOT_FIXED (nothing
+    patched, the gates explained); once applied, the same targets are ALREADY_SUPPORTED."""
+    from auditor.hf.targets import resolve_targets
+    from auditor.orchestration.fix import FixOutcome, plan_fix
+    from auditor.workspace.transaction import apply_to_folder
+    from tests.conftest import open_auditor
+
+    root = make_tree(tmp_path)
+    res = plan(root)
+    assert res.outcome is FixOutcome.FIXED and res.failed_inside == []
+    a = open_auditor(root)
+    none = plan_fix(a, resolve_targets(a.registry, [VL], "toy"), only=set())
+    assert none.outcome is FixOutcome.NOT_FIXED and none.patched == {} and none.unfixable
+    apply_to_folder(root, res)
+    a = open_auditor(root)
+    again = plan_fix(a, resolve_targets(a.registry, [VL], "toy"))
+    assert again.outcome is FixOutcome.ALREADY_SUPPORTED and again.patched == {}
+
+
 def test_revert_refuses_manifest_paths_outside_the_tree(tmp_path, sentinel):
-    from auditor.orchestration.fix import BACKUP_DIR
+    from auditor.workspace.backup import BACKUP_DIR
 
     root = make_tree(tmp_path)
     assert cli("fix", root, "--model", VL, "--model-type", "toy", "--apply").exit_code == 0
@@ -223,7 +244,7 @@ def test_revert_refuses_manifest_paths_outside_the_tree(tmp_path, sentinel):
 
 
 def test_a_symlinked_backup_folder_is_refused(tmp_path, sentinel):
-    from auditor.orchestration.fix import BACKUP_DIR
+    from auditor.workspace.backup import BACKUP_DIR
 
     root = make_tree(tmp_path)
     before = tree_hash(root)
@@ -249,7 +270,8 @@ def test_a_symlinked_backup_folder_is_refused(tmp_path, sentinel):
 
 
 def test_a_symlinked_folder_in_the_tree_is_never_written_through(tmp_path, sentinel):
-    from auditor.orchestration.fix import FixRefused, apply_to_folder
+    from auditor.workspace.folder import FixRefused
+    from auditor.workspace.transaction import apply_to_folder
 
     root = make_tree(tmp_path)
     res = plan(root)
@@ -264,7 +286,8 @@ def test_a_symlinked_folder_in_the_tree_is_never_written_through(tmp_path, senti
 
 
 def test_an_edit_made_after_planning_is_never_lost(tmp_path):
-    from auditor.orchestration.fix import FileChanged, apply_to_folder
+    from auditor.workspace.folder import FileChanged
+    from auditor.workspace.transaction import apply_to_folder
 
     root = make_tree(tmp_path)
     res = plan(root)
@@ -278,15 +301,16 @@ def test_an_edit_made_after_planning_is_never_lost(tmp_path):
 def test_an_edit_made_while_writing_is_never_lost(tmp_path, monkeypatch):
     """The hash is compared right before each rename: an edit landing between the first file and
     the second stops the apply, keeps the edit and restores the first file."""
-    from auditor.orchestration import fix
-    from auditor.orchestration.fix import BACKUP_DIR, FileChanged
+    from auditor.workspace import folder, transaction
+    from auditor.workspace.backup import BACKUP_DIR
+    from auditor.workspace.folder import FileChanged
 
     root = make_tree(tmp_path)
     res = plan(root)
     paths = sorted(res.patched)
     before = snapshot(root, paths)
     victim = paths[1]
-    real_put = fix._Dir.put
+    real_put = folder.Dir.put
 
     def put(self, name, data=None, **kw):
         if kw.get("shown") == victim:  # a write into the tree, not into the backup
@@ -294,9 +318,9 @@ def test_an_edit_made_while_writing_is_never_lost(tmp_path, monkeypatch):
                 fh.write("# edited during the apply\n")
         return real_put(self, name, data, **kw)
 
-    monkeypatch.setattr(fix._Dir, "put", put)
+    monkeypatch.setattr(folder.Dir, "put", put)
     with pytest.raises(FileChanged, match=f"{victim} changed while the patch was being written") as info:
-        fix.apply_to_folder(root, res)
+        transaction.apply_to_folder(root, res)
     assert "restored" in str(info.value)
     assert (root / victim).read_bytes() == before[victim] + b"# edited during the apply\n"
     assert {p: b for p, b in snapshot(root, paths).items() if p != victim} == {
@@ -307,7 +331,8 @@ def test_an_edit_made_while_writing_is_never_lost(tmp_path, monkeypatch):
 def test_two_concurrent_applies_never_undo_each_other(tmp_path):
     import threading
 
-    from auditor.orchestration.fix import FixRefused, apply_to_folder
+    from auditor.workspace.folder import FixRefused
+    from auditor.workspace.transaction import apply_to_folder
 
     root = make_tree(tmp_path)
     plans = [plan(root), plan(root, "ToyV3ForCausalLM")]
@@ -337,29 +362,29 @@ def test_two_concurrent_applies_never_undo_each_other(tmp_path):
 def test_the_tree_lock_is_held(tmp_path, monkeypatch):
     from filelock import FileLock
 
-    from auditor.orchestration import fix
+    from auditor.workspace import backup, folder, lock, transaction
 
     root = make_tree(tmp_path)
     res = plan(root)
-    monkeypatch.setattr(fix, "LOCK_TIMEOUT", 0.2)
-    with FileLock(str(root / fix.LOCK_FILE)):
-        with pytest.raises(fix.FixRefused, match="another 'eagle-audit fix' is writing"):
-            fix.apply_to_folder(root, res)
-    assert not (root / fix.BACKUP_DIR).exists()
+    monkeypatch.setattr(lock, "LOCK_TIMEOUT", 0.2)
+    with FileLock(str(root / lock.LOCK_FILE)):
+        with pytest.raises(folder.FixRefused, match="another 'eagle-audit fix' is writing"):
+            transaction.apply_to_folder(root, res)
+    assert not (root / backup.BACKUP_DIR).exists()
 
 
 def _killed_apply(root: Path, res, kill_at: int) -> int:
     """Run apply_to_folder in a forked child that dies like SIGKILL (no cleanup at all) at its
     ``kill_at``-th file write (backup copies, manifest and tree files all count). Returns the
     number of writes the apply makes when not killed (kill_at=-1)."""
-    from auditor.orchestration import fix
+    from auditor.workspace import folder, transaction
 
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # child
         os.close(r)
         count = [0]
-        real_put = fix._Dir.put
+        real_put = folder.Dir.put
 
         def put(self, *a, **kw):
             if count[0] == kill_at:
@@ -367,9 +392,9 @@ def _killed_apply(root: Path, res, kill_at: int) -> int:
             count[0] += 1
             return real_put(self, *a, **kw)
 
-        fix._Dir.put = put
+        folder.Dir.put = put
         try:
-            fix.apply_to_folder(root, res)
+            transaction.apply_to_folder(root, res)
         finally:
             os.write(w, str(count[0]).encode())
             os._exit(0)
@@ -383,7 +408,7 @@ def _killed_apply(root: Path, res, kill_at: int) -> int:
 def test_an_apply_killed_at_any_point_is_reverted_completely(tmp_path):
     """The backup and its manifest (the journal) are complete before the first file is replaced:
     wherever the process dies, --revert restores every file, and no temporary file remains."""
-    from auditor.orchestration.fix import BACKUP_DIR
+    from auditor.workspace.backup import BACKUP_DIR
 
     root = make_tree(tmp_path)
     res = plan(root)
@@ -408,12 +433,12 @@ def test_an_apply_killed_at_any_point_is_reverted_completely(tmp_path):
 
 @pytest.mark.parametrize("failure", [KeyboardInterrupt, OSError(28, "No space left on device")])
 def test_an_interrupted_or_failing_apply_restores_what_it_wrote(tmp_path, monkeypatch, failure):
-    from auditor.orchestration import fix
+    from auditor.workspace import folder, transaction
 
     root = make_tree(tmp_path)
     res = plan(root)
     pristine = tree_hash(root)
-    real_put = fix._Dir.put
+    real_put = folder.Dir.put
     seen = []
 
     def put(self, name, data=None, **kw):
@@ -423,18 +448,18 @@ def test_an_interrupted_or_failing_apply_restores_what_it_wrote(tmp_path, monkey
                 raise failure
         return real_put(self, name, data, **kw)
 
-    monkeypatch.setattr(fix._Dir, "put", put)
-    expected = KeyboardInterrupt if failure is KeyboardInterrupt else fix.FixRefused
+    monkeypatch.setattr(folder.Dir, "put", put)
+    expected = KeyboardInterrupt if failure is KeyboardInterrupt else folder.FixRefused
     with pytest.raises(expected) as info:
-        fix.apply_to_folder(root, res)
-    if expected is fix.FixRefused:
+        transaction.apply_to_folder(root, res)
+    if expected is folder.FixRefused:
         assert "No space left on device" in str(info.value) and "1 file already written was restored" in str(info.value)
     assert tree_hash(root) == pristine  # no backup left, no temporary file
     assert not temps(root)
 
 
 def test_revert_restores_symlinks_and_written_files_follow_the_umask(tmp_path):
-    from auditor.orchestration.fix import BACKUP_DIR
+    from auditor.workspace.backup import BACKUP_DIR
 
     root = make_tree(tmp_path)
     toy = root / "vllm/model_executor/models/toy.py"
@@ -534,7 +559,7 @@ def pathological_tree(tmp_path: Path, monkeypatch) -> tuple[Path, dict[str, str]
                     "BigForCausalLM": "big", "SecretForCausalLM": "secret", "FifoForCausalLM": "fifo",
                     "DanglingForCausalLM": "dangling"})
     # the suite may run as root, for whom no permission bit stops a read: deny it at the OS call
-    import auditor.source.sources as sources
+    import auditor.source.folder as folder_source
 
     real_open = os.open
     secret = str(root / models / "secret.py")
@@ -544,7 +569,7 @@ def pathological_tree(tmp_path: Path, monkeypatch) -> tuple[Path, dict[str, str]
             raise PermissionError(13, "Permission denied", path)
         return real_open(path, flags, *a, **k)
 
-    monkeypatch.setattr(sources.os, "open", deny)
+    monkeypatch.setattr(folder_source.os, "open", deny)
     return root, {
         models + "deep.py": "nested too deeply", models + "calls.py": "nested too deeply",
         models + "parens.py": "too many nested parentheses", models + "big.py": "larger than the 8 MiB limit",
@@ -692,7 +717,7 @@ def test_a_wheel_with_links_encryption_or_odd_members_is_refused(tmp_path, case,
 
 
 def test_decompression_bombs_and_member_counts_are_bounded(tmp_path, monkeypatch):
-    import auditor.source.sources as sources
+    import auditor.source.archive as archives
 
     # a header that declares 20 GB for a package file, followed by almost nothing (4.7 KB today)
     ti = tarfile.TarInfo("vllm-0.0.1/vllm/model_executor/models/huge.py")
@@ -709,14 +734,14 @@ def test_decompression_bombs_and_member_counts_are_bounded(tmp_path, monkeypatch
     assert "huge.py' declares 21474836480 bytes: it decompresses to more than 2 GiB" in line, line
     # limits on total decompressed size, member count and package size (lowered to test them)
     big = _tar(tmp_path / "big.tar.gz", [_member("vllm-0.0.1/docs/zeros.bin", b"\0" * (3 << 20))])
-    monkeypatch.setattr(sources, "MAX_ARCHIVE_BYTES", 2 << 20)
+    monkeypatch.setattr(archives, "MAX_ARCHIVE_BYTES", 2 << 20)
     assert "decompresses to more than" in one_line_error(cli("scan", big, "--no-cache"))
     monkeypatch.undo()
     many = _tar(tmp_path / "many.tar.gz", [_member(f"vllm-0.0.1/docs/{i}.txt") for i in range(60)])
-    monkeypatch.setattr(sources, "MAX_MEMBERS", 50)
+    monkeypatch.setattr(archives, "MAX_MEMBERS", 50)
     assert "more than 50 members" in one_line_error(cli("scan", many, "--no-cache"))
-    monkeypatch.setattr(sources, "MAX_PACKAGE_BYTES", 1000)
-    monkeypatch.setattr(sources, "MAX_MEMBERS", 10 ** 6)
+    monkeypatch.setattr(archives, "MAX_PACKAGE_BYTES", 1000)
+    monkeypatch.setattr(archives, "MAX_MEMBERS", 10 ** 6)
     assert "package is larger than" in one_line_error(cli("scan", many, "--no-cache"))
 
 
@@ -1063,7 +1088,8 @@ def _scan_dict(source) -> dict:
 def test_property_scan_never_crashes_and_a_folder_scans_like_its_archive(modules):
     import tempfile
 
-    from auditor.source.sources import ArchiveSource, FolderSource
+    from auditor.source.archive import ArchiveSource
+    from auditor.source.folder import FolderSource
 
     with tempfile.TemporaryDirectory() as tmp:
         root = make_tree(Path(tmp))
@@ -1113,7 +1139,8 @@ def test_property_an_archive_reads_as_its_extraction_or_is_refused(members, as_z
     import warnings
 
     from auditor.model.errors import SourceError
-    from auditor.source.sources import ArchiveSource, FolderSource
+    from auditor.source.archive import ArchiveSource
+    from auditor.source.folder import FolderSource
 
     with tempfile.TemporaryDirectory() as tmp:
         if as_zip:
@@ -1198,11 +1225,11 @@ def test_no_code_from_the_tree_runs_and_archives_are_never_extracted(tmp_path, m
 def test_sigterm_during_an_apply_restores_what_it_wrote(tmp_path, monkeypatch):
     import signal
 
-    from auditor.orchestration import fix
+    from auditor.workspace import folder
 
     root = make_tree(tmp_path)
     pristine = tree_hash(root)
-    real_put = fix._Dir.put
+    real_put = folder.Dir.put
     seen = []
 
     def put(self, name, data=None, **kw):
@@ -1212,7 +1239,7 @@ def test_sigterm_during_an_apply_restores_what_it_wrote(tmp_path, monkeypatch):
                 os.kill(os.getpid(), signal.SIGTERM)
         return real_put(self, name, data, **kw)
 
-    monkeypatch.setattr(fix._Dir, "put", put)
+    monkeypatch.setattr(folder.Dir, "put", put)
     old = signal.getsignal(signal.SIGTERM)
     try:
         r = cli("fix", root, "--model", VL, "--model-type", "toy", "--apply")

@@ -93,7 +93,7 @@ def test_a_hostile_pyvenv_cfg_is_one_line(tmp_path, cfg, monkeypatch):
 
 
 def test_an_activated_environment_that_is_a_symlink_loop_is_passed_over(tmp_path, monkeypatch):
-    from auditor.source.sources import installed_source
+    from auditor.source.folder import installed_source
 
     (tmp_path / "loop").symlink_to(tmp_path / "loop2")
     (tmp_path / "loop2").symlink_to(tmp_path / "loop")
@@ -245,7 +245,7 @@ def test_a_forged_manifest_mode_never_sets_special_bits(tmp_path):
     import json
     import stat
 
-    from auditor.orchestration.fix import BACKUP_DIR
+    from auditor.workspace.backup import BACKUP_DIR
 
     root = make_tree(tmp_path)
     r = cli("fix", root, "--model", "ToyVLForConditionalGeneration", "--model-type", "toy", "--apply", "--no-config")

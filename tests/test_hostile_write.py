@@ -53,11 +53,11 @@ def sentinel(tmp_path) -> Path:
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_between_two_file_writes_of_an_apply_leaves_the_tree_original(tmp_path, monkeypatch, signum):
-    from auditor.orchestration import fix
+    from auditor.workspace import folder
 
     root = make_tree(tmp_path)
     pristine = tree_hash(root)
-    real_put = fix._Dir.put
+    real_put = folder.Dir.put
     written = []
 
     def put(self, name, data=None, **kw):
@@ -67,7 +67,7 @@ def test_a_signal_between_two_file_writes_of_an_apply_leaves_the_tree_original(t
             if len(written) == 1:  # the first file of the tree is replaced: stop here
                 os.kill(os.getpid(), signum)
 
-    monkeypatch.setattr(fix._Dir, "put", put)
+    monkeypatch.setattr(folder.Dir, "put", put)
     old = signal.getsignal(signal.SIGTERM)
     try:
         r = cli("fix", root, *APPLY)
@@ -85,7 +85,7 @@ def _signalled_apply(root: Path, res, signum: int, at: int) -> int:
     manifest, tree files) is followed by the signal ``signum`` sent to itself, SIGTERM handled as
     the command line handles it. Returns the child's exit status (130: interrupted, 0: done), or
     with ``at=-1`` the number of writes an apply makes."""
-    from auditor.orchestration import fix
+    from auditor.workspace import folder, transaction
 
     r, w = os.pipe()
     pid = os.fork()
@@ -98,7 +98,7 @@ def _signalled_apply(root: Path, res, signum: int, at: int) -> int:
 
             signal.signal(signal.SIGTERM, interrupt)
             signal.signal(signal.SIGINT, signal.default_int_handler)
-            real_put = fix._Dir.put
+            real_put = folder.Dir.put
 
             def put(self, *a, **kw):
                 real_put(self, *a, **kw)
@@ -106,8 +106,8 @@ def _signalled_apply(root: Path, res, signum: int, at: int) -> int:
                     os.kill(os.getpid(), signum)
                 writes[0] += 1
 
-            fix._Dir.put = put
-            fix.apply_to_folder(root, res)
+            folder.Dir.put = put
+            transaction.apply_to_folder(root, res)
             code = 0
         except KeyboardInterrupt:
             code = 130
@@ -138,12 +138,12 @@ def test_an_apply_signalled_after_any_write_is_all_or_nothing(tmp_path, signum):
 
 
 def test_a_revert_signalled_between_two_restores_still_restores_every_file(tmp_path, monkeypatch):
-    from auditor.orchestration import fix
+    from auditor.workspace import folder
 
     root = make_tree(tmp_path)
     pristine = tree_hash(root)
     assert cli("fix", root, *APPLY).exit_code == 0
-    real_put = fix._Dir.put
+    real_put = folder.Dir.put
     seen = []
 
     def put(self, name, data=None, **kw):
@@ -152,7 +152,7 @@ def test_a_revert_signalled_between_two_restores_still_restores_every_file(tmp_p
         if len(seen) == 1:
             os.kill(os.getpid(), signal.SIGTERM)
 
-    monkeypatch.setattr(fix._Dir, "put", put)
+    monkeypatch.setattr(folder.Dir, "put", put)
     old = signal.getsignal(signal.SIGTERM)
     try:
         r = cli("fix", root, "--revert")
@@ -248,12 +248,12 @@ def test_a_manifest_above_4_mib_is_refused_unread(tmp_path):
 
 
 def test_an_apply_that_fills_the_disk_while_writing_the_backup_leaves_nothing(tmp_path, monkeypatch):
-    from auditor.orchestration import fix
+    from auditor.workspace import folder
 
     root = make_tree(tmp_path)
     res = plan(root)
     pristine = tree_hash(root)
-    real_put = fix._Dir.put
+    real_put = folder.Dir.put
     for fail_at in range(len(res.patched) + 1):  # each backup copy, then the manifest
         calls = [0]
 
@@ -264,7 +264,7 @@ def test_an_apply_that_fills_the_disk_while_writing_the_backup_leaves_nothing(tm
                 calls[0] += 1
             return real_put(self, name, data, **kw)
 
-        monkeypatch.setattr(fix._Dir, "put", put)
+        monkeypatch.setattr(folder.Dir, "put", put)
         line = refused_write(cli("fix", root, *APPLY))
         assert "No space left on device" in line and "not changed" in line
         assert tree_hash(root) == pristine, fail_at
@@ -327,11 +327,11 @@ def test_the_printed_undo_command_names_a_path_with_a_newline_exactly(tmp_path):
 def test_a_failed_restore_names_a_quoted_revert_command(tmp_path, monkeypatch):
     """When even the restoring of an interrupted apply fails, the message's revert command is
     quoted for the shell as the undo command is."""
-    from auditor.orchestration import fix
+    from auditor.workspace import folder, transaction
 
     root = make_tree(tmp_path / "a b\nc")
     res = plan(root)
-    real_put = fix._Dir.put
+    real_put = folder.Dir.put
     seen = []
 
     def put(self, name, data=None, **kw):
@@ -341,11 +341,11 @@ def test_a_failed_restore_names_a_quoted_revert_command(tmp_path, monkeypatch):
                 raise OSError(errno.EIO, "Input/output error")
         return real_put(self, name, data, **kw)
 
-    monkeypatch.setattr(fix._Dir, "put", put)
-    with pytest.raises(fix.FixRefused) as info:
-        fix.apply_to_folder(root, res)
+    monkeypatch.setattr(folder.Dir, "put", put)
+    with pytest.raises(folder.FixRefused) as info:
+        transaction.apply_to_folder(root, res)
     assert f"run eagle-audit fix --revert $'{tmp_path}/a b\\x0ac/minivllm'" in str(info.value)
-    monkeypatch.setattr(fix._Dir, "put", real_put)
+    monkeypatch.setattr(folder.Dir, "put", real_put)
     assert cli("fix", root, "--revert").exit_code == 0
     assert not leftovers(root)
     assert hashlib.sha256((root / sorted(res.patched)[0]).read_bytes()).hexdigest() == \

@@ -16,7 +16,7 @@ import pytest
 from auditor.index.resolve import ClassRef, External, ModuleRef, Resolver, Unresolved
 from auditor.index.summary import AttrFact, MethodFact, resolve_relative, summarize
 from auditor.index.tree import SummaryCache, Tree
-from auditor.source.sources import FolderSource
+from auditor.source.folder import FolderSource
 
 
 def summ(src: str, path: str = "vllm/m.py"):
@@ -661,7 +661,7 @@ def test_from_a_namespace_package_import_a_submodule(tmp_path):
     SGLang's ``sglang/srt/models``) binds the submodule."""
     from auditor.index.resolve import ClassRef, ModuleRef, Resolver
     from auditor.index.tree import SummaryCache, Tree
-    from auditor.source.sources import FolderSource
+    from auditor.source.folder import FolderSource
 
     root = tmp_path / "t"
     (root / "vllm" / "ns").mkdir(parents=True)

@@ -107,7 +107,7 @@ def _archive(tmp_path: Path, name: str = "vllm-0.0.1") -> Path:
 
 def test_release_results_are_found_before_the_archive_is_opened(tmp_path, cache_root, monkeypatch):
     from auditor.orchestration.release_results import ReleaseResults, archive_sha256
-    from auditor.source import sources
+    from auditor.source import archive as archives
 
     archive = _archive(tmp_path)
     request = {"models": ["LlamaForCausalLM"], "methods": ["eagle3"]}
@@ -125,7 +125,7 @@ def test_release_results_are_found_before_the_archive_is_opened(tmp_path, cache_
     def refuse(*args, **kwargs):
         raise AssertionError("the archive was opened")
 
-    monkeypatch.setattr(sources.ArchiveSource, "__init__", refuse)
+    monkeypatch.setattr(archives.ArchiveSource, "__init__", refuse)
     hit = ReleaseResults(archive_sha256(str(archive), None, None), request).get()
     assert hit is not None and hit.as_dict() == report.as_dict()
     assert ReleaseResults(key, {**request, "methods": ["eagle"]}).get() is None  # another request
@@ -216,14 +216,14 @@ def test_folder_results_are_keyed_on_the_manifest_and_found_before_the_tree_is_o
 def test_pip_configuration_is_read_again_when_a_file_pip_consults_changes(tmp_path, cache_root, monkeypatch):
     import pip._internal.configuration as pipconf
 
-    from auditor.source import fetch
+    from auditor.source import digests, pipconfig
 
     conf = tmp_path / "pip.conf"
     conf.write_text("[global]\nindex-url = file:///a/simple\n")
     monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
     monkeypatch.delenv("PIP_INDEX_URL", raising=False)
-    monkeypatch.setattr(fetch, "_RACY_SECONDS", -1.0)
-    assert fetch._pip_config_memo()[0]["global.index-url"] == "file:///a/simple"
+    monkeypatch.setattr(digests, "RACY_SECONDS", -1.0)
+    assert pipconfig.pip_config_memo()[0]["global.index-url"] == "file:///a/simple"
     real = pipconf.Configuration
 
     class Refused:
@@ -231,25 +231,25 @@ def test_pip_configuration_is_read_again_when_a_file_pip_consults_changes(tmp_pa
             raise AssertionError("pip's configuration was read again")
 
     monkeypatch.setattr(pipconf, "Configuration", Refused)
-    assert fetch._pip_config_memo()[0]["global.index-url"] == "file:///a/simple"  # from the memo
+    assert pipconfig.pip_config_memo()[0]["global.index-url"] == "file:///a/simple"  # from the memo
     monkeypatch.setattr(pipconf, "Configuration", real)
     conf.write_text("[global]\nindex-url = file:///b/simple\n")  # same size
-    assert fetch._pip_config_memo()[0]["global.index-url"] == "file:///b/simple"
+    assert pipconfig.pip_config_memo()[0]["global.index-url"] == "file:///b/simple"
 
 
 def test_a_cached_archive_is_hashed_again_once_its_stamp_changes(tmp_path, cache_root, monkeypatch):
     import hashlib
 
-    from auditor.source import fetch
+    from auditor.source import digests
 
-    monkeypatch.setattr(fetch, "_RACY_SECONDS", -1.0)
+    monkeypatch.setattr(digests, "RACY_SECONDS", -1.0)
     archive = tmp_path / "a.tar.gz"
     archive.write_bytes(b"x" * 4096)
     digest = hashlib.sha256(archive.read_bytes()).hexdigest()
-    assert fetch._has_digest(archive, digest) and fetch._has_digest(archive, digest)
-    assert not fetch._has_digest(archive, "0" * 64)
+    assert digests.has_digest(archive, digest) and digests.has_digest(archive, digest)
+    assert not digests.has_digest(archive, "0" * 64)
     _same_size_edit(archive)
-    assert not fetch._has_digest(archive, digest)
+    assert not digests.has_digest(archive, digest)
 
 
 def test_a_rendered_report_is_answered_with_its_exit_status_and_not_for_another_format(tmp_path, cache_root):

@@ -17,6 +17,7 @@ from auditor.model.errors import AuditError
 from auditor.model.options import RunOptions, check_methods, load_draft_config
 from auditor.model.results import TargetSpec
 from auditor.orchestration.config import load_settings
+from auditor.render.fix import fix_report
 from tests.real import expected_cases, release_auditor
 
 REPO = Path(__file__).resolve().parents[1]
@@ -326,7 +327,7 @@ def test_fix_gives_the_holder_the_transport_0_33_0():
     a = release_auditor("0.33.0")
     spec = TargetSpec("DeepseekV3ForCausalLM", "deepseek_v3", "deepseek_v3", "test")
     res = plan_fix(a, [spec], "eagle3", None, pp)
-    assert res.ok and [r.verdict.value for r in res.after] == ["supported"], res.report()
+    assert res.ok and [r.verdict.value for r in res.after] == ["supported"], fix_report(res)
     assert {i.codemod for i in res.invocations} == {"pp-aux-transport"}
     (path,) = res.patched
     text = res.patched[path]

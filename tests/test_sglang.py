@@ -25,8 +25,11 @@ from auditor.model.findings import Severity
 from auditor.orchestration.compare import run_compare
 from auditor.orchestration.fix import plan_fix
 from auditor.orchestration.scan import Auditor, make_tree, open_tree
-from auditor.source import fetch
-from auditor.source.sources import ArchiveSource, FolderSource, open_source
+from auditor.render.fix import fix_report
+from auditor.source import digests, fetch
+from auditor.source.archive import ArchiveSource
+from auditor.source.folder import FolderSource
+from auditor.source.opener import open_source
 from rules.base import AuditTarget
 from rules.cst import NotAutoFixable
 from rules.interface.codemod_sglang import SGLangInterfaceCodemod
@@ -298,7 +301,7 @@ def test_fetch_sglang_wheel_when_no_sdist(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     got = fetch.fetch_release("9.9.9", project="sglang", progress=False, cache_dir=cache)
     assert got.name == "sglang-9.9.9-py3-none-any.whl"
-    assert fetch.recorded_sha256(got) == hashlib.sha256(good).hexdigest()
+    assert digests.recorded_sha256(got) == hashlib.sha256(good).hexdigest()
     # cached and verified against its sidecar: no index needed any more
     monkeypatch.setenv("PIP_INDEX_URL", (tmp_path / "nowhere").as_uri())
     assert fetch.fetch_release("9.9.9", project="sglang", progress=False, cache_dir=cache) == got
@@ -582,7 +585,7 @@ def test_fix_gemma3_on_sglang_0_5_10_post1(tmp_path):
     a = release_auditor("0.5.10.post1", "sglang")
     (spec,) = resolve_targets(a.registry, ["Gemma3ForConditionalGeneration"])
     res = plan_fix(a, [spec], "eagle3")
-    assert res.ok and res.engine == "sglang", res.report()
+    assert res.ok and res.engine == "sglang", fix_report(res)
     assert [r.blocking for r in res.before] == [["interface", "aux-capture"]]
     assert [r.verdict.value for r in res.after] == ["supported"]
     assert sorted(res.patched) == ["sglang/srt/models/gemma3_causal.py", "sglang/srt/models/gemma3_mm.py"]
@@ -627,7 +630,7 @@ def test_fix_plans_on_sglang_0_5_23_wheel_read_in_place():
     a = release_auditor("0.5.23", "sglang")
     (granite,) = resolve_targets(a.registry, ["GraniteForCausalLM"])
     res = plan_fix(a, [granite], "eagle3")
-    assert res.ok and [r.verdict.value for r in res.after] == ["supported"], res.report()
+    assert res.ok and [r.verdict.value for r in res.after] == ["supported"], fix_report(res)
     assert [(i.codemod, i.params["class"]) for i in res.invocations] == [
         ("sglang-interface", "GraniteForCausalLM"), ("sglang-aux-capture", "GraniteModel")]
     assert res.invocations[0].params["getters"][0]["donor"] == "ApertusForCausalLM"

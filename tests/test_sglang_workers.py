@@ -14,6 +14,7 @@ from auditor.hf.targets import resolve_targets
 from auditor.model.findings import Severity
 from auditor.orchestration.fix import plan_fix
 from auditor.orchestration.scan import Auditor, open_tree
+from auditor.render.fix import fix_report
 from rules.cst import NotAutoFixable
 from rules.interface.codemod_sglang import SGLangInterfaceCodemod
 from rules.common.examples import worker_files
@@ -211,7 +212,7 @@ def test_fix_adds_the_getter_in_the_donors_shape(tmp_path):
     supported, and the codemod is idempotent."""
     a = _auditor(_tree(tmp_path))
     res = plan_fix(a, resolve_targets(a.registry, ["LlamaForCausalLM", "Phi3ForCausalLM"]), "eagle3")
-    assert res.ok, res.report()
+    assert res.ok, fix_report(res)
     (inv,) = res.invocations
     assert (inv.codemod, inv.params["class"], inv.params.get("kind")) == ("sglang-interface", "LlamaForCausalLM", None)
     assert inv.params["getters"] == [{"name": GETTER, "kind": "return", "single": False, "donor": "DeepseekV2ForCausalLM",
@@ -242,7 +243,7 @@ def test_fix_of_a_wrapper_delegates_both_and_patches_the_language_model(tmp_path
           "        self.layers = []\n        self.embed_tokens = nn.Embedding(8, 4)\n")
     a = _auditor(tree)
     res = plan_fix(a, resolve_targets(a.registry, ["Gemma3ForConditionalGeneration"]), "eagle3")
-    assert res.ok, res.report()
+    assert res.ok, fix_report(res)
     by_class = {i.params["class"]: i.params for i in res.invocations if i.codemod == "sglang-interface"}
     assert by_class["Gemma3ForConditionalGeneration"]["kind"] == "delegate"
     assert by_class["Gemma3ForConditionalGeneration"]["getters"] == [

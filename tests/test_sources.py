@@ -1,4 +1,5 @@
-"""Tests for auditor.source.sources (tree access) and auditor.source.fetch (release download + cache)."""
+"""Tests for the tree sources of auditor.source (folders, archives, installed packages, open_source) and
+auditor.source.fetch (release download + cache)."""
 
 from __future__ import annotations
 
@@ -16,15 +17,13 @@ from pathlib import Path
 import pytest
 
 from auditor.model.errors import AuditError, SourceError
-from auditor.source import fetch
-from auditor.source.fetch import fetch_release, list_sdist_versions
-from auditor.source.sources import (
-    ArchiveSource,
-    FolderSource,
-    InstalledSource,
-    TreeSource,
-    open_source,
-)
+from auditor.source import pipconfig
+from auditor.source.fetch import fetch_release
+from auditor.source.listing import list_sdist_versions
+from auditor.source.archive import ArchiveSource
+from auditor.source.folder import FolderSource, InstalledSource
+from auditor.source.opener import open_source
+from auditor.source.sources import TreeSource
 
 VERSION = "9.9.9"
 TREE = {
@@ -396,7 +395,7 @@ def local_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 def test_index_url_comes_from_pip(local_index: _Index) -> None:
     """The index URL is taken from pip's configuration (PIP_INDEX_URL here)."""
-    assert fetch.index_url() == local_index.url
+    assert pipconfig.index_url() == local_index.url
 
 
 def test_fetch_downloads_verifies_and_caches(local_index: _Index, tmp_path: Path) -> None:

@@ -271,7 +271,7 @@ def test_the_wide_table_does_not_repeat_the_gate_in_where():
 def test_wrap_message_keeps_a_command_whole_as_shell_words():
     import shlex
 
-    from auditor.render.report import wrap_message
+    from auditor.render.text import wrap_message
 
     cmd = ("eagle-audit fix --vllm-version 0.16.0 --model 'a b' --model DeepseekV3ForCausalLM --method eagle3 "
            "--pipeline-parallel-size 2 --hf-config /some/long/path/to/a/checkpoint/folder")

@@ -74,7 +74,7 @@ def _global_options(
     if allow_unverified:
         import os
 
-        from auditor.source.fetch import ALLOW_UNVERIFIED_ENV
+        from auditor.source.digests import ALLOW_UNVERIFIED_ENV
 
         os.environ[ALLOW_UNVERIFIED_ENV] = "1"  # an environment variable: worker processes see it too
 

@@ -15,7 +15,7 @@ from typing import Optional
 
 import typer
 
-from auditor.render.report import clean
+from auditor.render.text import clean
 
 
 
@@ -66,7 +66,7 @@ def out_console():
     when set, else whole on one line."""
     from rich.console import Console
 
-    from auditor.render.report import keep_lines_whole
+    from auditor.render.text import keep_lines_whole
 
     console = Console(soft_wrap=False)
     if console.is_terminal:
@@ -103,10 +103,10 @@ def _err_width() -> Optional[int]:
 
 def say(text: str) -> None:
     """A message on stderr under the one wrapping rule of every command
-    (:func:`auditor.render.report.wrap_message`: between words at :func:`_err_width`, a command
+    (:func:`auditor.render.text.wrap_message`: between words at :func:`_err_width`, a command
     to copy on lines of its own with shell continuations). Errors are the exception: an
     ``eagle-audit: error:`` stays one line (:func:`fail`)."""
-    from auditor.render.report import wrap_message
+    from auditor.render.text import wrap_message
 
     for line in wrap_message(clean(text, multiline=True), _err_width()):
         err_console().print(line, markup=False, highlight=False, soft_wrap=True)
@@ -125,7 +125,7 @@ def _plain_text(draw) -> str:
 
     from rich.console import Console
 
-    from auditor.render.report import keep_lines_whole
+    from auditor.render.text import keep_lines_whole
 
     buf = io.StringIO()
     console = Console(file=buf, width=env_columns() or 160, color_system=None, force_terminal=False, soft_wrap=True,
@@ -164,7 +164,7 @@ def progress_enabled(no_progress: bool) -> bool:
 def warn_unverified(source) -> None:
     """A warning on stderr when ``source`` (a tree's source) was read from an archive whose
     package-index entry published no sha256 (``--allow-unverified``)."""
-    from auditor.source.fetch import UNVERIFIED
+    from auditor.source.digests import UNVERIFIED
 
     if UNVERIFIED in getattr(source, "label", ""):
         err_console().print(f"eagle-audit: warning: {clean(source.label)}", markup=False, highlight=False, soft_wrap=True)

@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 
 from auditor.model.errors import AuditError
-from auditor.render.report import clean
+from auditor.render.text import clean
 from auditor.cli.base import app
 from auditor.cli.console import EXIT_INTERNAL, STATE, err_console, escape, say
 

@@ -11,7 +11,8 @@ from typing import List, Optional
 import typer
 
 from auditor.model.wording import count
-from auditor.render.report import clean
+from auditor.render.fix import diffstat, fix_report
+from auditor.render.text import clean
 from auditor.cli.base import (
     Command, app, check_method, check_model_type_flag, one_codemods, open_auditor, renamed, run_settings,
     source_labels
@@ -25,6 +26,9 @@ from auditor.cli.options import (
     RUN_GROUP, EngineOpt, OnePlatform, PathArg, expand_groups, method_opt, model_opt, option, platform_opt
 )
 from auditor.cli.verify import sigterm_interrupts, verify_applied
+from auditor.workspace.backup import backup_home
+from auditor.workspace.folder import FixRefused
+from auditor.workspace.transaction import apply_to_folder, check_apply_target, revert_folder
 
 
 @app.command("fix", cls=Command, short_help="Write the patch that makes the targets pass.")
@@ -135,9 +139,9 @@ def fix_cmd(
     root = auditor.tree.source.root()
     if apply and root is None:
         fail("--apply needs a folder tree (an archive cannot be edited in place); use --out-dir and patch -p1")
-    home = fx.backup_home(root, Path(path) if path else None, auditor.tree.source.package) if apply else None
+    home = backup_home(root, Path(path) if path else None, auditor.tree.source.package) if apply else None
     if apply:
-        fx.check_apply_target(root, home)  # refused before the work
+        check_apply_target(root, home)  # refused before the work
     run = settings.run_options(method, platform.value)
     result = with_stages(progress_enabled(no_progress), "eagle-audit fix",
                          lambda cb: fx.plan_fix(auditor, specs, method, only, run, hf, progress=cb))
@@ -145,8 +149,8 @@ def fix_cmd(
         auditor, specs, [] if loaded else model, method, model_type, hf, None if loaded else settings.hf_config, run,
         platform.value, tree_words(path, vllm_version, sglang_version, python), progress_enabled(no_progress)),
         auditor.engine.name)
-    say(result.report())
-    say(f"{result.diffstat()} (checked: re-scan gives supported; {result.seconds:.1f}s; "
+    say(fix_report(result))
+    say(f"{diffstat(result)} (checked: re-scan gives supported; {result.seconds:.1f}s; "
         f"{'the engine runs it next' if verify_run else 'not run by the engine: fix --apply --verify runs it'})")
     if out_dir is None and not apply:
         diff = result.diff()
@@ -168,8 +172,6 @@ def fix_cmd(
 def _revert(path: Optional[str], python: Optional[str]) -> None:
     """``fix --revert``: restore the files the last ``--apply`` changed in the folder tree
     ``path`` (or the vllm of ``--python``), then exit 0; exit 2 with one line when refused."""
-    from auditor.orchestration import fix as fx
-
     if python is not None and not path:
         # the vllm package --apply --python patched
         from auditor.model.errors import AuditError
@@ -181,14 +183,14 @@ def _revert(path: Optional[str], python: Optional[str]) -> None:
             fail(str(exc))
     if not path or not Path(path).is_dir():
         fail("--revert needs the PATH of the folder tree that --apply changed")
-    from auditor.source.sources import FolderSource
+    from auditor.source.folder import FolderSource
 
     src = FolderSource(path)
     root = src.root()
     sigterm_interrupts()
     try:
-        bdir, paths = fx.revert_folder(root, fx.backup_home(root, Path(path), src.package))
-    except fx.FixRefused as exc:
+        bdir, paths = revert_folder(root, backup_home(root, Path(path), src.package))
+    except FixRefused as exc:
         fail(str(exc))
     err_console().print(f"restored {count(len(paths), 'file')} from {clean(bdir)}", markup=False, highlight=False)
     raise typer.Exit(0)
@@ -218,19 +220,19 @@ def _stop_unless_fixed(result, dead_end, engine: str) -> None:
     the tool, 0 when every target is already supported, 1 when not fixed (with the next steps
     ``dead_end()`` gives, when a gate whose codemod exists cannot be patched in this tree).
     Returns only when the fix is ok."""
-    from auditor.model.findings import INTERNAL_RULE
+    from auditor.orchestration.fix import FixOutcome
 
-    failed = [r for r in result.before + result.after if any(f.rule == INTERNAL_RULE for f in r.findings)]
-    if failed:
-        say(result.report())
+    outcome = result.outcome
+    if outcome is FixOutcome.FAILED:
+        say(fix_report(result))
         err_console().print("[bold red]not fixed:[/bold red] nothing was written", highlight=False)
-        exit_on_internal_errors(failed)
-    if result.already_supported:
-        say(result.report())
+        exit_on_internal_errors(result.failed_inside)
+    if outcome is FixOutcome.ALREADY_SUPPORTED:
+        say(fix_report(result))
         err_console().print("every target is already supported: nothing to change (empty diff)", highlight=False)
         raise typer.Exit(0)
-    if not result.ok:
-        say(result.report())
+    if outcome is FixOutcome.NOT_FIXED:
+        say(fix_report(result))
         err_console().print("[bold red]not fixed:[/bold red] nothing was written", highlight=False)
         from auditor.orchestration.elsewhere import codemod_exists
 
@@ -245,12 +247,10 @@ def _stop_unless_fixed(result, dead_end, engine: str) -> None:
 def _apply(root, result, home) -> None:
     """``fix --apply``: write the patch into the folder tree (atomic writes, originals kept) and
     say how to undo it; exit 2 with one line when refused."""
-    from auditor.orchestration import fix as fx
-
     sigterm_interrupts()
     try:
-        bdir = fx.apply_to_folder(root, result, home)
-    except fx.FixRefused as exc:
+        bdir = apply_to_folder(root, result, home)
+    except FixRefused as exc:
         fail(str(exc))
     from auditor.model.wording import shell_quote
 

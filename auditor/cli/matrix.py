@@ -9,7 +9,7 @@ import typer
 
 from auditor.model.errors import AuditError
 from auditor.model.wording import count
-from auditor.render.report import clean
+from auditor.render.text import clean
 from auditor.cli.base import Command, app, check_method, run_settings, shown_path
 from auditor.cli.console import emit, append_summary, err_console, escape, fail, matrix_progress, progress_enabled, say
 from auditor.cli.files import check_output, report_format

@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from auditor.render.report import clean
+from auditor.render.text import clean
 from auditor.cli.base import Command, app, check_model_type_flag, run_settings
 from auditor.cli.console import emit, err_console, escape, fail, progress_enabled, say
 from auditor.cli.files import check_output, report_format
@@ -127,9 +127,9 @@ def _run_engine(env, specs_for, cfg, run, method, timeout, dtype, num_speculativ
 def verify_applied(python, root, home, specs, method, run, hf, timeout, dtype, no_progress) -> int:
     """``fix --apply --verify``: run the engine on the patched tree; revert on its own unless every
     target is proven. Returns the exit code (0 proven, 1 reverted)."""
-    from auditor.orchestration import fix as fx
     from auditor.orchestration.verify import locate_engine
     from auditor.render.verify import engine_cell
+    from auditor.workspace.transaction import revert_folder
 
     env = locate_engine(python if python else str(Path(root).resolve().parents[2]) if root else None)
     _, results = _run_engine(env, lambda registry: specs, hf, run, method, timeout, dtype, 2, no_progress,
@@ -145,7 +145,7 @@ def verify_applied(python, root, home, specs, method, run, hf, timeout, dtype, n
     if all(r.outcome == "proven" for r in results):
         err_console().print("validated: the engine ran the patched tree and proved every target", highlight=False)
         return 0
-    fx.revert_folder(root, home)
+    revert_folder(root, home)
     err_console().print("[bold red]not validated:[/bold red] the engine did not prove every target; the apply was "
                  "reverted", highlight=False)
     return 1

@@ -100,7 +100,7 @@ def check_transformers_env() -> None:
 def open_transformers(explicit: str | os.PathLike) -> "TransformersConfigs | None":
     """The transformers source ``--transformers`` names when it is a path: a folder (the
     ``transformers`` package or the folder that contains it), a wheel or an sdist (read in
-    place, like a release archive: :func:`auditor.source.sources.library_source`). None when
+    place, like a release archive: :func:`auditor.source.opener.library_source`). None when
     ``explicit`` names no existing path (it is then a release version to fetch).
 
     Raises:
@@ -108,7 +108,7 @@ def open_transformers(explicit: str | os.PathLike) -> "TransformersConfigs | Non
             unreadable or refused (one line naming ``--transformers``).
     """
     from auditor.model.errors import AuditError
-    from auditor.source.sources import library_source
+    from auditor.source.opener import library_source
 
     p = Path(explicit).expanduser()
     if not p.exists():
@@ -386,7 +386,7 @@ def wheel_digest(tf) -> str | None:
     """The sha256 recorded for the wheel ``tf`` (a :class:`TransformersConfigs`) is read from,
     when it is a fetched wheel (:func:`auditor.source.fetch.fetch_newest_wheel` verified it and
     wrote its sidecar, in this run); else None."""
-    from auditor.source.fetch import recorded_sha256
+    from auditor.source.digests import recorded_sha256
     from auditor.source.package import WheelPackageSource
 
     src = getattr(getattr(tf, "tree", None), "source", None)

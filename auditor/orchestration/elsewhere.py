@@ -49,7 +49,8 @@ def cached_releases(engine: str = "vllm") -> list[tuple[Version, Path]]:
     Returns:
         ``[(version, archive path)]``.
     """
-    from auditor.source.fetch import archive_cache_dir, recorded_sha256
+    from auditor.source.digests import recorded_sha256
+    from auditor.source.pipconfig import archive_cache_dir
 
     folder = archive_cache_dir()
     found: dict[Version, Path] = {}

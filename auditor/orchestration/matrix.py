@@ -1,7 +1,7 @@
 """The release matrix (the ``matrix`` command). Pure: results are objects, nothing is printed.
 
 :func:`run_matrix` gives one row per release and architecture of a version list or range, read
-from the package index (:func:`~auditor.source.fetch.list_releases`); releases without a source
+from the package index (:func:`~auditor.source.listing.list_releases`); releases without a source
 archive are listed as ``skipped`` with the reason. Archives are fetched by a thread pool (the cache writes through a
 temporary file and an atomic rename, so concurrent fetches of different releases are safe) and
 audited as they arrive, in worker processes or in this one.
@@ -28,7 +28,8 @@ from auditor.model.outcomes import ReleaseVerdict
 from auditor.model.results import TargetResult, TargetSpec
 from auditor.orchestration.releases import IndexReleases, Releases
 from auditor.orchestration.scan import Auditor, make_tree
-from auditor.source.fetch import IndexListing, nearest_versions, recorded_sha256
+from auditor.source.digests import recorded_sha256
+from auditor.source.listing import IndexListing, nearest_versions
 
 #: ``progress(stage, done, total)``: stage is ``"fetch"`` or ``"audit"``.
 Progress = Callable[[str, int, int], None]
@@ -194,7 +195,7 @@ def audit_release(version: str, archive: str, names: Sequence[str], method: str,
     (see :func:`cached_release_audit`), besides the index and result caches of the scan itself."""
     from auditor.index.tree import SummaryCache
     from auditor.orchestration.config import relabel_sources
-    from auditor.source.sources import ArchiveSource
+    from auditor.source.archive import ArchiveSource
 
     if use_cache:
         hit = cached_release_audit(archive, names, method, model_type, platform, options, sources)

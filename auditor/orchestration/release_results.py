@@ -15,7 +15,7 @@ chosen now is the one it read, with the same files and content
 run). A report whose verdicts needed a transformers that was not at hand is never stored.
 
 A folder PATH is keyed the same way on its manifest instead of a content hash
-(:meth:`auditor.source.sources.FolderSource.manifest`: the file list and every file's size,
+(:meth:`auditor.source.folder.FolderSource.manifest`: the file list and every file's size,
 mtime, ctime and inode, no file read), which says why that is safe enough. A folder's report is
 stored only when every file the scan read is one the manifest covers, and none of them changed in
 the two seconds before the manifest was taken.
@@ -55,13 +55,14 @@ def archive_sha256(path: str | None, vllm_version: str | None, sglang_version: s
 
     A release is fetched as :func:`auditor.source.fetch.fetch_release` does (verified against its
     recorded sha256, which is returned); an archive PATH is hashed here (not a file larger than
-    :data:`auditor.source.sources.MAX_ARCHIVE_BYTES`, nor one that is no archive: opening it
+    :data:`auditor.source.archive.MAX_ARCHIVE_BYTES`, nor one that is no archive: opening it
     refuses those).
 
     Raises:
         AuditError (SourceError): the release cannot be fetched (as opening it would).
     """
-    from auditor.source.fetch import fetch_release, recorded_sha256
+    from auditor.source.digests import recorded_sha256
+    from auditor.source.fetch import fetch_release
 
     for version, project in ((vllm_version, "vllm"), (sglang_version, "sglang")):
         if version is not None:
@@ -70,7 +71,8 @@ def archive_sha256(path: str | None, vllm_version: str | None, sglang_version: s
             return (digest, archive.name, project) if digest else None
     if path is None:
         return None
-    from auditor.source.sources import MAX_ARCHIVE_BYTES, not_a_tree_or_archive
+    from auditor.source.archive import MAX_ARCHIVE_BYTES
+    from auditor.source.environments import not_a_tree_or_archive
 
     target = pathlib.Path(path).expanduser()
     try:
@@ -91,13 +93,13 @@ RACY_SECONDS = 2.0
 
 def folder_manifest(path: str | None, package: str | None):
     """``(key, source, age)`` of a folder PATH a scan is asked to read: ``key`` (its manifest,
-    package, root and label, see :meth:`auditor.source.sources.FolderSource.manifest`), the
-    :class:`auditor.source.sources.FolderSource` (nothing read yet) and the age in seconds of its
+    package, root and label, see :meth:`auditor.source.folder.FolderSource.manifest`), the
+    :class:`auditor.source.folder.FolderSource` (nothing read yet) and the age in seconds of its
     newest entry; None when ``path`` is no folder or opening it will refuse it (opening says why)."""
     if path is None:
         return None
     from auditor.model.errors import AuditError
-    from auditor.source.sources import FolderSource
+    from auditor.source.folder import FolderSource
 
     target = pathlib.Path(path).expanduser()
     try:

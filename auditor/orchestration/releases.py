@@ -10,14 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from auditor.source.fetch import IndexListing
+from auditor.source.listing import IndexListing
 
 
 class Releases(Protocol):
     """What the ``gate`` and ``matrix`` commands need to know about vLLM releases."""
 
     def listing(self) -> IndexListing:
-        """The releases that exist (see :class:`~auditor.source.fetch.IndexListing`).
+        """The releases that exist (see :class:`~auditor.source.listing.IndexListing`).
 
         Raises:
             AuditError: the listing cannot be read.
@@ -34,7 +34,7 @@ class Releases(Protocol):
 
 @dataclass
 class IndexReleases:
-    """The releases of pip's configured package index: :func:`~auditor.source.fetch.list_releases`
+    """The releases of pip's configured package index: :func:`~auditor.source.listing.list_releases`
     (read once per object) and :func:`~auditor.source.fetch.fetch_release` (sha256-checked,
     cached; no network access for an archive already cached). ``progress``: draw download
     progress bars on stderr."""
@@ -53,7 +53,7 @@ class IndexReleases:
             SourceError: the index cannot be reached or does not list vllm.
         """
         if self._listing is None:
-            from auditor.source.fetch import list_releases
+            from auditor.source.listing import list_releases
 
             self._listing = list_releases(self.project)
         return self._listing

@@ -86,7 +86,7 @@ class Auditor:
         :func:`auditor.hf.configs.transformers_for_tree`): a fetch happens only when
         a verdict needs a class from transformers. Returns ``(configs or None, note)``."""
         from auditor.hf.configs import transformers_for_tree
-        from auditor.source.sources import FolderSource
+        from auditor.source.folder import FolderSource
 
         if "transformers_chosen" not in self.shared:
             src = self.tree.source
@@ -510,7 +510,7 @@ def open_tree(path: str | None, vllm_version: str | None, *, progress: bool = Tr
     Raises:
         AuditError: bad path, corrupt archive, unknown version, no vllm installed.
     """
-    from auditor.source.sources import open_source
+    from auditor.source.opener import open_source
 
     src = open_source(path, vllm_version, progress=progress, sglang_version=sglang_version, package=engine,
                       python=python)

@@ -133,7 +133,7 @@ def locate_engine(python: str | None, environ: dict[str, str] | None = None) -> 
     Raises:
         AuditError: no such interpreter or environment, or no vllm installed there.
     """
-    from auditor.source.sources import environment_site_packages, on_path
+    from auditor.source.environments import environment_site_packages, on_path
 
     env = os.environ if environ is None else environ
     if python is not None:

@@ -13,7 +13,7 @@ from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
 
 from auditor.model.outcomes import ReleaseVerdict, UpgradeOutcome
 from auditor.model.results import ScanReport
-from auditor.render.report import clean, lines_kept_whole, markdown_text, patch_words, print_wrapped, wrap_message
+from auditor.render.text import clean, lines_kept_whole, markdown_text, patch_words, print_wrapped, wrap_message
 from rules.registry import RULES
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -237,7 +237,7 @@ def scan_junit(report: ScanReport) -> str:
 
 def _gate_checks() -> dict:
     """Every check the ``gate`` command reports: the rules and the upgrade checks, by code."""
-    from auditor.orchestration.upgrade import UPGRADE_CHECKS
+    from auditor.orchestration.upgrade_results import UPGRADE_CHECKS
 
     return {**RULES, **UPGRADE_CHECKS}
 
@@ -252,7 +252,7 @@ def _accepted_text() -> str:
 
 
 def gate_sarif(report, anchor: Anchor | None = None) -> str:
-    """A gate report (:class:`auditor.orchestration.upgrade.UpgradeReport`) as a SARIF 2.1.0 log, for code-scanning
+    """A gate report (:class:`auditor.orchestration.upgrade_results.UpgradeReport`) as a SARIF 2.1.0 log, for code-scanning
     upload. One result per finding of the candidate: ``error`` for a gate that breaks the
     target (the message says which codemod failed and why), ``note`` for a gate the codemods
     fix, ``warning`` for a warning, suppressed (``suppressions``, kind ``external``) when
@@ -260,7 +260,7 @@ def gate_sarif(report, anchor: Anchor | None = None) -> str:
     has no finding (EA391 target absent, EA392 invalid patch). Locations as in
     :func:`scan_sarif`: the candidate's file and line as related location 1, the primary
     location on ``anchor`` (the settings file) when given."""
-    from auditor.orchestration.upgrade import UPGRADE_CHECKS
+    from auditor.orchestration.upgrade_results import UPGRADE_CHECKS
 
     checks = _gate_checks()
     index = {code: i for i, code in enumerate(checks)}
@@ -388,7 +388,7 @@ def _outcome_word(outcome) -> str:
 
 
 def _md(text: object) -> str:
-    """Text from input made inert in Markdown (see :func:`auditor.render.report.markdown_text`)."""
+    """Text from input made inert in Markdown (see :func:`auditor.render.text.markdown_text`)."""
     return markdown_text(text)
 
 
@@ -525,7 +525,7 @@ def _verdict_text(verdict: str, gates: list[str] | tuple[str, ...] = ()):
 
 
 def gate_table(report, console) -> None:
-    """Print a gate report (:class:`auditor.orchestration.upgrade.UpgradeReport`) as
+    """Print a gate report (:class:`auditor.orchestration.upgrade_results.UpgradeReport`) as
     ``--format table`` shows it: the outcome and what it means, the sides compared, a rich table
     of targets (current, candidate and patched verdicts with their blocking gates, the outcome;
     the current and patched columns only when some target has one) when it fits the console

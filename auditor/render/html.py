@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import html
 
-from auditor.render.report import clean
+from auditor.render.text import clean
 
 #: Cell classes, their legend text and colours (background, border).
 KINDS = {

@@ -2,11 +2,12 @@
 
 Kinds and their reports: ``scan`` (:class:`auditor.model.results.ScanReport`), ``platforms``
 (``scan --platform all``: ``(reports by platform, differences)``), ``gate``
-(:class:`auditor.orchestration.upgrade.GateReport`), ``matrix``, ``compare``, ``explain`` (the
+(:class:`auditor.orchestration.upgrade_results.UpgradeReport`), ``matrix``, ``compare``, ``explain`` (the
 list of explanations), ``verify`` (:class:`auditor.orchestration.verify.VerifyReport`), ``rules``
 (None: every rule) and ``rule-details`` (the rules chosen). The serialisers they call are those
-of :mod:`auditor.render.report`, :mod:`auditor.render.ci_formats`, :mod:`auditor.render.html`
-and :mod:`auditor.render.verify`, imported on first use (``scan --format json`` never loads
+of :mod:`auditor.render.report`, :mod:`auditor.render.rules`, :mod:`auditor.render.explain`,
+:mod:`auditor.render.ci_formats`, :mod:`auditor.render.html` and :mod:`auditor.render.verify`,
+imported on first use (``scan --format json`` never loads
 rich or the SARIF model).
 """
 
@@ -242,7 +243,7 @@ class ExplainTable(Renderer):
     KIND, name = "explain", "table"
 
     def draw(self, report, console, **context) -> None:
-        from auditor.render.report import explain_tree
+        from auditor.render.explain import explain_tree
 
         for info in report:
             explain_tree(info, console)
@@ -281,7 +282,7 @@ class RulesTable(Renderer):
     KIND, name = "rules", "table"
 
     def draw(self, report, console, **context) -> None:
-        from auditor.render.report import rules_table
+        from auditor.render.rules import rules_table
 
         rules_table(console)
 
@@ -291,7 +292,7 @@ class RulesJson(Renderer):
     KIND, name = "rules", "json"
 
     def text(self, report, **context) -> str:
-        from auditor.render.report import rules_json
+        from auditor.render.rules import rules_json
 
         return rules_json()
 
@@ -301,7 +302,7 @@ class RulesMarkdown(Renderer):
     KIND, name = "rules", "markdown"
 
     def text(self, report, **context) -> str:
-        from auditor.render.report import rules_markdown
+        from auditor.render.rules import rules_markdown
 
         return rules_markdown(details=True)
 
@@ -311,7 +312,7 @@ class RuleDetailsTable(Renderer):
     KIND, name = "rule-details", "table"
 
     def draw(self, report, console, **context) -> None:
-        from auditor.render.report import print_rule_details
+        from auditor.render.rules import print_rule_details
 
         print_rule_details(console, report)
 
@@ -321,7 +322,7 @@ class RuleDetailsJson(Renderer):
     KIND, name = "rule-details", "json"
 
     def text(self, report, **context) -> str:
-        from auditor.render.report import rule_details_json
+        from auditor.render.rules import rule_details_json
 
         return rule_details_json(report)
 
@@ -331,7 +332,7 @@ class RuleDetailsMarkdown(Renderer):
     KIND, name = "rule-details", "markdown"
 
     def text(self, report, **context) -> str:
-        from auditor.render.report import rule_details_markdown
+        from auditor.render.rules import rule_details_markdown
 
         return rule_details_markdown(report)
 

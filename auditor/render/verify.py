@@ -1,6 +1,6 @@
 """Rendering of ``verify`` reports (table, JSON). No analysis here.
 
-The engine's messages and the tree's names pass through :func:`auditor.render.report.clean`
+The engine's messages and the tree's names pass through :func:`auditor.render.text.clean`
 and rich's escape before they reach a terminal.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from auditor.render.report import clean
+from auditor.render.text import clean
 
 if TYPE_CHECKING:
     from rich.console import Console

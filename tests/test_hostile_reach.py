@@ -335,6 +335,23 @@ def test_the_cache_listing_does_not_follow_a_linked_kind_folder(tmp_path, monkey
     assert (outside / "big.json").stat().st_size == 50_000
 
 
+def test_a_second_run_in_one_process_lays_out_for_its_own_columns(tmp_path, monkeypatch):
+    # the stdout console was made once per process: a run with COLUMNS=40 left every later run
+    # of main() in the same process wrapped at 40 (a CI run saw "not followed" split in two)
+    cache = tmp_path / "cache"
+    (cache / "results").mkdir(parents=True)
+    monkeypatch.setenv("EAGLE_AUDIT_CACHE_DIR", str(cache))
+    monkeypatch.setenv("COLUMNS", "40")
+    narrow = cli("cache")
+    assert narrow.exit_code == 0, narrow.stderr
+    assert max(len(line) for line in narrow.stdout.splitlines() if not line.startswith("  /")) <= 40
+    monkeypatch.delenv("COLUMNS")
+    whole = cli("cache")
+    assert whole.exit_code == 0, whole.stderr
+    line = next(x for x in whole.stdout.splitlines() if "free space with" in x)
+    assert line.endswith("eagle-audit cache clear") and len(line) > 40
+
+
 # -- 8. the environment's start-up code -------------------------------------------------------
 
 

@@ -58,12 +58,17 @@ def env_columns() -> Optional[int]:
     return int(value) if value.isdigit() and int(value) > 0 else None
 
 
-@functools.cache
 def out_console():
     """The rich console on stdout. On a terminal: its width, lines wrapped there. Piped or
     captured: no colour, no trailing spaces, tables laid out in ``COLUMNS`` when set, else in up to
     160 columns; report lines (a finding's details) wrapped at ``COLUMNS`` keeping their indent
-    when set, else whole on one line."""
+    when set, else whole on one line. One console per value of ``COLUMNS``: a process that runs
+    the command line again with another ``COLUMNS`` (or without it) gets the layout it asks for."""
+    return _out_console(env_columns())
+
+
+@functools.cache
+def _out_console(columns: Optional[int]):
     from rich.console import Console
 
     from auditor.render.text import keep_lines_whole
@@ -71,8 +76,8 @@ def out_console():
     console = Console(soft_wrap=False)
     if console.is_terminal:
         return console
-    piped = Console(file=_PipedLines(), width=env_columns() or 160, soft_wrap=True)
-    return piped if env_columns() else keep_lines_whole(piped)
+    piped = Console(file=_PipedLines(), width=columns or 160, soft_wrap=True)
+    return piped if columns else keep_lines_whole(piped)
 
 
 @functools.cache

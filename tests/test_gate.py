@@ -3,7 +3,7 @@ pip's index, sha256-checked, cached) and on the Kimi drift tree (``fixtures/kimi
 over minivllm: a synthetic tree in which the 0.16.0 codemods can no longer apply).
 
 Outcomes are tested in-process on the orchestration objects (:func:`run_gate`,
-:func:`run_matrix` and the renderers of :mod:`auditor.render.ci_formats`), with the release
+:func:`run_matrix` and the renderers of :mod:`auditor.render.ci_formats` and :mod:`auditor.render.upgrade_text`), with the release
 listing and fetcher injected: the session's ``releases`` fixture, whose Auditors (one per
 release) every test shares. JSON documents go through ``json.dumps``/``json.loads`` so that the
 values asserted are those the CLI prints. A handful of CLI smoke tests run the commands as
@@ -42,7 +42,7 @@ from auditor.orchestration.fix import plan_fix
 from auditor.orchestration.matrix import parse_versions, run_matrix
 from auditor.orchestration.upgrade import open_side, run_gate
 from auditor.orchestration.upgrade_results import UpgradeReport
-from auditor.render import ci_formats
+from auditor.render import ci_formats, upgrade_text
 from auditor.render.fix import fix_report
 from auditor.source.listing import IndexListing, list_releases, list_sdist_versions
 from rules.registry import BLOCKING_GATES
@@ -202,7 +202,7 @@ def test_native_candidate(gates):
     assert "stale-member" in {w["gate"] for w in t[KIMI]["warnings"]}
     assert doc["candidate"]["vllm_version"] == "0.18.0" and doc["current"]["vllm_version"] == "0.16.0"
     assert doc["summary"] == {"native": 2, "patched": 0, "broken": 0}
-    md = ci_formats.gate_markdown(report)
+    md = upgrade_text.gate_markdown(report)
     assert "native" in md and KIMI in md
 
 
@@ -474,7 +474,7 @@ def test_scan_sarif_validates_too(releases):
 
 
 def test_markdown_report(gates):
-    md = ci_formats.gate_markdown(gates.broken)
+    md = upgrade_text.gate_markdown(gates.broken)
     assert md.startswith("## eagle-audit gate: BROKEN")
     assert "| target | method | current | candidate | with codemods | outcome |" in md
     assert "`aux-capture` (codemod `aux-capture`)" in md
@@ -498,7 +498,7 @@ def test_matrix_on_a_list(releases):
 
 
 def test_matrix_on_a_range_in_markdown(releases):
-    lines = ci_formats.matrix_markdown(run_matrix(["kimi_k2"], "0.17.1..0.18.0", releases=releases,
+    lines = upgrade_text.matrix_markdown(run_matrix(["kimi_k2"], "0.17.1..0.18.0", releases=releases,
                                                   jobs=1)).splitlines()
     assert f"| vLLM | {DSV3} | {KIMI} |" in lines
     assert "| 0.17.1 | blocked, a patch exists: allowlist, interface, aux-capture | blocked, a patch exists: " \
@@ -655,7 +655,7 @@ def test_cli_gate_writes_sarif_and_the_job_summary(cli, gates):
     validate_sarif(doc)
     assert doc["runs"][0]["properties"]["outcome"] == "broken"
     # the summary is the Markdown report of the same gate
-    assert (cli.tmp / "summary.md").read_text() == ci_formats.gate_markdown(gates.run(DRIFT, codemods=cli.cm))
+    assert (cli.tmp / "summary.md").read_text() == upgrade_text.gate_markdown(gates.run(DRIFT, codemods=cli.cm))
 
 
 def test_cli_matrix_markdown_and_summary(cli):

@@ -165,7 +165,7 @@ def test_compare_and_matrix_markdown_keep_input_text_inert(tmp_path):
     from types import SimpleNamespace
 
     from auditor.model.outcomes import ReleaseVerdict
-    from auditor.render.ci_formats import matrix_markdown
+    from auditor.render.upgrade_text import matrix_markdown
     from auditor.render.report import compare_markdown
 
     cell = SimpleNamespace(verdict="blocked", blocking=["allowlist"], reasons=[MD_EVIL], fix_available=False)

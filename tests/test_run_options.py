@@ -289,7 +289,7 @@ def test_parallel_drafting_multimodal_guard_by_release():
 
 def test_matrix_names_the_first_release_where_mtp_with_pp2_works(releases):
     from auditor.orchestration.matrix import run_matrix
-    from auditor.render.ci_formats import matrix_markdown
+    from auditor.render.upgrade_text import matrix_markdown
 
     pp2 = RunOptions(pipeline_parallel_size=2)
     report = run_matrix(["DeepseekV3ForCausalLM"], "0.29.0..0.30.0", method="mtp", options=pp2, releases=releases,

@@ -411,7 +411,7 @@ def test_matrix_over_sglang_releases_sdists_and_wheels():
     assert report.first_supported == {"DeepseekV3ForCausalLM": "0.5.9",
                                       "KimiK25ForConditionalGeneration": "0.5.10.post1",  # 0.5.9 has no setter
                                       "Gemma3ForConditionalGeneration": "0.5.23"}
-    from auditor.render.ci_formats import matrix_markdown
+    from auditor.render.upgrade_text import matrix_markdown
 
     assert "| SGLang | DeepseekV3ForCausalLM |" in matrix_markdown(report)
 

@@ -110,7 +110,7 @@ class GateTable(Renderer):
     KIND, name = "gate", "table"
 
     def draw(self, report, console, **context) -> None:
-        from auditor.render.ci_formats import gate_table
+        from auditor.render.upgrade_text import gate_table
 
         gate_table(report, console)
 
@@ -128,7 +128,7 @@ class GateMarkdown(Renderer):
     KIND, name = "gate", "markdown"
 
     def text(self, report, **context) -> str:
-        from auditor.render.ci_formats import gate_markdown
+        from auditor.render.upgrade_text import gate_markdown
 
         return gate_markdown(report)
 
@@ -161,7 +161,7 @@ class MatrixTable(Renderer):
     KIND, name = "matrix", "table"
 
     def draw(self, report, console, **context) -> None:
-        from auditor.render.ci_formats import matrix_table
+        from auditor.render.upgrade_text import matrix_table
 
         matrix_table(report, console)
 
@@ -179,7 +179,7 @@ class MatrixMarkdown(Renderer):
     KIND, name = "matrix", "markdown"
 
     def text(self, report, **context) -> str:
-        from auditor.render.ci_formats import matrix_markdown
+        from auditor.render.upgrade_text import matrix_markdown
 
         return matrix_markdown(report)
 

@@ -74,6 +74,20 @@ MODULE_NAMESPACE = [
     ("_run = exec\n_run('LlamaForCausalLM = None')", "_run('LlamaForCausalLM = None')"),
     ("from . import llama as _me\n\ndel _me.LlamaForCausalLM", "_me.LlamaForCausalLM"),
     ('import vllm.model_executor.models.llama as _me\n\nsetattr(_me, "LlamaForCausalLM", None)', "setattr(_me,"),
+    # the spellings of the sixth pass: code run under another name, the module object reached by
+    # another call or through an alias of sys.modules
+    ("import builtins\ngetattr(builtins, 'exec')('LlamaForCausalLM.forward = None')", "getattr(builtins, 'exec')("),
+    ("import builtins\ngetattr(builtins, 'ex' + 'ec')('LlamaForCausalLM.forward = None')", "getattr(builtins, "),
+    ("import types\n_code = compile('LlamaForCausalLM.forward = None', 'x', 'exec')\n"
+     "types.FunctionType(_code, {'LlamaForCausalLM': LlamaForCausalLM})()", "types.FunctionType(_code,"),
+    ("from types import FunctionType as _F\n_F(compile('del LlamaForCausalLM', 'x', 'exec'), globals())()", "_F(compile("),
+    ("_me = __import__(__name__, fromlist=['x'])\n_me.LlamaForCausalLM = None", "_me.LlamaForCausalLM"),
+    ("__import__(__name__, fromlist=['x']).LlamaForCausalLM = None", "__import__(__name__, fromlist=['x'])"),
+    ("from importlib import import_module as im\nim(__name__).LlamaForCausalLM = None", "im(__name__).LlamaForCausalLM"),
+    ("import sys\n_mods = sys.modules\n_mods[__name__].__dict__['LlamaForCausalLM'] = None",
+     "_mods[__name__].__dict__['LlamaForCausalLM']"),
+    ("import sys\n_d = sys.modules[__name__].__dict__\n_d['LlamaForCausalLM'] = None", "_d['LlamaForCausalLM']"),
+    ("from sys import modules\nmodules[__name__].LlamaForCausalLM = None", "modules[__name__].LlamaForCausalLM"),
 ]
 
 
@@ -90,6 +104,9 @@ def test_a_write_through_the_module_namespace_is_unknown(tmp_path, tail, needle)
     'exec("_X = 1")',  # text that names nothing the target needs
     'def _f():\n    locals()["LlamaForCausalLM"] = None',  # a function's own namespace: no effect
     'def _g():\n    vars()["LlamaForCausalLM"] = None',
+    "import builtins\n_open = getattr(builtins, 'open')",  # another builtin than exec/eval, not called
+    "import importlib\n_json = importlib.import_module('json')\n_json.X = 1",  # another module's object
+    "from sys import modules\n_n = len(modules)",
 ])
 def test_the_same_idioms_aimed_elsewhere_keep_the_verdict(tmp_path, tail):
     expect_supported(make_tree(tmp_path, llama(LLAMA + "\n\n" + tail + "\n")))

@@ -137,7 +137,8 @@ _WRITES_SYS_MODULES = re.compile(rb"sys\.modules\s*(?:\[|\.\s*(?:update|setdefau
 #: What :meth:`Resolver._reflected` records for a module that writes into ``sys.modules``.
 _SYS_MODULES = "sys.modules"
 #: A call that runs text as code, in a module's text.
-_RUNS_TEXT = re.compile(rb"(?<![\w.])(?:builtins\.)?(?:exec|eval)[ \t]*\(")
+_RUNS_TEXT = re.compile(rb"(?<![\w.])(?:builtins\.)?(?:exec|eval)[ \t]*\(|(?:Function|Lambda)Type[ \t]*\("
+                        rb"|['\"](?:exec|eval)['\"][ \t]*\)[ \t]*\(")
 #: The head of a change made through a module object named in ``sys.modules``
 #: (``sys.modules["pkg.mod"].Cls.m = v``): the module's name (group 2) and the rest (group 3).
 _SYS_MODULES_HEAD = re.compile(r"sys\.modules\[(['\"])([\w.]+)\1\]((?:\.\w+)*)")
@@ -866,7 +867,7 @@ class Resolver:
                 names.update(m.group(1).rsplit(b".", 1)[-1].decode() for m in _REFLECTED_DICT.finditer(text))
             if b"sys.modules" in text and _WRITES_SYS_MODULES.search(text):
                 names.add(_SYS_MODULES)
-            if (b"exec" in text or b"eval" in text) and _RUNS_TEXT.search(text):
+            if (b"exec" in text or b"eval" in text or b"Type" in text) and _RUNS_TEXT.search(text):
                 names.add(RUNS_CODE)
             memo[path] = got = frozenset(names)
         return got

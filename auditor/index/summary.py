@@ -690,8 +690,14 @@ def _new_returns_other(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None
     return None
 
 
-#: the calls that run text as code
-_RUNS_TEXT = frozenset({"exec", "eval", "builtins.exec", "builtins.eval"})
+#: the calls that run text as code (``types.FunctionType(code, globals)`` makes a function of a
+#: code object: calling it runs that code)
+_RUNS_TEXT = frozenset({"exec", "eval", "builtins.exec", "builtins.eval", "types.FunctionType",
+                        "types.LambdaType"})
+#: the calls that give back a module's object by its name (``__import__(__name__, fromlist=...)``,
+#: ``importlib.import_module(__name__)``, ``sys.modules.get(__name__)``)
+_MODULE_BY_NAME = frozenset({"sys.modules.get", "importlib.import_module", "__import__", "builtins.__import__",
+                             "importlib.__import__"})
 #: what :meth:`_Summarizer._namespaces` records as the head of a change made by text run as code
 #: (any object the module reaches may be changed)
 RUNS_CODE = "<text run as code>"
@@ -1080,6 +1086,8 @@ class _Summarizer:
         self._fn_nodes: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         #: module-level names assigned this module's object (``_me = sys.modules[__name__]``)
         self._self_names: set[str] = set()
+        #: module-level names assigned this module's dictionary (``_d = sys.modules[__name__].__dict__``)
+        self._self_dicts: set[str] = set()
         #: module-level ``for`` targets whose body is being summarised, with their iterables
         self.loop_iters: dict[str, ast.expr] = {}
 
@@ -1153,6 +1161,46 @@ class _Summarizer:
                 self._mark(node.target.id, f"a walrus assignment (line {node.lineno})", node.lineno)
             stack.extend(ast.iter_child_nodes(node))
 
+    def _canon(self, node: ast.AST) -> str | None:
+        """The dotted name ``node`` spells, its first part followed through this module's
+        bindings (``from importlib import import_module as im`` → ``importlib.import_module``,
+        ``_mods = sys.modules`` → ``sys.modules``, ``import types as t`` → ``types``; a few steps at
+        most); None when ``node`` is no dotted name."""
+        d = dotted(node)
+        for _ in range(4):
+            if d is None:
+                return None
+            first, dot, rest = d.partition(".")
+            b = self.s.bindings.get(first)
+            if b is None:
+                return d
+            if b.kind == "import":
+                head = f"{b.target[0]}.{b.target[1]}" if b.target[0] else b.target[1]
+            elif b.kind == "module":
+                head = b.target
+            elif b.kind == "alias" and b.target.split(".")[0] != first:
+                head = b.target
+            else:
+                return d
+            if head == first:
+                return d
+            d = head + dot + rest
+        return d
+
+    def _runs_text_call(self, call: ast.Call) -> bool:
+        """``call`` runs text or a code object as code: ``exec``/``eval`` (under any name this
+        module binds them to), ``getattr(builtins, "exec")(...)`` (or a key computed at run time
+        on builtins), ``types.FunctionType(code, ...)``."""
+        fn = call.func
+        if self._canon(fn) in _RUNS_TEXT:
+            return True
+        if isinstance(fn, ast.Call) and dotted(fn.func) == "getattr" and len(fn.args) >= 2:
+            obj, key = fn.args[0], fn.args[1]
+            if isinstance(key, ast.Constant):
+                return key.value in ("exec", "eval")
+            return self._canon(obj) in ("builtins", "__builtins__")
+        return False
+
     def _namespace_of(self, node: ast.AST, scope: str) -> str | None:
         """What ``node`` denotes when it is a namespace: ``"module"`` for this module's object
         (``sys.modules[__name__]``, ``sys.modules["<this module>"]``), ``"module-dict"`` for its
@@ -1166,16 +1214,20 @@ class _Summarizer:
             if b is not None and (b.kind == "module" and b.target == self.s.module or b.kind == "import"
                                   and ".".join(b.target) == self.s.module or node.id in self._self_names):
                 return "module"
+            if node.id in self._self_dicts:
+                return "module-dict"  # ``_d = sys.modules[__name__].__dict__``
             return None
-        if isinstance(node, ast.Subscript) and dotted(node.value) == "sys.modules":
+        if isinstance(node, ast.Subscript) and self._canon(node.value) == "sys.modules":
             key = node.slice
             if isinstance(key, ast.Name) and key.id == "__name__" or (
                     isinstance(key, ast.Constant) and key.value == self.s.module):
                 return "module"
             return None
-        if isinstance(node, ast.Call) and dotted(node.func) in ("sys.modules.get", "importlib.import_module") \
-                and node.args:
-            key = node.args[0]  # ``sys.modules.get(__name__)``, ``importlib.import_module(__name__)``
+        if isinstance(node, ast.Call) and self._canon(node.func) in _MODULE_BY_NAME and node.args:
+            # ``sys.modules.get(__name__)``, ``importlib.import_module(__name__)``,
+            # ``__import__(__name__, fromlist=[...])`` (without ``fromlist`` the top package: taken
+            # as the module too, which can only make a verdict ``unknown``)
+            key = node.args[0]
             if isinstance(key, ast.Name) and key.id == "__name__" or (
                     isinstance(key, ast.Constant) and key.value == self.s.module):
                 return "module"
@@ -1208,9 +1260,6 @@ class _Summarizer:
 
         # ``exec``/``eval`` and the module-level names bound to them (``_run = exec``, ``from
         # builtins import exec as _run``)
-        runners = _RUNS_TEXT | {n for n, b in self.s.bindings.items()
-                                if b.kind == "alias" and b.target in _RUNS_TEXT
-                                or b.kind == "import" and b.target[0] == "builtins" and b.target[1] in ("exec", "eval")}
         stack: list[tuple[ast.AST, str, ClassFact | None, str | None, str | None]] = \
             [(st, "module", None, None, None) for st in tree.body]
         while stack:
@@ -1232,7 +1281,7 @@ class _Summarizer:
                 body = node.body if isinstance(node.body, list) else [node.body]
                 stack.extend((st, "function", cf if scope == "class" else None, first, sub) for st in body)
                 continue
-            if isinstance(node, ast.Call) and dotted(node.func) in runners:
+            if isinstance(node, ast.Call) and self._runs_text_call(node):
                 self._runs_code(node, scope, cf, label, _construct(node), line)
             elif isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
                 if node.attr == "__class__" and me is not None and isinstance(node.value, ast.Name) \
@@ -1425,8 +1474,11 @@ class _Summarizer:
 
     def _assign_name(self, name: str, value: ast.expr, line: int, guarded: bool, type_checking: bool) -> None:
         s = self.s
-        if self._namespace_of(value, "module") == "module":
+        kind = self._namespace_of(value, "module")
+        if kind == "module":
             self._self_names.add(name)
+        elif kind == "module-dict" and not isinstance(value, ast.Call):
+            self._self_dicts.add(name)
         d = dotted(value)
         if d is not None:
             b = Binding("alias", d, line, guarded)
@@ -2092,8 +2144,9 @@ _DYNAMIC = (b"globals()", b"vars()", b"sys.modules")
 #: what a module must contain for :meth:`_Summarizer._namespaces` to find anything in it: one of
 #: these bytes, or a match of :data:`_NAMESPACE_RE` (``exec``/``eval`` as a name, not ``.eval()``;
 #: a ``__class__`` assignment)
-_NAMESPACE = (b"sys.modules", b"globals()", b"locals()", b"vars(", b"import_module(", b"builtins")
-_NAMESPACE_RE = re.compile(rb"(?<![\w.])(?:exec|eval)(?!\w)|__class__[ \t]*=(?!=)")
+_NAMESPACE = (b"sys.modules", b"globals()", b"locals()", b"vars(", b"import_module", b"builtins", b"__import__",
+              b"FunctionType", b"LambdaType")
+_NAMESPACE_RE = re.compile(rb"(?<![\w.])(?:exec|eval)(?!\w)|__class__[ \t]*=(?!=)|from[ \t]+sys[ \t]+import[^\n]*\bmodules\b")
 #: what a source names when it may change an object's attributes other than by ``X.a = v``
 _REFLECTIVE = (b"setattr", b"delattr", b"__dict__", b"vars(", b"sys.modules")
 

@@ -191,6 +191,31 @@ def test_a_class_object_change_is_unknown(tmp_path, tail, needle):
     expect_unknown(root, LLAMA_PATH, text, tail.splitlines()[-1], needle)
 
 
+GET_CLASSES = "from . import llama\n\n\ndef get_classes():\n    return [llama.LlamaForCausalLM]\n\n\n"
+COMPUTED_LOOPS = [
+    (GET_CLASSES + "def _f(*a):\n    return None\n\n\nfor c in get_classes():\n    c.forward = _f\n", "c.forward = _f"),
+    (GET_CLASSES + "def patch():\n    for c in get_classes():\n        c.forward = None\n\n\npatch()\n",
+     "c.forward = None (in patch(), when it is called)"),
+    ("from . import llama\n\nfor c in vars(llama).values():\n    if isinstance(c, type):\n        c.forward = None\n",
+     "c.forward = None"),
+    ("from .llama import LlamaForCausalLM\n\n\ndef names():\n    return ['set_aux_hidden_state_layers']\n\n\n"
+     "for n in names():\n    setattr(LlamaForCausalLM, n, None)\n", "setattr(LlamaForCausalLM, n, None)"),
+]
+
+
+@pytest.mark.parametrize("patch, needle", COMPUTED_LOOPS, ids=[n for _, n in COMPUTED_LOOPS])
+def test_a_loop_over_a_computed_iterable_in_another_module_is_unknown(tmp_path, patch, needle):
+    root = make_tree(tmp_path, {f"{MODELS}/_patch.py": patch})
+    line = next(ln for ln in patch.splitlines() if needle.split(" (")[0] in ln)
+    expect_unknown(root, f"{MODELS}/_patch.py", patch, line, needle)
+
+
+def test_a_loop_over_what_a_function_computes_from_elsewhere_keeps_the_verdict(tmp_path):
+    # the function's module names neither the class nor its module: its objects are not the class
+    other = "def get_layers():\n    return []\n\n\nfor c in get_layers():\n    c.forward = None\n"
+    expect_supported(make_tree(tmp_path, {f"{MODELS}/_other.py": other}))
+
+
 def test_a_loop_over_a_literal_of_classes_is_followed_as_each_assignment(tmp_path):
     """SGLang 0.5.23's qwen3_5.py sets a static method on four classes in a ``for`` loop over a
     tuple of them: followed as the four assignments (the function, made a static method), so

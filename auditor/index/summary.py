@@ -36,6 +36,13 @@ DETAILED_METHODS = frozenset(
 )
 
 
+#: The members whose writes on an instance :attr:`ClassFact.instance_writes` records: the methods
+#: the index details (a write shadows the method) and the decoder layers and the layers to capture
+#: that the aux-state capture reads.
+INSTANCE_MEMBERS = DETAILED_METHODS | {"layers", "aux_hidden_state_layers", "layers_to_capture",
+                                       "capture_aux_hidden_states", "set_eagle3_layers_to_capture"}
+
+
 @cacheable
 @dataclass(slots=True)
 class Binding:
@@ -174,6 +181,10 @@ class MethodFact:
     gives: ReturnsFact | None = None
     #: small protocol methods only: the callees it calls, as written (``self.model.set_x``)
     calls: list[str] = field(default_factory=list)
+    #: the setters only (:data:`_BRANCH_METHODS`): for each branch of an ``if`` in the body that
+    #: stores one of the method's parameters on an attribute, ``(line, attributes the branch
+    #: stores a parameter on, attributes stored on the way to and in the branch)``
+    branch_stores: list[tuple[int, tuple[str, ...], tuple[str, ...]]] = field(default_factory=list)
 
 
 @cacheable
@@ -226,6 +237,14 @@ class ClassFact:
     #: arguments, keyword names)`` of the call (``@support_torch_compile(dynamic_arg_dims=...)``
     #: → ``(0, ["dynamic_arg_dims"])``)
     decorator_calls: list = field(default_factory=list)
+    #: what its methods (any method, not only the detailed ones) write on the instance or on an
+    #: object reached from it, for the members of :data:`INSTANCE_MEMBERS`, in statement order:
+    #: ``(path after self, value text or "del", method, line)``; the path as Python reaches it
+    #: through local aliases (``s = self; s.forward = f`` → ``forward``, ``m = self.model;
+    #: m.layers = v`` → ``model.layers``); a member set under a computed name
+    #: (``setattr(self, name, v)``) ends in ``*``; a fifth item tells whether the value reads one
+    #: of the method's parameters (a setter handing on what it is given)
+    instance_writes: list[tuple[str, str, str, int, bool]] = field(default_factory=list)
 
 
 @cacheable
@@ -701,6 +720,10 @@ _MODULE_BY_NAME = frozenset({"sys.modules.get", "importlib.import_module", "__im
 #: what :meth:`_Summarizer._namespaces` records as the head of a change made by text run as code
 #: (any object the module reaches may be changed)
 RUNS_CODE = "<text run as code>"
+#: what the head of a member change made through a ``for`` target over an iterable computed at
+#: run time starts with (``for c in get_classes(): c.forward = f`` → ``<items of> get_classes()``):
+#: the items are any objects that iterable gives
+ITEMS_OF = "<items of> "
 #: dictionary methods that change the dictionary they are called on
 _DICT_CHANGES = frozenset({"update", "setdefault", "pop", "clear", "__setitem__", "__delitem__", "popitem"})
 
@@ -874,6 +897,44 @@ _REFERENCE_METHODS = frozenset(
 )
 
 
+#: the methods whose branches :attr:`MethodFact.branch_stores` describes
+_BRANCH_METHODS = frozenset({"set_aux_hidden_state_layers", "_set_aux_hidden_state_layers"})
+
+
+def _stores(stmts, params: set[str]) -> tuple[set[str], set[str]]:
+    """``(attributes a parameter is stored on, every attribute stored)`` by the assignments
+    among ``stmts``."""
+    with_param: set[str] = set()
+    every: set[str] = set()
+    for st in stmts:
+        if isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and st.value is not None:
+            uses = any(isinstance(n, ast.Name) and n.id in params for n in ast.walk(st.value))
+            for t in (st.targets if isinstance(st, ast.Assign) else [st.target]):
+                for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]):
+                    if isinstance(e, ast.Attribute):
+                        every.add(e.attr)
+                        if uses:
+                            with_param.add(e.attr)
+    return with_param, every
+
+
+def _branch_stores(body: list[ast.stmt], params: set[str], above: frozenset, out: list) -> None:
+    """Fill ``out`` (:attr:`MethodFact.branch_stores`) for the ``if`` branches of ``body``, the
+    statements stored directly in the enclosing blocks being ``above``."""
+    here = above | _stores(body, params)[1]
+    for st in body:
+        if not isinstance(st, ast.If):
+            continue
+        for branch in (st.body, st.orelse):
+            if not branch:
+                continue
+            inner = [n for b in branch for n in _iter_stmts([b])]
+            with_param, every = _stores(inner, params)
+            if with_param:
+                out.append((branch[0].lineno, tuple(sorted(with_param)), tuple(sorted(every | here))))
+            _branch_stores(branch, params, here, out)
+
+
 def _is_super_call(node: ast.AST, method: str) -> bool:
     """``super().<method>(...)``."""
     return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == method
@@ -925,6 +986,9 @@ def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
         return mf
     if fn.name == "__init__":
         _init_facts(fn, mf)
+    if fn.name in _BRANCH_METHODS:
+        a = fn.args
+        _branch_stores(fn.body, {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs}, frozenset(), mf.branch_stores)
     if fn.name in _REFERENCE_METHODS:
         # small methods: every name and attribute they reference, and delegations
         names: set[str] = set()
@@ -1377,7 +1441,8 @@ class _Summarizer:
         if not heads or None in heads:
             # an iterable computed at run time: any class of this module may be among its items
             heads = [n.id for n in ast.walk(it) if isinstance(n, ast.Name)]
-            self.s.foreign_changes.append((_text(it)[:100] + (f".{rest}" if rest else ""), member, construct, line))
+            self.s.foreign_changes.append((ITEMS_OF + _text(it)[:100] + (f".{rest}" if rest else ""), member,
+                                           construct, line))
             for c in self.s.classes.values():
                 c.unfollowable.append((member, construct, line))
         for h in heads:
@@ -1762,7 +1827,7 @@ class _Summarizer:
                 elts = it.elts if isinstance(it, (ast.Tuple, ast.List, ast.Set)) else []
                 heads = [dotted(e) for e in elts]
                 if not heads or None in heads:
-                    heads = [_text(it)[:100]]
+                    heads = [ITEMS_OF + _text(it)[:100]]
                 for h in heads:
                     self.s.deferred_changes.append((h + rest, member, _text(st)[:100], st.lineno, label))
                 return
@@ -1838,8 +1903,11 @@ class _Summarizer:
             self._changes_in(stmts, outer, label)
             if self.reflective:
                 self._reflective(node.body, outer, label)
+            cf = self._class_nodes.get(id(node))
             for st in stmts:
                 if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    if cf is not None:
+                        self._instance_writes(st, cf)
                     visit_fn(st, f"{qual}.{st.name}", outer, True)
                 elif isinstance(st, ast.ClassDef) and st is not node:
                     visit_class(st, f"{qual}.{st.name}", outer)
@@ -1858,6 +1926,86 @@ class _Summarizer:
                 visit_fn(st, st.name, set(), False)  # its own statements: :meth:`_deferred`
             elif isinstance(st, ast.ClassDef):
                 visit_class(st, st.name, set())
+
+    def _instance_writes(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, cf: ClassFact) -> None:
+        """Record in ``cf.instance_writes`` what method ``fn`` writes on its instance (its first
+        parameter) or on an object reached from it, for the members of :data:`INSTANCE_MEMBERS`,
+        following the local names bound once to the instance or to a dotted path from it
+        (``s = self``, ``m = self.model``); nested functions and classes are not entered."""
+        params = fn.args.posonlyargs + fn.args.args
+        if not params or any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list):
+            return
+        me = params[0].arg
+        stmts = list(_iter_stmts(fn.body))
+        bound: dict[str, list[ast.expr | None]] = {}
+        for st in stmts:
+            if isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                for t in (st.targets if isinstance(st, ast.Assign) else [st.target]):
+                    for n in ast.walk(t):
+                        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                            bound.setdefault(n.id, []).append(
+                                st.value if isinstance(st, ast.Assign) and t is n else None)
+            elif isinstance(st, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)):
+                tgts = [st.target] if isinstance(st, (ast.For, ast.AsyncFor)) else \
+                    [i.optional_vars for i in st.items if i.optional_vars is not None]
+                for t in tgts:
+                    for n in ast.walk(t):
+                        if isinstance(n, ast.Name):
+                            bound.setdefault(n.id, []).append(None)
+        aliases: dict[str, str] = {}
+        for name, values in bound.items():
+            d = dotted(values[0]) if len(values) == 1 and values[0] is not None else None
+            if d is not None and name != me and (d == me or d.startswith(me + ".")):
+                aliases[name] = "self" + d[len(me):]
+
+        def path_of(node: ast.AST) -> str | None:
+            d = dotted(node)
+            if d is None:
+                return None
+            first, dot, rest = d.partition(".")
+            if first == me and me not in bound:
+                base = "self"
+            elif first in aliases:
+                base = aliases[first]
+            else:
+                return None
+            full = base + dot + rest
+            return full[5:] if full.startswith("self.") else ""
+
+        given = {a.arg for a in fn.args.posonlyargs[1:] + fn.args.args[1:] + fn.args.kwonlyargs}
+        given |= {a.arg for a in (fn.args.vararg, fn.args.kwarg) if a is not None}
+        given -= set(bound)
+
+        def add(head: ast.AST, member: str, value: str, line: int, node: ast.AST | None) -> None:
+            p = path_of(head)
+            if p is None or (member not in INSTANCE_MEMBERS and member != "*"):
+                return
+            reads = node is not None and any(isinstance(n, ast.Name) and n.id in given for n in ast.walk(node))
+            cf.instance_writes.append((f"{p}.{member}" if p else member, value, fn.name, line, reads))
+
+        for st in stmts:
+            if isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Delete)):
+                targets = st.targets if isinstance(st, (ast.Assign, ast.Delete)) else [st.target]
+                if isinstance(st, ast.Delete):
+                    value = "del"
+                elif st.value is None:
+                    continue
+                elif isinstance(st.value, (ast.Tuple, ast.List, ast.Dict, ast.Set)) and not getattr(
+                        st.value, "elts", getattr(st.value, "keys", None)):
+                    value = _text(st.value)  # an empty literal: ``()``, ``[]``, ``{}``
+                else:
+                    value = _short(st.value)
+                for t in targets:
+                    for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]):
+                        if isinstance(e, ast.Attribute):
+                            add(e.value, e.attr, value, st.lineno, getattr(st, "value", None))
+            elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and st.value.args \
+                    and dotted(st.value.func) in ("setattr", "delattr", "object.__setattr__", "object.__delattr__"):
+                call = st.value
+                key = call.args[1] if len(call.args) > 1 else None
+                value = "del" if "del" in dotted(call.func) else _short(call.args[2]) if len(call.args) > 2 else "?"
+                for member in _attr_names(fn, key) if key is not None else ["*"]:
+                    add(call.args[0], member, value, st.lineno, call.args[2] if len(call.args) > 2 else None)
 
     def _reflective(self, body: list[ast.stmt], local: set[str], label: str | None) -> None:
         """The reflective member changes of one scope's statements (see :meth:`_scopes`), not

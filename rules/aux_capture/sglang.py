@@ -143,7 +143,7 @@ class SGLangAuxCaptureRule(Rule):
             yield self.finding(Severity.ERROR, f"{fwd.defined_in.name}.forward captures aux hidden states but never "
                                "returns them", fwd.path, fwd.line, holder=holder.dotted)
             return
-        for eff in forward_effects(r, holder, fwd.defined_in, facts.ref):
+        for eff in forward_effects(r, holder, fwd.defined_in, facts.ref, ctx.facts.capture_attr):
             yield self.finding(Severity.ERROR if eff.blocked else Severity.UNKNOWN,
                                f"the capture in {fwd.defined_in.name}.forward does not run as written: {eff.why}",
                                eff.path, eff.line, fix=False, holder=holder.dotted)

@@ -297,6 +297,18 @@ ALIAS_WRITES = [
      "LlamaModel.forward (vllm/model_executor/models/llama.py:44) sets self.aux_hidden_state_layers = ()"),
     (HOLDER_INIT_END, HOLDER_INIT_END + "        self.layers = None\n",
      "LlamaModel.__init__ (vllm/model_executor/models/llama.py:39) sets self.layers = None"),
+    # other spellings of the alias: getattr with a constant, a tuple of the same shape, a walrus,
+    # and the instance seen from a function nested in the method
+    (INIT_END, INIT_END + "        m = getattr(self, 'model')\n        m.forward = None\n",
+     "LlamaForCausalLM.__init__ (vllm/model_executor/models/llama.py:61) sets self.model.forward = None"),
+    (INIT_END, INIT_END + "        s, t = self, 1\n        s.set_aux_hidden_state_layers = None\n",
+     "LlamaForCausalLM.__init__ (vllm/model_executor/models/llama.py:61) sets self.set_aux_hidden_state_layers = None"),
+    (INIT_END, INIT_END + "        if (m := self.model) is not None:\n            m.forward = None\n",
+     "LlamaForCausalLM.__init__ (vllm/model_executor/models/llama.py:61) sets self.model.forward = None"),
+    (INIT_END, INIT_END + "        def f():\n            self.set_aux_hidden_state_layers = None\n        f()\n",
+     "LlamaForCausalLM.__init__ (vllm/model_executor/models/llama.py:61) sets self.set_aux_hidden_state_layers = None"),
+    (INIT_END, INIT_END + "        m = self.parts[0] if self.parts else self\n        m.set_aux_hidden_state_layers = None\n",
+     "LlamaForCausalLM.__init__ (vllm/model_executor/models/llama.py:61) sets self.?.set_aux_hidden_state_layers = None"),
 ]
 
 
@@ -336,3 +348,27 @@ def test_helpers_that_build_the_layers_or_touch_other_members_keep_the_verdict(t
     text = text.replace(SETTER_BODY, "        m = self.model\n        m.aux_hidden_state_layers = layers\n", 1)
     code, res, _ = scan(make_tree(tmp_path, llama(text)))
     assert (code, res["verdict"]) == (0, "supported"), res["findings"]
+
+
+def test_setter_storing_a_misspelled_constant_on_one_branch_is_unknown(tmp_path):
+    text = _edit(SETTER_BODY, "        if layers:\n            self.model.aux_hidden_state_layers = layers\n"
+                 "        else:\n            self.model.aux_hidden_state_layerz = ()\n")
+    expect(make_tree(tmp_path, llama(text)), "unknown",
+           "stores the layers as aux_hidden_state_layerz on the branch at vllm/model_executor/models/llama.py:")
+
+
+SG_INIT = "        self.capture_aux_hidden_states = False\n"
+
+
+@pytest.mark.parametrize("old, new, needle", [
+    ("            self.model.layers_to_capture = [2, 3]\n", "            self.model.layers_to_captur = [2, 3]\n",
+     "stores the layers as layers_to_captur on the branch at sglang/srt/models/llama.py:45"),
+    (SG_INIT, SG_INIT + "        m = self.model\n        m.forward = None\n",
+     "LlamaForCausalLM.__init__ (sglang/srt/models/llama.py:32) sets self.model.forward = None"),
+    (SG_INIT, SG_INIT + "        self._setup()\n\n    def _setup(self):\n        self.model.layers_to_capture = []\n",
+     "LlamaForCausalLM._setup (sglang/srt/models/llama.py:34) sets self.model.layers_to_capture = []"),
+])
+def test_sglang_branch_typo_alias_and_helper_writes_are_unknown(tmp_path, old, new, needle):
+    assert old in SG_LLAMA
+    res = expect(sglang_tree(tmp_path, _sg(SG_LLAMA.replace(old, new, 1))), "unknown", needle)
+    assert any(f["rule"] == "EA403" for f in res["findings"] if needle in f["message"])

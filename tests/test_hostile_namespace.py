@@ -88,6 +88,9 @@ MODULE_NAMESPACE = [
      "_mods[__name__].__dict__['LlamaForCausalLM']"),
     ("import sys\n_d = sys.modules[__name__].__dict__\n_d['LlamaForCausalLM'] = None", "_d['LlamaForCausalLM']"),
     ("from sys import modules\nmodules[__name__].LlamaForCausalLM = None", "modules[__name__].LlamaForCausalLM"),
+    ("import functools\nfunctools.partial(exec, 'del LlamaForCausalLM')()", "functools.partial(exec, "),
+    ("import builtins\nvars(builtins)['exec']('del LlamaForCausalLM')", "vars(builtins)['exec']("),
+    ("__builtins__['eval']('LlamaForCausalLM.forward')", "__builtins__['eval']("),
 ]
 
 

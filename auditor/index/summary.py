@@ -182,9 +182,10 @@ class MethodFact:
     #: small protocol methods only: the callees it calls, as written (``self.model.set_x``)
     calls: list[str] = field(default_factory=list)
     #: the setters only (:data:`_BRANCH_METHODS`): for each branch of an ``if`` in the body that
-    #: stores one of the method's parameters on an attribute, ``(line, attributes the branch
-    #: stores a parameter on, attributes stored on the way to and in the branch)``
-    branch_stores: list[tuple[int, tuple[str, ...], tuple[str, ...]]] = field(default_factory=list)
+    #: stores an attribute, ``(line, attributes the branch stores a parameter on, attributes the
+    #: branch stores, attributes stored on the way to and in the branch)``
+    branch_stores: list[tuple[int, tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = \
+        field(default_factory=list)
 
 
 @cacheable
@@ -709,6 +710,7 @@ def _new_returns_other(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None
     return None
 
 
+_DOTTED_TEXT = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 #: the calls that run text as code (``types.FunctionType(code, globals)`` makes a function of a
 #: code object: calling it runs that code)
 _RUNS_TEXT = frozenset({"exec", "eval", "builtins.exec", "builtins.eval", "types.FunctionType",
@@ -898,7 +900,8 @@ _REFERENCE_METHODS = frozenset(
 
 
 #: the methods whose branches :attr:`MethodFact.branch_stores` describes
-_BRANCH_METHODS = frozenset({"set_aux_hidden_state_layers", "_set_aux_hidden_state_layers"})
+_BRANCH_METHODS = frozenset({"set_aux_hidden_state_layers", "_set_aux_hidden_state_layers",
+                             "set_eagle3_layers_to_capture"})
 
 
 def _stores(stmts, params: set[str]) -> tuple[set[str], set[str]]:
@@ -930,8 +933,9 @@ def _branch_stores(body: list[ast.stmt], params: set[str], above: frozenset, out
                 continue
             inner = [n for b in branch for n in _iter_stmts([b])]
             with_param, every = _stores(inner, params)
-            if with_param:
-                out.append((branch[0].lineno, tuple(sorted(with_param)), tuple(sorted(every | here))))
+            if every:
+                out.append((branch[0].lineno, tuple(sorted(with_param)), tuple(sorted(every)),
+                            tuple(sorted(every | here))))
             _branch_stores(branch, params, here, out)
 
 
@@ -967,6 +971,9 @@ def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
         raises_only=_raises_only(fn.body),
     )
     mf.gives = returns_fact(fn)
+    if fn.name in _BRANCH_METHODS:
+        a = fn.args
+        _branch_stores(fn.body, {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs}, frozenset(), mf.branch_stores)
     if fn.name not in DETAILED_METHODS:
         # shallow: ``return X(...)`` in the body or one ``if``/``else`` level down (factories
         # such as ``_init_model``/``_build_model`` that build the inner model)
@@ -986,9 +993,6 @@ def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
         return mf
     if fn.name == "__init__":
         _init_facts(fn, mf)
-    if fn.name in _BRANCH_METHODS:
-        a = fn.args
-        _branch_stores(fn.body, {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs}, frozenset(), mf.branch_stores)
     if fn.name in _REFERENCE_METHODS:
         # small methods: every name and attribute they reference, and delegations
         names: set[str] = set()
@@ -1253,11 +1257,22 @@ class _Summarizer:
 
     def _runs_text_call(self, call: ast.Call) -> bool:
         """``call`` runs text or a code object as code: ``exec``/``eval`` (under any name this
-        module binds them to), ``getattr(builtins, "exec")(...)`` (or a key computed at run time
-        on builtins), ``types.FunctionType(code, ...)``."""
+        module binds them to, or handed to the call as an argument), ``getattr(builtins,
+        "exec")(...)`` and ``vars(builtins)["exec"](...)`` (or a key computed at run time on
+        builtins), ``types.FunctionType(code, ...)``."""
         fn = call.func
         if self._canon(fn) in _RUNS_TEXT:
             return True
+        # ``functools.partial(exec, text)()``, ``map(eval, texts)``: exec or eval handed on
+        if any(self._canon(a) in _RUNS_TEXT for a in call.args + [k.value for k in call.keywords]):
+            return True
+        if isinstance(fn, ast.Subscript):
+            # ``vars(builtins)["exec"](...)``, ``builtins.__dict__[k](...)``, ``__builtins__["eval"](...)``
+            owner = _dict_owner(fn.value)
+            space = self._canon(owner) if owner is not None else self._canon(fn.value)
+            if space in ("builtins", "__builtins__"):
+                key = fn.slice
+                return not isinstance(key, ast.Constant) or key.value in ("exec", "eval")
         if isinstance(fn, ast.Call) and dotted(fn.func) == "getattr" and len(fn.args) >= 2:
             obj, key = fn.args[0], fn.args[1]
             if isinstance(key, ast.Constant):
@@ -1931,32 +1946,61 @@ class _Summarizer:
         """Record in ``cf.instance_writes`` what method ``fn`` writes on its instance (its first
         parameter) or on an object reached from it, for the members of :data:`INSTANCE_MEMBERS`,
         following the local names bound once to the instance or to a dotted path from it
-        (``s = self``, ``m = self.model``); nested functions and classes are not entered."""
+        (``s = self``, ``m = self.model``, ``m = getattr(self, "model")``, ``s, m = self,
+        self.model``, ``(m := self.model)``); a name bound otherwise to a value that reads the
+        instance (``m = self.parts[0]``, ``m = self if x else y``) reaches an object the index does
+        not follow: its writes are recorded under the path ``?``. The functions nested in the
+        method are read with it (their closures see its instance); nested classes are not."""
         params = fn.args.posonlyargs + fn.args.args
         if not params or any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list):
             return
         me = params[0].arg
-        stmts = list(_iter_stmts(fn.body))
+        stmts: list[ast.stmt] = []
+        todo = [fn.body]
+        while todo:
+            for st in _iter_stmts(todo.pop()):
+                stmts.append(st)
+                if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    todo.append(st.body)
         bound: dict[str, list[ast.expr | None]] = {}
+
+        def bind(t: ast.AST, v: ast.expr | None) -> None:
+            if isinstance(t, (ast.Tuple, ast.List)) and isinstance(v, (ast.Tuple, ast.List)) \
+                    and len(t.elts) == len(v.elts) and not any(isinstance(e, ast.Starred) for e in t.elts + v.elts):
+                for te, ve in zip(t.elts, v.elts):
+                    bind(te, ve)
+            elif isinstance(t, ast.Name):
+                bound.setdefault(t.id, []).append(v)
+            else:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                        bound.setdefault(n.id, []).append(v if v is None else ast.Tuple(elts=[v]))
+
         for st in stmts:
             if isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                 for t in (st.targets if isinstance(st, ast.Assign) else [st.target]):
-                    for n in ast.walk(t):
-                        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-                            bound.setdefault(n.id, []).append(
-                                st.value if isinstance(st, ast.Assign) and t is n else None)
+                    bind(t, st.value if isinstance(st, ast.Assign) else ast.Tuple(elts=[st.value])
+                         if st.value is not None else None)
             elif isinstance(st, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)):
-                tgts = [st.target] if isinstance(st, (ast.For, ast.AsyncFor)) else \
-                    [i.optional_vars for i in st.items if i.optional_vars is not None]
-                for t in tgts:
-                    for n in ast.walk(t):
-                        if isinstance(n, ast.Name):
-                            bound.setdefault(n.id, []).append(None)
+                tgts = [(st.target, st.iter)] if isinstance(st, (ast.For, ast.AsyncFor)) else \
+                    [(i.optional_vars, i.context_expr) for i in st.items if i.optional_vars is not None]
+                for t, v in tgts:
+                    bind(t, ast.Tuple(elts=[v]))  # an item of it: not the value itself
+            for n in ast.walk(st) if not isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+                    else ():
+                if isinstance(n, ast.NamedExpr) and isinstance(n.target, ast.Name):
+                    bind(n.target, n.value)
         aliases: dict[str, str] = {}
         for name, values in bound.items():
-            d = dotted(values[0]) if len(values) == 1 and values[0] is not None else None
-            if d is not None and name != me and (d == me or d.startswith(me + ".")):
+            if name == me:
+                continue
+            v = values[0] if len(values) == 1 else None
+            d = _head_of(v) if v is not None else None
+            if d is not None and _DOTTED_TEXT.fullmatch(d) and (d == me or d.startswith(me + ".")):
                 aliases[name] = "self" + d[len(me):]
+            elif any(x is not None and any(isinstance(n, ast.Name) and n.id == me for n in ast.walk(x))
+                     for x in values):
+                aliases[name] = "self.?"  # an object reached from the instance, not followed
 
         def path_of(node: ast.AST) -> str | None:
             d = dotted(node)

@@ -148,8 +148,9 @@ def instance_shadows(resolver: Resolver, ref: ClassRef, member: str) -> Inert | 
                                  f"{e.name}.{mname} ({m.path}:{line}) sets {what} = {value}, which shadows the "
                                  f"method {member} on every instance", m.path, line)
         for path, value, mname, line, _ in c.instance_writes:
-            if path in (member, "*"):
-                what = f"self.{member}" if path == member else "an instance attribute under a computed name"
+            if path in (member, "*", f"?.{member}"):
+                what = f"self.{member}" if path == member else f"self.{path}" if path.startswith("?") else \
+                    "an instance attribute under a computed name"
                 return Inert(False, f"{e.name}.{mname} ({m.path}:{line}) sets {what} = {value}, which shadows the "
                              f"method {member} on the instance once it runs: static analysis does not follow it",
                              m.path, line)
@@ -217,6 +218,9 @@ def capture_writes(resolver: Resolver, holder: ClassRef, target: ClassRef, attr:
     init_like = {"__init__"} | {x for _, c, _ in held for x in getattr(c.methods.get("__init__"), "self_calls", ())}
     for e, c, m in held:
         for path, value, mname, line, given in c.instance_writes:
+            if path in (f"?.{attr}", f"?.{layers}"):
+                add(e, m, path, value, mname, line)  # through a name the index does not follow
+                continue
             setter = mname in CAPTURE_SETTERS or given  # it hands on the layers it is given
             if path == attr and (not setter and mname != "__init__" or setter and _constant(value)):
                 add(e, m, path, value, mname, line)
@@ -231,6 +235,9 @@ def capture_writes(resolver: Resolver, holder: ClassRef, target: ClassRef, attr:
     for e, c, m in built:
         for path, value, mname, line, given in c.instance_writes:
             head, _, last = path.rpartition(".")
+            if head == "?" and last in (attr, layers):
+                add(e, m, path, value, mname, line)  # through a name the index does not follow
+                continue
             if head not in heads:
                 continue
             setter = mname in CAPTURE_SETTERS or given
@@ -277,7 +284,8 @@ def forward_effects(resolver: Resolver, holder: ClassRef, defined_in: ClassRef, 
         for e in resolver.mro(target).entries:
             c = resolver.cls(e) if isinstance(e, ClassRef) else None
             hit = next(((p, v, mn, ln) for p, v, mn, ln, _ in (c.instance_writes if c is not None else ())
-                        if p.count(".") == 1 and p.split(".")[1] in ("forward", "*")), None)
+                        if p.count(".") == 1 and (p.split(".")[1] == "forward" or p.endswith(".*")
+                                                  and not p.startswith("?."))), None)
             if hit is not None:
                 m = resolver.tree.module(e.module)
                 out.append(Inert(False, f"{e.name}.{hit[2]} ({m.path}:{hit[3]}) sets self.{hit[0]} = {hit[1]}, which "
@@ -286,6 +294,42 @@ def forward_effects(resolver: Resolver, holder: ClassRef, defined_in: ClassRef, 
                 break
     out += capture_writes(resolver, holder, target, capture_attr)
     return [e for e in out if e is not None]
+
+
+def _near(a: str, b: str) -> bool:
+    """True when the names ``a`` and ``b`` differ by at most two characters inserted, deleted or
+    replaced (a misspelling: ``aux_hidden_state_layer``, ``layers_to_captur``)."""
+    if a == b or abs(len(a) - len(b)) > 2:
+        return a == b
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1] <= 2
+
+
+def branch_misses(fact: MethodFact, attr: str) -> list[tuple[int, str]]:
+    """The ``if`` branches of the setter ``fact`` that store the layers elsewhere than in
+    ``attr``, the attribute the capture reads, while nothing on their way stores ``attr``
+    (:attr:`auditor.index.summary.MethodFact.branch_stores`): a branch storing one of the
+    setter's parameters on another attribute, or one storing an attribute whose name is a
+    misspelling of ``attr`` (``aux_hidden_state_layer``). Which branch runs is decided at run
+    time.
+
+    Returns:
+        ``(line of the branch's first statement, the attributes it stores, comma-separated)``
+        for each such branch.
+    """
+    out = []
+    for line, with_param, stored, on_path in fact.branch_stores:
+        if attr in on_path:
+            continue
+        near = [a for a in stored if _near(a, attr)]
+        if with_param or near:
+            out.append((line, ", ".join(near or with_param)))
+    return out
 
 
 def setter_misses(fact: MethodFact, attr: str) -> bool:

@@ -1962,6 +1962,36 @@ class _Summarizer:
                 stmts.append(st)
                 if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     todo.append(st.body)
+        # the writes of a member the index records (most methods have none: nothing more is read)
+        writes: list[tuple[ast.AST, str, str, int, ast.AST | None]] = []
+        for st in stmts:
+            if isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Delete)):
+                targets = st.targets if isinstance(st, (ast.Assign, ast.Delete)) else [st.target]
+                hits = [e for t in targets for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t])
+                        if isinstance(e, ast.Attribute) and e.attr in INSTANCE_MEMBERS]
+                if not hits:
+                    continue
+                if isinstance(st, ast.Delete):
+                    value = "del"
+                elif st.value is None:
+                    continue
+                elif isinstance(st.value, (ast.Tuple, ast.List, ast.Dict, ast.Set)) and not getattr(
+                        st.value, "elts", getattr(st.value, "keys", None)):
+                    value = _text(st.value)  # an empty literal: ``()``, ``[]``, ``{}``
+                else:
+                    value = _short(st.value)
+                writes += [(e.value, e.attr, value, st.lineno, getattr(st, "value", None)) for e in hits]
+            elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and st.value.args \
+                    and dotted(st.value.func) in ("setattr", "delattr", "object.__setattr__", "object.__delattr__"):
+                call = st.value
+                key = call.args[1] if len(call.args) > 1 else None
+                value = "del" if "del" in dotted(call.func) else _short(call.args[2]) if len(call.args) > 2 else "?"
+                for member in _attr_names(fn, key) if key is not None else ["*"]:
+                    if member in INSTANCE_MEMBERS or member == "*":
+                        writes.append((call.args[0], member, value, st.lineno,
+                                       call.args[2] if len(call.args) > 2 else None))
+        if not writes:
+            return
         bound: dict[str, list[ast.expr | None]] = {}
 
         def bind(t: ast.AST, v: ast.expr | None) -> None:
@@ -1986,70 +2016,50 @@ class _Summarizer:
                     [(i.optional_vars, i.context_expr) for i in st.items if i.optional_vars is not None]
                 for t, v in tgts:
                     bind(t, ast.Tuple(elts=[v]))  # an item of it: not the value itself
-            for n in ast.walk(st) if not isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
-                    else ():
+        if self.walrus:  # the source holds ``:=``
+            for n in ast.walk(fn):
                 if isinstance(n, ast.NamedExpr) and isinstance(n.target, ast.Name):
                     bind(n.target, n.value)
-        aliases: dict[str, str] = {}
-        for name, values in bound.items():
-            if name == me:
-                continue
-            v = values[0] if len(values) == 1 else None
-            d = _head_of(v) if v is not None else None
-            if d is not None and _DOTTED_TEXT.fullmatch(d) and (d == me or d.startswith(me + ".")):
-                aliases[name] = "self" + d[len(me):]
-            elif any(x is not None and any(isinstance(n, ast.Name) and n.id == me for n in ast.walk(x))
-                     for x in values):
-                aliases[name] = "self.?"  # an object reached from the instance, not followed
+        aliases: dict[str, str | None] = {}
+
+        def alias(name: str) -> str | None:
+            if name not in aliases:
+                values = bound.get(name, ())
+                v = values[0] if len(values) == 1 else None
+                d = _head_of(v) if v is not None else None
+                aliases[name] = None
+                if d is not None and _DOTTED_TEXT.fullmatch(d) and (d == me or d.startswith(me + ".")):
+                    aliases[name] = "self" + d[len(me):]
+                elif any(x is not None and any(isinstance(n, ast.Name) and n.id == me for n in ast.walk(x))
+                         for x in values):
+                    aliases[name] = "self.?"  # an object reached from the instance, not followed
+            return aliases[name]
 
         def path_of(node: ast.AST) -> str | None:
             d = dotted(node)
             if d is None:
                 return None
             first, dot, rest = d.partition(".")
-            if first == me and me not in bound:
+            if first == me:
+                if me in bound:
+                    return None
                 base = "self"
-            elif first in aliases:
-                base = aliases[first]
             else:
-                return None
+                base = alias(first)
+                if base is None:
+                    return None
             full = base + dot + rest
             return full[5:] if full.startswith("self.") else ""
 
         given = {a.arg for a in fn.args.posonlyargs[1:] + fn.args.args[1:] + fn.args.kwonlyargs}
         given |= {a.arg for a in (fn.args.vararg, fn.args.kwarg) if a is not None}
         given -= set(bound)
-
-        def add(head: ast.AST, member: str, value: str, line: int, node: ast.AST | None) -> None:
+        for head, member, value, line, node in writes:
             p = path_of(head)
-            if p is None or (member not in INSTANCE_MEMBERS and member != "*"):
-                return
+            if p is None:
+                continue
             reads = node is not None and any(isinstance(n, ast.Name) and n.id in given for n in ast.walk(node))
             cf.instance_writes.append((f"{p}.{member}" if p else member, value, fn.name, line, reads))
-
-        for st in stmts:
-            if isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Delete)):
-                targets = st.targets if isinstance(st, (ast.Assign, ast.Delete)) else [st.target]
-                if isinstance(st, ast.Delete):
-                    value = "del"
-                elif st.value is None:
-                    continue
-                elif isinstance(st.value, (ast.Tuple, ast.List, ast.Dict, ast.Set)) and not getattr(
-                        st.value, "elts", getattr(st.value, "keys", None)):
-                    value = _text(st.value)  # an empty literal: ``()``, ``[]``, ``{}``
-                else:
-                    value = _short(st.value)
-                for t in targets:
-                    for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]):
-                        if isinstance(e, ast.Attribute):
-                            add(e.value, e.attr, value, st.lineno, getattr(st, "value", None))
-            elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and st.value.args \
-                    and dotted(st.value.func) in ("setattr", "delattr", "object.__setattr__", "object.__delattr__"):
-                call = st.value
-                key = call.args[1] if len(call.args) > 1 else None
-                value = "del" if "del" in dotted(call.func) else _short(call.args[2]) if len(call.args) > 2 else "?"
-                for member in _attr_names(fn, key) if key is not None else ["*"]:
-                    add(call.args[0], member, value, st.lineno, call.args[2] if len(call.args) > 2 else None)
 
     def _reflective(self, body: list[ast.stmt], local: set[str], label: str | None) -> None:
         """The reflective member changes of one scope's statements (see :meth:`_scopes`), not

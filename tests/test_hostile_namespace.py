@@ -135,6 +135,20 @@ def test_text_run_as_code_in_a_module_that_imports_the_class(tmp_path):
     expect_unknown(root, f"{MODELS}/_runner.py", other, "exec(code)", "exec(code)")
 
 
+@pytest.mark.parametrize("run", [
+    "exec('del llama.LlamaForCausalLM.forward')",
+    "getattr(builtins, 'exec')('del llama.LlamaForCausalLM.forward')",
+    "types.FunctionType(compile('del llama.LlamaForCausalLM.forward', 'x', 'exec'), {'llama': llama})()",
+    "functools.partial(exec, 'del llama.LlamaForCausalLM.forward')()",
+])
+def test_text_run_as_code_that_names_the_module_from_another_module(tmp_path, run):
+    # the module name the text mentions is marked as changed by the same call: what it was
+    # imported as is what the text reaches
+    other = f"import builtins\nimport functools\nimport types\n\nfrom . import llama\n\n{run}\n"
+    root = make_tree(tmp_path, {f"{MODELS}/_runner.py": other})
+    expect_unknown(root, f"{MODELS}/_runner.py", other, run, run[:20])
+
+
 @pytest.mark.parametrize("evil_all", [
     '__all__ = []\n__all__.append("LlamaForCausalLM")',
     '__all__ = []\n__all__ += ["LlamaForCausalLM"]',

@@ -838,12 +838,16 @@ class Resolver:
                     return True
             return False
         t = self._head_target(s, head, fn)
+        first = head.split(".")[0]
+        b = s.bindings.get(first)
+        if isinstance(t, Unresolved) and b is not None and b.kind in ("import", "module"):
+            # the name is marked as changed by the same construct (text run as code that names
+            # ``llama`` changes what ``llama`` holds): what it was bound to before is what it reaches
+            t = self.resolve_dotted(s.module, head, subst=((first, self._from_binding(s, first, b, frozenset())),))
         if isinstance(t, ClassRef):
             return (t.module, t.qualname) == (ref.module, ref.qualname)
         if isinstance(t, ModuleRef):
             return t.module == ref.module and member in (ref.name, "*")
-        first = head.split(".")[0]
-        b = s.bindings.get(first)
         if b is not None and b.kind == "factory" and b.target[0] == "getattr" and b.target[1]:
             # ``X = getattr(M, NAME)``: X is computed from M
             return self._changes_class(s, f"getattr({', '.join(b.target[1])})", "*", None, ref, names)

@@ -248,3 +248,127 @@ def test_sglang_setter_typo_blocks(tmp_path):
     text = SG_LLAMA.replace("self.model.layers_to_capture = ", "self.model.layers_to_captur = ")
     assert text != SG_LLAMA
     expect(sglang_tree(tmp_path, _sg(text)), "blocked", "layers_to_captur")
+
+
+# -- the sixth pass: a setter typo on one branch, writes through an alias of self, helper methods ----
+
+SETTER_BODY = "        self.model.aux_hidden_state_layers = layers\n"
+FORWARD_LIST = "        aux_hidden_states = []\n"
+
+
+def _edit(old: str, new: str) -> str:
+    assert old in LLAMA
+    return LLAMA.replace(old, new, 1)
+
+
+def test_setter_typo_on_one_branch_is_unknown(tmp_path):
+    text = _edit(SETTER_BODY, "        if len(layers) > 2:\n            self.model.aux_hidden_state_layers = layers\n"
+                 "        else:\n            self.model.aux_hidden_state_layer = layers\n")
+    res = expect(make_tree(tmp_path, llama(text)), "unknown",
+                 "stores the layers as aux_hidden_state_layer on the branch at vllm/model_executor/models/llama.py:")
+    hit = next(f for f in res["findings"] if "on the branch at" in f["message"])
+    assert hit["rule"] == "EA303" and hit["line"] == text.splitlines().index(
+        "            self.model.aux_hidden_state_layer = layers") + 1
+
+
+def test_setter_storing_on_every_branch_keeps_the_verdict(tmp_path):
+    text = _edit(SETTER_BODY, "        if len(layers) > 2:\n            self.model.aux_hidden_state_layers = layers\n"
+                 "        else:\n            self._few = len(layers)\n            self.model.aux_hidden_state_layers = "
+                 "tuple(layers)\n")
+    code, res, _ = scan(make_tree(tmp_path, llama(text)))
+    assert (code, res["verdict"]) == (0, "supported"), res["findings"]
+
+
+ALIAS_WRITES = [
+    (FORWARD_LIST, FORWARD_LIST + "        s = self\n        s.aux_hidden_state_layers = ()\n",
+     "LlamaModel.forward (vllm/model_executor/models/llama.py:45) sets self.aux_hidden_state_layers = ()"),
+    (INIT_END, INIT_END + "        m = self.model\n        m.forward = None\n",
+     "LlamaForCausalLM.__init__ (vllm/model_executor/models/llama.py:61) sets self.model.forward = None"),
+    (INIT_END, INIT_END + "        self.model.forward = None\n",
+     "LlamaForCausalLM.__init__ (vllm/model_executor/models/llama.py:60) sets self.model.forward = None"),
+    (INIT_END, INIT_END + "        s = self\n        s.set_aux_hidden_state_layers = None\n",
+     "LlamaForCausalLM.__init__ (vllm/model_executor/models/llama.py:61) sets self.set_aux_hidden_state_layers = None"),
+    (SETTER_BODY, "        m = self.model\n        m.aux_hidden_state_layers = ()\n",
+     "LlamaForCausalLM.set_aux_hidden_state_layers (vllm/model_executor/models/llama.py:66) sets "
+     "self.model.aux_hidden_state_layers = ()"),
+    (INIT_END, INIT_END + "        self.model.layers = []\n",
+     "LlamaForCausalLM.__init__ (vllm/model_executor/models/llama.py:60) sets self.model.layers = []"),
+    (FORWARD_LIST, FORWARD_LIST + "        self.aux_hidden_state_layers = ()\n",
+     "LlamaModel.forward (vllm/model_executor/models/llama.py:44) sets self.aux_hidden_state_layers = ()"),
+    (HOLDER_INIT_END, HOLDER_INIT_END + "        self.layers = None\n",
+     "LlamaModel.__init__ (vllm/model_executor/models/llama.py:39) sets self.layers = None"),
+    # other spellings of the alias: getattr with a constant, a tuple of the same shape, a walrus,
+    # and the instance seen from a function nested in the method
+    (INIT_END, INIT_END + "        m = getattr(self, 'model')\n        m.forward = None\n",
+     "LlamaForCausalLM.__init__ (vllm/model_executor/models/llama.py:61) sets self.model.forward = None"),
+    (INIT_END, INIT_END + "        s, t = self, 1\n        s.set_aux_hidden_state_layers = None\n",
+     "LlamaForCausalLM.__init__ (vllm/model_executor/models/llama.py:61) sets self.set_aux_hidden_state_layers = None"),
+    (INIT_END, INIT_END + "        if (m := self.model) is not None:\n            m.forward = None\n",
+     "LlamaForCausalLM.__init__ (vllm/model_executor/models/llama.py:61) sets self.model.forward = None"),
+    (INIT_END, INIT_END + "        def f():\n            self.set_aux_hidden_state_layers = None\n        f()\n",
+     "LlamaForCausalLM.__init__ (vllm/model_executor/models/llama.py:61) sets self.set_aux_hidden_state_layers = None"),
+    (INIT_END, INIT_END + "        m = self.parts[0] if self.parts else self\n        m.set_aux_hidden_state_layers = None\n",
+     "LlamaForCausalLM.__init__ (vllm/model_executor/models/llama.py:61) sets self.?.set_aux_hidden_state_layers = None"),
+]
+
+
+@pytest.mark.parametrize("old, new, needle", ALIAS_WRITES, ids=[n.split(" sets ")[1] for _, _, n in ALIAS_WRITES])
+def test_writes_through_self_or_an_alias_of_it_are_unknown(tmp_path, old, new, needle):
+    # llama.py holds none of the byte markers of the namespace or reflective passes
+    res = expect(make_tree(tmp_path, llama(_edit(old, new))), "unknown", needle)
+    assert all(f["severity"] == "unknown" for f in res["findings"] if needle in f["message"])
+
+
+HELPER_WRITES = [
+    (HOLDER_INIT_END, "        self.aux_hidden_state_layers = None\n",
+     "LlamaModel._setup (vllm/model_executor/models/llama.py:42) sets self.aux_hidden_state_layers = None"),
+    (HOLDER_INIT_END, "        self.layers = None\n",
+     "LlamaModel._setup (vllm/model_executor/models/llama.py:42) sets self.layers = None"),
+    (HOLDER_INIT_END, "        self.forward = None\n",
+     "LlamaModel._setup (vllm/model_executor/models/llama.py:42) sets self.forward = None"),
+    (INIT_END, "        self.set_aux_hidden_state_layers = None\n",
+     "LlamaForCausalLM._setup (vllm/model_executor/models/llama.py:63) sets self.set_aux_hidden_state_layers = None"),
+    (INIT_END, "        self.model.layers = []\n",
+     "LlamaForCausalLM._setup (vllm/model_executor/models/llama.py:63) sets self.model.layers = []"),
+]
+
+
+@pytest.mark.parametrize("end, body, needle", HELPER_WRITES, ids=[n.split(" sets ")[1] for _, _, n in HELPER_WRITES])
+def test_instance_writes_in_a_helper_init_calls_are_unknown(tmp_path, end, body, needle):
+    text = _edit(end, end + "        self._setup()\n\n    def _setup(self):\n" + body)
+    expect(make_tree(tmp_path, llama(text)), "unknown", needle)
+
+
+def test_helpers_that_build_the_layers_or_touch_other_members_keep_the_verdict(tmp_path):
+    # vLLM 0.33.0 minicpm.py: MiniCPMModel.__init__ calls self._init_layers(), which builds self.layers
+    text = _edit(HOLDER_INIT_END, HOLDER_INIT_END + "        self._init_layers(hidden_size)\n\n"
+                 "    def _init_layers(self, hidden_size):\n        s = self\n"
+                 "        s.layers = nn.ModuleList(LlamaDecoderLayer(hidden_size) for _ in range(4))\n"
+                 "        s.counter = 0\n")
+    text = text.replace(SETTER_BODY, "        m = self.model\n        m.aux_hidden_state_layers = layers\n", 1)
+    code, res, _ = scan(make_tree(tmp_path, llama(text)))
+    assert (code, res["verdict"]) == (0, "supported"), res["findings"]
+
+
+def test_setter_storing_a_misspelled_constant_on_one_branch_is_unknown(tmp_path):
+    text = _edit(SETTER_BODY, "        if layers:\n            self.model.aux_hidden_state_layers = layers\n"
+                 "        else:\n            self.model.aux_hidden_state_layerz = ()\n")
+    expect(make_tree(tmp_path, llama(text)), "unknown",
+           "stores the layers as aux_hidden_state_layerz on the branch at vllm/model_executor/models/llama.py:")
+
+
+SG_INIT = "        self.capture_aux_hidden_states = False\n"
+
+
+@pytest.mark.parametrize("old, new, needle", [
+    ("            self.model.layers_to_capture = [2, 3]\n", "            self.model.layers_to_captur = [2, 3]\n",
+     "stores the layers as layers_to_captur on the branch at sglang/srt/models/llama.py:45"),
+    (SG_INIT, SG_INIT + "        m = self.model\n        m.forward = None\n",
+     "LlamaForCausalLM.__init__ (sglang/srt/models/llama.py:32) sets self.model.forward = None"),
+    (SG_INIT, SG_INIT + "        self._setup()\n\n    def _setup(self):\n        self.model.layers_to_capture = []\n",
+     "LlamaForCausalLM._setup (sglang/srt/models/llama.py:34) sets self.model.layers_to_capture = []"),
+])
+def test_sglang_branch_typo_alias_and_helper_writes_are_unknown(tmp_path, old, new, needle):
+    assert old in SG_LLAMA
+    res = expect(sglang_tree(tmp_path, _sg(SG_LLAMA.replace(old, new, 1))), "unknown", needle)
+    assert any(f["rule"] == "EA403" for f in res["findings"] if needle in f["message"])

@@ -107,6 +107,27 @@ CATALOG = {
     "new-returns-other": {"replace": ("    def get_eagle3_aux_hidden_state_layers(self)",
                                       "    def __new__(cls, *a, **k):\n        return LlamaModel(*a, **k)\n\n"
                                       "    def get_eagle3_aux_hidden_state_layers(self)")},
+    # the sixth pass: a setter typo on one branch, writes through an alias of self or in a helper,
+    # a loop over classes a function computes, code run or the module reached under other spellings
+    "setter-branch-typo": {"replace": ("        self.model.aux_hidden_state_layers = layers\n",
+                                       "        if len(layers) > 2:\n            self.model.aux_hidden_state_layers = layers\n"
+                                       "        else:\n            self.model.aux_hidden_state_layer = layers\n")},
+    "self-alias-capture-reset": {"replace": ("        aux_hidden_states = []\n",
+                                             "        aux_hidden_states = []\n        s = self\n"
+                                             "        s.aux_hidden_state_layers = ()\n")},
+    "holder-forward-through-alias": {"replace": ("        self.lm_head = nn.Linear(16, 32, bias=False)\n",
+                                                 "        self.lm_head = nn.Linear(16, 32, bias=False)\n"
+                                                 "        m = self.model\n        m.forward = None\n")},
+    "helper-drops-layers": {"replace": ("        self.aux_hidden_state_layers: tuple[int, ...] = tuple()\n",
+                                        "        self.aux_hidden_state_layers: tuple[int, ...] = tuple()\n"
+                                        "        self._setup()\n\n    def _setup(self):\n        self.layers = None\n")},
+    "loop-over-computed-classes": {"files": {f"{MODELS}/_patch.py": f"from {PKG} import llama\n\n\n"
+                                             "def get_classes():\n    return [llama.LlamaForCausalLM]\n\n\n"
+                                             "for c in get_classes():\n    c.forward = None\n"}},
+    "exec-through-getattr": {"tail": "import builtins\ngetattr(builtins, 'exec')('del LlamaForCausalLM')"},
+    "function-type-code": {"tail": "import types\ntypes.FunctionType(compile('del LlamaForCausalLM', 'x', 'exec'), {})()"},
+    "import-self-write": {"tail": "__import__(__name__, fromlist=['x']).LlamaForCausalLM = None"},
+    "sys-modules-alias": {"tail": "from sys import modules\nmodules[__name__].__dict__['LlamaForCausalLM'] = None"},
 }
 
 #: class decorators that give the class back, as vLLM's own are written (a registry instance's
@@ -216,7 +237,7 @@ def test_decorator_patch_and_registry_changes_are_caught_in_every_layout(tmp_pat
     alias of the class, a re-export, a star import, a package), exhaustively over the layouts:
     sampling once missed the star layout with an aliased class patched from another module."""
     changes = ["external-decorator", "decorator-returns-a-call", "patched-by-another-module", "patched-in-a-function",
-               "registry-built", "registry-in-a-function", "registry-in-a-loop"]
+               "registry-built", "registry-in-a-function", "registry-in-a-loop", "loop-over-computed-classes"]
     for change in changes:
         for layout in LAYOUTS:
             for alias in (False, True):

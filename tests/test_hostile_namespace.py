@@ -74,6 +74,23 @@ MODULE_NAMESPACE = [
     ("_run = exec\n_run('LlamaForCausalLM = None')", "_run('LlamaForCausalLM = None')"),
     ("from . import llama as _me\n\ndel _me.LlamaForCausalLM", "_me.LlamaForCausalLM"),
     ('import vllm.model_executor.models.llama as _me\n\nsetattr(_me, "LlamaForCausalLM", None)', "setattr(_me,"),
+    # the spellings of the sixth pass: code run under another name, the module object reached by
+    # another call or through an alias of sys.modules
+    ("import builtins\ngetattr(builtins, 'exec')('LlamaForCausalLM.forward = None')", "getattr(builtins, 'exec')("),
+    ("import builtins\ngetattr(builtins, 'ex' + 'ec')('LlamaForCausalLM.forward = None')", "getattr(builtins, "),
+    ("import types\n_code = compile('LlamaForCausalLM.forward = None', 'x', 'exec')\n"
+     "types.FunctionType(_code, {'LlamaForCausalLM': LlamaForCausalLM})()", "types.FunctionType(_code,"),
+    ("from types import FunctionType as _F\n_F(compile('del LlamaForCausalLM', 'x', 'exec'), globals())()", "_F(compile("),
+    ("_me = __import__(__name__, fromlist=['x'])\n_me.LlamaForCausalLM = None", "_me.LlamaForCausalLM"),
+    ("__import__(__name__, fromlist=['x']).LlamaForCausalLM = None", "__import__(__name__, fromlist=['x'])"),
+    ("from importlib import import_module as im\nim(__name__).LlamaForCausalLM = None", "im(__name__).LlamaForCausalLM"),
+    ("import sys\n_mods = sys.modules\n_mods[__name__].__dict__['LlamaForCausalLM'] = None",
+     "_mods[__name__].__dict__['LlamaForCausalLM']"),
+    ("import sys\n_d = sys.modules[__name__].__dict__\n_d['LlamaForCausalLM'] = None", "_d['LlamaForCausalLM']"),
+    ("from sys import modules\nmodules[__name__].LlamaForCausalLM = None", "modules[__name__].LlamaForCausalLM"),
+    ("import functools\nfunctools.partial(exec, 'del LlamaForCausalLM')()", "functools.partial(exec, "),
+    ("import builtins\nvars(builtins)['exec']('del LlamaForCausalLM')", "vars(builtins)['exec']("),
+    ("__builtins__['eval']('LlamaForCausalLM.forward')", "__builtins__['eval']("),
 ]
 
 
@@ -90,6 +107,9 @@ def test_a_write_through_the_module_namespace_is_unknown(tmp_path, tail, needle)
     'exec("_X = 1")',  # text that names nothing the target needs
     'def _f():\n    locals()["LlamaForCausalLM"] = None',  # a function's own namespace: no effect
     'def _g():\n    vars()["LlamaForCausalLM"] = None',
+    "import builtins\n_open = getattr(builtins, 'open')",  # another builtin than exec/eval, not called
+    "import importlib\n_json = importlib.import_module('json')\n_json.X = 1",  # another module's object
+    "from sys import modules\n_n = len(modules)",
 ])
 def test_the_same_idioms_aimed_elsewhere_keep_the_verdict(tmp_path, tail):
     expect_supported(make_tree(tmp_path, llama(LLAMA + "\n\n" + tail + "\n")))
@@ -113,6 +133,20 @@ def test_text_run_as_code_in_a_module_that_imports_the_class(tmp_path):
             "def _run(code):\n    exec(code)\n"
     root = make_tree(tmp_path, {f"{MODELS}/_runner.py": other})
     expect_unknown(root, f"{MODELS}/_runner.py", other, "exec(code)", "exec(code)")
+
+
+@pytest.mark.parametrize("run", [
+    "exec('del llama.LlamaForCausalLM.forward')",
+    "getattr(builtins, 'exec')('del llama.LlamaForCausalLM.forward')",
+    "types.FunctionType(compile('del llama.LlamaForCausalLM.forward', 'x', 'exec'), {'llama': llama})()",
+    "functools.partial(exec, 'del llama.LlamaForCausalLM.forward')()",
+])
+def test_text_run_as_code_that_names_the_module_from_another_module(tmp_path, run):
+    # the module name the text mentions is marked as changed by the same call: what it was
+    # imported as is what the text reaches
+    other = f"import builtins\nimport functools\nimport types\n\nfrom . import llama\n\n{run}\n"
+    root = make_tree(tmp_path, {f"{MODELS}/_runner.py": other})
+    expect_unknown(root, f"{MODELS}/_runner.py", other, run, run[:20])
 
 
 @pytest.mark.parametrize("evil_all", [
@@ -172,6 +206,31 @@ def test_a_class_object_change_is_unknown(tmp_path, tail, needle):
     text = LLAMA + "\n\n" + tail + "\n"
     root = make_tree(tmp_path, llama(text))
     expect_unknown(root, LLAMA_PATH, text, tail.splitlines()[-1], needle)
+
+
+GET_CLASSES = "from . import llama\n\n\ndef get_classes():\n    return [llama.LlamaForCausalLM]\n\n\n"
+COMPUTED_LOOPS = [
+    (GET_CLASSES + "def _f(*a):\n    return None\n\n\nfor c in get_classes():\n    c.forward = _f\n", "c.forward = _f"),
+    (GET_CLASSES + "def patch():\n    for c in get_classes():\n        c.forward = None\n\n\npatch()\n",
+     "c.forward = None (in patch(), when it is called)"),
+    ("from . import llama\n\nfor c in vars(llama).values():\n    if isinstance(c, type):\n        c.forward = None\n",
+     "c.forward = None"),
+    ("from .llama import LlamaForCausalLM\n\n\ndef names():\n    return ['set_aux_hidden_state_layers']\n\n\n"
+     "for n in names():\n    setattr(LlamaForCausalLM, n, None)\n", "setattr(LlamaForCausalLM, n, None)"),
+]
+
+
+@pytest.mark.parametrize("patch, needle", COMPUTED_LOOPS, ids=[n for _, n in COMPUTED_LOOPS])
+def test_a_loop_over_a_computed_iterable_in_another_module_is_unknown(tmp_path, patch, needle):
+    root = make_tree(tmp_path, {f"{MODELS}/_patch.py": patch})
+    line = next(ln for ln in patch.splitlines() if needle.split(" (")[0] in ln)
+    expect_unknown(root, f"{MODELS}/_patch.py", patch, line, needle)
+
+
+def test_a_loop_over_what_a_function_computes_from_elsewhere_keeps_the_verdict(tmp_path):
+    # the function's module names neither the class nor its module: its objects are not the class
+    other = "def get_layers():\n    return []\n\n\nfor c in get_layers():\n    c.forward = None\n"
+    expect_supported(make_tree(tmp_path, {f"{MODELS}/_other.py": other}))
 
 
 def test_a_loop_over_a_literal_of_classes_is_followed_as_each_assignment(tmp_path):

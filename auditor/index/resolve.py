@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping, Union
 
-from auditor.index.summary import RUNS_CODE, AttrFact, ClassFact, MethodFact, ModuleSummary
+from auditor.index.summary import ITEMS_OF, RUNS_CODE, AttrFact, ClassFact, MethodFact, ModuleSummary
 from auditor.index.tables import COMPARISONS
 from auditor.index.tree import Tree
 
@@ -109,6 +109,9 @@ _NOT_AFTER_VALUE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVW
 _LOOP_BEFORE = re.compile(rb"\bfor[ \t][^\n]*\bin[ \t]")
 _DEL_STATEMENT = re.compile(rb"\bdel[ \t]")
 _CALLS_EXEC = re.compile(rb"(?<![\w.])(?:exec|eval)[ \t]*\(")
+#: A ``for`` loop over what a call computes whose next lines write an attribute of its target
+#: (``for c in get_classes():`` then ``c.forward = f``), in a module's text.
+_LOOP_CALL_WRITE = re.compile(rb"\bfor[ \t]+(\w+)[ \t]+in[ \t][^\n]*\)[ \t]*:[ \t]*\n(?:[^\n]*\n){0,8}?[ \t]*\1\.\w+[ \t]*=(?!=)")
 _WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
@@ -137,7 +140,8 @@ _WRITES_SYS_MODULES = re.compile(rb"sys\.modules\s*(?:\[|\.\s*(?:update|setdefau
 #: What :meth:`Resolver._reflected` records for a module that writes into ``sys.modules``.
 _SYS_MODULES = "sys.modules"
 #: A call that runs text as code, in a module's text.
-_RUNS_TEXT = re.compile(rb"(?<![\w.])(?:builtins\.)?(?:exec|eval)[ \t]*\(")
+_RUNS_TEXT = re.compile(rb"(?<![\w.])(?:builtins\.)?(?:exec|eval)[ \t]*\(|(?:Function|Lambda)Type[ \t]*\("
+                        rb"|['\"](?:exec|eval)['\"][ \t]*\)[ \t]*\(")
 #: The head of a change made through a module object named in ``sys.modules``
 #: (``sys.modules["pkg.mod"].Cls.m = v``): the module's name (group 2) and the rest (group 3).
 _SYS_MODULES_HEAD = re.compile(r"sys\.modules\[(['\"])([\w.]+)\1\]((?:\.\w+)*)")
@@ -693,7 +697,7 @@ class Resolver:
             for i in range(1, len(parts)):
                 pm = self.tree.module(".".join(parts[:i]))
                 for head, member, construct, line in pm.foreign_changes if pm is not None else ():
-                    if self.resolve_dotted(pm.module, head) == e:
+                    if self.resolve_dotted(pm.module, head.removeprefix(ITEMS_OF)) == e:
                         out.append((e, member, construct, pm.path, line))
             if elsewhere:
                 out += self.changes_from_elsewhere(e)
@@ -775,7 +779,7 @@ class Resolver:
             if not (s.foreign_changes or s.deferred_changes):
                 continue
             changes = [(h, mm, c, ln, None) for h, mm, c, ln in s.foreign_changes
-                       if (p != own and p not in above) or not _DOTTED.fullmatch(h)]
+                       if (p != own and p not in above) or not _DOTTED.fullmatch(h.removeprefix(ITEMS_OF))]
             changes += s.deferred_changes
             for head, member, construct, line, fn in changes:
                 if not self._changes_class(s, head, member, fn, ref, names):
@@ -813,6 +817,8 @@ class Resolver:
                                                or f"{b.target[0]}.{b.target[1]}" == ref.module):
                         return True
             return False
+        items = head.startswith(ITEMS_OF)  # through a ``for`` target over a computed iterable
+        head = head.removeprefix(ITEMS_OF)
         named = _SYS_MODULES_HEAD.fullmatch(head)
         if named is not None:  # through the module object ``sys.modules["pkg.mod"]``
             mod, rest = named.group(2), named.group(3).lstrip(".")
@@ -829,18 +835,37 @@ class Resolver:
                 if (isinstance(t, ClassRef) and (t.module, t.qualname) == (ref.module, ref.qualname)) \
                         or (isinstance(t, ModuleRef) and t.module == ref.module):
                     return True
+                if items and isinstance(t, FunctionRef) and f"{ident}(" in head and self._may_give(t, ref, names):
+                    # ``for c in get_classes(): c.forward = f``: the objects a function of the tree
+                    # computes, which may be the class
+                    return True
             return False
         t = self._head_target(s, head, fn)
+        first = head.split(".")[0]
+        b = s.bindings.get(first)
+        if isinstance(t, Unresolved) and b is not None and b.kind in ("import", "module"):
+            # the name is marked as changed by the same construct (text run as code that names
+            # ``llama`` changes what ``llama`` holds): what it was bound to before is what it reaches
+            t = self.resolve_dotted(s.module, head, subst=((first, self._from_binding(s, first, b, frozenset())),))
         if isinstance(t, ClassRef):
             return (t.module, t.qualname) == (ref.module, ref.qualname)
         if isinstance(t, ModuleRef):
             return t.module == ref.module and member in (ref.name, "*")
-        first = head.split(".")[0]
-        b = s.bindings.get(first)
         if b is not None and b.kind == "factory" and b.target[0] == "getattr" and b.target[1]:
             # ``X = getattr(M, NAME)``: X is computed from M
             return self._changes_class(s, f"getattr({', '.join(b.target[1])})", "*", None, ref, names)
         return head.split(".")[-1] in names  # an unresolved head counts only when it is spelled as the class
+
+    def _may_give(self, fn: FunctionRef, ref: ClassRef, names: set[str]) -> bool:
+        """True when the function ``fn`` of the tree may give back the class ``ref`` (reached
+        under ``names``) among the objects it computes: its module is the class's, or its text
+        names the class (under one of ``names``) or the class's module."""
+        if fn.module == ref.module:
+            return True
+        path = self.tree.path_of(fn.module)
+        text = self._text_of(path) if path else b""
+        short = ref.module.rsplit(".", 1)[-1].encode()
+        return short in text or any(n.encode() in text for n in names)
 
     def _text_of(self, path: str) -> bytes:
         """The text of the module at ``path`` as :meth:`mentioning` read it (empty when it
@@ -869,7 +894,7 @@ class Resolver:
                 names.update(m.group(1).rsplit(b".", 1)[-1].decode() for m in _REFLECTED_DICT.finditer(text))
             if b"sys.modules" in text and _WRITES_SYS_MODULES.search(text):
                 names.add(_SYS_MODULES)
-            if (b"exec" in text or b"eval" in text) and _RUNS_TEXT.search(text):
+            if (b"exec" in text or b"eval" in text or b"Type" in text) and _RUNS_TEXT.search(text):
                 names.add(RUNS_CODE)
             memo[path] = got = frozenset(names)
         return got
@@ -930,7 +955,8 @@ class Resolver:
         them, or a rebinding of one: ``X = N``, ``N as X``, ``for ... in ... N``), or runs text
         as code (``exec(``, ``eval(``): a cheap test before summarising it.
 
-        The constructs that name no class (``setattr``, ``del``, ``exec(``) are looked for once
+        The constructs that name no class (``setattr``, ``del``, ``exec(``, a loop over what a
+        call computes that writes an attribute of its target) are looked for once
         per module; then each occurrence of one of ``names`` as a whole word is read in its line
         (the module came from :meth:`mentioning`, so it has a few)."""
         by_path = self.__dict__.get("_texts_by_path")
@@ -943,7 +969,8 @@ class Resolver:
             hit = anonymous[path] = bool(
                 b"setattr" in text or b"delattr" in text
                 or (b"del" in text and _DEL_STATEMENT.search(text) is not None)
-                or ((b"exec" in text or b"eval" in text) and _CALLS_EXEC.search(text) is not None))
+                or ((b"exec" in text or b"eval" in text) and _CALLS_EXEC.search(text) is not None)
+                or (b"for" in text and _LOOP_CALL_WRITE.search(text) is not None))
         if hit:
             return True
         for n in names:

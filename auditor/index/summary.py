@@ -36,6 +36,13 @@ DETAILED_METHODS = frozenset(
 )
 
 
+#: The members whose writes on an instance :attr:`ClassFact.instance_writes` records: the methods
+#: the index details (a write shadows the method) and the decoder layers and the layers to capture
+#: that the aux-state capture reads.
+INSTANCE_MEMBERS = DETAILED_METHODS | {"layers", "aux_hidden_state_layers", "layers_to_capture",
+                                       "capture_aux_hidden_states", "set_eagle3_layers_to_capture"}
+
+
 @cacheable
 @dataclass(slots=True)
 class Binding:
@@ -174,6 +181,11 @@ class MethodFact:
     gives: ReturnsFact | None = None
     #: small protocol methods only: the callees it calls, as written (``self.model.set_x``)
     calls: list[str] = field(default_factory=list)
+    #: the setters only (:data:`_BRANCH_METHODS`): for each branch of an ``if`` in the body that
+    #: stores an attribute, ``(line, attributes the branch stores a parameter on, attributes the
+    #: branch stores, attributes stored on the way to and in the branch)``
+    branch_stores: list[tuple[int, tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = \
+        field(default_factory=list)
 
 
 @cacheable
@@ -226,6 +238,14 @@ class ClassFact:
     #: arguments, keyword names)`` of the call (``@support_torch_compile(dynamic_arg_dims=...)``
     #: → ``(0, ["dynamic_arg_dims"])``)
     decorator_calls: list = field(default_factory=list)
+    #: what its methods (any method, not only the detailed ones) write on the instance or on an
+    #: object reached from it, for the members of :data:`INSTANCE_MEMBERS`, in statement order:
+    #: ``(path after self, value text or "del", method, line)``; the path as Python reaches it
+    #: through local aliases (``s = self; s.forward = f`` → ``forward``, ``m = self.model;
+    #: m.layers = v`` → ``model.layers``); a member set under a computed name
+    #: (``setattr(self, name, v)``) ends in ``*``; a fifth item tells whether the value reads one
+    #: of the method's parameters (a setter handing on what it is given)
+    instance_writes: list[tuple[str, str, str, int, bool]] = field(default_factory=list)
 
 
 @cacheable
@@ -690,11 +710,22 @@ def _new_returns_other(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None
     return None
 
 
-#: the calls that run text as code
-_RUNS_TEXT = frozenset({"exec", "eval", "builtins.exec", "builtins.eval"})
+_DOTTED_TEXT = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+#: the calls that run text as code (``types.FunctionType(code, globals)`` makes a function of a
+#: code object: calling it runs that code)
+_RUNS_TEXT = frozenset({"exec", "eval", "builtins.exec", "builtins.eval", "types.FunctionType",
+                        "types.LambdaType"})
+#: the calls that give back a module's object by its name (``__import__(__name__, fromlist=...)``,
+#: ``importlib.import_module(__name__)``, ``sys.modules.get(__name__)``)
+_MODULE_BY_NAME = frozenset({"sys.modules.get", "importlib.import_module", "__import__", "builtins.__import__",
+                             "importlib.__import__"})
 #: what :meth:`_Summarizer._namespaces` records as the head of a change made by text run as code
 #: (any object the module reaches may be changed)
 RUNS_CODE = "<text run as code>"
+#: what the head of a member change made through a ``for`` target over an iterable computed at
+#: run time starts with (``for c in get_classes(): c.forward = f`` → ``<items of> get_classes()``):
+#: the items are any objects that iterable gives
+ITEMS_OF = "<items of> "
 #: dictionary methods that change the dictionary they are called on
 _DICT_CHANGES = frozenset({"update", "setdefault", "pop", "clear", "__setitem__", "__delitem__", "popitem"})
 
@@ -868,6 +899,46 @@ _REFERENCE_METHODS = frozenset(
 )
 
 
+#: the methods whose branches :attr:`MethodFact.branch_stores` describes
+_BRANCH_METHODS = frozenset({"set_aux_hidden_state_layers", "_set_aux_hidden_state_layers",
+                             "set_eagle3_layers_to_capture"})
+
+
+def _stores(stmts, params: set[str]) -> tuple[set[str], set[str]]:
+    """``(attributes a parameter is stored on, every attribute stored)`` by the assignments
+    among ``stmts``."""
+    with_param: set[str] = set()
+    every: set[str] = set()
+    for st in stmts:
+        if isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and st.value is not None:
+            uses = any(isinstance(n, ast.Name) and n.id in params for n in ast.walk(st.value))
+            for t in (st.targets if isinstance(st, ast.Assign) else [st.target]):
+                for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]):
+                    if isinstance(e, ast.Attribute):
+                        every.add(e.attr)
+                        if uses:
+                            with_param.add(e.attr)
+    return with_param, every
+
+
+def _branch_stores(body: list[ast.stmt], params: set[str], above: frozenset, out: list) -> None:
+    """Fill ``out`` (:attr:`MethodFact.branch_stores`) for the ``if`` branches of ``body``, the
+    statements stored directly in the enclosing blocks being ``above``."""
+    here = above | _stores(body, params)[1]
+    for st in body:
+        if not isinstance(st, ast.If):
+            continue
+        for branch in (st.body, st.orelse):
+            if not branch:
+                continue
+            inner = [n for b in branch for n in _iter_stmts([b])]
+            with_param, every = _stores(inner, params)
+            if every:
+                out.append((branch[0].lineno, tuple(sorted(with_param)), tuple(sorted(every)),
+                            tuple(sorted(every | here))))
+            _branch_stores(branch, params, here, out)
+
+
 def _is_super_call(node: ast.AST, method: str) -> bool:
     """``super().<method>(...)``."""
     return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == method
@@ -900,6 +971,9 @@ def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
         raises_only=_raises_only(fn.body),
     )
     mf.gives = returns_fact(fn)
+    if fn.name in _BRANCH_METHODS:
+        a = fn.args
+        _branch_stores(fn.body, {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs}, frozenset(), mf.branch_stores)
     if fn.name not in DETAILED_METHODS:
         # shallow: ``return X(...)`` in the body or one ``if``/``else`` level down (factories
         # such as ``_init_model``/``_build_model`` that build the inner model)
@@ -1080,6 +1154,8 @@ class _Summarizer:
         self._fn_nodes: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         #: module-level names assigned this module's object (``_me = sys.modules[__name__]``)
         self._self_names: set[str] = set()
+        #: module-level names assigned this module's dictionary (``_d = sys.modules[__name__].__dict__``)
+        self._self_dicts: set[str] = set()
         #: module-level ``for`` targets whose body is being summarised, with their iterables
         self.loop_iters: dict[str, ast.expr] = {}
 
@@ -1153,6 +1229,57 @@ class _Summarizer:
                 self._mark(node.target.id, f"a walrus assignment (line {node.lineno})", node.lineno)
             stack.extend(ast.iter_child_nodes(node))
 
+    def _canon(self, node: ast.AST) -> str | None:
+        """The dotted name ``node`` spells, its first part followed through this module's
+        bindings (``from importlib import import_module as im`` → ``importlib.import_module``,
+        ``_mods = sys.modules`` → ``sys.modules``, ``import types as t`` → ``types``; a few steps at
+        most); None when ``node`` is no dotted name."""
+        d = dotted(node)
+        for _ in range(4):
+            if d is None:
+                return None
+            first, dot, rest = d.partition(".")
+            b = self.s.bindings.get(first)
+            if b is None:
+                return d
+            if b.kind == "import":
+                head = f"{b.target[0]}.{b.target[1]}" if b.target[0] else b.target[1]
+            elif b.kind == "module":
+                head = b.target
+            elif b.kind == "alias" and b.target.split(".")[0] != first:
+                head = b.target
+            else:
+                return d
+            if head == first:
+                return d
+            d = head + dot + rest
+        return d
+
+    def _runs_text_call(self, call: ast.Call) -> bool:
+        """``call`` runs text or a code object as code: ``exec``/``eval`` (under any name this
+        module binds them to, or handed to the call as an argument), ``getattr(builtins,
+        "exec")(...)`` and ``vars(builtins)["exec"](...)`` (or a key computed at run time on
+        builtins), ``types.FunctionType(code, ...)``."""
+        fn = call.func
+        if self._canon(fn) in _RUNS_TEXT:
+            return True
+        # ``functools.partial(exec, text)()``, ``map(eval, texts)``: exec or eval handed on
+        if any(self._canon(a) in _RUNS_TEXT for a in call.args + [k.value for k in call.keywords]):
+            return True
+        if isinstance(fn, ast.Subscript):
+            # ``vars(builtins)["exec"](...)``, ``builtins.__dict__[k](...)``, ``__builtins__["eval"](...)``
+            owner = _dict_owner(fn.value)
+            space = self._canon(owner) if owner is not None else self._canon(fn.value)
+            if space in ("builtins", "__builtins__"):
+                key = fn.slice
+                return not isinstance(key, ast.Constant) or key.value in ("exec", "eval")
+        if isinstance(fn, ast.Call) and dotted(fn.func) == "getattr" and len(fn.args) >= 2:
+            obj, key = fn.args[0], fn.args[1]
+            if isinstance(key, ast.Constant):
+                return key.value in ("exec", "eval")
+            return self._canon(obj) in ("builtins", "__builtins__")
+        return False
+
     def _namespace_of(self, node: ast.AST, scope: str) -> str | None:
         """What ``node`` denotes when it is a namespace: ``"module"`` for this module's object
         (``sys.modules[__name__]``, ``sys.modules["<this module>"]``), ``"module-dict"`` for its
@@ -1166,16 +1293,20 @@ class _Summarizer:
             if b is not None and (b.kind == "module" and b.target == self.s.module or b.kind == "import"
                                   and ".".join(b.target) == self.s.module or node.id in self._self_names):
                 return "module"
+            if node.id in self._self_dicts:
+                return "module-dict"  # ``_d = sys.modules[__name__].__dict__``
             return None
-        if isinstance(node, ast.Subscript) and dotted(node.value) == "sys.modules":
+        if isinstance(node, ast.Subscript) and self._canon(node.value) == "sys.modules":
             key = node.slice
             if isinstance(key, ast.Name) and key.id == "__name__" or (
                     isinstance(key, ast.Constant) and key.value == self.s.module):
                 return "module"
             return None
-        if isinstance(node, ast.Call) and dotted(node.func) in ("sys.modules.get", "importlib.import_module") \
-                and node.args:
-            key = node.args[0]  # ``sys.modules.get(__name__)``, ``importlib.import_module(__name__)``
+        if isinstance(node, ast.Call) and self._canon(node.func) in _MODULE_BY_NAME and node.args:
+            # ``sys.modules.get(__name__)``, ``importlib.import_module(__name__)``,
+            # ``__import__(__name__, fromlist=[...])`` (without ``fromlist`` the top package: taken
+            # as the module too, which can only make a verdict ``unknown``)
+            key = node.args[0]
             if isinstance(key, ast.Name) and key.id == "__name__" or (
                     isinstance(key, ast.Constant) and key.value == self.s.module):
                 return "module"
@@ -1208,9 +1339,6 @@ class _Summarizer:
 
         # ``exec``/``eval`` and the module-level names bound to them (``_run = exec``, ``from
         # builtins import exec as _run``)
-        runners = _RUNS_TEXT | {n for n, b in self.s.bindings.items()
-                                if b.kind == "alias" and b.target in _RUNS_TEXT
-                                or b.kind == "import" and b.target[0] == "builtins" and b.target[1] in ("exec", "eval")}
         stack: list[tuple[ast.AST, str, ClassFact | None, str | None, str | None]] = \
             [(st, "module", None, None, None) for st in tree.body]
         while stack:
@@ -1232,7 +1360,7 @@ class _Summarizer:
                 body = node.body if isinstance(node.body, list) else [node.body]
                 stack.extend((st, "function", cf if scope == "class" else None, first, sub) for st in body)
                 continue
-            if isinstance(node, ast.Call) and dotted(node.func) in runners:
+            if isinstance(node, ast.Call) and self._runs_text_call(node):
                 self._runs_code(node, scope, cf, label, _construct(node), line)
             elif isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
                 if node.attr == "__class__" and me is not None and isinstance(node.value, ast.Name) \
@@ -1328,7 +1456,8 @@ class _Summarizer:
         if not heads or None in heads:
             # an iterable computed at run time: any class of this module may be among its items
             heads = [n.id for n in ast.walk(it) if isinstance(n, ast.Name)]
-            self.s.foreign_changes.append((_text(it)[:100] + (f".{rest}" if rest else ""), member, construct, line))
+            self.s.foreign_changes.append((ITEMS_OF + _text(it)[:100] + (f".{rest}" if rest else ""), member,
+                                           construct, line))
             for c in self.s.classes.values():
                 c.unfollowable.append((member, construct, line))
         for h in heads:
@@ -1425,8 +1554,11 @@ class _Summarizer:
 
     def _assign_name(self, name: str, value: ast.expr, line: int, guarded: bool, type_checking: bool) -> None:
         s = self.s
-        if self._namespace_of(value, "module") == "module":
+        kind = self._namespace_of(value, "module")
+        if kind == "module":
             self._self_names.add(name)
+        elif kind == "module-dict" and not isinstance(value, ast.Call):
+            self._self_dicts.add(name)
         d = dotted(value)
         if d is not None:
             b = Binding("alias", d, line, guarded)
@@ -1710,7 +1842,7 @@ class _Summarizer:
                 elts = it.elts if isinstance(it, (ast.Tuple, ast.List, ast.Set)) else []
                 heads = [dotted(e) for e in elts]
                 if not heads or None in heads:
-                    heads = [_text(it)[:100]]
+                    heads = [ITEMS_OF + _text(it)[:100]]
                 for h in heads:
                     self.s.deferred_changes.append((h + rest, member, _text(st)[:100], st.lineno, label))
                 return
@@ -1786,8 +1918,11 @@ class _Summarizer:
             self._changes_in(stmts, outer, label)
             if self.reflective:
                 self._reflective(node.body, outer, label)
+            cf = self._class_nodes.get(id(node))
             for st in stmts:
                 if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    if cf is not None:
+                        self._instance_writes(st, cf)
                     visit_fn(st, f"{qual}.{st.name}", outer, True)
                 elif isinstance(st, ast.ClassDef) and st is not node:
                     visit_class(st, f"{qual}.{st.name}", outer)
@@ -1806,6 +1941,125 @@ class _Summarizer:
                 visit_fn(st, st.name, set(), False)  # its own statements: :meth:`_deferred`
             elif isinstance(st, ast.ClassDef):
                 visit_class(st, st.name, set())
+
+    def _instance_writes(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, cf: ClassFact) -> None:
+        """Record in ``cf.instance_writes`` what method ``fn`` writes on its instance (its first
+        parameter) or on an object reached from it, for the members of :data:`INSTANCE_MEMBERS`,
+        following the local names bound once to the instance or to a dotted path from it
+        (``s = self``, ``m = self.model``, ``m = getattr(self, "model")``, ``s, m = self,
+        self.model``, ``(m := self.model)``); a name bound otherwise to a value that reads the
+        instance (``m = self.parts[0]``, ``m = self if x else y``) reaches an object the index does
+        not follow: its writes are recorded under the path ``?``. The functions nested in the
+        method are read with it (their closures see its instance); nested classes are not."""
+        params = fn.args.posonlyargs + fn.args.args
+        if not params or any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list):
+            return
+        me = params[0].arg
+        stmts: list[ast.stmt] = []
+        todo = [fn.body]
+        while todo:
+            for st in _iter_stmts(todo.pop()):
+                stmts.append(st)
+                if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    todo.append(st.body)
+        # the writes of a member the index records (most methods have none: nothing more is read)
+        writes: list[tuple[ast.AST, str, str, int, ast.AST | None]] = []
+        for st in stmts:
+            if isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Delete)):
+                targets = st.targets if isinstance(st, (ast.Assign, ast.Delete)) else [st.target]
+                hits = [e for t in targets for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t])
+                        if isinstance(e, ast.Attribute) and e.attr in INSTANCE_MEMBERS]
+                if not hits:
+                    continue
+                if isinstance(st, ast.Delete):
+                    value = "del"
+                elif st.value is None:
+                    continue
+                elif isinstance(st.value, (ast.Tuple, ast.List, ast.Dict, ast.Set)) and not getattr(
+                        st.value, "elts", getattr(st.value, "keys", None)):
+                    value = _text(st.value)  # an empty literal: ``()``, ``[]``, ``{}``
+                else:
+                    value = _short(st.value)
+                writes += [(e.value, e.attr, value, st.lineno, getattr(st, "value", None)) for e in hits]
+            elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and st.value.args \
+                    and dotted(st.value.func) in ("setattr", "delattr", "object.__setattr__", "object.__delattr__"):
+                call = st.value
+                key = call.args[1] if len(call.args) > 1 else None
+                value = "del" if "del" in dotted(call.func) else _short(call.args[2]) if len(call.args) > 2 else "?"
+                for member in _attr_names(fn, key) if key is not None else ["*"]:
+                    if member in INSTANCE_MEMBERS or member == "*":
+                        writes.append((call.args[0], member, value, st.lineno,
+                                       call.args[2] if len(call.args) > 2 else None))
+        if not writes:
+            return
+        bound: dict[str, list[ast.expr | None]] = {}
+
+        def bind(t: ast.AST, v: ast.expr | None) -> None:
+            if isinstance(t, (ast.Tuple, ast.List)) and isinstance(v, (ast.Tuple, ast.List)) \
+                    and len(t.elts) == len(v.elts) and not any(isinstance(e, ast.Starred) for e in t.elts + v.elts):
+                for te, ve in zip(t.elts, v.elts):
+                    bind(te, ve)
+            elif isinstance(t, ast.Name):
+                bound.setdefault(t.id, []).append(v)
+            else:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                        bound.setdefault(n.id, []).append(v if v is None else ast.Tuple(elts=[v]))
+
+        for st in stmts:
+            if isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                for t in (st.targets if isinstance(st, ast.Assign) else [st.target]):
+                    bind(t, st.value if isinstance(st, ast.Assign) else ast.Tuple(elts=[st.value])
+                         if st.value is not None else None)
+            elif isinstance(st, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)):
+                tgts = [(st.target, st.iter)] if isinstance(st, (ast.For, ast.AsyncFor)) else \
+                    [(i.optional_vars, i.context_expr) for i in st.items if i.optional_vars is not None]
+                for t, v in tgts:
+                    bind(t, ast.Tuple(elts=[v]))  # an item of it: not the value itself
+        if self.walrus:  # the source holds ``:=``
+            for n in ast.walk(fn):
+                if isinstance(n, ast.NamedExpr) and isinstance(n.target, ast.Name):
+                    bind(n.target, n.value)
+        aliases: dict[str, str | None] = {}
+
+        def alias(name: str) -> str | None:
+            if name not in aliases:
+                values = bound.get(name, ())
+                v = values[0] if len(values) == 1 else None
+                d = _head_of(v) if v is not None else None
+                aliases[name] = None
+                if d is not None and _DOTTED_TEXT.fullmatch(d) and (d == me or d.startswith(me + ".")):
+                    aliases[name] = "self" + d[len(me):]
+                elif any(x is not None and any(isinstance(n, ast.Name) and n.id == me for n in ast.walk(x))
+                         for x in values):
+                    aliases[name] = "self.?"  # an object reached from the instance, not followed
+            return aliases[name]
+
+        def path_of(node: ast.AST) -> str | None:
+            d = dotted(node)
+            if d is None:
+                return None
+            first, dot, rest = d.partition(".")
+            if first == me:
+                if me in bound:
+                    return None
+                base = "self"
+            else:
+                base = alias(first)
+                if base is None:
+                    return None
+            full = base + dot + rest
+            return full[5:] if full.startswith("self.") else ""
+
+        given = {a.arg for a in fn.args.posonlyargs[1:] + fn.args.args[1:] + fn.args.kwonlyargs}
+        given |= {a.arg for a in (fn.args.vararg, fn.args.kwarg) if a is not None}
+        given -= set(bound)
+        for head, member, value, line, node in writes:
+            p = path_of(head)
+            if p is None:
+                continue
+            reads = node is not None and any(isinstance(n, ast.Name) and n.id in given for n in ast.walk(node))
+            cf.instance_writes.append((f"{p}.{member}" if p else member, value, fn.name, line, reads))
 
     def _reflective(self, body: list[ast.stmt], local: set[str], label: str | None) -> None:
         """The reflective member changes of one scope's statements (see :meth:`_scopes`), not
@@ -2092,8 +2346,9 @@ _DYNAMIC = (b"globals()", b"vars()", b"sys.modules")
 #: what a module must contain for :meth:`_Summarizer._namespaces` to find anything in it: one of
 #: these bytes, or a match of :data:`_NAMESPACE_RE` (``exec``/``eval`` as a name, not ``.eval()``;
 #: a ``__class__`` assignment)
-_NAMESPACE = (b"sys.modules", b"globals()", b"locals()", b"vars(", b"import_module(", b"builtins")
-_NAMESPACE_RE = re.compile(rb"(?<![\w.])(?:exec|eval)(?!\w)|__class__[ \t]*=(?!=)")
+_NAMESPACE = (b"sys.modules", b"globals()", b"locals()", b"vars(", b"import_module", b"builtins", b"__import__",
+              b"FunctionType", b"LambdaType")
+_NAMESPACE_RE = re.compile(rb"(?<![\w.])(?:exec|eval)(?!\w)|__class__[ \t]*=(?!=)|from[ \t]+sys[ \t]+import[^\n]*\bmodules\b")
 #: what a source names when it may change an object's attributes other than by ``X.a = v``
 _REFLECTIVE = (b"setattr", b"delattr", b"__dict__", b"vars(", b"sys.modules")
 

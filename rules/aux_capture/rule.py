@@ -11,7 +11,7 @@ from auditor.engines.modelfiles import HolderFacts, captures_itself, method_requ
 from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding, Severity
 from rules.base import AuditTarget, Context, Example, Rule
-from rules.common.members import BuiltinsChanges, builtins_changed, forward_effects, setter_misses
+from rules.common.members import BuiltinsChanges, branch_misses, builtins_changed, forward_effects, setter_misses
 
 _NO_INDEX_LOOP = '''
 from itertools import islice
@@ -286,6 +286,16 @@ class AuxCaptureRule(Rule):
                                f"{fwd.defined_in.name}.forward captures the layers in aux_hidden_state_layers: "
                                "the capture never sees them", loc[0] if loc else None, setter[1].line, fix=False,
                                holder=holder.dotted)
+        if setter is not None and isinstance(setter[1], MethodFact) and not (
+                proto and proto.is_protocol_class(setter[0])):
+            loc = r.location(setter[0])
+            for line, stored in branch_misses(setter[1], "aux_hidden_state_layers"):
+                yield self.finding(Severity.UNKNOWN,
+                                   f"{setter[0].name}.set_aux_hidden_state_layers stores the layers as "
+                                   f"{stored} on the branch at {loc[0] if loc else '?'}:{line}, but "
+                                   f"{fwd.defined_in.name}.forward captures the layers in aux_hidden_state_layers: "
+                                   "the capture sees them only when another branch runs, which static analysis "
+                                   "cannot decide", loc[0] if loc else None, line, fix=False, holder=holder.dotted)
         for lp in capturing:
             kind = lp.index_kind
             if kind in ("enumerate", "range"):

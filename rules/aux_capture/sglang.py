@@ -9,10 +9,11 @@ from typing import Iterator
 
 from auditor.cache import cacheable
 from auditor.engines.modelfiles import find_holder
+from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding, Severity
 from rules.base import AuditTarget, Context, Example, Rule
 from rules.common.examples import toy
-from rules.common.members import BuiltinsChanges, builtins_changed, forward_effects
+from rules.common.members import BuiltinsChanges, branch_misses, builtins_changed, forward_effects
 
 _WRAPPER = '''
 import torch.nn as nn
@@ -143,7 +144,17 @@ class SGLangAuxCaptureRule(Rule):
             yield self.finding(Severity.ERROR, f"{fwd.defined_in.name}.forward captures aux hidden states but never "
                                "returns them", fwd.path, fwd.line, holder=holder.dotted)
             return
-        for eff in forward_effects(r, holder, fwd.defined_in, facts.ref):
+        setter = r.lookup(facts.ref, ctx.facts.setter_name()) if has_setter else None
+        if setter is not None and isinstance(setter[1], MethodFact):
+            loc = r.location(setter[0])
+            for line, stored in branch_misses(setter[1], ctx.facts.capture_attr):
+                yield self.finding(Severity.UNKNOWN,
+                                   f"{setter[0].name}.{ctx.facts.setter_name()} stores the layers as {stored} on the "
+                                   f"branch at {loc[0] if loc else '?'}:{line}, but {fwd.defined_in.name}.forward "
+                                   f"captures the layers in {ctx.facts.capture_attr}: the capture sees them only when "
+                                   "another branch runs, which static analysis cannot decide",
+                                   loc[0] if loc else None, line, fix=False, holder=holder.dotted)
+        for eff in forward_effects(r, holder, fwd.defined_in, facts.ref, ctx.facts.capture_attr):
             yield self.finding(Severity.ERROR if eff.blocked else Severity.UNKNOWN,
                                f"the capture in {fwd.defined_in.name}.forward does not run as written: {eff.why}",
                                eff.path, eff.line, fix=False, holder=holder.dotted)

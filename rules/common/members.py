@@ -147,12 +147,103 @@ def instance_shadows(resolver: Resolver, ref: ClassRef, member: str) -> Inert | 
                     return Inert(key == member and value == "None",
                                  f"{e.name}.{mname} ({m.path}:{line}) sets {what} = {value}, which shadows the "
                                  f"method {member} on every instance", m.path, line)
+        for path, value, mname, line, _ in c.instance_writes:
+            if path in (member, "*", f"?.{member}"):
+                what = f"self.{member}" if path == member else f"self.{path}" if path.startswith("?") else \
+                    "an instance attribute under a computed name"
+                return Inert(False, f"{e.name}.{mname} ({m.path}:{line}) sets {what} = {value}, which shadows the "
+                             f"method {member} on the instance once it runs: static analysis does not follow it",
+                             m.path, line)
         for head, mm, construct, line, label in m.deferred_changes:
             if head in ("type(self)", "self.__class__", "type(cls)") and mm in (member, "*") \
                     and label.startswith(e.qualname + "."):
                 return Inert(False, f"`{construct}` in {label} ({m.path}:{line}) changes {member} on the class of "
                              "the instance, which static analysis cannot follow", m.path, line)
     return None
+
+
+#: the methods that hand the layers to capture to the model (they write them by design)
+CAPTURE_SETTERS = frozenset({"set_aux_hidden_state_layers", "_set_aux_hidden_state_layers",
+                             "set_eagle3_layers_to_capture"})
+
+
+def _constant(value: str, empty: bool = True) -> bool:
+    """True when a write's value text (:attr:`auditor.index.summary.ClassFact.instance_writes`)
+    is None, a constant or (``empty``) an empty literal."""
+    return value == "None" or empty and value in ("()", "[]", "{}") or value[:1] in "'\"0123456789-"
+
+
+def capture_writes(resolver: Resolver, holder: ClassRef, target: ClassRef, attr: str = "aux_hidden_state_layers",
+                   layers: str = "layers") -> list[Inert]:
+    """The writes, in the methods of the holder's and the target's classes, to what the capture
+    loop reads that the index does not follow (:attr:`auditor.index.summary.ClassFact.instance_writes`):
+
+    - on the holder, the layers to capture (``attr``) written outside ``__init__`` and the setters
+      (``s = self; s.aux_hidden_state_layers = ()`` in ``forward``, a helper ``_setup``; a method
+      that stores a value read from its parameters is a setter, as SGLang 0.5.23's
+      ``set_dflash_layers_to_capture`` for another draft method), and
+      the decoder layers (``layers``) bound to None or a scalar constant, or outside ``__init__`` and
+      the helpers an ``__init__`` of the holder calls (``self._init_layers()``, MiniCPM's);
+    - on the target, the same members of the holder reached from it (the path its setter writes
+      the layers to capture under, ``self.model``): the decoder layers anywhere, the layers to
+      capture outside the setters; a setter that stores None, an empty literal or a constant
+      drops the layers it is handed.
+
+    Args:
+        resolver: the tree's resolver.
+        holder: the class whose ``forward`` captures.
+        target: the model class the engine builds.
+        attr: the attribute the capture tests the layer index against.
+        layers: the attribute holding the decoder layers.
+
+    Returns:
+        One :class:`Inert` (not decided) per write, naming it and its ``path:line``.
+    """
+    out: list[Inert] = []
+    seen: set[tuple[str, int]] = set()
+
+    def classes(ref: ClassRef):
+        for e in resolver.mro(ref).entries:
+            c = resolver.cls(e) if isinstance(e, ClassRef) else None
+            if c is not None:
+                yield e, c, resolver.tree.module(e.module)
+
+    def add(e, m, path, value, mname, line):
+        if (m.path, line) not in seen:
+            seen.add((m.path, line))
+            out.append(Inert(False, f"{e.name}.{mname} ({m.path}:{line}) sets self.{path} = {value}, which the "
+                             "capture reads: static analysis does not follow what it captures then", m.path, line))
+
+    held = list(classes(holder))
+    init_like = {"__init__"} | {x for _, c, _ in held for x in getattr(c.methods.get("__init__"), "self_calls", ())}
+    for e, c, m in held:
+        for path, value, mname, line, given in c.instance_writes:
+            if path in (f"?.{attr}", f"?.{layers}"):
+                add(e, m, path, value, mname, line)  # through a name the index does not follow
+                continue
+            setter = mname in CAPTURE_SETTERS or given  # it hands on the layers it is given
+            if path == attr and (not setter and mname != "__init__" or setter and _constant(value)):
+                add(e, m, path, value, mname, line)
+            elif path == layers and (mname not in init_like or _constant(value, empty=False)):
+                add(e, m, path, value, mname, line)
+    if target == holder:
+        return out
+    built = list(classes(target))
+    # the paths the target's setters store the layers to capture under: the holder as reached
+    heads = {p.rsplit(".", 1)[0] for _, c, _ in built for p, _, mn, _, _ in c.instance_writes
+             if mn in CAPTURE_SETTERS and "." in p and p.rsplit(".", 1)[1] == attr}
+    for e, c, m in built:
+        for path, value, mname, line, given in c.instance_writes:
+            head, _, last = path.rpartition(".")
+            if head == "?" and last in (attr, layers):
+                add(e, m, path, value, mname, line)  # through a name the index does not follow
+                continue
+            if head not in heads:
+                continue
+            setter = mname in CAPTURE_SETTERS or given
+            if last == layers or last == attr and (not setter or _constant(value)):
+                add(e, m, path, value, mname, line)
+    return out
 
 
 def member_inert(resolver: Resolver, ref: ClassRef, member: str) -> Inert | None:
@@ -171,11 +262,15 @@ def member_inert(resolver: Resolver, ref: ClassRef, member: str) -> Inert | None
     return instance_shadows(resolver, ref, member)
 
 
-def forward_effects(resolver: Resolver, holder: ClassRef, defined_in: ClassRef, target: ClassRef) -> list[Inert]:
+def forward_effects(resolver: Resolver, holder: ClassRef, defined_in: ClassRef, target: ClassRef,
+                    capture_attr: str = "aux_hidden_state_layers") -> list[Inert]:
     """What keeps the capturing ``forward`` from running as written: a decorator on the holder's
     ``forward`` (the one defined in ``defined_in``), an instance attribute or class change over
     ``forward`` on the holder, and the same for the target's own ``forward`` (the engine calls the
-    target, whose ``forward`` calls the holder's).
+    target, whose ``forward`` calls the holder's), the holder's ``forward`` shadowed through the
+    target (``self.model.forward = f``), and the writes to what the capture reads
+    (:func:`capture_writes`; ``capture_attr``: the attribute the capture tests the layer index
+    against).
 
     Returns:
         The :class:`Inert` found (empty when the capture runs as written).
@@ -185,7 +280,56 @@ def forward_effects(resolver: Resolver, holder: ClassRef, defined_in: ClassRef, 
            instance_shadows(resolver, holder, "forward")]
     if target != holder:
         out.append(member_inert(resolver, target, "forward"))
+        # the holder's ``forward`` shadowed through the target (``self.model.forward = f``)
+        for e in resolver.mro(target).entries:
+            c = resolver.cls(e) if isinstance(e, ClassRef) else None
+            hit = next(((p, v, mn, ln) for p, v, mn, ln, _ in (c.instance_writes if c is not None else ())
+                        if p.count(".") == 1 and (p.split(".")[1] == "forward" or p.endswith(".*")
+                                                  and not p.startswith("?."))), None)
+            if hit is not None:
+                m = resolver.tree.module(e.module)
+                out.append(Inert(False, f"{e.name}.{hit[2]} ({m.path}:{hit[3]}) sets self.{hit[0]} = {hit[1]}, which "
+                                 "shadows the inner model's forward once it runs: static analysis does not follow it",
+                                 m.path, hit[3]))
+                break
+    out += capture_writes(resolver, holder, target, capture_attr)
     return [e for e in out if e is not None]
+
+
+def _near(a: str, b: str) -> bool:
+    """True when the names ``a`` and ``b`` differ by at most two characters inserted, deleted or
+    replaced (a misspelling: ``aux_hidden_state_layer``, ``layers_to_captur``)."""
+    if a == b or abs(len(a) - len(b)) > 2:
+        return a == b
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1] <= 2
+
+
+def branch_misses(fact: MethodFact, attr: str) -> list[tuple[int, str]]:
+    """The ``if`` branches of the setter ``fact`` that store the layers elsewhere than in
+    ``attr``, the attribute the capture reads, while nothing on their way stores ``attr``
+    (:attr:`auditor.index.summary.MethodFact.branch_stores`): a branch storing one of the
+    setter's parameters on another attribute, or one storing an attribute whose name is a
+    misspelling of ``attr`` (``aux_hidden_state_layer``). Which branch runs is decided at run
+    time.
+
+    Returns:
+        ``(line of the branch's first statement, the attributes it stores, comma-separated)``
+        for each such branch.
+    """
+    out = []
+    for line, with_param, stored, on_path in fact.branch_stores:
+        if attr in on_path:
+            continue
+        near = [a for a in stored if _near(a, attr)]
+        if with_param or near:
+            out.append((line, ", ".join(near or with_param)))
+    return out
 
 
 def setter_misses(fact: MethodFact, attr: str) -> bool:

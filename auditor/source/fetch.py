@@ -51,6 +51,7 @@ def stop_downloads() -> None:
 
 def allow_downloads() -> None:
     """Let downloads run again after :func:`stop_downloads`."""
+    _STOP.clear()
 
 
 def _write(out, chunk: bytes, folder: pathlib.Path) -> None:

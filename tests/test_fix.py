@@ -576,3 +576,20 @@ def test_a_short_model_type_added_to_a_substring_allowlist_is_warned_0_16_0():
     assert p.returncode == 0, p.stderr
     (w,) = [ln for ln in p.stderr.splitlines() if ln.startswith("warning: allowlist")]
     assert w.endswith("adding 'deepseek_v3' also admits the model_types deepseek_v32 that this tree registers"), w
+
+
+def test_the_patched_tree_reads_config_classes_from_the_transformers_the_scan_chose():
+    # a multimodal target named in no proposer branch is judged through its HF config class,
+    # which lives in transformers (the tree's requirement): the re-scan of the patch in memory
+    # used to look for a requirement of its own, find none, and call the patched target unknown
+    # ("the tree states no transformers requirement"), so nothing was written
+    from tests.real import release_auditor
+
+    a = release_auditor("0.33.0")
+    before = {r.architecture: r for r in (a.audit(s, "eagle3") for s in resolve_targets(a.registry, ["gemma3"]))}
+    assert before["Gemma3ForConditionalGeneration"].verdict.value == "blocked"
+    assert a.transformers_used() is not None and "requirement" in a.transformers_used()["how"]
+    res = plan_fix(a, resolve_targets(a.registry, ["gemma3"]))
+    after = {r.architecture: r.verdict.value for r in res.after}
+    assert after == {"Gemma3ForCausalLM": "supported", "Gemma3ForConditionalGeneration": "supported"}, after
+    assert res.ok and res.patched

@@ -62,6 +62,7 @@ def fix_cmd(
                               "of the tiny models."),
     force: bool = typer.Option(False, "--force", help="With --out-dir: overwrite existing patch and codemods files."),
     no_cache: bool = option("no_cache"),
+    transformers: Optional[str] = option("transformers"),
     no_progress: bool = option("no_progress"),
     platform: OnePlatform = platform_opt(),
     engine: Optional[EngineOpt] = option("engine"),
@@ -118,8 +119,8 @@ def fix_cmd(
     if out_dir is not None:
         _check_out_dir(out_dir, force, fx.out_name, codemods, model, hf, vllm_version, sglang_version,
                        loaded[1] if loaded else method)
-    auditor = open_auditor(path, vllm_version, no_progress, no_cache, platform=platform.value, python=python,
-                           sglang_version=sglang_version, engine=engine)
+    auditor = open_auditor(path, vllm_version, no_progress, no_cache, transformers, platform=platform.value,
+                           python=python, sglang_version=sglang_version, engine=engine)
     # DIR/<targets>.vllm-<release>.<method>.patch: the patches of two releases or methods never collide
     named = model or [a for a in (hf or {}).get("architectures") or [] if isinstance(a, str)]  # --hf-config alone
     name = fx.out_name(codemods, named, auditor.engine.name, auditor.tree.version(), loaded[1] if loaded else method)

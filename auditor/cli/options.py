@@ -98,6 +98,12 @@ OPTIONS: dict[str, Opt] = {o.name: o for o in (
         "when --format is absent: {suffixes}.", keywords={"metavar": "FILE", "callback": stdout_dash, **_NO_DEFAULT}),
     Opt("force", ("--force",), "Overwrite an existing output file.", default=False),
     Opt("no_cache", ("--no-cache",), "Do not read or write the index cache.", default=False),
+    Opt("transformers", ("--transformers",), "The transformers whose HF config classes to read: a folder, a "
+        "wheel, an sdist, or a release version (one the index does not have is refused up front; it is fetched "
+        "through pip's index only when a verdict needs it). Default: for an archive or release, the newest "
+        "release that satisfies the tree's own transformers requirement (fetched, sha256-checked, cached); for a "
+        "folder or an installed vllm, the transformers installed beside it, else here.",
+        keywords={"metavar": "PATH|VERSION", **_NO_DEFAULT}),
     Opt("no_progress", ("--no-progress",), "No progress bars.", default=False),
     Opt("config", ("--config",), "Read [tool.eagle-audit] from this pyproject.toml (default: the nearest one with "
         "that table, from the working folder up).", keywords={"metavar": "FILE", **_NO_DEFAULT}),

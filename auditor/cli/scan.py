@@ -45,13 +45,7 @@ def scan(
     no_cache: bool = option("no_cache"),
     no_progress: bool = option("no_progress"),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when a target is blocked."),
-    transformers: Optional[str] = typer.Option(
-        None, "--transformers", help="The transformers whose HF config classes to read: a folder, a wheel, an "
-        "sdist, or a release version (one the index does not have is refused up front; it is fetched through "
-        "pip's index only when a verdict needs it). Default: for an archive or release, the "
-        "newest release that satisfies the tree's own transformers requirement (fetched, sha256-checked, "
-        "cached); for a folder or an installed vllm, the transformers installed beside it, else here.",
-        metavar="PATH|VERSION", show_default=False),
+    transformers: Optional[str] = option("transformers"),
     platform: PlatformOpt = platform_opt(all_ok=True),
     engine: Optional[EngineOpt] = option("engine"),
     config: Optional[Path] = option("config"),

@@ -78,6 +78,9 @@ class OverlaySource(TreeSource):
     def _metadata_version(self) -> str | None:
         return None  # never asked: version() is the base tree's
 
+    def _metadata_bytes(self) -> list[bytes]:
+        return self.base._metadata_bytes()  # the base tree's requirements (transformers')
+
     def version(self) -> str | None:
         return self.base.version()
 
@@ -89,7 +92,22 @@ def overlay_auditor(base: Auditor, texts: dict[str, str]) -> Auditor:
     """An :class:`Auditor` over ``base``'s tree with ``texts`` (path → new source) laid over it.
     Summaries of unchanged files already built for ``base`` are reused."""
     src = OverlaySource(base.tree.source, {p: t.encode("utf-8") for p, t in texts.items()})
-    return Auditor(base.tree.overlaid(src, texts), platform=base.platform, engine=base.engine)
+    patched = Auditor(base.tree.overlaid(src, texts), transformers=base.transformers_arg, platform=base.platform,
+                      engine=base.engine)
+    # the patched tree reads HF config classes from the transformers the scan chose (installed
+    # beside the tree, the tree's requirement, --transformers), never from a choice of its own
+    if "transformers_chosen" in base.shared:
+        patched.shared["transformers_chosen"] = base.shared["transformers_chosen"]
+    else:
+        base_load = base.load_transformers
+
+        def load():
+            if "transformers_chosen" not in patched.shared:
+                patched.shared["transformers_chosen"] = base_load()
+            return patched.shared["transformers_chosen"]
+
+        patched.ctx.transformers_loader = load
+    return patched
 
 
 # -- plan ------------------------------------------------------------------------------------

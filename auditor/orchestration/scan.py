@@ -71,7 +71,7 @@ class Auditor:
         self.facts = self.engine.make_facts(self.resolver, self.registry)
         self.rules = rules_for(self.engine.name)
         self.ctx = Context(self.resolver, self.registry, self.facts, engine=self.engine.name,
-                           transformers_loader=self._load_transformers)
+                           transformers_loader=self.load_transformers)
         self.transformers_arg = transformers
         self.progress = False
         if transformers:
@@ -81,7 +81,7 @@ class Auditor:
 
             check_transformers_env()
 
-    def _load_transformers(self):
+    def load_transformers(self):
         """The transformers source for this tree, chosen once, on first need (see
         :func:`auditor.hf.configs.transformers_for_tree`): a fetch happens only when
         a verdict needs a class from transformers. Returns ``(configs or None, note)``."""
@@ -391,9 +391,9 @@ class Auditor:
 
     def same_transformers(self, state: dict) -> bool:
         """True when the transformers source this tree's verdicts would read now (chosen as on
-        first need, see :meth:`_load_transformers`) is the one ``state`` recorded, with the same
+        first need, see :meth:`load_transformers`) is the one ``state`` recorded, with the same
         files and the same content in every file read (:func:`same_transformers`)."""
-        tf, how = self._load_transformers()
+        tf, how = self.load_transformers()
         return same_transformers(state, tf, how)
 
     def request_inputs(self, options: RunOptions | None = None) -> dict:

@@ -287,3 +287,28 @@ def test_wrap_message_keeps_a_command_whole_as_shell_words():
     assert wrap_message(summary, None) == [summary]
     assert " ".join(wrap_message(summary, 40)).split() == summary.split()
     assert wrap_message("short line", None) == ["short line"]
+
+
+def test_a_model_name_given_as_path_says_how_to_name_a_target(tmp_path):
+    # `eagle-audit scan kimi_k2`: kimi_k2 is read as PATH
+    for args in (("scan", "kimi_k2"), ("scan", "kimi_k2", "--vllm-version", "0.16.0"), ("fix", "kimi_k2")):
+        p = run(*args, "--no-progress", cwd=tmp_path)
+        assert p.returncode == 2, (args, p.stderr)
+        (line,) = p.stderr.strip().splitlines()
+        assert "kimi_k2 was read as PATH" in line and "--model kimi_k2" in line, line
+    # a real path that does not exist gets no such hint
+    p = run("scan", str(tmp_path / "nowhere"), "--no-progress", cwd=tmp_path)
+    assert p.returncode == 2 and "does not exist" in p.stderr and "read as PATH" not in p.stderr
+
+
+def test_an_archive_given_to_vllm_version_is_pointed_to_path(tmp_path):
+    p = run("scan", "--vllm-version", str(tmp_path / "vllm-0.16.0.tar.gz"), "--no-progress", cwd=tmp_path)
+    assert p.returncode == 2
+    assert "is not a valid vLLM version" in p.stderr and "given as PATH" in p.stderr, p.stderr
+
+
+def test_explain_of_a_gate_points_to_rules(tmp_path):
+    for name, what in (("interface", "gate"), ("EA301", "rule")):
+        p = run("explain", name, str(MINIVLLM), "--no-progress", cwd=tmp_path)
+        assert p.returncode == 2, p.stderr
+        assert f"{name} is a {what}: eagle-audit rules {name} explains it" in p.stderr, p.stderr

@@ -4,6 +4,8 @@ commands, and opening the tree the user named."""
 
 from __future__ import annotations
 
+import os
+
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -151,6 +153,17 @@ def check_model_type_flag(value: Optional[str]) -> None:
         check_model_type(value, "--model-type")
 
 
+def _read_as_path(path: str) -> str:
+    """The hint for a PATH that reads like a model's name (``kimi_k2``: no folder separator, no
+    archive suffix, nothing of that name here): it was taken as the tree to audit. Empty for
+    anything else."""
+    if "/" in path or os.sep in path or path.endswith((".tar.gz", ".tgz", ".whl", ".zip", ".py")) \
+            or os.path.lexists(path):
+        return ""
+    return (f" ({path} was read as PATH, the tree to audit: a package folder, a checkout or an archive; a "
+            f"target is named with --model {path}, e.g. eagle-audit scan --vllm-version 0.16.0 --model {path})")
+
+
 def open_auditor(path: Optional[str], version: Optional[str], no_progress: bool, no_cache: bool,
                  transformers: Optional[str] = None, platform: str = "cuda", sglang_version: Optional[str] = None,
                  engine: Optional[EngineOpt] = None, python: Optional[str] = None):
@@ -172,9 +185,12 @@ def open_auditor(path: Optional[str], version: Optional[str], no_progress: bool,
     from auditor.orchestration.scan import Auditor, TransformersMissing, check_transformers, open_tree
 
     if path and version:
-        fail("give either a PATH or --vllm-version, not both")
+        fail("give either a PATH or --vllm-version, not both" + _read_as_path(path))
     if sglang_version and (path or version):
-        fail(f"give either {'a PATH' if path else '--vllm-version'} or --sglang-version, not both")
+        fail(f"give either {'a PATH' if path else '--vllm-version'} or --sglang-version, not both"
+             + (_read_as_path(path) if path else ""))
+    if path and not os.path.lexists(path) and _read_as_path(path):
+        fail(f"{path} does not exist" + _read_as_path(path))
     if python and (path or version or sglang_version):
         fail("--python locates an installed engine: give it without a PATH or a release version")
     missing = None

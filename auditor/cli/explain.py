@@ -87,7 +87,18 @@ def explain(
 
             # an unknown name: resolve_targets' error, as scan says it (closest architectures and
             # model_types, or how to give a Hugging Face repo id's config)
-            found = [s.architecture for s in resolve_targets(auditor.registry, [name])]
+            from auditor.model.errors import UnknownModel
+
+            try:
+                found = [s.architecture for s in resolve_targets(auditor.registry, [name])]
+            except UnknownModel as exc:
+                from rules.registry import RULES
+
+                gates = {r.GATE.lower() for r in RULES.values()} | {c.lower() for c in RULES}
+                if name.lower() in gates:  # a gate's name or code, as scan's table shows them
+                    what = "rule" if name.upper() in RULES else "gate"
+                    fail(f"{exc}; {name} is a {what}: eagle-audit rules {name} explains it (explain takes a target)")
+                raise
         archs += [a for a in found if a not in archs]
     infos = [do_explain(auditor, a) for a in archs]
     emit("explain", fmt, infos, output, one=len(infos) == 1)

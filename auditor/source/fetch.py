@@ -153,8 +153,11 @@ def _check_version(version: str, project: str = DEFAULT_PROJECT) -> Version:
     """
     text = str(version).strip()
     shown = repr(text) if len(text) <= 40 else repr(text[:37] + "...")
+    looks_like_a_path = "/" in text or text.endswith((".tar.gz", ".tgz", ".whl", ".zip"))
     problem = SourceError(f"{shown} is not a valid {PROJECTS.get(project, project)} version (expected e.g. "
-                          f"{'0.5.10' if project == 'sglang' else '0.16.0'})")
+                          f"{'0.5.10' if project == 'sglang' else '0.16.0'})"
+                          + ("; a folder or an archive is given as PATH, without the option" if looks_like_a_path
+                             else ""))
     if not text or len(text) > 64 or not re.fullmatch(r"[0-9A-Za-z.+!_-]+", text):
         raise problem
     try:

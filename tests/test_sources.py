@@ -518,3 +518,14 @@ def test_real_unknown_version_lists_neighbours() -> None:
     assert "0.15.0" in message and "nearest releases with an sdist:" in message
     listed = message.rsplit(":", 1)[1].split(", ")
     assert len(listed) == 5 and "0.16.0" in [v.strip() for v in listed]
+
+
+def test_real_unknown_sglang_version_lists_the_wheel_only_releases_too() -> None:
+    """SGLang's newest releases ship wheels only, and --sglang-version reads a wheel: the nearest
+    releases of an unknown one include them (0.5.23 is a wheel-only release)."""
+    with pytest.raises(SourceError) as info:
+        _real(lambda: fetch_release("0.5.24", progress=False, project="sglang"))
+    message = str(info.value)
+    assert "nearest releases with an sdist or a wheel for this Python:" in message, message
+    listed = [v.strip() for v in message.rsplit(":", 1)[1].split(",")]
+    assert "0.5.23" in listed and len(listed) == 5, listed

@@ -152,7 +152,7 @@ def fix_cmd(
         auditor.engine.name)
     say(fix_report(result))
     say(f"{diffstat(result)} (checked: re-scan gives supported; {result.seconds:.1f}s; "
-        f"{'the engine runs it next' if verify_run else 'not run by the engine: fix --apply --verify runs it'})")
+        f"{'the engine runs it next' if verify_run else _not_run(auditor.engine)})")
     if out_dir is None and not apply:
         diff = result.diff()
         sys.stdout.write(clean(diff, multiline=True) if sys.stdout.isatty() else diff)  # a pipe gets the exact patch
@@ -259,3 +259,11 @@ def _apply(root, result, home) -> None:
     # the undo command is quoted for the shell instead
     say(f"applied to {clean(str(home))}; originals kept in {clean(str(bdir))}; undo with: eagle-audit fix --revert "
         f"{shell_quote(home)}")
+
+
+def _not_run(engine) -> str:
+    """How the fix report says the patch was not run by ``engine`` (an
+    :class:`auditor.engines.base.Engine`), and what would run it."""
+    if engine.verifiable:
+        return "not run by the engine: fix --apply --verify runs it"
+    return f"not run by the engine: verify runs vLLM only, not {engine.display}"

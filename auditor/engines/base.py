@@ -56,6 +56,8 @@ class Engine:
             command-line option) that names one of its releases (``vllm_version``).
         models_drafter: True when the rules name the draft model a run builds
             (``rules.drafts.draft_model``) for its trees.
+        verifiable: True when ``eagle-audit verify`` (and ``fix --apply --verify``) can run
+            this engine (:mod:`auditor.orchestration.verify`: vLLM only).
     """
 
     name: str
@@ -74,6 +76,7 @@ class Engine:
     resolve_targets: Callable[..., list]
     release_option: str
     models_drafter: bool = False
+    verifiable: bool = False
 
     def version(self, tree) -> str | None:
         """The release of ``tree`` as the tree states it (its package metadata or version

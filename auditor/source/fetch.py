@@ -259,6 +259,8 @@ def fetch_release(
         matches = release_wheels(files, project, wanted)
     if not matches:
         available = sorted({s.version for s in sdists if not s.yanked})
+        if project in WHEEL_FALLBACK:  # a release with only a wheel for this Python is audited too
+            available = sorted(set(available) | {v for v in known if release_wheels(files, project, v)})
         nearest = ", ".join(str(v) for v in nearest_versions(wanted, available))
         if wanted in known and project in WHEEL_FALLBACK:
             problem = (
@@ -275,7 +277,8 @@ def fetch_release(
         if wanted in known and project not in WHEEL_FALLBACK:  # a wheel is read in place, given as a PATH
             problem += (f"; download its wheel (pip download {project}=={version} --no-deps --only-binary :all:) "
                         "and give the .whl file as the PATH, or pick another release")
-        hint = f"; nearest releases with an sdist: {nearest}" if nearest else ""
+        what = "an sdist or a wheel for this Python" if project in WHEEL_FALLBACK else "an sdist"
+        hint = f"; nearest releases with {what}: {nearest}" if nearest else ""
         raise SourceError(problem + hint)
     sdist = next((s for s in matches if not s.yanked), matches[0])
     target = folder / sdist.filename

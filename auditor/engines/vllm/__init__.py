@@ -50,4 +50,5 @@ ENGINE = Engine(
     resolve_targets=resolve_targets,
     release_option="vllm_version",
     models_drafter=True,
+    verifiable=True,
 )

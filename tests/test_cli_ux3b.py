@@ -300,6 +300,11 @@ def test_archive_cached_reads_the_sidecar_only(tmp_path):
     (tmp_path / "vllm-9.9.9.tar.gz.sha256").write_text("0" * 64 + "  vllm-9.9.9.tar.gz\n")
     assert archive_cached("9.9.9", "vllm", tmp_path) and not archive_cached("9.9.8", "vllm", tmp_path)
     assert not archive_cached("not-a-version", "vllm", tmp_path)
+    # a release given as 9.9 is the 9.9.0 the index files (the new-user trial's --versions 0.16)
+    (tmp_path / "vllm-9.9.0.tar.gz").write_bytes(b"x")
+    assert not archive_cached("9.9", "vllm", tmp_path)
+    (tmp_path / "vllm-9.9.0.tar.gz.sha256").write_text("0" * 64 + "  vllm-9.9.0.tar.gz\n")
+    assert archive_cached("9.9", "vllm", tmp_path) and archive_cached("9.9.0", "vllm", tmp_path)
 
 
 # -- 8. matrix --help explains its exit codes; 11. matrix labels a settings value's source ---------

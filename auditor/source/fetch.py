@@ -179,6 +179,16 @@ def archive_cached(version: str, project: str = DEFAULT_PROJECT, cache_dir: path
     guess = folder / f"{project}-{wanted}.tar.gz"
     if is_file(guess) and read_sidecar(guess) is not None:
         return True
+    try:  # 0.16 names the release the index files as 0.16.0
+        for path in folder.glob(f"{project}-*.tar.gz"):
+            try:
+                same = Version(path.name[len(project) + 1:-len(".tar.gz")]) == wanted
+            except InvalidVersion:
+                continue
+            if same and is_file(path) and read_sidecar(path) is not None:
+                return True
+    except OSError:
+        return False
     if project not in WHEEL_FALLBACK:
         return False
     try:

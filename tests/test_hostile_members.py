@@ -372,3 +372,28 @@ def test_sglang_branch_typo_alias_and_helper_writes_are_unknown(tmp_path, old, n
     assert old in SG_LLAMA
     res = expect(sglang_tree(tmp_path, _sg(SG_LLAMA.replace(old, new, 1))), "unknown", needle)
     assert any(f["rule"] == "EA403" for f in res["findings"] if needle in f["message"])
+
+
+# -- a statement of a newer grammar, left out of the index (breaker pass 5) ----------------------
+
+NEWER = {
+    "class-rebinds-the-target": "\n\nclass LlamaForCausalLM[T](nn.Module):\n    pass\n",
+    "type-alias-rebinds-the-target": "\n\ntype LlamaForCausalLM = int\n",
+    "generic-function-deletes-the-setter": ("\n\ndef _p[T](x: T = None) -> T:\n"
+                                            "    del LlamaForCausalLM.set_aux_hidden_state_layers\n\n\n_p()\n"),
+}
+
+
+@pytest.mark.parametrize("tail", NEWER.values(), ids=NEWER.keys())
+def test_a_statement_of_a_newer_grammar_is_unknown_not_left_out_silently(tmp_path, tail):
+    # Python 3.12 runs it (the last binding wins); this interpreter cannot parse it; either way
+    # the index cannot say what it does
+    root = make_tree(tmp_path, llama(LLAMA + tail))
+    expect(root, "unknown", "a statement of a newer Python grammar")
+
+
+def test_a_newer_grammar_statement_in_the_setter_class_is_unknown(tmp_path):
+    text = LLAMA.replace(SETTER, "    def set_aux_hidden_state_layers[T](self, layers: T):\n        pass\n\n" + SETTER, 1)
+    assert text != LLAMA
+    root = make_tree(tmp_path, llama(text))
+    expect(root, "unknown", "a statement of a newer Python grammar")

@@ -2298,6 +2298,31 @@ def _bracket_depth(source: bytes) -> int:
 _NOT_BRACKETS = bytes(c for c in range(256) if c not in b"()[]{}")
 
 
+def _left_out(tree: ast.Module, replaced: list[int]) -> list[tuple[int, str | None, bool]]:
+    """Where the statements :func:`parse_newer_syntax` replaced by ``pass`` stood, as ``(line,
+    qualname of the innermost enclosing class or None, True when the statement is at module
+    level)``."""
+    lines = set(replaced)
+    out: list[tuple[int, str | None, bool]] = []
+    todo: list[tuple[list[ast.stmt], str | None, bool]] = [(tree.body, None, True)]
+    while todo:
+        body, qual, top = todo.pop()
+        for st in body:
+            if isinstance(st, ast.Pass) and st.lineno in lines:
+                out.append((st.lineno, qual, top))
+            if isinstance(st, ast.ClassDef):
+                todo.append((st.body, f"{qual}.{st.name}" if qual else st.name, False))
+                continue
+            for field_name in ("body", "orelse", "finalbody", "handlers", "cases"):
+                for child in getattr(st, field_name, None) or ():
+                    if isinstance(child, ast.stmt):
+                        todo.append(([child], qual, top and not isinstance(st, (ast.FunctionDef,
+                                                                                 ast.AsyncFunctionDef))))
+                    elif hasattr(child, "body"):  # an except handler, a match case
+                        todo.append((child.body, qual, top))
+    return out
+
+
 def parse_newer_syntax(source: bytes, path: str) -> tuple[ast.Module, list[int]] | None:
     """Parse a module that this interpreter's ``ast`` rejects but that is valid Python of a newer
     grammar (``type X = int``, ``def f[T](x: T)`` on Python 3.11): libcst's parser, which accepts
@@ -2400,6 +2425,7 @@ def summarize(source: bytes, path: str, extractors: tuple[Extractor, ...] = ()) 
             return ModuleSummary(module=module, path=path, is_package=is_package, error=_too_big(exc))
         try:  # the walks below recurse too: a tree that parsed may still be too deep for them
             steps = None if replaced else import_steps(tree, module, is_package)
+            left_out = _left_out(tree, replaced) if replaced else []
             prune_dead_code(tree)
             dynamic = any(n in source for n in _DYNAMIC)
             summary = _Summarizer(module, path, is_package, track_bases=b"__bases__" in source,
@@ -2409,8 +2435,18 @@ def summarize(source: bytes, path: str, extractors: tuple[Extractor, ...] = ()) 
                                   or _NAMESPACE_RE.search(source) is not None).run(tree)
             summary.import_steps = steps
             if replaced:
-                # statements of a grammar newer than this interpreter's, left out of the index
+                # statements of a grammar newer than this interpreter's, left out of the index:
+                # each may bind or change any name of its scope (``class X[T]: ...`` rebinds X,
+                # ``type X = int``), which the index does not follow
                 summary.extras["newer_syntax_lines"] = replaced
+                for line, qualname, top in left_out:
+                    construct = (f"a statement of a newer Python grammar than this interpreter's (line {line}), "
+                                 "left out of the index")
+                    cf = summary.classes.get(qualname) if qualname else None
+                    if cf is not None:
+                        cf.unfollowable.append(("*", construct, line))
+                    else:
+                        summary.unfollowable.setdefault("*", []).append((construct, line, top))
             for ex in extractors:
                 if ex.wants(path, source):
                     found = ex.run(tree)

@@ -397,3 +397,20 @@ def test_a_newer_grammar_statement_in_the_setter_class_is_unknown(tmp_path):
     assert text != LLAMA
     root = make_tree(tmp_path, llama(text))
     expect(root, "unknown", "a statement of a newer Python grammar")
+
+
+SPACED = {
+    "globals-space": '\n\nglobals ()["Llama" + "ForCausalLM"] = LlamaModel\n',
+    "sys-space-modules": "\n\nimport sys\nsys .modules[__name__].LlamaForCausalLM = None\n",
+    "sys-alias": "\n\nimport sys as _s\n_s.modules[__name__].LlamaForCausalLM = None\n",
+    "from-sys-parenthesised": "\n\nfrom sys import (\n    modules,\n)\nmodules[__name__].LlamaForCausalLM = None\n",
+}
+
+
+@pytest.mark.parametrize("tail", SPACED.values(), ids=SPACED.keys())
+def test_spellings_the_byte_tests_missed_are_read(tmp_path, tail):
+    # Python allows a space before ( and before .modules, and sys under another name: the cheap
+    # byte tests that decide which passes run must not skip them (breaker pass A2)
+    code, res, err = scan(make_tree(tmp_path, llama(LLAMA + tail)))
+    assert res is not None, err
+    assert res["verdict"] != "supported" and code == 1, res

@@ -2374,6 +2374,11 @@ _DYNAMIC = (b"globals()", b"vars()", b"sys.modules")
 _NAMESPACE = (b"sys.modules", b"globals()", b"locals()", b"vars(", b"import_module", b"builtins", b"__import__",
               b"FunctionType", b"LambdaType")
 _NAMESPACE_RE = re.compile(rb"(?<![\w.])(?:exec|eval)(?!\w)|__class__[ \t]*=(?!=)|from[ \t]+sys[ \t]+import[^\n]*\bmodules\b")
+#: the spellings the byte tests above miss: a space before the call's parenthesis or the
+#: attribute's dot (``globals ()``, ``sys .modules``), ``sys`` imported under another name, and
+#: ``from sys import (modules)`` over several lines; either pass then runs
+_SPACED_RE = re.compile(rb"\b(?:globals|vars|locals)[ \t]+\(|\bsys[ \t]*\.[ \t]+modules\b|\bsys[ \t]+\.[ \t]*modules\b"
+                        rb"|\bimport[ \t]+sys[ \t]+as\b|\bfrom[ \t]+sys[ \t]+import[ \t]*\(")
 #: what a source names when it may change an object's attributes other than by ``X.a = v``
 _REFLECTIVE = (b"setattr", b"delattr", b"__dict__", b"vars(", b"sys.modules")
 
@@ -2427,11 +2432,12 @@ def summarize(source: bytes, path: str, extractors: tuple[Extractor, ...] = ()) 
             steps = None if replaced else import_steps(tree, module, is_package)
             left_out = _left_out(tree, replaced) if replaced else []
             prune_dead_code(tree)
-            dynamic = any(n in source for n in _DYNAMIC)
+            spaced = _SPACED_RE.search(source) is not None  # ``globals ()``, ``sys .modules``, ``import sys as``
+            dynamic = spaced or any(n in source for n in _DYNAMIC)
             summary = _Summarizer(module, path, is_package, track_bases=b"__bases__" in source,
                                   dynamic=dynamic, walrus=b":=" in source, globals_stmt=b"global" in source,
                                   reflective=any(n in source for n in _REFLECTIVE),
-                                  namespace=any(n in source for n in _NAMESPACE)
+                                  namespace=spaced or any(n in source for n in _NAMESPACE)
                                   or _NAMESPACE_RE.search(source) is not None).run(tree)
             summary.import_steps = steps
             if replaced:

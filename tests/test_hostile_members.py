@@ -414,3 +414,36 @@ def test_spellings_the_byte_tests_missed_are_read(tmp_path, tail):
     code, res, err = scan(make_tree(tmp_path, llama(LLAMA + tail)))
     assert res is not None, err
     assert res["verdict"] != "supported" and code == 1, res
+
+
+AFTER_SETTER = "    def get_eagle3_aux_hidden_state_layers(self) -> tuple[int, ...]:\n"
+CLASS_BODY_REBINDS = {
+    "for-target": "    for set_aux_hidden_state_layers in (None,):\n        pass\n",
+    "walrus": "    (set_aux_hidden_state_layers := None)\n",
+    "import-as": "    import os as set_aux_hidden_state_layers\n",
+    "from-import-as": "    from .utils import maybe_prefix as set_aux_hidden_state_layers\n",
+    "nested-class": "    class set_aux_hidden_state_layers:\n        pass\n",
+    "with-as": "    import contextlib\n    with contextlib.nullcontext() as set_aux_hidden_state_layers:\n        pass\n",
+    "match-capture": "    match None:\n        case set_aux_hidden_state_layers:\n            pass\n",
+    "except-as": "    try:\n        raise ValueError\n    except ValueError as set_aux_hidden_state_layers:\n        pass\n",
+    "del-tuple": "    del (set_aux_hidden_state_layers,)\n",
+    "del-list": "    del [set_aux_hidden_state_layers]\n",
+}
+
+
+@pytest.mark.parametrize("stmt", CLASS_BODY_REBINDS.values(), ids=CLASS_BODY_REBINDS.keys())
+def test_a_class_body_statement_that_rebinds_the_setter_is_not_supported(tmp_path, stmt):
+    # after the def, in the class body: Python's name then holds None, a module, a class, another
+    # function, or nothing at all (breaker pass A3)
+    assert AFTER_SETTER in LLAMA
+    root = make_tree(tmp_path, llama(LLAMA.replace(AFTER_SETTER, stmt + "\n" + AFTER_SETTER, 1)))
+    code, res, err = scan(root)
+    assert res is not None, err
+    assert res["verdict"] in ("blocked", "unknown") and code == 1, res
+
+
+def test_a_class_body_loop_over_other_names_keeps_the_verdict(tmp_path):
+    stmt = "    for _i in range(2):\n        pass\n    _x = 1\n    _x += 1\n"
+    root = make_tree(tmp_path, llama(LLAMA.replace(AFTER_SETTER, stmt + "\n" + AFTER_SETTER, 1)))
+    code, res, err = scan(root)
+    assert res is not None and res["verdict"] == "supported" and code == 0, (res, err)

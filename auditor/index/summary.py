@@ -2183,8 +2183,12 @@ class _Summarizer:
                 attrs.pop(stmt.name, None)
                 removed.pop(stmt.name, None)
             elif isinstance(stmt, ast.Delete):
-                for t in stmt.targets:
-                    if isinstance(t, ast.Name):
+                todo = list(stmt.targets)
+                while todo:
+                    t = todo.pop(0)
+                    if isinstance(t, (ast.Tuple, ast.List)):  # ``del (a, b)``, ``del [a]``
+                        todo[:0] = t.elts
+                    elif isinstance(t, ast.Name):
                         methods.pop(t.id, None)
                         attrs.pop(t.id, None)
                         removed[t.id] = (f"del {t.id}", stmt.lineno)
@@ -2208,10 +2212,52 @@ class _Summarizer:
             elif isinstance(stmt, ast.ClassDef):
                 self._class(stmt, f"{qualname}.{stmt.name}", guarded, type_checking)
                 attrs[stmt.name] = AttrFact(stmt.name, stmt.lineno, True, f"<class {stmt.name}>")
+                if methods.pop(stmt.name, None) is not None:  # a nested class of a method's name replaces it
+                    shadowed.append((stmt.name, f"{stmt.name} rebound by the class statement at line {stmt.lineno}",
+                                     stmt.lineno))
             elif isinstance(stmt, ast.If):
                 # conditional members: both branches may bind; keep what either binds
                 self._class_body(stmt.body, methods, attrs, qualname, guarded, type_checking, removed, shadowed)
                 self._class_body(stmt.orelse, methods, attrs, qualname, guarded, type_checking, removed, shadowed)
+            else:
+                # any other statement that binds a name of the class body (a ``for`` or ``with``
+                # target, an import, ``except ... as`` (which unbinds it after), a ``match``
+                # capture, a walrus, ``+=``): a member it rebinds is not followed
+                for name in sorted(_class_scope_binds(stmt)):
+                    if name in methods or (name in attrs and not isinstance(stmt, ast.AugAssign)):
+                        shadowed.append((name, f"{name} rebound by the statement at line {stmt.lineno} "
+                                         f"(`{_text(stmt).splitlines()[0][:60]}`)", stmt.lineno))
+
+
+def _class_scope_binds(stmt: ast.stmt) -> set[str]:
+    """The names one statement of a class body binds (or unbinds) in the class's namespace:
+    assignment, ``for`` and ``with`` targets, walrus targets, imports, ``except ... as`` names,
+    ``match`` captures and the names of the functions and classes it defines; not what the
+    bodies of those functions, lambdas or comprehensions bind (scopes of their own)."""
+    out: set[str] = set()
+    todo: list[ast.AST] = [stmt]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(n.name)
+            if n is not stmt:
+                continue
+        if isinstance(n, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            continue
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            out.add(n.id)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            out.update((a.asname or a.name).split(".")[0] for a in n.names)
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            out.add(n.name)
+        elif isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name:
+            out.add(n.name)
+        elif isinstance(n, ast.MatchMapping) and n.rest:
+            out.add(n.rest)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue  # the definition's own statement: its decorators and body are not the class's
+        todo.extend(ast.iter_child_nodes(n))
+    return out
 
 
 def _attr(name: str, line: int, value: ast.expr) -> AttrFact:

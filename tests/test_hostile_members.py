@@ -447,3 +447,18 @@ def test_a_class_body_loop_over_other_names_keeps_the_verdict(tmp_path):
     root = make_tree(tmp_path, llama(LLAMA.replace(AFTER_SETTER, stmt + "\n" + AFTER_SETTER, 1)))
     code, res, err = scan(root)
     assert res is not None and res["verdict"] == "supported" and code == 0, (res, err)
+
+
+MODULE_UNBINDS = {
+    "except-as-target": "\n\ntry:\n    raise ValueError\nexcept ValueError as LlamaForCausalLM:\n    pass\n",
+    "except-as-holder": "\n\ntry:\n    raise ValueError\nexcept ValueError as LlamaModel:\n    pass\n",
+    "del-tuple": "\n\ndel (LlamaForCausalLM,)\n",
+}
+
+
+@pytest.mark.parametrize("tail", MODULE_UNBINDS.values(), ids=MODULE_UNBINDS.keys())
+def test_a_module_statement_that_unbinds_the_class_is_not_supported(tmp_path, tail):
+    # except ... as N unbinds N when the handler ends; del (N,) deletes it (breaker pass A4)
+    code, res, err = scan(make_tree(tmp_path, llama(LLAMA + tail)))
+    assert res is not None, err
+    assert res["verdict"] in ("blocked", "unknown") and code == 1, res

@@ -1704,7 +1704,10 @@ class _Summarizer:
             for t in targets:
                 self._unpack(t, value, stmt.lineno, guarded, type_checking)
         elif isinstance(stmt, ast.Delete):
-            for t in stmt.targets:
+            targets = list(stmt.targets)
+            while any(isinstance(t, (ast.Tuple, ast.List)) for t in targets):  # ``del (a, b)``, ``del [a]``
+                targets = [e for t in targets for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t])]
+            for t in targets:
                 if isinstance(t, ast.Name):
                     self._bind(t.id, Binding("deleted", f"del {t.id}", stmt.lineno, guarded), type_checking)
                 elif isinstance(t, ast.Attribute) and dotted(t.value) is not None:
@@ -1754,6 +1757,10 @@ class _Summarizer:
             self._stmts(stmt.body, True, type_checking)
             was, self.in_handler = self.in_handler, True
             for h in stmt.handlers:
+                if h.name:  # ``except E as N`` binds N, and unbinds it when the handler ends
+                    self._bind_names_of(ast.Name(id=h.name, ctx=ast.Store(), lineno=h.lineno),
+                                        f"an except ... as {h.name} (line {h.lineno}), which unbinds it after",
+                                        getattr(h, "end_lineno", None) or h.lineno)
                 self._stmts(h.body, True, type_checking)
             self.in_handler = was
             self._stmts(stmt.orelse, True, type_checking)

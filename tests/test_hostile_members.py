@@ -462,3 +462,20 @@ def test_a_module_statement_that_unbinds_the_class_is_not_supported(tmp_path, ta
     code, res, err = scan(make_tree(tmp_path, llama(LLAMA + tail)))
     assert res is not None, err
     assert res["verdict"] in ("blocked", "unknown") and code == 1, res
+
+
+SELF_REBOUND = {
+    "self-is-self": ("        aux_hidden_states = []\n",
+                     "        aux_hidden_states = []\n        self = self\n        self.aux_hidden_state_layers = ()\n"),
+    "self-tuple": ("        aux_hidden_states = []\n",
+                   "        aux_hidden_states = []\n        self, _ = self, 0\n        self.aux_hidden_state_layers = ()\n"),
+}
+
+
+@pytest.mark.parametrize(("old", "new"), SELF_REBOUND.values(), ids=SELF_REBOUND.keys())
+def test_writes_through_a_rebound_self_are_not_supported(tmp_path, old, new):
+    # self rebound in the holder's forward, then written through (breaker pass A5)
+    assert old in LLAMA
+    code, res, err = scan(make_tree(tmp_path, llama(LLAMA.replace(old, new, 1))))
+    assert res is not None, err
+    assert res["verdict"] in ("blocked", "unknown") and code == 1, res

@@ -1119,8 +1119,11 @@ def _drop_reset_captures(fn: ast.FunctionDef | ast.AsyncFunctionDef, loops: list
 
 class _Summarizer:
     def __init__(self, module: str, path: str, is_package: bool, track_bases: bool = False, dynamic: bool = True,
-                 walrus: bool = True, globals_stmt: bool = True, reflective: bool = True, namespace: bool = True):
+                 walrus: bool = True, globals_stmt: bool = True, reflective: bool = True, namespace: bool = True,
+                 self_rebound: bool = True):
         self.s = ModuleSummary(module=module, path=path, is_package=is_package)
+        #: the source may rebind a method's ``self`` (:data:`_SELF_REBOUND_RE`)
+        self.self_rebound = self_rebound
         #: the source names ``setattr``/``delattr``/``__setattr__``/``__delattr__``/``__dict__``:
         #: look for them wherever they are, not only as statements (:meth:`_scopes`)
         self.reflective = reflective
@@ -2189,6 +2192,10 @@ class _Summarizer:
                 methods[stmt.name] = _method_fact(stmt)
                 attrs.pop(stmt.name, None)
                 removed.pop(stmt.name, None)
+                line = _self_rebound(stmt) if self.self_rebound else None
+                if line is not None:  # writes through the rebound name reach another object
+                    shadowed.append(("*", f"the instance parameter rebound in {stmt.name} (line {line}): the "
+                                     "writes through it are not followed", line))
             elif isinstance(stmt, ast.Delete):
                 todo = list(stmt.targets)
                 while todo:
@@ -2234,6 +2241,20 @@ class _Summarizer:
                     if name in methods or (name in attrs and not isinstance(stmt, ast.AugAssign)):
                         shadowed.append((name, f"{name} rebound by the statement at line {stmt.lineno} "
                                          f"(`{_text(stmt).splitlines()[0][:60]}`)", stmt.lineno))
+
+
+def _self_rebound(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int | None:
+    """The line where a method rebinds its instance parameter (``self = self.model``, ``self, _ =
+    self, 0``, a walrus, a ``for`` target), or None (also for a static or class method)."""
+    params = fn.args.posonlyargs + fn.args.args
+    if not params or any(isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod")
+                         for d in fn.decorator_list):
+        return None
+    me = params[0].arg
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Name) and n.id == me and isinstance(n.ctx, ast.Store):
+            return n.lineno
+    return None
 
 
 def _class_scope_binds(stmt: ast.stmt) -> set[str]:
@@ -2432,6 +2453,10 @@ _NAMESPACE_RE = re.compile(rb"(?<![\w.])(?:exec|eval)(?!\w)|__class__[ \t]*=(?!=
 #: ``from sys import (modules)`` over several lines; either pass then runs
 _SPACED_RE = re.compile(rb"\b(?:globals|vars|locals)[ \t]+\(|\bsys[ \t]*\.[ \t]+modules\b|\bsys[ \t]+\.[ \t]*modules\b"
                         rb"|\bimport[ \t]+sys[ \t]+as\b|\bfrom[ \t]+sys[ \t]+import[ \t]*\(")
+#: a line that may rebind a method's ``self``: ``self = ...``, ``self, x = ...``, ``(self, x) =
+#: ...``, ``for self in``, ``self :=``, ``as self``
+_SELF_REBOUND_RE = re.compile(rb"(?m)^[ \t(]*self[ \t]*(?:,[^\n=:]*)?\)?[ \t]*=(?!=)|\bfor[ \t]+self\b|\bself[ \t]*:="
+                              rb"|\bas[ \t]+self\b")
 #: what a source names when it may change an object's attributes other than by ``X.a = v``
 _REFLECTIVE = (b"setattr", b"delattr", b"__dict__", b"vars(", b"sys.modules")
 
@@ -2490,6 +2515,7 @@ def summarize(source: bytes, path: str, extractors: tuple[Extractor, ...] = ()) 
             summary = _Summarizer(module, path, is_package, track_bases=b"__bases__" in source,
                                   dynamic=dynamic, walrus=b":=" in source, globals_stmt=b"global" in source,
                                   reflective=any(n in source for n in _REFLECTIVE),
+                                  self_rebound=_SELF_REBOUND_RE.search(source) is not None,
                                   namespace=spaced or any(n in source for n in _NAMESPACE)
                                   or _NAMESPACE_RE.search(source) is not None).run(tree)
             summary.import_steps = steps

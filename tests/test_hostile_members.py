@@ -399,6 +399,14 @@ def test_a_newer_grammar_statement_in_the_setter_class_is_unknown(tmp_path):
     expect(root, "unknown", "a statement of a newer Python grammar")
 
 
+def _not_supported(tmp_path, text: str) -> dict:
+    """Scan ``llama.py`` replaced by ``text``: the verdict is blocked or unknown, exit 1."""
+    code, res, err = scan(make_tree(tmp_path, llama(text)))
+    assert res is not None, err
+    assert res["verdict"] in ("blocked", "unknown") and code == 1, res
+    return res
+
+
 SPACED = {
     "globals-space": '\n\nglobals ()["Llama" + "ForCausalLM"] = LlamaModel\n',
     "sys-space-modules": "\n\nimport sys\nsys .modules[__name__].LlamaForCausalLM = None\n",
@@ -411,9 +419,7 @@ SPACED = {
 def test_spellings_the_byte_tests_missed_are_read(tmp_path, tail):
     # Python allows a space before ( and before .modules, and sys under another name: the cheap
     # byte tests that decide which passes run must not skip them (breaker pass A2)
-    code, res, err = scan(make_tree(tmp_path, llama(LLAMA + tail)))
-    assert res is not None, err
-    assert res["verdict"] != "supported" and code == 1, res
+    _not_supported(tmp_path, LLAMA + tail)
 
 
 AFTER_SETTER = "    def get_eagle3_aux_hidden_state_layers(self) -> tuple[int, ...]:\n"
@@ -436,10 +442,7 @@ def test_a_class_body_statement_that_rebinds_the_setter_is_not_supported(tmp_pat
     # after the def, in the class body: Python's name then holds None, a module, a class, another
     # function, or nothing at all (breaker pass A3)
     assert AFTER_SETTER in LLAMA
-    root = make_tree(tmp_path, llama(LLAMA.replace(AFTER_SETTER, stmt + "\n" + AFTER_SETTER, 1)))
-    code, res, err = scan(root)
-    assert res is not None, err
-    assert res["verdict"] in ("blocked", "unknown") and code == 1, res
+    _not_supported(tmp_path, LLAMA.replace(AFTER_SETTER, stmt + "\n" + AFTER_SETTER, 1))
 
 
 def test_a_class_body_loop_over_other_names_keeps_the_verdict(tmp_path):
@@ -459,9 +462,7 @@ MODULE_UNBINDS = {
 @pytest.mark.parametrize("tail", MODULE_UNBINDS.values(), ids=MODULE_UNBINDS.keys())
 def test_a_module_statement_that_unbinds_the_class_is_not_supported(tmp_path, tail):
     # except ... as N unbinds N when the handler ends; del (N,) deletes it (breaker pass A4)
-    code, res, err = scan(make_tree(tmp_path, llama(LLAMA + tail)))
-    assert res is not None, err
-    assert res["verdict"] in ("blocked", "unknown") and code == 1, res
+    _not_supported(tmp_path, LLAMA + tail)
 
 
 SELF_REBOUND = {
@@ -476,6 +477,4 @@ SELF_REBOUND = {
 def test_writes_through_a_rebound_self_are_not_supported(tmp_path, old, new):
     # self rebound in the holder's forward, then written through (breaker pass A5)
     assert old in LLAMA
-    code, res, err = scan(make_tree(tmp_path, llama(LLAMA.replace(old, new, 1))))
-    assert res is not None, err
-    assert res["verdict"] in ("blocked", "unknown") and code == 1, res
+    _not_supported(tmp_path, LLAMA.replace(old, new, 1))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from auditor.cache import cacheable
-from auditor.index.importsteps import import_steps
+from auditor.index.importsteps import bound_by, import_steps
 
 #: Methods whose bodies are summarised in detail (references, loops, returns).
 DETAILED_METHODS = frozenset(
@@ -1122,7 +1122,7 @@ class _Summarizer:
                  walrus: bool = True, globals_stmt: bool = True, reflective: bool = True, namespace: bool = True,
                  self_rebound: bool = True):
         self.s = ModuleSummary(module=module, path=path, is_package=is_package)
-        #: the source may rebind a method's ``self`` (:data:`_SELF_REBOUND_RE`)
+        #: the source may rebind a method's ``self`` (:func:`_may_rebind_self`)
         self.self_rebound = self_rebound
         #: the source names ``setattr``/``delattr``/``__setattr__``/``__delattr__``/``__dict__``:
         #: look for them wherever they are, not only as statements (:meth:`_scopes`)
@@ -2258,32 +2258,21 @@ def _self_rebound(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int | None:
 
 
 def _class_scope_binds(stmt: ast.stmt) -> set[str]:
-    """The names one statement of a class body binds (or unbinds) in the class's namespace:
-    assignment, ``for`` and ``with`` targets, walrus targets, imports, ``except ... as`` names,
-    ``match`` captures and the names of the functions and classes it defines; not what the
-    bodies of those functions, lambdas or comprehensions bind (scopes of their own)."""
+    """The names one statement of a class body binds (or unbinds) in the class's namespace
+    (:func:`auditor.index.importsteps.bound_by` of each node: assignment, ``for`` and ``with``
+    targets, walrus targets, imports, ``except ... as`` names, ``match`` captures and the names of
+    the functions and classes it defines); not what the bodies of those functions, lambdas or
+    comprehensions bind (scopes of their own), nor ``global``/``nonlocal`` names."""
     out: set[str] = set()
     todo: list[ast.AST] = [stmt]
     while todo:
         n = todo.pop()
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            out.add(n.name)
-            if n is not stmt:
-                continue
         if isinstance(n, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
             continue
-        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
-            out.add(n.id)
-        elif isinstance(n, (ast.Import, ast.ImportFrom)):
-            out.update((a.asname or a.name).split(".")[0] for a in n.names)
-        elif isinstance(n, ast.ExceptHandler) and n.name:
-            out.add(n.name)
-        elif isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name:
-            out.add(n.name)
-        elif isinstance(n, ast.MatchMapping) and n.rest:
-            out.add(n.rest)
+        if not isinstance(n, (ast.Global, ast.Nonlocal)):
+            out |= bound_by(n)
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            continue  # the definition's own statement: its decorators and body are not the class's
+            continue  # a definition binds its name; its decorators and body are not the class's
         todo.extend(ast.iter_child_nodes(n))
     return out
 
@@ -2453,10 +2442,27 @@ _NAMESPACE_RE = re.compile(rb"(?<![\w.])(?:exec|eval)(?!\w)|__class__[ \t]*=(?!=
 #: ``from sys import (modules)`` over several lines; either pass then runs
 _SPACED_RE = re.compile(rb"\b(?:globals|vars|locals)[ \t]+\(|\bsys[ \t]*\.[ \t]+modules\b|\bsys[ \t]+\.[ \t]*modules\b"
                         rb"|\bimport[ \t]+sys[ \t]+as\b|\bfrom[ \t]+sys[ \t]+import[ \t]*\(")
-#: a line that may rebind a method's ``self``: ``self = ...``, ``self, x = ...``, ``(self, x) =
-#: ...``, ``for self in``, ``self :=``, ``as self``
-_SELF_REBOUND_RE = re.compile(rb"(?m)^[ \t(]*self[ \t]*(?:,[^\n=:]*)?\)?[ \t]*=(?!=)|\bfor[ \t]+self\b|\bself[ \t]*:="
-                              rb"|\bas[ \t]+self\b")
+#: ``self = ...``, ``self, x = ...``, ``(self, x) = ...`` (checked to start its line by
+#: :func:`_may_rebind_self`), and ``for self in``, ``as self``, ``self :=``; each pattern starts with
+#: a literal where it can, which the regular expression engine finds fast
+_SELF_ASSIGN = re.compile(rb"self[ \t]*(?:,[^\n=:]*)?\)?[ \t]*=(?!=)")
+_SELF_BOUND = re.compile(rb"\b(?:for|as)[ \t]+self\b|self[ \t]*:=")
+
+
+def _may_rebind_self(source: bytes) -> bool:
+    """True when a line of ``source`` may rebind a method's ``self`` (a byte test that picks the
+    modules :func:`_self_rebound` reads; the syntax tree decides)."""
+    if b"self" not in source:
+        return False
+    if _SELF_BOUND.search(source) is not None:
+        return True
+    for m in _SELF_ASSIGN.finditer(source):
+        start = source.rfind(b"\n", 0, m.start()) + 1
+        if not source[start:m.start()].strip(b" \t("):  # only spaces and parentheses before it
+            return True
+    return False
+
+
 #: what a source names when it may change an object's attributes other than by ``X.a = v``
 _REFLECTIVE = (b"setattr", b"delattr", b"__dict__", b"vars(", b"sys.modules")
 
@@ -2515,7 +2521,7 @@ def summarize(source: bytes, path: str, extractors: tuple[Extractor, ...] = ()) 
             summary = _Summarizer(module, path, is_package, track_bases=b"__bases__" in source,
                                   dynamic=dynamic, walrus=b":=" in source, globals_stmt=b"global" in source,
                                   reflective=any(n in source for n in _REFLECTIVE),
-                                  self_rebound=_SELF_REBOUND_RE.search(source) is not None,
+                                  self_rebound=_may_rebind_self(source),
                                   namespace=spaced or any(n in source for n in _NAMESPACE)
                                   or _NAMESPACE_RE.search(source) is not None).run(tree)
             summary.import_steps = steps

@@ -134,6 +134,8 @@ class Tree:
         self._salt = key("summary", [e.name for e in self.extractors]).encode()
         self._by_path: dict[str, ModuleSummary] = {}
         self._by_module: dict[str, ModuleSummary] = {}
+        #: summaries made by :meth:`summarize_ahead`, not yet read (recorded when first read)
+        self._ahead: dict[str, ModuleSummary] = {}
         self._files: set[str] | None = None
         self.parse_errors: dict[str, str] = {}
         #: sha256 of every file whose content the analysis has read, by path: a result computed
@@ -289,9 +291,8 @@ class Tree:
         s = self._by_path.get(rel)
         if s is not None:
             return s
-        ahead = self.__dict__.get("_ahead")
-        if ahead and rel in ahead:
-            return self._record(rel, ahead.pop(rel))
+        if rel in self._ahead:
+            return self._record(rel, self._ahead.pop(rel))
         try:
             data, digest = self._load(rel)
         except (KeyError, OSError) as exc:  # UnreadableFile (a KeyError) included
@@ -463,7 +464,7 @@ class Tree:
         Raises:
             WorkerFailure: as :meth:`prefetch`.
         """
-        ahead = self.__dict__.setdefault("_ahead", {})
+        ahead = self._ahead
         missing = sorted({p for p in paths if p not in self._by_path and p not in ahead and p in self.files})
         if len(missing) < self.AHEAD_AT_LEAST:
             return 0
@@ -497,7 +498,7 @@ class Tree:
         tree = Tree(source, self.cache, self.extractors)
         tree._files = set(self.files) | changed
         tree._by_path = {p: s for p, s in self._by_path.items() if p not in changed}
-        tree._ahead = {p: s for p, s in self.__dict__.get("_ahead", {}).items() if p not in changed}
+        tree._ahead = {p: s for p, s in self._ahead.items() if p not in changed}
         # the bytes already read of the unchanged files, and which modules each extractor applies
         # to among them, are this tree's too
         tree._data = {p: d for p, d in self._data.items() if p not in changed}

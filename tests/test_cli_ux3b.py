@@ -305,6 +305,12 @@ def test_archive_cached_reads_the_sidecar_only(tmp_path):
     assert not archive_cached("9.9", "vllm", tmp_path)
     (tmp_path / "vllm-9.9.0.tar.gz.sha256").write_text("0" * 64 + "  vllm-9.9.0.tar.gz\n")
     assert archive_cached("9.9", "vllm", tmp_path) and archive_cached("9.9.0", "vllm", tmp_path)
+    # the same for a project read as a wheel (SGLang's wheel-only releases)
+    wheel = tmp_path / "sglang-9.9.0-py3-none-any.whl"
+    wheel.write_bytes(b"x")
+    assert not archive_cached("9.9", "sglang", tmp_path)
+    (tmp_path / (wheel.name + ".sha256")).write_text("0" * 64 + f"  {wheel.name}\n")
+    assert archive_cached("9.9", "sglang", tmp_path) and not archive_cached("9.8", "sglang", tmp_path)
 
 
 # -- 8. matrix --help explains its exit codes; 11. matrix labels a settings value's source ---------

@@ -176,26 +176,25 @@ def archive_cached(version: str, project: str = DEFAULT_PROJECT, cache_dir: path
     except InvalidVersion:
         return False
     folder = pathlib.Path(cache_dir).expanduser() if cache_dir is not None else archive_cache_dir()
-    guess = folder / f"{project}-{wanted}.tar.gz"
-    if is_file(guess) and read_sidecar(guess) is not None:
-        return True
-    try:  # 0.16 names the release the index files as 0.16.0
-        for path in folder.glob(f"{project}-*.tar.gz"):
+    wheels = project in WHEEL_FALLBACK
+    try:  # by the version in each file's name: 0.16 names the release the index files as 0.16.0
+        for path in folder.glob(f"{project}-*"):
+            name = path.name[len(project) + 1:]
+            if name.endswith(".tar.gz"):
+                text, sdist = name[:-len(".tar.gz")], True
+            elif wheels and name.endswith(".whl"):
+                text, sdist = name.split("-", 1)[0], False
+            else:
+                continue
             try:
-                same = Version(path.name[len(project) + 1:-len(".tar.gz")]) == wanted
+                same = Version(text) == wanted
             except InvalidVersion:
                 continue
-            if same and is_file(path) and read_sidecar(path) is not None:
+            if same and (is_file(path) or not sdist) and read_sidecar(path) is not None:
                 return True
     except OSError:
         return False
-    if project not in WHEEL_FALLBACK:
-        return False
-    try:
-        return any(read_sidecar(w) is not None for w in folder.glob(f"{project}-{wanted}-*.whl"))
-    except OSError:
-        return False
-
+    return False
 
 def fetch_release(
     version: str,

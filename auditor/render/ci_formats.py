@@ -14,7 +14,7 @@ from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
 
 from auditor.model.outcomes import UpgradeOutcome
 from auditor.model.results import ScanReport
-from auditor.render.text import clean
+from auditor.render.text import clean, optional_value
 from rules.registry import RULES
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -271,8 +271,8 @@ def gate_sarif(report, anchor: Anchor | None = None) -> str:
 
     def add(code, level, text, path, line, t, extra=None, suppressed=False):
         props = {"architecture": t.architecture, "method": t.method, "outcome": t.outcome.value,
-                 "currentVerdict": _value(t.current_verdict), "candidateVerdict": t.candidate_verdict.value,
-                 "patchedVerdict": _value(t.patched_verdict)}
+                 "currentVerdict": optional_value(t.current_verdict), "candidateVerdict": t.candidate_verdict.value,
+                 "patchedVerdict": optional_value(t.patched_verdict)}
         props.update(extra or {})
         message, locations, related = _placed(f"{t.architecture} ({t.method}): {text}", path, line, tree, anchor)
         results.append(sarif.Result(
@@ -376,8 +376,3 @@ def _warning_cases(suite: TestSuite, architecture: str, warnings, skip: set = fr
         case = TestCase(name=gate, classname=architecture)
         case.system_out = "\n".join(f"warning {f.rule} {f.where}: {f.message}" for f in fs)
         suite.add_testcase(case)
-
-
-def _value(v) -> str | None:
-    """The string value of an optional enum member."""
-    return v.value if v is not None else None

@@ -219,3 +219,8 @@ def print_wrapped(console: Console, units, indent: int = 2, hanging: int = 4) ->
             out += list(tail.wrap(console, rest, overflow="fold"))
     for i, line in enumerate(out):
         console.print(Text(" " * (hanging if i else indent)) + line, soft_wrap=True, highlight=False)
+
+
+def optional_value(v) -> str | None:
+    """The string value of an optional enum member (None for None)."""
+    return v.value if v is not None else None

@@ -4,12 +4,8 @@ for them (the SARIF and JUnit forms are in :mod:`auditor.render.ci_formats`)."""
 from __future__ import annotations
 
 from auditor.model.outcomes import ReleaseVerdict, UpgradeOutcome
-from auditor.render.text import clean, lines_kept_whole, markdown_text, patch_words, print_wrapped, wrap_message
-
-
-def _value(v) -> str | None:
-    """The string value of an optional enum member."""
-    return v.value if v is not None else None
+from auditor.render.text import (clean, lines_kept_whole, markdown_text, optional_value, patch_words, print_wrapped,
+                                 wrap_message)
 
 
 def _outcome_word(outcome) -> str:
@@ -47,13 +43,14 @@ def gate_markdown(report) -> str:
     lines += ["| target | method | current | candidate | with codemods | outcome |", "|---|---|---|---|---|---|"]
     for t in report.targets:
         cand = t.candidate_verdict.value + (f" ({', '.join(t.candidate.blocking)})" if t.candidate and t.candidate.blocking else "")
-        patched = _value(t.patched_verdict) or "—"
+        patched = optional_value(t.patched_verdict) or "—"
         if t.patched and t.patched.blocking:
             patched += f" ({', '.join(t.patched.blocking)})"
         if t.regression:  # the candidate is where it regressed
             cand += " — regression (supported by the current side)"
         word = "as is" if patched_tree and t.outcome is UpgradeOutcome.NATIVE else t.outcome.value
-        lines.append(f"| {_md(t.architecture)} | {_md(t.method)} | {_value(t.current_verdict) or '—'} | {_md(cand)} | "
+        current = optional_value(t.current_verdict) or "—"
+        lines.append(f"| {_md(t.architecture)} | {_md(t.method)} | {current} | {_md(cand)} | "
                      f"{_md(patched)} | **{word}** |")
     problems = [(t, p) for t in report.targets for p in t.problems]
     if problems:

@@ -38,9 +38,16 @@ def extract_entry(tree: ast.Module) -> dict | None:
             v = st.value
             elts = v.elts if isinstance(v, (ast.List, ast.Tuple)) else [v]
             names = [dotted(e) for e in elts]
+            before = found
             found = {"names": [n for n in names if n], "line": st.lineno, "unreadable": None in names}
+            if isinstance(v, ast.Tuple):
+                found["tuple"] = (ast.unparse(st)[:100], st.lineno)
             if any(n is None and not isinstance(e, ast.Constant) for n, e in zip(names, elts)):
                 _built(found, st, v)  # a call, a comprehension…: what it holds is known only at run time
+                if before is not None and _reads_entry(v):
+                    # ``EntryClass = EntryClass[1:]``: built from the classes it held, which it may keep
+                    found["mentions"] += [d for d in before["names"] + before.get("mentions", [])
+                                          if d not in found["mentions"]]
         elif found is not None:
             # ``EntryClass.append(X)``, ``.extend([X, Y])``, ``.remove(X)``, ``EntryClass += [X]``
             call = st.value if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) else None
@@ -61,8 +68,15 @@ def extract_entry(tree: ast.Module) -> dict | None:
             found["unreadable"] = found["unreadable"] or None in names
             if any(n is None and not isinstance(e, ast.Constant) for n, e in zip(names, elts)):
                 _built(found, st, arg if arg is not None else st)
+            if found.get("tuple") and isinstance(st, ast.AugAssign):
+                found["tuple"] = (ast.unparse(st)[:100], st.lineno)  # ``+=`` on a tuple gives a tuple
             found["line"] = st.lineno
     return found
+
+
+def _reads_entry(value: ast.AST) -> bool:
+    """True when an expression reads ``EntryClass`` (``EntryClass[:1]``, ``EntryClass + [X]``)."""
+    return any(isinstance(n, ast.Name) and n.id == ENTRY_NAME for n in ast.walk(value))
 
 
 def _built(found: dict, st: ast.stmt, value: ast.AST) -> None:
@@ -78,7 +92,10 @@ def _built(found: dict, st: ast.stmt, value: ast.AST) -> None:
 
 def extract_entry_changes(tree: ast.Module) -> list | None:
     """Changes to ``EntryClass`` out of the module's straight-line statements (in a loop, a
-    branch, a function; see :func:`auditor.index.tables.hidden_changes`), or None."""
+    branch, a function; see :func:`auditor.index.tables.hidden_changes`) or made through another
+    name bound to the same list (:func:`_entry_aliases`), or None. Each change is ``(None,
+    construct, line)``; one made through an alias is ``(None, construct, line, mentions)``, with
+    the dotted names its statement mentions (the classes it may add)."""
     followed = set()
     for st in tree.body:  # the statements extract_entry follows itself
         call = st.value if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) else None
@@ -87,7 +104,59 @@ def extract_entry_changes(tree: ast.Module) -> list | None:
                 or isinstance(st, ast.AugAssign) and isinstance(st.target, ast.Name) and st.target.id == ENTRY_NAME \
                 and isinstance(st.op, ast.Add):
             followed.add(id(st))
-    return hidden_changes(tree, {ENTRY_NAME}, followed).get(ENTRY_NAME)
+    out = list(hidden_changes(tree, {ENTRY_NAME}, followed).get(ENTRY_NAME, []))
+    aliases, kept = _entry_aliases(tree)
+    out += kept
+    if aliases:
+        for name, changes in hidden_changes(tree, set(aliases)).items():
+            how, line = aliases[name]
+            for _, what, at in changes:
+                node = next((n for n in ast.walk(tree) if getattr(n, "lineno", None) == at
+                             and isinstance(n, ast.stmt)), None)
+                mentions = [d for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute))
+                            for d in [dotted(n)] if d and d.split(".")[0] not in aliases] if node else []
+                out.append((None, f"{what} (through the alias `{how}`, line {line})", at, mentions))
+    return out or None
+
+
+def _entry_aliases(tree: ast.Module) -> tuple[dict[str, tuple[str, int]], list]:
+    """Other names bound to the ``EntryClass`` list, anywhere in the module: ``_e = EntryClass``
+    (and aliases of aliases), as ``{name: (statement, line)}``; and the references kept where
+    changes through them cannot be traced, as changes ``(None, construct, line, [])``: a default
+    argument (``def f(entries=EntryClass)``), an item of a literal (``[EntryClass]``)."""
+    aliases: dict[str, tuple[str, int]] = {}
+    kept: list = []
+    watched = {ENTRY_NAME}
+    while True:
+        grew = False
+        for n in ast.walk(tree):
+            if isinstance(n, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and isinstance(n.value, ast.Name) \
+                    and n.value.id in watched:
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+                for t in targets:
+                    if isinstance(t, ast.Name) and t.id not in watched:
+                        aliases[t.id] = (ast.unparse(n)[:80], n.lineno)
+                        watched.add(t.id)
+                        grew = True
+        if not grew:
+            break
+    for n in ast.walk(tree):
+        held = []
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            held = n.args.defaults + [d for d in n.args.kw_defaults if d is not None]
+            what = f"def {n.name}(...)" if not isinstance(n, ast.Lambda) else "lambda"
+        elif isinstance(n, (ast.List, ast.Tuple, ast.Set, ast.Dict)):
+            held = n.values if isinstance(n, ast.Dict) else n.elts
+            what = ast.unparse(n)[:80]
+        if any(isinstance(h, ast.Name) and h.id in watched for h in held):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                args = n.args.posonlyargs + n.args.args
+                pairs = list(zip(args[len(args) - len(n.args.defaults):], n.args.defaults))
+                pairs += [(a, d) for a, d in zip(n.args.kwonlyargs, n.args.kw_defaults) if d is not None]
+                what = next(f"def {n.name}({a.arg}={d.id})" for a, d in pairs
+                            if isinstance(d, ast.Name) and d.id in watched)
+            kept.append((None, f"{what} (keeps a reference to {ENTRY_NAME})", n.lineno, []))
+    return aliases, kept
 
 
 #: Reads ``EntryClass`` in the model modules.
@@ -157,6 +226,7 @@ class Registry:
         #: ``(module path, why)`` for model modules whose ``EntryClass`` cannot be read
         self.problems: list[tuple[str, str]] = []
         dups: list[str] = []
+        tuples: list[str] = []  # EntryClass bound to a tuple: SGLang's registry fails on it at start-up
         modules = sorted(p for p in tree.files if p.startswith(MODELS_DIR) and p.count("/") == 3
                          and not p.endswith("/__init__.py"))
         for p in modules:
@@ -187,7 +257,7 @@ class Registry:
                 why = (f"{ENTRY_NAME} of {s.path} may be rebound by {construct} at {s.path}:{line}, which static "
                        "analysis cannot follow")
             elif hidden:
-                _, construct, line = hidden[0]
+                construct, line = hidden[0][1], hidden[0][2]
                 why = (f"{ENTRY_NAME} of {s.path} may be changed by `{construct}` at {s.path}:{line}, which static "
                        "analysis cannot follow")
             elif entry.get("built"):
@@ -196,7 +266,8 @@ class Registry:
                        "static analysis cannot follow: which classes it registers is not known")
             if why is not None:
                 names = list(entry["names"])
-                for d in entry.get("mentions", []):  # the classes a run-time EntryClass may register
+                more = entry.get("mentions", []) + [d for h in hidden or () if len(h) > 3 for d in h[3]]
+                for d in more:  # the classes a run-time EntryClass may register
                     if d not in names and isinstance(resolver.resolve_dotted(s.module, d), ClassRef):
                         names.append(d)
                 for name in names:
@@ -204,6 +275,9 @@ class Registry:
                     self.entries.setdefault(arch, EntryRow(arch, s.module, name, Unresolved(f"{s.module}.{name}", why),
                                                            s.path, entry["line"]))
                 continue
+            if entry.get("tuple"):
+                construct, line = entry["tuple"]
+                tuples.append(f"`{construct}` at {s.path}:{line}")
             if entry.get("unreadable"):
                 self.problems.append((p, f"{ENTRY_NAME} (line {entry['line']}) is not a class or a list of classes"))
             for name in entry["names"]:
@@ -217,7 +291,16 @@ class Registry:
                 self.entries[arch] = EntryRow(arch, s.module, name, t, s.path, entry["line"])
         if not self.entries:
             raise AuditError(f"no model registry in this tree: no module of {MODELS_DIR} defines {ENTRY_NAME}")
-        if dups:
+        if tuples:
+            # import_model_classes registers the items of a list, and takes anything else for one
+            # class whose ``__name__`` it reads: a tuple has none, and the AttributeError stops
+            # SGLang at start-up, whatever model it was asked to serve
+            why = (f"{ENTRY_NAME} is a tuple ({'; '.join(tuples)}): SGLang's model registry iterates a list and "
+                   "reads the `__name__` of anything else, which a tuple lacks, so it fails at start-up and no model "
+                   "can be served")
+            for e in self.entries.values():
+                e.target = Unresolved(f"{e.module}.{e.class_name}", why)
+        elif dups:
             # import_model_classes asserts that no architecture name is registered twice: SGLang
             # stops at start-up, whatever model it was asked to serve
             why = (f"{ENTRY_NAME} registers {'; '.join(dups)} twice: SGLang's model registry asserts on a "

@@ -8,10 +8,12 @@ from auditor.engines.vllm.explain import explain
 from auditor.engines.vllm.facts import TreeFacts
 from auditor.engines.vllm.platforms import platform_conditions
 from auditor.engines.vllm.registry import TABLES_EXTRACTOR, Registry
+from auditor.engines.vllm.runtime_registry import RUNTIME_REGISTRY_EXTRACTOR
 from auditor.hf.targets import resolve_targets
 
-#: The extractors the engine needs in the summary pass (the registry tables).
-EXTRACTORS = (TABLES_EXTRACTOR,)
+#: The extractors the engine needs in the summary pass (the registry tables, how the run-time
+#: registry object is built from them).
+EXTRACTORS = (TABLES_EXTRACTOR, RUNTIME_REGISTRY_EXTRACTOR)
 
 
 def _prefetch(tree) -> set[str]:

@@ -15,6 +15,7 @@ import itertools
 import re
 from dataclasses import dataclass
 
+from auditor.engines.vllm.runtime_registry import RUNTIME_REGISTRY_EXTRACTOR, runtime_registry_change
 from auditor.index.resolve import ClassRef, Resolver, Target, Unresolved
 from auditor.index.summary import Extractor
 from auditor.index.tables import extract_all_tables
@@ -84,6 +85,8 @@ class ArchEntry:
     #: a change to the row after the table's literal that the index cannot follow (the row's
     #: class is then unknown), as ``construct at path:line``
     unfollowable: str | None = None
+    #: why the row is not a ``(module, class)`` pair (its class is then unknown), in plain words
+    malformed: str | None = None
 
     @property
     def dotted_module(self) -> str:
@@ -164,17 +167,37 @@ class Registry:
         for star, line in m.stars:
             if dynamic is None and line > lit_line and resolver.star_exports(star, merged_name):
                 dynamic = f"`from {star} import *` at {m.path}:{line}"
+        runtime = m.extras.get(RUNTIME_REGISTRY_EXTRACTOR.name)
+        if dynamic is None:
+            # vLLM resolves through the object built from the tables, not through the tables
+            dynamic = runtime_registry_change(runtime, m.path, merged_name)
         if len(tables[merged_name]) > MAX_ROWS:
             raise AuditError(f"the model registry {m.path} has {len(tables[merged_name])} rows in {merged_name}, more "
                              f"than {MAX_ROWS} (a vLLM release registers under 1000): refusing to audit it")
         self.entries: dict[str, ArchEntry] = {}
         others = [t for t, v in tables.items() if t != merged_name and _is_arch_table(v)]  # once, not per row
         taint = found.get("unfollowable", {}).get(merged_name, [])
+        malformed = []
         for arch, val in tables[merged_name].items():
             if not (isinstance(val, tuple) and len(val) == 2 and all(isinstance(x, str) for x in val)):
+                if not isinstance(arch, str):
+                    continue
+                # a row that is not a (module, class) pair: kept, so that its target is named unknown
+                line = key_lines.get(arch)
+                where = f"{m.path}:{line}" if line else f"{m.path} ({merged_name})"
+                plain = (f"the registry row {arch!r} at {where} is {val!r}, not a (module, class) pair: vLLM cannot "
+                         "load a class from it")
+                malformed.append(plain)
+                strs = [x for x in val if isinstance(x, str)] if isinstance(val, tuple) else []
+                self.entries[arch] = ArchEntry(arch, strs[0] if strs else "?", strs[1] if len(strs) > 1 else "?",
+                                               [t for t in others if arch in tables[t]], line, malformed=plain)
                 continue
             in_tables = [t for t in others if arch in tables[t]]
             self.entries[arch] = ArchEntry(arch, val[0], val[1], in_tables, key_lines.get(arch))
+        if malformed and runtime is not None and runtime.get("unpacks") and dynamic is None:
+            # ModelRegistry's comprehension unpacks every row in two: the import of registry.py fails
+            dynamic = (f"`{runtime['construct']}` at {m.path}:{runtime['line']}, which unpacks every row into a "
+                       f"(module, class) pair and so fails when vLLM imports it ({malformed[0]})")
         for key, construct, line in taint:
             for e in self.entries.values():
                 if key is None or key == e.architecture:
@@ -270,6 +293,8 @@ class Registry:
     def class_ref(self, arch: str) -> Target:
         """Resolve an architecture to its class (through the module's bindings)."""
         e = self.entries[arch]
+        if e.malformed and not e.unfollowable:
+            return Unresolved(f"{e.dotted_module}.{e.class_name}", e.malformed)
         if e.unfollowable:
             return Unresolved(f"{e.dotted_module}.{e.class_name}", f"the registry row of {arch} may be changed by "
                                                                    f"{e.unfollowable}, which static analysis cannot follow")

@@ -184,7 +184,8 @@ def _refusing(first: str) -> str:
     ('        if self.method.startswith("eagle3"):\n            raise ValueError("no eagle3 here")\n', "startswith"),
     ('        if self.method.startswith("eagle"):\n            raise ValueError("no eagle here")\n', "startswith"),
     ('        if "eagle3" in self.method:\n            raise ValueError("no eagle3 here")\n', "'eagle3' in"),
-    ('        if self.method in {"eagle3"}:\n            raise ValueError("no eagle3 here")\n', "in {'eagle3'}"),
+    # already read before this pass (the method == / in spelling): blocked, its construct not repeated
+    ('        if self.method in {"eagle3"}:\n            raise ValueError("no eagle3 here")\n', "unconditional test"),
     ('        assert self.method != "eagle3"\n', "assert"),
     ('        assert self.method not in ("eagle", "eagle3"), "no eagle"\n', "assert"),
     ('        assert not self.method.startswith("eagle3")\n', "assert"),

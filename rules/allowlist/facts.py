@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from auditor.cache import cacheable
 from auditor.index.summary import Extractor, ParentMap, char_position
+from rules.allowlist.refusal import refused_methods, shadowed_functions
 
 
 @cacheable
@@ -53,6 +54,9 @@ class AllowlistFact:
     #: changes made to the list between its assignment and the test that the index cannot
     #: follow, as ``construct (line N)`` (the changes it can follow are applied to ``entries``)
     unfollowable: list[str] | None = None
+    #: for a ``refuses-all`` test spelled otherwise than ``method == "eagle3"`` (``startswith``,
+    #: an ``assert``): its source text
+    construct: str | None = None
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -152,21 +156,43 @@ def extract_allowlist(tree: ast.Module, source: str | None = None) -> list[Allow
     lines = source.splitlines() if source is not None else None
     out: list[AllowlistFact] = []
     pm: ParentMap | None = None
+    shadowed: set | None = None
+
+    def live(node: ast.AST) -> bool:
+        """False inside a function that a later binding of its name replaces (never run as that name)."""
+        nonlocal pm, shadowed
+        pm = pm or ParentMap(tree)
+        shadowed = shadowed if shadowed is not None else shadowed_functions(tree)
+        cur = pm.enclosing_function(node)
+        while cur is not None:
+            if cur in shadowed:
+                return False
+            cur = pm.enclosing_function(cur)
+        return True
+
     for node in ast.walk(tree):
-        if not isinstance(node, ast.If):
+        if isinstance(node, ast.Assert):
+            refused, construct = refused_methods(node), ast.unparse(node)[:80]
+        elif isinstance(node, ast.If):
+            refused, construct = _refuses_method(node), None
+            if refused is None:
+                refused = refused_methods(node)
+                construct = f"if {ast.unparse(node.test)[:70]}: raise" if refused is not None else None
+        else:
             continue
-        refused = _refuses_method(node)
         if refused is not None:
             pm = pm or ParentMap(tree)
             fn = pm.enclosing_function(node)
-            if fn is None or node not in fn.body:
-                continue  # under another test: not for every target
+            if fn is None or node not in fn.body or not live(node):
+                continue  # under another test, or in a function replaced by a later one: not for every target
             out.append(AllowlistFact(line=node.lineno, list_name=None, list_line=None, entries=[], methods=refused,
                                      substring=False, subject="", function=getattr(fn, "name", "<module>"),
-                                     kind="refuses-all"))
+                                     kind="refuses-all", construct=construct))
+            continue
+        if not isinstance(node, ast.If):
             continue
         methods = _eagle3_method_test(node.test)
-        if methods is None or not _has_model_type(node.test) or not _raises(node.body):
+        if methods is None or not _has_model_type(node.test) or not _raises(node.body) or not live(node):
             continue
         pm = pm or ParentMap(tree)
         fn = pm.enclosing_function(node)
@@ -251,16 +277,20 @@ def extract_allowlist(tree: ast.Module, source: str | None = None) -> list[Allow
 
 
 _ALLOWLIST_NEAR = re.compile(rb"eagle3[\s\S]{0,800}?model_type|model_type[\s\S]{0,800}?eagle3")
+#: a test of the method against an eagle word on one line (``self.method.startswith("eagle")``,
+#: ``"eagle3" in self.method``, ``assert self.method != "eagle3"``)
+_METHOD_NEAR = re.compile(rb"\.method\b[^\n]{0,80}eagle|eagle[^\n]{0,80}\.method\b")
 
 
 def may_hold_allowlist(source: bytes) -> bool:
-    """Cheap pre-filter: ``"eagle3"`` and ``model_type`` within a few lines of each other."""
-    return _ALLOWLIST_NEAR.search(source) is not None
+    """Cheap pre-filter: ``"eagle3"`` and ``model_type`` within a few lines of each other, or the
+    method tested against an eagle word on one line (a test that may refuse eagle3 outright)."""
+    return _ALLOWLIST_NEAR.search(source) is not None or _METHOD_NEAR.search(source) is not None
 
 
 
-#: The allowlist extractor, run on ``vllm/config*`` modules that mention both trigger words.
-EXTRACTOR = Extractor("allowlist", prefixes=("vllm/config",), needles=(b"eagle3", b"model_type"),
+#: The allowlist extractor, run on ``vllm/config*`` modules that mention an eagle method.
+EXTRACTOR = Extractor("allowlist", prefixes=("vllm/config",), needles=(b"eagle",),
                       run=extract_allowlist, prefilter=may_hold_allowlist)
 
 

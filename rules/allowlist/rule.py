@@ -99,8 +99,12 @@ class AllowlistRule(Rule):
             return
         path, fact = found
         if fact.kind == "refuses-all":
+            shown = ""
+            if fact.construct:  # spelled otherwise than ``method == "eagle3"``: name it
+                shown = f": `{fact.construct}`" + (", unless Python runs with -O, which drops asserts"
+                                                     if fact.construct.startswith("assert") else "")
             yield self.finding(Severity.ERROR, f"{fact.function}() raises for every {target.method} target "
-                               f"(an unconditional test of the method at {path}:{fact.line})", path, fact.line)
+                               f"(an unconditional test of the method at {path}:{fact.line}{shown})", path, fact.line)
             return
         if fact.unfollowable:
             yield self.finding(Severity.UNKNOWN, f"the {target.method} allowlist {fact.list_name} is changed in "

@@ -121,6 +121,17 @@ def test_vllm_three_item_registry_row_is_named_plainly(tmp_path):
     assert f"{REGISTRY_PATH}:{line_of(text, 'extra')}" in said
 
 
+def test_vllm_three_item_row_unpacked_by_the_registry_comprehension_makes_every_row_unknown(tmp_path):
+    # vLLM's own shape: the comprehension unpacks each row in two, so registry.py fails on import
+    row = '"LlamaForCausalLM": ("llama", "LlamaForCausalLM"),'
+    text = REGISTRY.replace(row, '"LlamaForCausalLM": ("llama", "LlamaForCausalLM", "extra"),').replace(
+        "ModelRegistry = _ModelRegistry(_VLLM_MODELS)",
+        "ModelRegistry = _ModelRegistry({a: (m, c) for a, (m, c) in _VLLM_MODELS.items()})")
+    res = expect(make_tree(tmp_path, {REGISTRY_PATH: text}), "unknown", "fails when vLLM imports it",
+                 arch="ToyV2ForCausalLM")
+    assert any("not a (module, class) pair" in f["message"] for f in res["findings"])
+
+
 # -- 2. vLLM: the run-time ModelRegistry -------------------------------------------------------
 
 REG_LINE = "ModelRegistry = _ModelRegistry(_VLLM_MODELS)"

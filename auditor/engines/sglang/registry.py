@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from auditor.index.resolve import ClassRef, Resolver, Target, Unresolved
+from auditor.index.resolve import ClassRef, FunctionRef, Resolver, Target, Unresolved
 from auditor.index.summary import Extractor, dotted
 from auditor.index.tables import hidden_changes
 from auditor.model.errors import AuditError
@@ -42,6 +42,8 @@ def extract_entry(tree: ast.Module) -> dict | None:
             found = {"names": [n for n in names if n], "line": st.lineno, "unreadable": None in names}
             if isinstance(v, ast.Tuple):
                 found["tuple"] = (ast.unparse(st)[:100], st.lineno)
+            if isinstance(v, ast.Call) and dotted(v.func) and not v.args and not v.keywords:
+                found["call"] = dotted(v.func)  # ``EntryClass = get_classes()``: followed into the function
             if any(n is None and not isinstance(e, ast.Constant) for n, e in zip(names, elts)):
                 _built(found, st, v)  # a call, a comprehension…: what it holds is known only at run time
                 if before is not None and _reads_entry(v):
@@ -264,6 +266,14 @@ class Registry:
                 construct, line = entry["built"]
                 why = (f"{ENTRY_NAME} of {s.path} is built at run time by `{construct}` at {s.path}:{line}, which "
                        "static analysis cannot follow: which classes it registers is not known")
+                given = self._returned_by(s, entry)
+                if given is not None and given[0] is None:
+                    entry = {**entry, "names": [], "resolved": given[1], "unreadable": False}  # followed: the classes it returns
+                    why = None
+                elif given is not None:
+                    why = (f"{ENTRY_NAME} of {s.path} is what `{construct}` at {s.path}:{line} returns, and "
+                           f"{given[0]}, which static analysis cannot follow: which classes it registers is not known")
+                    entry = {**entry, "mentions": entry.get("mentions", []), "resolved_mentions": given[1]}
             if why is not None:
                 names = list(entry["names"])
                 more = entry.get("mentions", []) + [d for h in hidden or () if len(h) > 3 for d in h[3]]
@@ -274,14 +284,20 @@ class Registry:
                     arch = name.rsplit(".", 1)[-1]
                     self.entries.setdefault(arch, EntryRow(arch, s.module, name, Unresolved(f"{s.module}.{name}", why),
                                                            s.path, entry["line"]))
+                for name, t in entry.get("resolved_mentions", ()):  # named in the function it calls
+                    arch = t.name
+                    if arch in self.entries and not isinstance(self.entries[arch].target, Unresolved):
+                        # it may register this class a second time, on which SGLang asserts at start-up
+                        self.entries[arch].target = Unresolved(f"{s.module}.{name}", why)
+                    self.entries.setdefault(arch, EntryRow(arch, s.module, name, Unresolved(f"{s.module}.{name}", why),
+                                                           s.path, entry["line"]))
                 continue
             if entry.get("tuple"):
                 construct, line = entry["tuple"]
                 tuples.append(f"`{construct}` at {s.path}:{line}")
             if entry.get("unreadable"):
                 self.problems.append((p, f"{ENTRY_NAME} (line {entry['line']}) is not a class or a list of classes"))
-            for name in entry["names"]:
-                t = resolver.resolve_dotted(s.module, name)
+            for name, t in [(n, resolver.resolve_dotted(s.module, n)) for n in entry["names"]] + entry.get("resolved", []):
                 arch = t.name if isinstance(t, ClassRef) else name.rsplit(".", 1)[-1]
                 if arch in self.entries:
                     first = self.entries[arch]
@@ -308,6 +324,44 @@ class Registry:
             for e in self.entries.values():
                 e.target = Unresolved(f"{e.module}.{e.class_name}", why)
         self._roles: dict[str, str] = {}
+
+    def _returned_by(self, s, entry: dict) -> tuple[str | None, list] | None:
+        """What the function called by ``EntryClass = f()`` in module ``s`` returns, read from its
+        source wherever it is defined (another model module, a third module of the tree): ``(None,
+        [(name, target)])`` when its body is only ``return [A, B]`` or ``return A`` (the names
+        resolved in the function's module), ``(why, [(name, class)])`` when it is anything else (the
+        classes its body names, which it may register), or None when ``f`` is not a function of
+        the tree (then the call stays built at run time)."""
+        callee = entry.get("call")
+        r = self.resolver
+        f = r.resolve_dotted(s.module, callee) if callee else None
+        if not isinstance(f, FunctionRef):
+            return None
+        path = r.tree.path_of(f.module)
+        try:
+            tree = ast.parse(r.tree.read(path)) if path else None
+        except (KeyError, OSError, SyntaxError, ValueError):
+            tree = None
+        fn = next((st for st in reversed(tree.body) if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef))
+                   and st.name == f.name), None) if tree is not None else None
+        if fn is None:
+            return None
+        where = f"{path}:{fn.lineno}"
+        body = fn.body[1:] if fn.body and isinstance(fn.body[0], ast.Expr) \
+            and isinstance(fn.body[0].value, ast.Constant) else fn.body
+        ret = body[0].value if len(body) == 1 and isinstance(body[0], ast.Return) else None
+        elts = ret.elts if isinstance(ret, ast.List) else [ret] if isinstance(ret, (ast.Name, ast.Attribute)) else None
+        names = [dotted(e) for e in elts] if elts is not None and not isinstance(fn, ast.AsyncFunctionDef) \
+            and not fn.decorator_list else None
+        if names and all(names):
+            return None, [(n, r.resolve_dotted(f.module, n)) for n in names]
+        named = []
+        for n in ast.walk(fn):
+            d = dotted(n) if isinstance(n, (ast.Name, ast.Attribute)) else None
+            t = r.resolve_dotted(f.module, d) if d and d not in (x for x, _ in named) else None
+            if isinstance(t, ClassRef):
+                named.append((d, t))
+        return f"{f.name}() (defined at {where}) does more than return a list of classes", named
 
     def _entry_of(self, s, depth: int = 0):
         """The ``EntryClass`` a model module ends up with, and the module whose names it lists:

@@ -182,3 +182,20 @@ def test_a_method_caller_of_a_plain_method_name_is_no_code_run():
     text = LLAMA + "\nimport operator\n_get = operator.methodcaller('get_eagle3_aux_hidden_state_layers')\n"
     code, r = _scan(text)
     assert code == 0 and r["verdict"] == "supported", r["findings"]
+
+
+def test_a_method_that_swaps_in_its_own_compiled_code_is_no_code_run():
+    # the torch.compile wrapper's pattern (vllm/compilation/wrapper.py): a method replaces the code
+    # of its own class's forward with that forward compiled
+    text = LLAMA.replace("    def compute_logits", "    def _swap(self, compiled):\n"
+                         "        self.__class__.forward.__code__ = compiled\n\n    def compute_logits")
+    code, r = _scan(text)
+    assert code == 0 and r["verdict"] == "supported", r["findings"]
+
+
+def test_a_methods_code_replaced_in_a_called_function_makes_the_target_unknown():
+    text = LLAMA + ("\n\ndef _nope(self, layers):\n    pass\n\n\ndef _patch():\n"
+                    "    LlamaForCausalLM.set_aux_hidden_state_layers.__code__ = _nope.__code__\n\n\n_patch()\n")
+    code, r = _scan(text)
+    assert code == 1 and r["verdict"] == "unknown"
+    _finding(r, "unknown", "__code__")

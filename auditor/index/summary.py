@@ -739,6 +739,13 @@ ITEMS_OF = "<items of> "
 _DICT_CHANGES = frozenset({"update", "setdefault", "pop", "clear", "__setitem__", "__delitem__", "popitem"})
 
 
+def _root_name(node: ast.AST) -> str | None:
+    """The name an attribute chain starts from (``self`` of ``self.__class__.forward``), or None."""
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
 def _ran_text(call: ast.Call) -> str | None:
     """The source text an ``exec``/``eval`` call runs when it is a constant (or the constant
     compiled by ``compile(text, ...)``), else None."""
@@ -1382,10 +1389,6 @@ class _Summarizer:
                 continue
             if isinstance(node, ast.Call) and self._runs_text_call(node):
                 self._runs_code(node, scope, cf, label, _construct(node), line)
-            elif isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load) and node.attr == "__code__":
-                # ``f.__code__ = g.__code__``: the body of some function replaced, which may be any
-                # function the module reaches (a class's method among them)
-                self._runs_code(node, scope, cf, label, f"{_construct(node)} = ...", line)
             elif isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
                 if node.attr == "__class__" and me is not None and isinstance(node.value, ast.Name) \
                         and node.value.id == me and cf is not None:
@@ -1427,8 +1430,8 @@ class _Summarizer:
         """Record what ``exec``/``eval`` of ``call`` (in ``scope``, class ``cf``, scope label
         ``label``) may change: the names its text mentions (every name when it is not a constant
         or does not parse), the members of every class of this module and of the objects it
-        reaches (:data:`RUNS_CODE`). ``call`` may also be a write to ``__code__`` (an attribute
-        node), a ``runpy`` call or a method caller: what they run is not in the text."""
+        reaches (:data:`RUNS_CODE`). ``call`` may also be a ``runpy`` call or a method caller:
+        what they run is not in their text."""
         text = _ran_text(call) if isinstance(call, ast.Call) and self._canon(call.func) not in _RUNS_NO_TEXT else None
         names: set[str] = {"*"}
         if text is not None:
@@ -1613,6 +1616,10 @@ class _Summarizer:
     def _unpack(self, target: ast.expr, value: ast.expr, line: int, guarded: bool, type_checking: bool) -> None:
         """Bind an assignment target: a name, or a tuple/list unpacked from a literal of the same
         shape (followed item by item); any other unpacking is recorded as not followed."""
+        if isinstance(target, ast.Attribute) and target.attr == "__code__" and isinstance(target.value, ast.Attribute):
+            # ``C.m.__code__ = g.__code__``: the body of method ``m`` replaced, a change of ``C.m``
+            self._seen.add(id(target))
+            target = target.value
         if isinstance(target, ast.Name):
             self._assign_name(target.id, value, line, guarded, type_checking)
         elif isinstance(target, (ast.Tuple, ast.List)):
@@ -1890,7 +1897,16 @@ class _Summarizer:
                 for t in targets:
                     if isinstance(t, ast.Attribute):
                         self._seen.add(id(t))
-                        record(t.value, t.attr, st)
+                        if t.attr == "__code__" and isinstance(t.value, ast.Attribute) \
+                                and _root_name(t.value) not in _OWN and _root_name(t.value) not in local:
+                            # ``C.m.__code__ = ...``: C.m replaced. A method's write to the code of its
+                            # own class's method (``self.__class__.forward.__code__ = compiled``), or a
+                            # function's to a parameter's (``model.__class__.forward.__code__ = ...``),
+                            # swaps in that method compiled or back (vLLM's torch.compile wrapper,
+                            # vllm/compilation/wrapper.py): left as before, like any write through them
+                            record(t.value.value, t.value.attr, st)
+                        else:
+                            record(t.value, t.attr, st)
             elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) \
                     and dotted(st.value.func) in ("setattr", "delattr") and st.value.args \
                     and dotted(st.value.args[0]) is not None:
@@ -2457,7 +2473,7 @@ _DYNAMIC = (b"globals()", b"vars()", b"sys.modules")
 #: these bytes, or a match of :data:`_NAMESPACE_RE` (``exec``/``eval`` as a name, not ``.eval()``;
 #: a ``__class__`` assignment)
 _NAMESPACE = (b"sys.modules", b"globals()", b"locals()", b"vars(", b"import_module", b"builtins", b"__import__",
-              b"FunctionType", b"LambdaType", b"runpy", b"methodcaller", b"__code__")
+              b"FunctionType", b"LambdaType", b"runpy", b"methodcaller")
 _NAMESPACE_RE = re.compile(rb"(?<![\w.])(?:exec|eval)(?!\w)|__class__[ \t]*=(?!=)|from[ \t]+sys[ \t]+import[^\n]*\bmodules\b")
 #: the spellings the byte tests above miss: a space before the call's parenthesis or the
 #: attribute's dot (``globals ()``, ``sys .modules``), ``sys`` imported under another name, and

@@ -47,3 +47,22 @@ def test_one_format_enum_per_distinct_set_of_choices():
     assert len(set(enums.values())) == 4  # the same set of choices, the same enum
     assert enums["scan"] is enums["gate"] and enums["matrix"] is enums["compare"] and enums["explain"] is enums["verify"]
     assert format_enum("table", "json") is enums["verify"]
+
+
+def test_compare_exit_zero_turns_only_the_no_winner_answer_into_0():
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    def run(*extra):
+        return subprocess.run([sys.executable, "-m", "auditor", "compare", "-m", "ToyV2ForCausalLM", "--vllm-version",
+                               str(REPO / "fixtures/minivllm"), "--sglang-version", str(REPO / "fixtures/minisglang"),
+                               "--no-progress", "--no-config", "-f", "json", *extra],
+                              capture_output=True, text=True, cwd=REPO)
+    # ToyV2 is blocked in both trees: no engine supports it (1), unless --exit-zero (0), same report
+    plain, zero = run(), run("--exit-zero")
+    assert plain.returncode == 1 and zero.returncode == 0, (plain.stderr, zero.stderr)
+    assert plain.stdout == zero.stdout
+    # bad input stays 2
+    assert run("--exit-zero", "--method", "nope").returncode == 2

@@ -37,7 +37,7 @@ CAPTURE = """            if idx in self.aux_hidden_state_layers:
 HARMLESS = [
     "for _i in range(2):\n    pass",
     "with open(__file__) as _fh:\n    pass",
-    "_a, _b = _make()",
+    "def _make():\n    return 1, 2\n\n\n_a, _b = _make()",
     "_unused = 1\ndel _unused",
     "def _cache():\n    global _CACHE\n    _CACHE = {}",
     "print(_w := 3)",
@@ -47,13 +47,13 @@ HARMLESS = [
 #: (old, new) replaced, files added, or the registry/config replaced)
 CATALOG = {
     "star-rebind": {"tail": f"from {PKG}.llama_plain import *", "files": {f"{MODELS}/llama_plain.py": PLAIN}},
-    "tuple-unpack": {"tail": "LlamaForCausalLM, _n = _pick()"},
+    "tuple-unpack": {"tail": "def _pick():\n    return LlamaModel, 1\n\n\nLlamaForCausalLM, _n = _pick()"},
     "for-target": {"tail": "for LlamaForCausalLM in (LlamaModel,):\n    pass"},
     "with-target": {"tail": "with open(__file__) as LlamaForCausalLM:\n    pass"},
     "walrus": {"tail": "print(LlamaForCausalLM := LlamaModel)"},
     "match": {"tail": "match 1:\n    case LlamaForCausalLM:\n        pass"},
     "global": {"tail": "def _swap():\n    global LlamaForCausalLM\n    LlamaForCausalLM = LlamaModel\n\n\n_swap()"},
-    "globals": {"tail": "globals()[_key()] = LlamaModel"},
+    "globals": {"tail": "def _key():\n    return 'LlamaForCausalLM'\n\n\nglobals()[_key()] = LlamaModel"},
     "setattr-module": {"tail": "import sys\nsetattr(sys.modules[__name__], 'LlamaForCausalLM', LlamaModel)"},
     "forward-replaced": {"tail": "LlamaModel.forward = LlamaDecoderLayer.forward"},
     "del-member": {"tail": "del LlamaForCausalLM.set_aux_hidden_state_layers"},

@@ -41,13 +41,14 @@ def compare_cmd(
     force: bool = option("force"),
     no_cache: bool = option("no_cache"),
     no_progress: bool = option("no_progress"),
+    exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when no engine supports every target."),
     config: Optional[Path] = option("config"),
     no_config: bool = option("no_config"),
 ) -> None:
     """Where to serve: the same targets audited in vLLM and in SGLang, side by side (verdict and
     blocking gates per engine, with the reasons).
 
-    Exit codes: 0 some engine supports every target, 1 none does, 2 usage or input error, 3 internal error (a bug in eagle-audit; --debug shows the traceback).
+    Exit codes: 0 some engine supports every target, 1 none does (--exit-zero turns this into 0), 2 usage or input error, 3 internal error (a bug in eagle-audit; --debug shows the traceback).
 
     \b
     Examples:
@@ -86,4 +87,4 @@ def compare_cmd(
     if not report.ok and fmt is not CompareFormat.json:  # never mixed with JSON's stream
         for line in compare_next_steps(report, cfg, run):
             say(line)
-    raise typer.Exit(0 if report.ok else 1)
+    raise typer.Exit(0 if report.ok or exit_zero else 1)

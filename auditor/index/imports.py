@@ -11,6 +11,10 @@ ones that always run when the module is imported (its top-level statements, not 
   sub-module of it (``ImportError``). The imported modules' own imports are not followed (a
   failure there would need the whole import graph, and the index's view of it is not exact);
 - ``assert`` of a constant false value (``AssertionError``, unless Python runs with ``-O``);
+- a number divided by the literal ``0`` as a statement's value (``ZeroDivisionError``);
+- an assignment or expression statement that loads a name bound nowhere in the module nor
+  among the builtins (``NameError``; not checked in a module that may bind any name, as for
+  a class statement below);
 - a call, as a statement, of a function defined above in the module whose first statement is
   a ``raise`` (``_refuse()``);
 - a class statement whose bases, keywords, decorators or body (outside its functions) load a
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 import ast
 
-from auditor.index.importsteps import class_name_error, may_bind
+from auditor.index.importsteps import class_name_error, may_bind, statement_name_error
 from auditor.index.resolve import ClassRef, Resolver, Unresolved
 
 _PARSE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError, KeyError, OSError)
@@ -115,6 +119,20 @@ def _first_failure(resolver: Resolver, s) -> tuple[str, int, str] | None:
             text, name, defined = step[3], step[4], step[5]
             return s.path, line, (f"`{text}` at {s.path}:{line} calls {name}() (defined at {s.path}:{defined}), "
                                   "which always raises, when the module is imported")
+        if kind == "zerodiv":
+            return s.path, line, (f"`{step[3]}` at {s.path}:{line} divides by zero when the module is imported "
+                                  "(ZeroDivisionError)")
+        if kind == "name":
+            bound = _module_bound(resolver, s.module)
+            parsed = _parsed(resolver, s.module)
+            if bound is None or parsed is None or index >= len(parsed.body):
+                continue
+            hit = statement_name_error(parsed.body[index], bound)
+            if hit is not None:
+                return s.path, hit[0], (f"`{_statement_text(resolver, s.module, index)[:80]}` at {s.path}:{hit[0]} "
+                                        f"loads {hit[1]}, a name bound nowhere in the module (NameError when the "
+                                        "module is imported)")
+            continue
         if kind == "assert":
             return s.path, line, (f"`assert {step[3]}` at {s.path}:{line} fails when the module is imported "
                                   "(AssertionError, unless Python runs with -O)")

@@ -17,6 +17,11 @@ statement in the module body and its line:
   raises (unless Python runs with ``-O``): the last step recorded;
 - ``("call", index, line, statement text, name, definition line)``: a call, as a statement, of a
   function defined above whose first statement is a ``raise``: the last step recorded;
+- ``("zerodiv", index, line, text)``: a statement whose value is a number divided by the literal
+  ``0`` (``1 / 0``), which always raises ZeroDivisionError: the last step recorded;
+- ``("name", index, line)``: an assignment or expression statement that loads a name the module's
+  top-level statements do not bind, nor the builtins (whether it is bound anywhere is decided when
+  the step is checked, as for a class);
 - ``("class", index, line)``: a class statement that loads, at definition time, a name that
   neither the module's top-level statements nor the class body's own statements bind, nor the
   builtins: whether that name is bound anywhere in the module (:func:`may_bind`) is decided when
@@ -163,7 +168,7 @@ def _shallow_bound(body: list[ast.stmt]) -> set[str]:
             targets = [i.optional_vars for i in st.items if i.optional_vars is not None]
         for t in targets:
             for n in ast.walk(t):
-                if isinstance(n, ast.Name):
+                if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):  # not X of ``X.a = v``
                     out.add(n.id)
         if isinstance(st, _BLOCKS):
             todo += getattr(st, "body", []) + getattr(st, "orelse", []) + getattr(st, "finalbody", [])
@@ -247,4 +252,42 @@ def import_steps(tree: ast.Module, module: str, is_package: bool) -> list[tuple]
                 shallow = _shallow_bound(tree.body)
             if _class_may_fail(stmt, shallow):
                 steps.append(("class", i, stmt.lineno))
+        elif isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)):
+            zero = _divides_by_zero(stmt)
+            if zero is not None:
+                steps.append(("zerodiv", i, stmt.lineno, zero))
+                return steps
+            if shallow is None:
+                shallow = _shallow_bound(tree.body)
+            if any(n.id not in shallow and n.id not in BUILTIN_NAMES for n in _statement_loads(stmt)):
+                steps.append(("name", i, stmt.lineno))
     return steps
+
+
+def _statement_loads(stmt: ast.stmt):
+    """The names a simple top-level statement loads when it runs (its value, and the objects its
+    targets write through: ``X`` of ``X.a = v``); an annotation is left out (it may be postponed)."""
+    if isinstance(stmt, ast.AnnAssign):
+        return list(loads(stmt.value)) + list(loads(stmt.target)) if stmt.value is not None else []
+    return list(loads(stmt))
+
+
+def statement_name_error(stmt: ast.stmt, bound: set[str]) -> tuple[int, str] | None:
+    """``(line, name)`` of the first name a simple top-level statement loads that is bound nowhere
+    in the module (``bound``: :func:`may_bind`) nor among the builtins, else None."""
+    for n in _statement_loads(stmt):
+        if n.id not in bound and n.id not in BUILTIN_NAMES:
+            return n.lineno, n.id
+    return None
+
+
+def _divides_by_zero(stmt: ast.stmt) -> str | None:
+    """The text of ``a / 0`` (``//``, ``%``; ``a`` a number written as a literal) when it is the
+    whole value of the statement, which then always raises ZeroDivisionError; else None."""
+    value = stmt.value  # of ``x /= 0`` the right-hand side: no literal left operand, never taken
+    if isinstance(value, ast.BinOp) and isinstance(value.op, (ast.Div, ast.FloorDiv, ast.Mod)):
+        left, right = value.left, value.right
+        if all(isinstance(x, ast.Constant) and type(x.value) in (int, float) for x in (left, right)) \
+                and right.value == 0:
+            return ast.unparse(value)
+    return None

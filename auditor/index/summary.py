@@ -99,6 +99,8 @@ class LoopFact:
     #: the line where ``forward`` empties the capture list again after the loop (``captures`` is
     #: then False: nothing captured reaches the return)
     reset_line: int | None = None
+    #: the names the loop's iterable loads (``("enumerate", "islice", "self")``), sorted
+    iter_names: tuple[str, ...] = ()
 
 
 @cacheable
@@ -509,6 +511,7 @@ def _loop_fact(loop: ast.For) -> LoopFact | None:
         uses_mixin_helper=mixin,
         over_layers=_mentions(it, "layers"),
         capture_list=capture_list,
+        iter_names=tuple(sorted({n.id for n in ast.walk(it) if isinstance(n, ast.Name)})),
     )
 
 
@@ -714,7 +717,13 @@ _DOTTED_TEXT = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 #: the calls that run text as code (``types.FunctionType(code, globals)`` makes a function of a
 #: code object: calling it runs that code)
 _RUNS_TEXT = frozenset({"exec", "eval", "builtins.exec", "builtins.eval", "types.FunctionType",
-                        "types.LambdaType"})
+                        "types.LambdaType", "runpy.run_path", "runpy.run_module"})
+#: the calls that make a caller of a method named by a string (``operator.methodcaller("__delattr__",
+#: "m")(Cls)`` deletes a member): one whose name is a dunder or not a constant is taken as code run
+_CALLS_BY_NAME = frozenset({"operator.methodcaller"})
+#: the calls of :data:`_RUNS_TEXT` and :data:`_CALLS_BY_NAME` whose string argument is no code
+#: (a path, a module or a method name)
+_RUNS_NO_TEXT = frozenset({"runpy.run_path", "runpy.run_module"}) | _CALLS_BY_NAME
 #: the calls that give back a module's object by its name (``__import__(__name__, fromlist=...)``,
 #: ``importlib.import_module(__name__)``, ``sys.modules.get(__name__)``)
 _MODULE_BY_NAME = frozenset({"sys.modules.get", "importlib.import_module", "__import__", "builtins.__import__",
@@ -728,6 +737,13 @@ RUNS_CODE = "<text run as code>"
 ITEMS_OF = "<items of> "
 #: dictionary methods that change the dictionary they are called on
 _DICT_CHANGES = frozenset({"update", "setdefault", "pop", "clear", "__setitem__", "__delitem__", "popitem"})
+
+
+def _root_name(node: ast.AST) -> str | None:
+    """The name an attribute chain starts from (``self`` of ``self.__class__.forward``), or None."""
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
 
 
 def _ran_text(call: ast.Call) -> str | None:
@@ -1281,6 +1297,14 @@ class _Summarizer:
             if isinstance(key, ast.Constant):
                 return key.value in ("exec", "eval")
             return self._canon(obj) in ("builtins", "__builtins__")
+        if isinstance(fn, ast.Attribute) and fn.attr in ("exec", "eval") and isinstance(fn.value, ast.Call) \
+                and self._canon(fn.value.func) in _MODULE_BY_NAME:
+            # ``importlib.import_module("built" + "ins").exec(...)``: a module found by its name
+            arg = fn.value.args[0] if fn.value.args else None
+            return not (isinstance(arg, ast.Constant) and arg.value not in ("builtins", "__builtins__"))
+        if self._canon(fn) in _CALLS_BY_NAME:
+            arg = call.args[0] if call.args else None
+            return not (isinstance(arg, ast.Constant) and isinstance(arg.value, str) and not arg.value.startswith("__"))
         return False
 
     def _namespace_of(self, node: ast.AST, scope: str) -> str | None:
@@ -1406,8 +1430,9 @@ class _Summarizer:
         """Record what ``exec``/``eval`` of ``call`` (in ``scope``, class ``cf``, scope label
         ``label``) may change: the names its text mentions (every name when it is not a constant
         or does not parse), the members of every class of this module and of the objects it
-        reaches (:data:`RUNS_CODE`)."""
-        text = _ran_text(call)
+        reaches (:data:`RUNS_CODE`). ``call`` may also be a ``runpy`` call or a method caller:
+        what they run is not in their text."""
+        text = _ran_text(call) if isinstance(call, ast.Call) and self._canon(call.func) not in _RUNS_NO_TEXT else None
         names: set[str] = {"*"}
         if text is not None:
             try:
@@ -1591,6 +1616,10 @@ class _Summarizer:
     def _unpack(self, target: ast.expr, value: ast.expr, line: int, guarded: bool, type_checking: bool) -> None:
         """Bind an assignment target: a name, or a tuple/list unpacked from a literal of the same
         shape (followed item by item); any other unpacking is recorded as not followed."""
+        if isinstance(target, ast.Attribute) and target.attr == "__code__" and isinstance(target.value, ast.Attribute):
+            # ``C.m.__code__ = g.__code__``: the body of method ``m`` replaced, a change of ``C.m``
+            self._seen.add(id(target))
+            target = target.value
         if isinstance(target, ast.Name):
             self._assign_name(target.id, value, line, guarded, type_checking)
         elif isinstance(target, (ast.Tuple, ast.List)):
@@ -1868,7 +1897,16 @@ class _Summarizer:
                 for t in targets:
                     if isinstance(t, ast.Attribute):
                         self._seen.add(id(t))
-                        record(t.value, t.attr, st)
+                        if t.attr == "__code__" and isinstance(t.value, ast.Attribute) \
+                                and _root_name(t.value) not in _OWN and _root_name(t.value) not in local:
+                            # ``C.m.__code__ = ...``: C.m replaced. A method's write to the code of its
+                            # own class's method (``self.__class__.forward.__code__ = compiled``), or a
+                            # function's to a parameter's (``model.__class__.forward.__code__ = ...``),
+                            # swaps in that method compiled or back (vLLM's torch.compile wrapper,
+                            # vllm/compilation/wrapper.py): left as before, like any write through them
+                            record(t.value.value, t.value.attr, st)
+                        else:
+                            record(t.value, t.attr, st)
             elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) \
                     and dotted(st.value.func) in ("setattr", "delattr") and st.value.args \
                     and dotted(st.value.args[0]) is not None:
@@ -2435,7 +2473,7 @@ _DYNAMIC = (b"globals()", b"vars()", b"sys.modules")
 #: these bytes, or a match of :data:`_NAMESPACE_RE` (``exec``/``eval`` as a name, not ``.eval()``;
 #: a ``__class__`` assignment)
 _NAMESPACE = (b"sys.modules", b"globals()", b"locals()", b"vars(", b"import_module", b"builtins", b"__import__",
-              b"FunctionType", b"LambdaType")
+              b"FunctionType", b"LambdaType", b"runpy", b"methodcaller")
 _NAMESPACE_RE = re.compile(rb"(?<![\w.])(?:exec|eval)(?!\w)|__class__[ \t]*=(?!=)|from[ \t]+sys[ \t]+import[^\n]*\bmodules\b")
 #: the spellings the byte tests above miss: a space before the call's parenthesis or the
 #: attribute's dot (``globals ()``, ``sys .modules``), ``sys`` imported under another name, and

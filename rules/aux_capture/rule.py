@@ -11,7 +11,8 @@ from auditor.engines.modelfiles import HolderFacts, captures_itself, method_requ
 from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding, Severity
 from rules.base import AuditTarget, Context, Example, Rule
-from rules.common.members import BuiltinsChanges, branch_misses, builtins_changed, forward_effects, setter_misses
+from rules.common.members import (BuiltinsChanges, OutsideModuleChanges, branch_misses, builtins_changed,
+                                  builtins_rebound, forward_effects, loop_helpers_rebound, setter_misses)
 
 _NO_INDEX_LOOP = '''
 from itertools import islice
@@ -139,7 +140,7 @@ class AuxCaptureRule(Rule):
     """
 
     CODE = "EA303"
-    FACTS = (HolderFacts, BuiltinsChanges)
+    FACTS = (HolderFacts, BuiltinsChanges, OutsideModuleChanges)
     GATE = "aux-capture"
     NAME = "aux-hidden-states-not-captured"
     SUMMARY = ("the holder model's `forward` cannot capture aux hidden states (or lacks `EagleModelMixin` where "
@@ -298,16 +299,30 @@ class AuxCaptureRule(Rule):
                                    "cannot decide", loc[0] if loc else None, line, fix=False, holder=holder.dotted)
         for lp in capturing:
             kind = lp.index_kind
-            if kind in ("enumerate", "range"):
-                m = r.tree.module(fwd.defined_in.module)
-                if kind in m.bindings or kind in m.cond_bindings or kind in m.unfollowable or "*" in m.unfollowable \
-                        or any(r.star_exports(star, kind) for star, _ in m.stars):
+            names = set(lp.iter_names) | ({kind} if kind else set())
+            for name, outside in loop_helpers_rebound(r, fwd.defined_in.module, names):
+                if outside is None:
+                    how = "indexes its layers with" if name == kind else "iterates its layers through"
                     yield self.finding(Severity.UNKNOWN,
-                                       f"{fwd.defined_in.name}.forward indexes its layers with {kind}, which "
+                                       f"{fwd.defined_in.name}.forward {how} {name}, which "
                                        f"{fwd.path} rebinds: static analysis cannot follow the capture",
                                        fwd.path, lp.line, holder=holder.dotted)
+                    continue
+                for member, construct, path, line in ctx.get(OutsideModuleChanges, outside):
+                    if member in (name, "*"):
+                        yield self.finding(Severity.UNKNOWN,
+                                           f"`{construct}` at {path}:{line} changes {outside}.{name}, through which "
+                                           f"{fwd.defined_in.name}.forward iterates its layers: static analysis "
+                                           "cannot follow the capture", path, line, holder=holder.dotted)
+                        break
         for msg, path, line in builtins_changed(ctx.get(BuiltinsChanges, None), f"{fwd.defined_in.name}.forward"):
             yield self.finding(Severity.UNKNOWN, msg, path, line, holder=holder.dotted)
+        for name, path, line in builtins_rebound(r, [target.facts.ref, holder]):
+            yield self.finding(Severity.UNKNOWN,
+                               f"{path}:{line} rebinds the builtin {name} for its module, whose model code (the "
+                               f"capture of {fwd.defined_in.name}.forward, the EAGLE-3 members of "
+                               f"{target.facts.ref.name}) then calls the module's {name}: static analysis does not "
+                               "follow it", path, line, holder=holder.dotted)
 
 
 class PPRelativeIndexRule(Rule):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from auditor.index.providers import FactProvider
 from auditor.index.resolve import ClassRef, External, FunctionRef, Resolver
-from auditor.index.summary import MethodFact, ReturnsFact
+from auditor.index.summary import AttrFact, MethodFact, ReturnsFact
 
 #: Decorators from outside the tree whose effect is known: they give back the function itself
 #: (``abc.abstractmethod``, ``typing.override``) or a wrapper that calls it with the same arguments
@@ -259,7 +259,22 @@ def member_inert(resolver: Resolver, ref: ClassRef, member: str) -> Inert | None
         eff = decorator_effect(resolver, hit[0], hit[1])
         if eff is not None:
             return eff
+    elif hit is not None and isinstance(hit[1], AttrFact):
+        return value_member(resolver, hit[0], hit[1], member)
     return instance_shadows(resolver, ref, member)
+
+
+def value_member(resolver: Resolver, owner: ClassRef, fact: AttrFact, member: str) -> Inert:
+    """What a member bound last to a value in the class body of ``owner`` does (``forward = None``
+    after its ``def``; ``fact`` the binding): ``blocked`` for None (calling it raises TypeError),
+    else not followed (a lambda, another object)."""
+    m = resolver.tree.module(owner.module)
+    path = m.path if m is not None else None
+    if fact.value == "None":
+        return Inert(True, f"{owner.name}.{member} = None ({path}:{fact.line}): the member is None, so "
+                     "calling it raises TypeError", path, fact.line)
+    return Inert(False, f"{owner.name}.{member} = {(fact.value or '?')[:60]} ({path}:{fact.line}) binds "
+                 "the member to a value static analysis does not follow", path, fact.line)
 
 
 def forward_effects(resolver: Resolver, holder: ClassRef, defined_in: ClassRef, target: ClassRef,
@@ -276,7 +291,8 @@ def forward_effects(resolver: Resolver, holder: ClassRef, defined_in: ClassRef, 
         The :class:`Inert` found (empty when the capture runs as written).
     """
     hit = resolver.lookup(defined_in, "forward")
-    out = [decorator_effect(resolver, hit[0], hit[1]) if hit and isinstance(hit[1], MethodFact) else None,
+    out = [decorator_effect(resolver, hit[0], hit[1]) if hit and isinstance(hit[1], MethodFact)
+           else value_member(resolver, hit[0], hit[1], "forward") if hit and isinstance(hit[1], AttrFact) else None,
            instance_shadows(resolver, holder, "forward")]
     if target != holder:
         out.append(member_inert(resolver, target, "forward"))
@@ -368,6 +384,94 @@ class BuiltinsChanges(FactProvider):
                 elif mods and all(t == "builtins" for t in mods) and head == first:
                     out.append((member, construct, s.path, line))
         return out
+
+
+class OutsideModuleChanges(FactProvider):
+    """The changes the tree makes to the members of a module from outside the tree
+    (``itertools.islice = f``, ``import itertools as it; it.islice = f``, at module level or in a
+    function), as ``[(member or "*", construct, path, line)]``; the key is the module's dotted
+    name (``"itertools"``)."""
+
+    @classmethod
+    def compute(cls, ctx, key=None):
+        r = ctx.resolver
+        out = []
+        for p in r.mentioning(key.split(".")[-1]):
+            s = r.tree.summary(p)
+            changes = [(h, mm, c, ln) for h, mm, c, ln in s.foreign_changes]
+            changes += [(h, mm, c, ln) for h, mm, c, ln, _ in s.deferred_changes]
+            for head, member, construct, line in changes:
+                first = head.split(".")[0]
+                bound = [s.bindings.get(first)] + [sb.get(first) for sb in s.scope_bindings.values()]
+                bound += [f.local_bindings.get(first) for f in s.functions.values()]
+                if head == first and any(x is not None and x.kind == "module" and x.target == key for x in bound):
+                    out.append((member, construct, s.path, line))
+        return out
+
+
+def loop_helpers_rebound(resolver: Resolver, module: str, names) -> list[tuple[str, str | None]]:
+    """The names a capturing layer loop's iterable calls (``enumerate``, ``islice``, ``range``:
+    :attr:`auditor.index.summary.LoopFact.iter_names`) that module ``module`` does not leave
+    bound to the builtin or to the outside import it had: a builtin the module binds, a name
+    imported from outside the tree and rebound after (``def islice(...)`` below ``from itertools
+    import islice``), bound under a test or by a construct the index does not follow, or bound by
+    a later star import.
+
+    Returns:
+        ``(name, outside module or None)`` for each name that is rebound (module None), and for
+        each name still bound to its outside import (the module it comes from, whose own changes
+        the caller checks with :class:`OutsideModuleChanges`).
+    """
+    m = resolver.tree.module(module)
+    if m is None:
+        return []
+    out = []
+    package = resolver.tree.package
+    for name in sorted(set(names) - {"self"}):
+        b = m.bindings.get(name)
+        outside = [x for x in list(m.earlier.get(name, ())) + ([b] if b is not None else [])
+                   if x is not None and x.kind == "import" and x.target[0].split(".")[0] != package]
+        if name not in PY_BUILTINS and not outside:
+            continue  # a name of the tree (a helper function, a class): not a loop helper
+        moved = name in m.cond_bindings or name in m.unfollowable or "*" in m.unfollowable \
+            or any(resolver.star_exports(star, name) for star, _ in m.stars)
+        if name in PY_BUILTINS and not outside:
+            moved = moved or b is not None
+        else:
+            moved = moved or b is None or b.kind != "import" or b.target[0].split(".")[0] == package
+        if moved:
+            out.append((name, None))
+        elif b is not None and b.kind == "import":
+            out.append((name, b.target[0]))
+    return out
+
+
+def builtins_rebound(resolver: Resolver, refs) -> list[tuple[str, str, int]]:
+    """The builtins that the modules of the classes ``refs`` (and of the classes on their MROs)
+    rebind at module level (``def len(x): ...``, ``range = f``, ``from x import y as max``, under
+    a test or not): every call of that name in the module's model code then runs the module's
+    object, which static analysis does not follow.
+
+    Returns:
+        ``(name, path, line)`` of the first rebinding in each such module, modules in MRO order.
+    """
+    out, seen = [], set()
+    for ref in refs:
+        for e in resolver.mro(ref).entries:
+            if not isinstance(e, ClassRef) or e.module in seen:
+                continue
+            seen.add(e.module)
+            m = resolver.tree.module(e.module)
+            if m is None:
+                continue
+            hits = [(b.line, n) for n, b in m.bindings.items() if n in PY_BUILTINS
+                    and not (b.kind == "import" and b.target == ("builtins", n))]
+            hits += [(b.line, n) for n, bs in m.cond_bindings.items() if n in PY_BUILTINS for b in bs]
+            hits += [(ln, n) for n, xs in m.unfollowable.items() if n in PY_BUILTINS for _, ln, _ in xs]
+            if hits:
+                line, name = min(hits)
+                out.append((name, m.path, line))
+    return out
 
 
 def builtins_changed(changes: list, forward: str) -> list[tuple[str, str, int]]:

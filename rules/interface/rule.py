@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from auditor.cache import cacheable
-from auditor.index.resolve import ClassRef, FunctionRef
+from auditor.index.resolve import ClassRef
 from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding, Severity
 from rules.common.layer_ids import EXTRACTOR as LAYER_IDS_READS
@@ -20,6 +20,7 @@ from rules.common.layer_ids import KEY as LAYER_IDS_KEY
 from rules.common.layer_ids import layer_ids
 from rules.base import AuditTarget, Context, Example, Rule
 from rules.common.members import member_inert
+from rules.interface.checker import checker_verdict
 from rules.interface.facts import RuntimeEagle3Calls, duck_typed_eagle3_members, runtime_eagle3_calls
 
 #: The protocol the runner checks on the *target* per speculative method (``supports_eagle3`` in
@@ -130,33 +131,6 @@ def missing_members(ctx: Context, target: AuditTarget) -> tuple[list[str], objec
             if not isinstance(fact, MethodFact) and fact.value == "None":
                 missing.append(m)
     return missing, proto, required
-
-
-def checker_refuses(ctx: Context, method: str) -> tuple[str, str, int] | None:
-    """The tree's checker function of the method's protocol (``supports_eagle3`` in
-    ``interfaces.py``) when every path through it returns a false constant: the runner then
-    refuses every target.
-
-    Args:
-        ctx: the audit context.
-        method: the speculative method.
-
-    Returns:
-        ``(message, path, line)``, or None when the checker may accept a target (or there is none).
-    """
-    pname = PROTOCOL_FOR_METHOD.get(method)
-    if pname is None or not ctx.resolver.tree.has_module(ctx.facts.interfaces_module):
-        return None
-    fname = "supports_" + pname.removeprefix("Supports").lower()
-    f = ctx.resolver.resolve_name(ctx.facts.interfaces_module, fname)
-    if not isinstance(f, FunctionRef):
-        return None
-    fm = ctx.resolver.tree.module(f.module)
-    ff = fm.functions.get(f.name) if fm else None
-    if ff is None or not ff.returns or any(r not in ("False", "None", "0") for r in ff.returns):
-        return None
-    return (f"{fname}() ({fm.path}:{ff.line}) always returns {ff.returns[0]}: the runner refuses every "
-            f"{method} target", fm.path, ff.line)
 
 
 def disabled_members(ctx: Context, ref, proto, required: list[str]) -> dict[str, str]:
@@ -273,9 +247,11 @@ class InterfaceRule(Rule):
                                + (why if why.startswith("cannot be read") else f"does not parse ({why})"),
                                path, None, unanalysed=path)
             return
-        refused = checker_refuses(ctx, target.method)
+        pname = PROTOCOL_FOR_METHOD.get(target.method)
+        refused = checker_verdict(ctx, target.method, pname, ctx.facts.protocol(pname) if pname else None)
         if refused is not None:
-            yield self.finding(Severity.ERROR, refused[0], refused[1], refused[2])
+            sev, msg, path, line = refused
+            yield self.finding(Severity.ERROR if sev == "error" else Severity.UNKNOWN, msg, path, line)
             return
         missing, proto, required = missing_members(ctx, target)
         if not missing:

@@ -19,8 +19,10 @@ from rules.common.layer_ids import EXTRACTOR as LAYER_IDS_READS
 from rules.common.layer_ids import KEY as LAYER_IDS_KEY
 from rules.common.layer_ids import layer_ids
 from rules.base import AuditTarget, Context, Example, Rule
+from rules.common.hidden import DecoratorClosures, hidden_members
 from rules.common.members import member_inert
 from rules.interface.checker import checker_verdict
+from rules.interface.runner import SetterCalls, setter_never_runs
 from rules.interface.facts import RuntimeEagle3Calls, duck_typed_eagle3_members, runtime_eagle3_calls
 
 #: The protocol the runner checks on the *target* per speculative method (``supports_eagle3`` in
@@ -200,7 +202,7 @@ class InterfaceRule(Rule):
     """
 
     CODE = "EA302"
-    FACTS = (RuntimeEagle3Calls,)
+    FACTS = (RuntimeEagle3Calls, SetterCalls, DecoratorClosures)
     GATE = "interface"
     NAME = "protocol-not-implemented"
     SUMMARY = ("the class does not satisfy the tree's `SupportsEagle3` protocol, member by member on its C3 MRO "
@@ -253,7 +255,12 @@ class InterfaceRule(Rule):
             sev, msg, path, line = refused
             yield self.finding(Severity.ERROR if sev == "error" else Severity.UNKNOWN, msg, path, line)
             return
+        dead = setter_never_runs(ctx)
+        if dead is not None:
+            yield self.finding(Severity.ERROR if dead[0] else Severity.UNKNOWN, dead[1], dead[2], dead[3], fix=False)
         missing, proto, required = missing_members(ctx, target)
+        for msg, path, line in hidden_members(ctx, facts.ref, tuple(required)):
+            yield self.finding(Severity.UNKNOWN, msg, path, line, fix=False)
         if not missing:
             yield from self._raising(ctx, target, proto, required)
             yield from self._inert(ctx, target, proto, required)

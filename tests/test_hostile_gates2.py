@@ -166,9 +166,14 @@ def test_the_target_forward_dropping_what_the_holder_returns_is_not_supported(tm
                   line_of(text, "    def forward(self, input_ids, positions, intermediate"), "LlamaForCausalLM.forward")
 
 
-def test_the_target_forward_passing_the_holder_output_on_keeps_supported(tmp_path):
-    body = ("        hidden_states = self.model(input_ids, positions, intermediate_tensors)\n"
-            "        return hidden_states\n")
+@pytest.mark.parametrize("body", [
+    "        hidden_states = self.model(input_ids, positions, intermediate_tensors)\n        return hidden_states\n",
+    # a type test, an unpacking and both parts returned (0.33.0's MiniCPMForCausalLM.forward)
+    "        out = self.model(input_ids, positions, intermediate_tensors)\n"
+    "        if isinstance(out, tuple):\n            hidden_states, aux = out\n            return hidden_states, aux\n"
+    "        return out\n",
+])
+def test_the_target_forward_passing_the_holder_output_on_keeps_supported(tmp_path, body):
     text = edited(LLAMA, OUTER_FORWARD, OUTER_FORWARD.splitlines(True)[0] + body)
     code, r = verdict(tmp_path, {LLAMA_PATH: text})
     assert (code, r["verdict"]) == (0, "supported"), r["findings"]

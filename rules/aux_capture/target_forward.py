@@ -2,8 +2,10 @@
 whose ``forward`` calls the holder's and must hand on what it returns, ``(hidden_states,
 aux_hidden_states)`` once aux states are captured (vLLM's ``LlamaForCausalLM.forward`` returns
 ``self.model(...)`` as it is). A ``forward`` that indexes that result (``out[0]``,
-``self.model(...)[0]``), unpacks it (``hidden_states, _ = self.model(...)``) or tests its type
-(``isinstance(out, tuple)``) may drop the aux states: what reaches the runner is not followed.
+``self.model(...)[0]``) or unpacks it (``hidden_states, _ = self.model(...)``) without returning
+every part may drop the aux states: what reaches the runner is not followed. A type test alone
+drops nothing (0.33.0's ``MiniCPMForCausalLM.forward`` tests ``isinstance(model_output, tuple)``,
+unpacks it and returns both parts).
 """
 
 from __future__ import annotations
@@ -75,9 +77,6 @@ def _drops(fn: ast.FunctionDef) -> tuple[str, str, int] | None:
                 if not any(isinstance(r, ast.Tuple) and names <= {e.id for e in r.elts if isinstance(e, ast.Name)}
                            for r in returned):
                     return head, _short(n), n.lineno
-        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "isinstance" and n.args \
-                and isinstance(n.args[0], ast.Name) and n.args[0].id in results:
-            return results[n.args[0].id], _short(n), n.lineno
     return None
 
 

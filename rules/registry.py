@@ -36,6 +36,7 @@ from rules.allowlist import planner as allowlist_planner
 from rules.aux_capture import planner as aux_capture_planner
 from rules.aux_capture import planner_sglang as aux_capture_planner_sglang
 from rules.aux_capture import sglang as aux_capture_sglang
+from rules.aux_capture import target_forward as aux_capture_forward
 from rules.common import layer_ids as aux_layers_facts
 from rules.base import Rule
 from rules.draft_embed_width import facts as draft_embed_width_facts
@@ -48,6 +49,7 @@ from rules.image_token import facts as image_token_facts
 from rules.image_token import planner as image_token_planner
 from rules.interface import planner as interface_planner
 from rules.interface import planner_sglang as interface_planner_sglang
+from rules.interface import runner as interface_runner
 from rules.interface import sglang as interface_sglang
 from rules.mtp_draft import facts as mtp_draft_facts
 from rules.nextn_draft import SGLangMTPDraftRule
@@ -81,8 +83,10 @@ class Entry:
 TABLE: tuple[Entry, ...] = (
     Entry(allowlist.AllowlistRule, allowlist_planner.plan, "rules.allowlist.codemod:AllowlistCodemod",
           (allowlist_facts.EXTRACTOR,)),
-    Entry(interface.InterfaceRule, interface_planner.plan, "rules.interface.codemod:InterfaceCodemod"),
-    Entry(aux_capture.AuxCaptureRule, aux_capture_planner.plan, "rules.aux_capture.codemod:AuxCaptureCodemod"),
+    Entry(interface.InterfaceRule, interface_planner.plan, "rules.interface.codemod:InterfaceCodemod",
+          (interface_runner.EXTRACTOR,)),
+    Entry(aux_capture.AuxCaptureRule, aux_capture_planner.plan, "rules.aux_capture.codemod:AuxCaptureCodemod",
+          (aux_capture_forward.EXTRACTOR,)),
     Entry(image_token.ImageTokenRule, image_token_planner.plan, "rules.image_token.codemod:ImageTokenCodemod",
           (image_token_facts.EXTRACTOR,)),
     Entry(interface.StubMemberRule),

@@ -10,6 +10,7 @@ from auditor.cache import cacheable
 from auditor.engines.modelfiles import HolderFacts, captures_itself, method_requires_mixin
 from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding, Severity
+from rules.aux_capture.target_forward import target_drops
 from rules.base import AuditTarget, Context, Example, Rule
 from rules.common.members import (BuiltinsChanges, OutsideModuleChanges, branch_misses, builtins_changed,
                                   builtins_rebound, forward_effects, loop_helpers_rebound, setter_misses)
@@ -226,6 +227,9 @@ class AuxCaptureRule(Rule):
                 fwd.path, fwd.line, holder=holder.dotted,
             )
             return
+        drop = target_drops(ctx, facts.ref, h.via)
+        if drop is not None:
+            yield self.finding(Severity.UNKNOWN, drop[0], drop[1], drop[2], fix=False, holder=holder.dotted)
         yield from self._runs_as_written(ctx, target, holder, fwd, capturing)
         mixin = ctx.facts.eagle_model_mixin
         needs_mixin = any(lp.uses_mixin_helper for lp in capturing)

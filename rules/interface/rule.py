@@ -12,14 +12,17 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from auditor.cache import cacheable
-from auditor.index.resolve import ClassRef, FunctionRef
+from auditor.index.resolve import ClassRef
 from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding, Severity
 from rules.common.layer_ids import EXTRACTOR as LAYER_IDS_READS
 from rules.common.layer_ids import KEY as LAYER_IDS_KEY
 from rules.common.layer_ids import layer_ids
 from rules.base import AuditTarget, Context, Example, Rule
+from rules.common.hidden import DecoratorClosures, hidden_members
 from rules.common.members import member_inert
+from rules.interface.checker import checker_verdict
+from rules.interface.runner import SetterCalls, setter_never_runs
 from rules.interface.facts import RuntimeEagle3Calls, duck_typed_eagle3_members, runtime_eagle3_calls
 
 #: The protocol the runner checks on the *target* per speculative method (``supports_eagle3`` in
@@ -132,33 +135,6 @@ def missing_members(ctx: Context, target: AuditTarget) -> tuple[list[str], objec
     return missing, proto, required
 
 
-def checker_refuses(ctx: Context, method: str) -> tuple[str, str, int] | None:
-    """The tree's checker function of the method's protocol (``supports_eagle3`` in
-    ``interfaces.py``) when every path through it returns a false constant: the runner then
-    refuses every target.
-
-    Args:
-        ctx: the audit context.
-        method: the speculative method.
-
-    Returns:
-        ``(message, path, line)``, or None when the checker may accept a target (or there is none).
-    """
-    pname = PROTOCOL_FOR_METHOD.get(method)
-    if pname is None or not ctx.resolver.tree.has_module(ctx.facts.interfaces_module):
-        return None
-    fname = "supports_" + pname.removeprefix("Supports").lower()
-    f = ctx.resolver.resolve_name(ctx.facts.interfaces_module, fname)
-    if not isinstance(f, FunctionRef):
-        return None
-    fm = ctx.resolver.tree.module(f.module)
-    ff = fm.functions.get(f.name) if fm else None
-    if ff is None or not ff.returns or any(r not in ("False", "None", "0") for r in ff.returns):
-        return None
-    return (f"{fname}() ({fm.path}:{ff.line}) always returns {ff.returns[0]}: the runner refuses every "
-            f"{method} target", fm.path, ff.line)
-
-
 def disabled_members(ctx: Context, ref, proto, required: list[str]) -> dict[str, str]:
     """The protocol methods of ``required`` that the class disables, with how: a member whose
     value on the MRO is ``None`` (``set_aux_hidden_state_layers = None``, ``Cls.m = None``), or
@@ -226,7 +202,7 @@ class InterfaceRule(Rule):
     """
 
     CODE = "EA302"
-    FACTS = (RuntimeEagle3Calls,)
+    FACTS = (RuntimeEagle3Calls, SetterCalls, DecoratorClosures)
     GATE = "interface"
     NAME = "protocol-not-implemented"
     SUMMARY = ("the class does not satisfy the tree's `SupportsEagle3` protocol, member by member on its C3 MRO "
@@ -273,11 +249,18 @@ class InterfaceRule(Rule):
                                + (why if why.startswith("cannot be read") else f"does not parse ({why})"),
                                path, None, unanalysed=path)
             return
-        refused = checker_refuses(ctx, target.method)
+        pname = PROTOCOL_FOR_METHOD.get(target.method)
+        refused = checker_verdict(ctx, target.method, pname, ctx.facts.protocol(pname) if pname else None)
         if refused is not None:
-            yield self.finding(Severity.ERROR, refused[0], refused[1], refused[2])
+            sev, msg, path, line = refused
+            yield self.finding(Severity.ERROR if sev == "error" else Severity.UNKNOWN, msg, path, line)
             return
+        dead = setter_never_runs(ctx)
+        if dead is not None:
+            yield self.finding(Severity.ERROR if dead[0] else Severity.UNKNOWN, dead[1], dead[2], dead[3], fix=False)
         missing, proto, required = missing_members(ctx, target)
+        for msg, path, line in hidden_members(ctx, facts.ref, tuple(required)):
+            yield self.finding(Severity.UNKNOWN, msg, path, line, fix=False)
         if not missing:
             yield from self._raising(ctx, target, proto, required)
             yield from self._inert(ctx, target, proto, required)

@@ -199,3 +199,18 @@ def test_a_methods_code_replaced_in_a_called_function_makes_the_target_unknown()
     code, r = _scan(text)
     assert code == 1 and r["verdict"] == "unknown"
     _finding(r, "unknown", "__code__")
+
+
+# -- the same on SGLang ---------------------------------------------------------------------
+
+
+def test_a_builtin_an_sglang_model_module_rebinds_makes_the_target_unknown(tmp_path):
+    from tests.test_hostile_bindings import expect, scan, sglang_tree
+
+    path = "sglang/srt/models/llama.py"
+    text = (REPO / "fixtures" / "minisglang" / path).read_text()
+    assert scan(sglang_tree(tmp_path / "before", {}))[1]["verdict"] == "supported"
+    changed = text.replace("import torch.nn as nn\n", "import torch.nn as nn\n\nrange = lambda *a: ()\n")
+    res = expect(sglang_tree(tmp_path / "after", {path: changed}), "unknown", "rebinds the builtin range")
+    f = next(f for f in res["findings"] if "rebinds the builtin range" in f["message"])
+    assert f["path"] == path and f["line"] == 5

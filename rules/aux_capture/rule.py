@@ -13,7 +13,7 @@ from auditor.model.findings import Finding, Severity
 from rules.aux_capture.target_forward import target_drops
 from rules.base import AuditTarget, Context, Example, Rule
 from rules.common.members import (BuiltinsChanges, OutsideModuleChanges, branch_misses, builtins_changed,
-                                  builtins_rebound, forward_effects, loop_helpers_rebound, setter_misses)
+                                  builtins_rebound_messages, forward_effects, loop_helpers_rebound, setter_misses)
 
 _NO_INDEX_LOOP = '''
 from itertools import islice
@@ -321,12 +321,8 @@ class AuxCaptureRule(Rule):
                         break
         for msg, path, line in builtins_changed(ctx.get(BuiltinsChanges, None), f"{fwd.defined_in.name}.forward"):
             yield self.finding(Severity.UNKNOWN, msg, path, line, holder=holder.dotted)
-        for name, path, line in builtins_rebound(r, [target.facts.ref, holder]):
-            yield self.finding(Severity.UNKNOWN,
-                               f"{path}:{line} rebinds the builtin {name} for its module, whose model code (the "
-                               f"capture of {fwd.defined_in.name}.forward, the EAGLE-3 members of "
-                               f"{target.facts.ref.name}) then calls the module's {name}: static analysis does not "
-                               "follow it", path, line, holder=holder.dotted)
+        for msg, path, line in builtins_rebound_messages(r, target.facts.ref, holder, f"{fwd.defined_in.name}.forward"):
+            yield self.finding(Severity.UNKNOWN, msg, path, line, holder=holder.dotted)
 
 
 class PPRelativeIndexRule(Rule):

@@ -13,7 +13,8 @@ from auditor.index.summary import MethodFact
 from auditor.model.findings import Finding, Severity
 from rules.base import AuditTarget, Context, Example, Rule
 from rules.common.examples import toy
-from rules.common.members import BuiltinsChanges, branch_misses, builtins_changed, forward_effects
+from rules.common.members import (BuiltinsChanges, branch_misses, builtins_changed, builtins_rebound_messages,
+                                  forward_effects)
 
 _WRAPPER = '''
 import torch.nn as nn
@@ -159,6 +160,8 @@ class SGLangAuxCaptureRule(Rule):
                                f"the capture in {fwd.defined_in.name}.forward does not run as written: {eff.why}",
                                eff.path, eff.line, fix=False, holder=holder.dotted)
         for msg, path, line in builtins_changed(ctx.get(BuiltinsChanges, None), f"{fwd.defined_in.name}.forward"):
+            yield self.finding(Severity.UNKNOWN, msg, path, line, holder=holder.dotted)
+        for msg, path, line in builtins_rebound_messages(r, facts.ref, holder, f"{fwd.defined_in.name}.forward"):
             yield self.finding(Severity.UNKNOWN, msg, path, line, holder=holder.dotted)
 
 

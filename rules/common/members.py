@@ -474,6 +474,17 @@ def builtins_rebound(resolver: Resolver, refs) -> list[tuple[str, str, int]]:
     return out
 
 
+def builtins_rebound_messages(resolver: Resolver, target: ClassRef, holder: ClassRef,
+                              forward: str) -> list[tuple[str, str, int]]:
+    """The ``unknown`` of each module of ``target``'s and ``holder``'s MROs that rebinds a builtin
+    (:func:`builtins_rebound`; ``forward``: ``Class.forward`` of the capture), as ``(message, path,
+    line)``."""
+    return [(f"{path}:{line} rebinds the builtin {name} for its module, whose model code (the capture of "
+             f"{forward}, the EAGLE-3 members of {target.name}) then calls the module's {name}: static "
+             "analysis does not follow it", path, line)
+            for name, path, line in builtins_rebound(resolver, [target, holder])]
+
+
 def builtins_changed(changes: list, forward: str) -> list[tuple[str, str, int]]:
     """The ``unknown`` of a capture in ``forward`` (``Class.forward``) when the tree changes a
     builtin (the first change of :class:`BuiltinsChanges`), as ``(message, path, line)``."""

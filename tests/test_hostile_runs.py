@@ -214,3 +214,52 @@ def test_a_builtin_an_sglang_model_module_rebinds_makes_the_target_unknown(tmp_p
     res = expect(sglang_tree(tmp_path / "after", {path: changed}), "unknown", "rebinds the builtin range")
     f = next(f for f in res["findings"] if "rebinds the builtin range" in f["message"])
     assert f["path"] == path and f["line"] == 5
+
+
+# -- the seventh pass: more spellings, and harmless trees left alone -----------------------------
+
+
+@pytest.mark.parametrize("tail, words", [
+    ("_X = 1 / -0\n", ("`1 / -0`", "ZeroDivisionError")),
+    ("_X = (1 / 0) + 1\n", ("`1 / 0`", "ZeroDivisionError")),
+    ("print(1 / 0)\n", ("`1 / 0`", "ZeroDivisionError")),
+    ("for _q in undefined_name_xyz:\n    pass\n", ("undefined_name_xyz", "NameError")),
+    ("if undefined_name_xyz:\n    pass\n", ("undefined_name_xyz", "NameError")),
+    ("with undefined_name_xyz:\n    pass\n", ("undefined_name_xyz", "NameError")),
+    ("@undefined_name_xyz\ndef _f():\n    pass\n", ("undefined_name_xyz", "NameError")),
+    ("def _f(x=undefined_name_xyz):\n    pass\n", ("undefined_name_xyz", "NameError")),
+])
+def test_more_module_statements_that_always_raise(tail, words):
+    text = LLAMA + "\n" + tail
+    code, r = _scan(text)
+    assert code == 1 and r["verdict"] == "unknown"
+    f = _finding(r, "unknown", *words)
+    assert f["rule"] == "EA300" and f["path"] == PATH and f["line"] == len(LLAMA.splitlines()) + 2
+    assert "\n" not in f["message"]
+
+
+@pytest.mark.parametrize("tail", [
+    "_H = __cached__\n",                                     # set on every module imported from source
+    "_X = 0 and 1 / 0\n",                                   # never evaluated
+    "_X = 1 if True else 1 / 0\n",
+    "if False and undefined_name_xyz:\n    pass\n",
+])
+def test_harmless_module_statements_stay_supported(tail):
+    code, r = _scan(LLAMA + "\n" + tail)
+    assert code == 0 and r["verdict"] == "supported", r["findings"]
+
+
+def test_a_member_bound_to_itself_changes_nothing():
+    text = LLAMA.replace("    def compute_logits", "    forward = forward\n\n    def compute_logits")
+    code, r = _scan(text)
+    assert code == 0 and r["verdict"] == "supported", r["findings"]
+
+
+def test_a_method_replacing_the_code_of_its_class_setter_is_not_taken_for_the_compile_wrapper():
+    text = LLAMA.replace("        self.lm_head = nn.Linear(16, 32, bias=False)\n",
+                         "        self.lm_head = nn.Linear(16, 32, bias=False)\n"
+                         "        self.__class__.set_aux_hidden_state_layers.__code__ = _nope.__code__\n")
+    text += "\n\ndef _nope(self, layers):\n    pass\n"
+    code, r = _scan(text)
+    assert code == 1 and r["verdict"] == "unknown"
+    _finding(r, "unknown", "__code__")

@@ -129,7 +129,8 @@ def _first_failure(resolver: Resolver, s) -> tuple[str, int, str] | None:
                 continue
             hit = statement_name_error(parsed.body[index], bound)
             if hit is not None:
-                return s.path, hit[0], (f"`{_statement_text(resolver, s.module, index)[:80]}` at {s.path}:{hit[0]} "
+                text = (_statement_text(resolver, s.module, index).splitlines() or ["?"])[0][:80]
+                return s.path, hit[0], (f"`{text}` at {s.path}:{hit[0]} "
                                         f"loads {hit[1]}, a name bound nowhere in the module (NameError when the "
                                         "module is imported)")
             continue

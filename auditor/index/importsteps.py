@@ -19,7 +19,8 @@ statement in the module body and its line:
   function defined above whose first statement is a ``raise``: the last step recorded;
 - ``("zerodiv", index, line, text)``: a statement whose value is a number divided by the literal
   ``0`` (``1 / 0``), which always raises ZeroDivisionError: the last step recorded;
-- ``("name", index, line)``: an assignment or expression statement that loads a name the module's
+- ``("name", index, line)``: an assignment or expression statement, or the header of a compound
+  one (an ``if`` test, a ``for`` iterable, a decorator or default), that loads a name the module's
   top-level statements do not bind, nor the builtins (whether it is bound anywhere is decided when
   the step is checked, as for a class);
 - ``("class", index, line)``: a class statement that loads, at definition time, a name that
@@ -38,7 +39,7 @@ import builtins
 #: Names every module and class body can load without binding them.
 BUILTIN_NAMES = frozenset(dir(builtins)) | {"__name__", "__file__", "__doc__", "__spec__", "__package__",
                                             "__loader__", "__builtins__", "__path__", "__annotations__",
-                                            "__dict__", "__module__", "__qualname__"}
+                                            "__dict__", "__module__", "__qualname__", "__cached__"}
 _SKIP = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.FunctionDef,
          ast.AsyncFunctionDef, ast.ClassDef)
 _BLOCKS = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try)
@@ -219,6 +220,11 @@ def import_steps(tree: ast.Module, module: str, is_package: bool) -> list[tuple]
     raising: dict[str, int] = {}  # module-level functions defined so far whose call always raises
     for i, stmt in enumerate(tree.body):
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if stmt.decorator_list or stmt.args.defaults or any(stmt.args.kw_defaults):
+                if shallow is None:
+                    shallow = _shallow_bound(tree.body)
+                if any(n.id not in shallow and n.id not in BUILTIN_NAMES for n in _statement_loads(stmt)):
+                    steps.append(("name", i, stmt.lineno))  # a decorator or default bound nowhere
             if _always_raises(stmt) and not stmt.decorator_list:
                 raising[stmt.name] = stmt.lineno
             else:
@@ -252,7 +258,8 @@ def import_steps(tree: ast.Module, module: str, is_package: bool) -> list[tuple]
                 shallow = _shallow_bound(tree.body)
             if _class_may_fail(stmt, shallow):
                 steps.append(("class", i, stmt.lineno))
-        elif isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)):
+        elif isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.If, ast.While, ast.For,
+                               ast.AsyncFor, ast.With, ast.AsyncWith)):
             zero = _divides_by_zero(stmt)
             if zero is not None:
                 steps.append(("zerodiv", i, stmt.lineno, zero))
@@ -264,12 +271,32 @@ def import_steps(tree: ast.Module, module: str, is_package: bool) -> list[tuple]
     return steps
 
 
-def _statement_loads(stmt: ast.stmt):
-    """The names a simple top-level statement loads when it runs (its value, and the objects its
-    targets write through: ``X`` of ``X.a = v``); an annotation is left out (it may be postponed)."""
+def _evaluated_loads(node: ast.AST) -> list[ast.Name]:
+    """The ``ast.Name`` nodes loaded among what evaluating ``node`` always evaluates
+    (:func:`_always_evaluated`)."""
+    return [n for n in _always_evaluated(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+
+
+def _statement_loads(stmt: ast.stmt) -> list[ast.Name]:
+    """The names a top-level statement always loads when it runs: of a simple statement its value
+    and the objects its targets write through (``X`` of ``X.a = v``; an annotation is left out, it
+    may be postponed); of a compound one its header (the test of ``if``/``while``, the iterable
+    of ``for``, the context managers of ``with``, a function's decorators and defaults), whose
+    body may not run. Operands that may be skipped (past the first of ``and``/``or``, the
+    branches of a conditional expression) are left out."""
     if isinstance(stmt, ast.AnnAssign):
-        return list(loads(stmt.value)) + list(loads(stmt.target)) if stmt.value is not None else []
-    return list(loads(stmt))
+        return _evaluated_loads(stmt.value) + _evaluated_loads(stmt.target) if stmt.value is not None else []
+    if isinstance(stmt, (ast.If, ast.While)):
+        return _evaluated_loads(stmt.test)
+    if isinstance(stmt, (ast.For, ast.AsyncFor)):
+        return _evaluated_loads(stmt.iter)
+    if isinstance(stmt, (ast.With, ast.AsyncWith)):
+        return [n for item in stmt.items for n in _evaluated_loads(item.context_expr)]
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        a = stmt.args
+        return [n for e in [*stmt.decorator_list, *a.defaults, *(d for d in a.kw_defaults if d)]
+                for n in _evaluated_loads(e)]
+    return _evaluated_loads(stmt)
 
 
 def statement_name_error(stmt: ast.stmt, bound: set[str]) -> tuple[int, str] | None:
@@ -281,13 +308,41 @@ def statement_name_error(stmt: ast.stmt, bound: set[str]) -> tuple[int, str] | N
     return None
 
 
+def _number(node: ast.AST) -> float | None:
+    """The value of a number written as a literal (``3``, ``-0``, ``+1.5``), else None."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        inner = _number(node.operand)
+        return None if inner is None else (-inner if isinstance(node.op, ast.USub) else inner)
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return node.value
+    return None
+
+
+def _always_evaluated(node: ast.AST):
+    """The sub-expressions of ``node`` that evaluating it always evaluates, outermost first: not
+    inside a function, lambda or comprehension, nor past the first operand of ``and``/``or`` or
+    the test of a conditional expression."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        yield n
+        if isinstance(n, ast.BoolOp):
+            todo.append(n.values[0])
+        elif isinstance(n, ast.IfExp):
+            todo.append(n.test)
+        else:
+            todo.extend(c for c in ast.iter_child_nodes(n) if not isinstance(c, _SKIP))
+
+
 def _divides_by_zero(stmt: ast.stmt) -> str | None:
-    """The text of ``a / 0`` (``//``, ``%``; ``a`` a number written as a literal) when it is the
-    whole value of the statement, which then always raises ZeroDivisionError; else None."""
-    value = stmt.value  # of ``x /= 0`` the right-hand side: no literal left operand, never taken
-    if isinstance(value, ast.BinOp) and isinstance(value.op, (ast.Div, ast.FloorDiv, ast.Mod)):
-        left, right = value.left, value.right
-        if all(isinstance(x, ast.Constant) and type(x.value) in (int, float) for x in (left, right)) \
-                and right.value == 0:
-            return ast.unparse(value)
+    """The text of ``a / 0`` (``//``, ``%``; ``a`` and ``0`` numbers written as literals) when the
+    statement always evaluates it (its value, an argument, an operand: see
+    :func:`_always_evaluated`), which then raises ZeroDivisionError; else None."""
+    value = getattr(stmt, "value", None)  # of ``x /= 0`` the right-hand side: no literal left operand
+    if value is None:
+        return None
+    for n in _always_evaluated(value):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Div, ast.FloorDiv, ast.Mod)) \
+                and _number(n.left) is not None and _number(n.right) == 0:
+            return ast.unparse(n)
     return None

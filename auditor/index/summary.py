@@ -1897,12 +1897,13 @@ class _Summarizer:
                 for t in targets:
                     if isinstance(t, ast.Attribute):
                         self._seen.add(id(t))
-                        if t.attr == "__code__" and isinstance(t.value, ast.Attribute) \
-                                and _root_name(t.value) not in _OWN and _root_name(t.value) not in local:
+                        if t.attr == "__code__" and isinstance(t.value, ast.Attribute) and not (
+                                t.value.attr == "forward" and (_root_name(t.value) in _OWN
+                                                               or _root_name(t.value) in local)):
                             # ``C.m.__code__ = ...``: C.m replaced. A method's write to the code of its
-                            # own class's method (``self.__class__.forward.__code__ = compiled``), or a
+                            # own class's forward (``self.__class__.forward.__code__ = compiled``), or a
                             # function's to a parameter's (``model.__class__.forward.__code__ = ...``),
-                            # swaps in that method compiled or back (vLLM's torch.compile wrapper,
+                            # swaps in that forward compiled or back (vLLM's torch.compile wrapper,
                             # vllm/compilation/wrapper.py): left as before, like any write through them
                             record(t.value.value, t.value.attr, st)
                         else:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from auditor.cache import cacheable
 from auditor.index.summary import Extractor, ParentMap, char_position
-from rules.allowlist.refusal import refused_methods, shadowed_functions
+from rules.allowlist.refusal import refused_methods, shadowed_functions, validation_functions
 
 
 @cacheable
@@ -170,6 +170,14 @@ def extract_allowlist(tree: ast.Module, source: str | None = None) -> list[Allow
             cur = pm.enclosing_function(cur)
         return True
 
+    checked: set | None = None
+
+    def validating() -> set:
+        """The functions building a config class runs (:func:`validation_functions`), once."""
+        nonlocal checked
+        checked = checked if checked is not None else validation_functions(tree)
+        return checked
+
     for node in ast.walk(tree):
         if isinstance(node, ast.Assert):
             refused, construct = refused_methods(node), ast.unparse(node)[:80]
@@ -183,8 +191,10 @@ def extract_allowlist(tree: ast.Module, source: str | None = None) -> list[Allow
         if refused is not None:
             pm = pm or ParentMap(tree)
             fn = pm.enclosing_function(node)
-            if fn is None or node not in fn.body or not live(node):
-                continue  # under another test, or in a function replaced by a later one: not for every target
+            if fn is None or node not in fn.body or not live(node) or fn not in validating():
+                # under another test, in a function replaced by a later one, or in one that building
+                # the config never runs: not for every target
+                continue
             out.append(AllowlistFact(line=node.lineno, list_name=None, list_line=None, entries=[], methods=refused,
                                      substring=False, subject="", function=getattr(fn, "name", "<module>"),
                                      kind="refuses-all", construct=construct))

@@ -131,3 +131,50 @@ def _rebinds(st: ast.stmt, name: str) -> bool:
         targets = st.targets if isinstance(st, ast.Assign) else [st.target]
         return st.value is not None and any(isinstance(t, ast.Name) and t.id == name for t in targets)
     return False
+
+
+#: The methods of a config class that its construction runs (a dataclass's ``__post_init__``,
+#: ``__init__``, vLLM's ``_verify_args`` called from them) and the decorators that make a method a
+#: validator run with the construction (pydantic's ``model_validator``/``field_validator``).
+_ENTRY_METHODS = frozenset({"__init__", "__post_init__", "_verify_args", "__attrs_post_init__"})
+_VALIDATOR_WORDS = ("validator",)
+
+
+def validation_functions(tree: ast.Module) -> set[ast.AST]:
+    """The functions of a config module that constructing its classes runs: the entry methods of
+    each class (:data:`_ENTRY_METHODS`, a method decorated as a validator), then, transitively,
+    the methods they call as ``self.m(...)`` and the module-level functions they call by name. A
+    test in any other function (one never called, one of another code path) refuses nothing when
+    the config is built.
+
+    Args:
+        tree: the config module's syntax tree.
+
+    Returns:
+        The function nodes (``ast.FunctionDef``/``AsyncFunctionDef``).
+    """
+    funcs = (ast.FunctionDef, ast.AsyncFunctionDef)
+    module_fns = {st.name: st for st in tree.body if isinstance(st, funcs)}
+    out: set[ast.AST] = set()
+    todo: list[tuple[ast.AST, dict]] = []
+    for cls in (st for st in ast.walk(tree) if isinstance(st, ast.ClassDef)):
+        methods = {st.name: st for st in cls.body if isinstance(st, funcs)}
+        for name, fn in methods.items():
+            words = [ast.unparse(d) for d in fn.decorator_list]
+            if name in _ENTRY_METHODS or any(w in d for d in words for w in _VALIDATOR_WORDS):
+                todo.append((fn, methods))
+    while todo:
+        fn, methods = todo.pop()
+        if fn in out:
+            continue
+        out.add(fn)
+        for node in ast.walk(fn):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in ("self", "cls") \
+                    and f.attr in methods:
+                todo.append((methods[f.attr], methods))
+            elif isinstance(f, ast.Name) and f.id in module_fns:
+                todo.append((module_fns[f.id], {}))
+    return out

@@ -260,16 +260,21 @@ def member_inert(resolver: Resolver, ref: ClassRef, member: str) -> Inert | None
         if eff is not None:
             return eff
     elif hit is not None and isinstance(hit[1], AttrFact):
-        return value_member(resolver, hit[0], hit[1], member)
+        eff = value_member(resolver, hit[0], hit[1], member)
+        if eff is not None:
+            return eff
     return instance_shadows(resolver, ref, member)
 
 
-def value_member(resolver: Resolver, owner: ClassRef, fact: AttrFact, member: str) -> Inert:
+def value_member(resolver: Resolver, owner: ClassRef, fact: AttrFact, member: str) -> Inert | None:
     """What a member bound last to a value in the class body of ``owner`` does (``forward = None``
     after its ``def``; ``fact`` the binding): ``blocked`` for None (calling it raises TypeError),
-    else not followed (a lambda, another object)."""
+    None for the member's own name (``forward = forward``: unchanged), else not followed (a
+    lambda, another object)."""
     m = resolver.tree.module(owner.module)
     path = m.path if m is not None else None
+    if fact.value == member:
+        return None  # ``forward = forward``: the name bound to what it already was
     if fact.value == "None":
         return Inert(True, f"{owner.name}.{member} = None ({path}:{fact.line}): the member is None, so "
                      "calling it raises TypeError", path, fact.line)

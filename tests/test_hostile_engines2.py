@@ -292,3 +292,26 @@ def test_sglang_entryclass_from_a_function_that_cannot_be_followed_is_unknown(tm
     plain = "from sglang.srt.utils_entries import get_classes\n\nEntryClass = get_classes()\n"
     files = {HELPERS_PATH: helpers, f"{SG_MODELS}/_plain_impl.py": PLAIN, f"{SG_MODELS}/plain.py": plain}
     expect_unknown_at(sglang_tree(tmp_path, files), f"{SG_MODELS}/plain.py", plain, "EntryClass = get_classes()")
+
+
+@pytest.mark.parametrize("files", [
+    # a function of another config module that nothing calls
+    {"vllm/config/legacy.py": "def check(cfg):\n    if cfg.method == 'eagle3':\n        raise ValueError('no')\n"},
+    # an uncalled method of the speculative config, in the new spelling and the old one
+    {SPEC_PATH: SPEC.rstrip("\n") + "\n\n    def _legacy_check(self) -> None:\n"
+                "        assert not self.method.startswith('eagle3')\n"},
+    {SPEC_PATH: SPEC.rstrip("\n") + "\n\n    def _legacy_check(self) -> None:\n"
+                "        if self.method == 'eagle3':\n            raise ValueError('no')\n"},
+    # an uncalled module-level function, and one in another class's validation
+    {SPEC_PATH: SPEC + "\n\ndef _unused(cfg):\n    if cfg.method == 'eagle3':\n        raise ValueError('no')\n"},
+], ids=["other-module", "uncalled-method-new", "uncalled-method-old", "uncalled-function"])
+def test_a_refusal_that_building_the_config_never_runs_refuses_nothing(tmp_path, files):
+    code, res, _ = scan(make_tree(tmp_path, files))
+    assert (code, res["verdict"]) == (0, "supported"), res
+
+
+def test_a_refusal_in_a_method_the_validation_calls_is_blocked(tmp_path):
+    text = SPEC.replace(CHECK, "        self._check_method()\n" + CHECK).rstrip("\n") + (
+        "\n\n    def _check_method(self) -> None:\n        if self.method.startswith('eagle3'):\n"
+        "            raise ValueError('no')\n")
+    expect(make_tree(tmp_path, {SPEC_PATH: text}), "blocked", "raises for every eagle3 target")

@@ -315,3 +315,9 @@ def test_a_refusal_in_a_method_the_validation_calls_is_blocked(tmp_path):
         "\n\n    def _check_method(self) -> None:\n        if self.method.startswith('eagle3'):\n"
         "            raise ValueError('no')\n")
     expect(make_tree(tmp_path, {SPEC_PATH: text}), "blocked", "raises for every eagle3 target")
+
+
+def test_sglang_entry_class_bound_to_itself_keeps_its_classes(tmp_path):
+    text = SG_LLAMA.rstrip("\n") + "\nEntryClass = EntryClass\n"
+    code, res, _ = scan(sglang_tree(tmp_path, {SG_LLAMA_PATH: text}))
+    assert (code, res["verdict"]) == (0, "supported"), res

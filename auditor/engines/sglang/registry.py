@@ -36,6 +36,9 @@ def extract_entry(tree: ast.Module) -> dict | None:
             if st.value is None or not any(isinstance(t, ast.Name) and t.id == ENTRY_NAME for t in targets):
                 continue
             v = st.value
+            if isinstance(v, ast.Name) and v.id == ENTRY_NAME and found is not None:
+                found["line"] = st.lineno  # ``EntryClass = EntryClass``: the same list, bound again
+                continue
             elts = v.elts if isinstance(v, (ast.List, ast.Tuple)) else [v]
             names = [dotted(e) for e in elts]
             before = found

@@ -263,3 +263,18 @@ def test_a_method_replacing_the_code_of_its_class_setter_is_not_taken_for_the_co
     code, r = _scan(text)
     assert code == 1 and r["verdict"] == "unknown"
     _finding(r, "unknown", "__code__")
+
+
+@pytest.mark.parametrize("old, new, name", [
+    ("        aux_hidden_states = []\n", "        aux_hidden_states = []\n        islice = lambda *a: iter(())\n", "islice"),
+    ("        aux_hidden_states = []\n", "        aux_hidden_states = []\n        from os import path as islice\n",
+     "islice"),
+    ("    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, intermediate_tensors=None):\n",
+     "    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, intermediate_tensors=None,\n"
+     "                enumerate=lambda x: iter(())):\n", "enumerate"),
+])
+def test_a_loop_helper_the_forward_binds_itself_makes_the_capture_unknown(old, new, name):
+    assert old in LLAMA
+    code, r = _scan(LLAMA.replace(old, new))
+    assert code == 1 and r["verdict"] == "unknown"
+    _finding(r, "unknown", f" {name}, which", "rebinds")

@@ -101,6 +101,8 @@ class LoopFact:
     reset_line: int | None = None
     #: the names the loop's iterable loads (``("enumerate", "islice", "self")``), sorted
     iter_names: tuple[str, ...] = ()
+    #: those of :attr:`iter_names` that the ``forward`` itself binds (a parameter, a local), sorted
+    iter_local: tuple[str, ...] = ()
 
 
 @cacheable
@@ -1084,6 +1086,17 @@ def _method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
                 mf.loops.append(lf)
     if fn.name == "forward" and mf.loops:
         _drop_reset_captures(fn, mf.loops)
+        # the loop helpers the forward binds itself (a parameter, an assignment, an import in
+        # its body): the loop calls those, not the module's
+        helpers = {n for lf in mf.loops for n in lf.iter_names} - {"self"}
+        if helpers:
+            a = fn.args
+            local = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if x is not None}
+            for node in ast.walk(fn):
+                if node is not fn:
+                    local |= bound_by(node)
+            for lf in mf.loops:
+                lf.iter_local = tuple(sorted(set(lf.iter_names) & local))
     if fn.name == "forward":
         for st in returns:
             if isinstance(st.value, ast.Tuple):

@@ -304,7 +304,7 @@ class AuxCaptureRule(Rule):
         for lp in capturing:
             kind = lp.index_kind
             names = set(lp.iter_names) | ({kind} if kind else set())
-            for name, outside in loop_helpers_rebound(r, fwd.defined_in.module, names):
+            for name, outside in loop_helpers_rebound(r, fwd.defined_in.module, names, lp.iter_local):
                 if outside is None:
                     how = "indexes its layers with" if name == kind else "iterates its layers through"
                     yield self.finding(Severity.UNKNOWN,

@@ -414,13 +414,14 @@ class OutsideModuleChanges(FactProvider):
         return out
 
 
-def loop_helpers_rebound(resolver: Resolver, module: str, names) -> list[tuple[str, str | None]]:
+def loop_helpers_rebound(resolver: Resolver, module: str, names, local=()) -> list[tuple[str, str | None]]:
     """The names a capturing layer loop's iterable calls (``enumerate``, ``islice``, ``range``:
     :attr:`auditor.index.summary.LoopFact.iter_names`) that module ``module`` does not leave
     bound to the builtin or to the outside import it had: a builtin the module binds, a name
     imported from outside the tree and rebound after (``def islice(...)`` below ``from itertools
     import islice``), bound under a test or by a construct the index does not follow, or bound by
-    a later star import.
+    a later star import, or bound by the ``forward`` itself (``local``:
+    :attr:`auditor.index.summary.LoopFact.iter_local`).
 
     Returns:
         ``(name, outside module or None)`` for each name that is rebound (module None), and for
@@ -438,6 +439,9 @@ def loop_helpers_rebound(resolver: Resolver, module: str, names) -> list[tuple[s
                    if x is not None and x.kind == "import" and x.target[0].split(".")[0] != package]
         if name not in PY_BUILTINS and not outside:
             continue  # a name of the tree (a helper function, a class): not a loop helper
+        if name in local:
+            out.append((name, None))  # bound by the forward itself (a parameter, a local, an import)
+            continue
         moved = name in m.cond_bindings or name in m.unfollowable or "*" in m.unfollowable \
             or any(resolver.star_exports(star, name) for star, _ in m.stars)
         if name in PY_BUILTINS and not outside:

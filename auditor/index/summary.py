@@ -1629,10 +1629,14 @@ class _Summarizer:
     def _unpack(self, target: ast.expr, value: ast.expr, line: int, guarded: bool, type_checking: bool) -> None:
         """Bind an assignment target: a name, or a tuple/list unpacked from a literal of the same
         shape (followed item by item); any other unpacking is recorded as not followed."""
-        if isinstance(target, ast.Attribute) and target.attr == "__code__" and isinstance(target.value, ast.Attribute):
+        if isinstance(target, ast.Attribute) and target.attr == "__code__" and isinstance(target.value, ast.Attribute) \
+                and dotted(target.value.value) is not None:
             # ``C.m.__code__ = g.__code__``: the body of method ``m`` replaced, a change of ``C.m``
             self._seen.add(id(target))
-            target = target.value
+            self._seen.add(id(target.value))
+            self._set_member(dotted(target.value.value), target.value.attr, value,
+                             f"{_text(target)} = {_short(value)}", line)
+            return
         if isinstance(target, ast.Name):
             self._assign_name(target.id, value, line, guarded, type_checking)
         elif isinstance(target, (ast.Tuple, ast.List)):

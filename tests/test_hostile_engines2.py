@@ -321,3 +321,14 @@ def test_sglang_entry_class_bound_to_itself_keeps_its_classes(tmp_path):
     text = SG_LLAMA.rstrip("\n") + "\nEntryClass = EntryClass\n"
     code, res, _ = scan(sglang_tree(tmp_path, {SG_LLAMA_PATH: text}))
     assert (code, res["verdict"]) == (0, "supported"), res
+
+
+@pytest.mark.parametrize("item", ["None", "'Phi3ForCausalLM'"])
+def test_sglang_entry_class_holding_a_constant_fails_every_target(tmp_path, item):
+    # SGLang's registry reads the __name__ of each item of the list: a constant has none, and the
+    # AttributeError stops it at start-up, whatever model it serves
+    assert "EntryClass = [LlamaForCausalLM, Phi3ForCausalLM]" in SG_LLAMA
+    text = SG_LLAMA.replace("EntryClass = [LlamaForCausalLM, Phi3ForCausalLM]", f"EntryClass = [LlamaForCausalLM, {item}]")
+    tree = sglang_tree(tmp_path, {SG_LLAMA_PATH: text})
+    for arch in ("LlamaForCausalLM", "DeepseekV2ForCausalLM"):
+        expect(tree, "unknown", "holds a constant", arch=arch)

@@ -45,6 +45,8 @@ def extract_entry(tree: ast.Module) -> dict | None:
             found = {"names": [n for n in names if n], "line": st.lineno, "unreadable": None in names}
             if isinstance(v, ast.Tuple):
                 found["tuple"] = (ast.unparse(st)[:100], st.lineno)
+            if isinstance(v, ast.List) and any(isinstance(e, ast.Constant) for e in v.elts):
+                found["constant"] = (ast.unparse(st)[:100], st.lineno)  # ``[LlamaForCausalLM, None]``
             if isinstance(v, ast.Call) and dotted(v.func) and not v.args and not v.keywords:
                 found["call"] = dotted(v.func)  # ``EntryClass = get_classes()``: followed into the function
             if any(n is None and not isinstance(e, ast.Constant) for n, e in zip(names, elts)):
@@ -232,6 +234,7 @@ class Registry:
         self.problems: list[tuple[str, str]] = []
         dups: list[str] = []
         tuples: list[str] = []  # EntryClass bound to a tuple: SGLang's registry fails on it at start-up
+        constants: list[str] = []  # an item of the list that is a constant (None, a name as a string): the same
         modules = sorted(p for p in tree.files if p.startswith(MODELS_DIR) and p.count("/") == 3
                          and not p.endswith("/__init__.py"))
         for p in modules:
@@ -298,6 +301,9 @@ class Registry:
             if entry.get("tuple"):
                 construct, line = entry["tuple"]
                 tuples.append(f"`{construct}` at {s.path}:{line}")
+            if entry.get("constant"):
+                construct, line = entry["constant"]
+                constants.append(f"`{construct}` at {s.path}:{line}")
             if entry.get("unreadable"):
                 self.problems.append((p, f"{ENTRY_NAME} (line {entry['line']}) is not a class or a list of classes"))
             for name, t in [(n, resolver.resolve_dotted(s.module, n)) for n in entry["names"]] + entry.get("resolved", []):
@@ -317,6 +323,13 @@ class Registry:
             why = (f"{ENTRY_NAME} is a tuple ({'; '.join(tuples)}): SGLang's model registry iterates a list and "
                    "reads the `__name__` of anything else, which a tuple lacks, so it fails at start-up and no model "
                    "can be served")
+            for e in self.entries.values():
+                e.target = Unresolved(f"{e.module}.{e.class_name}", why)
+        elif constants:
+            # the same for an item of the list that is no class: it has no ``__name__`` either
+            why = (f"{ENTRY_NAME} holds a constant ({'; '.join(constants)}): SGLang's model registry reads the "
+                   "`__name__` of each item, which a constant lacks, so it fails at start-up and no model can be "
+                   "served")
             for e in self.entries.values():
                 e.target = Unresolved(f"{e.module}.{e.class_name}", why)
         elif dups:

@@ -316,27 +316,25 @@ class Registry:
                 self.entries[arch] = EntryRow(arch, s.module, name, t, s.path, entry["line"])
         if not self.entries:
             raise AuditError(f"no model registry in this tree: no module of {MODELS_DIR} defines {ENTRY_NAME}")
+        # what stops SGLang's import_model_classes at start-up, whatever model it was asked to
+        # serve (every target then fails the same way)
+        why = None
         if tuples:
-            # import_model_classes registers the items of a list, and takes anything else for one
-            # class whose ``__name__`` it reads: a tuple has none, and the AttributeError stops
-            # SGLang at start-up, whatever model it was asked to serve
+            # it registers the items of a list, and takes anything else for one class whose
+            # ``__name__`` it reads: a tuple has none
             why = (f"{ENTRY_NAME} is a tuple ({'; '.join(tuples)}): SGLang's model registry iterates a list and "
                    "reads the `__name__` of anything else, which a tuple lacks, so it fails at start-up and no model "
                    "can be served")
-            for e in self.entries.values():
-                e.target = Unresolved(f"{e.module}.{e.class_name}", why)
         elif constants:
             # the same for an item of the list that is no class: it has no ``__name__`` either
             why = (f"{ENTRY_NAME} holds a constant ({'; '.join(constants)}): SGLang's model registry reads the "
                    "`__name__` of each item, which a constant lacks, so it fails at start-up and no model can be "
                    "served")
-            for e in self.entries.values():
-                e.target = Unresolved(f"{e.module}.{e.class_name}", why)
         elif dups:
-            # import_model_classes asserts that no architecture name is registered twice: SGLang
-            # stops at start-up, whatever model it was asked to serve
+            # it asserts that no architecture name is registered twice
             why = (f"{ENTRY_NAME} registers {'; '.join(dups)} twice: SGLang's model registry asserts on a "
                    "duplicate at start-up, so no model can be served")
+        if why is not None:
             for e in self.entries.values():
                 e.target = Unresolved(f"{e.module}.{e.class_name}", why)
         self._roles: dict[str, str] = {}

@@ -332,3 +332,25 @@ def test_sglang_entry_class_holding_a_constant_fails_every_target(tmp_path, item
     tree = sglang_tree(tmp_path, {SG_LLAMA_PATH: text})
     for arch in ("LlamaForCausalLM", "DeepseekV2ForCausalLM"):
         expect(tree, "unknown", "holds a constant", arch=arch)
+
+
+@pytest.mark.parametrize("first", [
+    '        if self.method == "eagle" + "3":\n            raise ValueError("no")\n',
+    '        if self.method[:6] == "eagle3":\n            raise ValueError("no")\n',
+    '        if self.method.__eq__("eagle3"):\n            raise ValueError("no")\n',
+    '        if getattr(self, "method") == "eagle3":\n            raise ValueError("no")\n',
+], ids=["concatenated", "sliced", "dunder-eq", "getattr"])
+def test_vllm_config_refusing_eagle3_by_more_spellings_is_blocked(tmp_path, first):
+    text = _refusing(first)
+    res = expect(make_tree(tmp_path, {SPEC_PATH: text}), "blocked", "raises for every eagle3 target")
+    f = next(f for f in res["findings"] if f["gate"] == "allowlist")
+    assert f"{SPEC_PATH}:{line_of(text, first.splitlines()[0].strip())}" in f["message"]
+
+
+@pytest.mark.parametrize("first", [
+    '        if self.method == "medusa" + "3":\n            raise ValueError("no")\n',
+    '        if self.method[:5] == "ngram":\n            raise ValueError("no")\n',
+])
+def test_vllm_config_refusing_another_method_by_those_spellings_keeps_the_verdict(tmp_path, first):
+    code, res, _ = scan(make_tree(tmp_path, {SPEC_PATH: _refusing(first)}))
+    assert (code, res["verdict"]) == (0, "supported"), res

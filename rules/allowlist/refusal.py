@@ -30,15 +30,41 @@ _STR_CHANGES = {"lower": str.lower, "upper": str.upper, "strip": str.strip, "cas
 _IDENTITY = {ast.Is: lambda a, b: a is b, ast.IsNot: lambda a, b: a is not b}
 
 
+def _is_method(node: ast.AST) -> bool:
+    """``<name>.method`` or ``getattr(<name>, "method")``: the speculative method read."""
+    if isinstance(node, ast.Attribute) and node.attr == "method" and isinstance(node.value, ast.Name):
+        return True
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" \
+        and len(node.args) == 2 and isinstance(node.args[0], ast.Name) and isinstance(node.args[1], ast.Constant) \
+        and node.args[1].value == "method"
+
+
 def _value(node: ast.AST, method: str) -> Any:
     """The value of ``node`` when the speculative method is ``method``: ``<name>.method``,
     constants, tuple/list/set literals of them, ``.startswith``/``.endswith`` with a constant
-    prefix, ``.lower()``-style changes, comparisons, ``and``/``or``/``not``. Raises _Undecided for
-    anything else."""
-    if isinstance(node, ast.Attribute) and node.attr == "method" and isinstance(node.value, ast.Name):
+    prefix, ``.lower()``-style changes, comparisons (``==`` or ``.__eq__``), ``and``/``or``/``not``,
+    strings joined by ``+`` and sliced by constants, ``getattr(x, "method")``. Raises _Undecided
+    for anything else."""
+    if _is_method(node):
         return method
     if isinstance(node, ast.Constant):
         return node.value
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):  # ``"eagle" + "3"``
+        a, b = _value(node.left, method), _value(node.right, method)
+        if isinstance(a, str) and isinstance(b, str):
+            return a + b
+        raise _Undecided
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):  # ``self.method[:6]``
+        subject = _value(node.value, method)
+        bounds = [None if x is None else _value(x, method) for x in (node.slice.lower, node.slice.upper,
+                                                                     node.slice.step)]
+        if isinstance(subject, str) and all(x is None or type(x) is int for x in bounds):
+            return subject[slice(*bounds)]
+        raise _Undecided
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("__eq__", "__ne__") \
+            and len(node.args) == 1 and not node.keywords:  # ``self.method.__eq__("eagle3")``
+        a, b = _value(node.func.value, method), _value(node.args[0], method)
+        return (a == b) if node.func.attr == "__eq__" else (a != b)
     if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
         vals = tuple(_value(e, method) for e in node.elts)
         return set(vals) if isinstance(node, ast.Set) else vals
@@ -86,7 +112,7 @@ def refused_methods(node: ast.stmt) -> list[str] | None:
         test, refuses_when = node.test, False
     else:
         return None
-    if not any(isinstance(n, ast.Attribute) and n.attr == "method" for n in ast.walk(test)):
+    if not any(_is_method(n) for n in ast.walk(test)):
         return None
     try:
         out = [m for m in METHODS if bool(_value(test, m)) is refuses_when]

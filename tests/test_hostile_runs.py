@@ -278,3 +278,15 @@ def test_a_loop_helper_the_forward_binds_itself_makes_the_capture_unknown(old, n
     code, r = _scan(LLAMA.replace(old, new))
     assert code == 1 and r["verdict"] == "unknown"
     _finding(r, "unknown", f" {name}, which", "rebinds")
+
+
+@pytest.mark.parametrize("tail", ["_X = undefined_name_xyz\n", "_X = 1 / 0\n"])
+def test_a_module_the_model_module_imports_that_always_raises_makes_the_target_unknown(tmp_path, tail):
+    utils = f"{MODELS}/utils.py"
+    text = (REPO / "fixtures" / "minivllm" / utils).read_text() + "\n" + tail
+    root = make_tree(tmp_path, {utils: text})
+    code, doc, _ = scan_json(root)
+    r = result_of(doc)
+    assert code == 1 and r["verdict"] == "unknown"
+    f = _finding(r, "unknown", f"imports vllm.model_executor.models.utils, whose import fails", f"{utils}:")
+    assert f["path"] == PATH and f["line"] == _line_of(LLAMA, "from .utils import")

@@ -183,7 +183,9 @@ def _first_failure(resolver: Resolver, s) -> tuple[str, int, str] | None:
 def import_failures(resolver: Resolver, ref: ClassRef) -> list[tuple[str, int, str]]:
     """The modules the engine imports to load class ``ref`` whose import must raise: the modules
     of the classes on its MRO and the packages above them, as ``(path, line, why)`` (see
-    :func:`module_import_failure`), each module once.
+    :func:`module_import_failure`), each module once; when none must, the first in-tree module
+    they import from unconditionally whose own import must raise (one level: its imports are
+    not followed further), reported at the importing statement.
 
     Args:
         resolver: the tree's resolver.
@@ -215,4 +217,20 @@ def import_failures(resolver: Resolver, ref: ClassRef) -> list[tuple[str, int, s
             hit = module_import_failure(resolver, m)
             if hit is not None:
                 out.append(hit)
+    if out:
+        return out
+    # the in-tree modules those import from, unconditionally (``from .utils import x`` in the
+    # model module): importing one that must fail fails the model module's import too
+    for m in modules:
+        s = tree.module(m)
+        for step in (s.import_steps or ()) if s is not None else ():
+            src = step[3] if step[0] == "from" else None
+            if not src or src in modules or not tree.has_module(src):
+                continue
+            hit = module_import_failure(resolver, src)
+            if hit is not None:
+                path, line, why = hit
+                out.append((s.path, step[2], f"`from {src} import ...` at {s.path}:{step[2]} imports {src}, whose "
+                                             f"import fails: {why}"))
+                return out
     return out

@@ -686,6 +686,14 @@ def test_hostile_entryclass_and_delegation_cycle(tmp_path):
     a = _auditor(tree)
     assert ("sglang/srt/models/loop.py", "EntryClass (line 23) is not a class or a list of classes") in a.registry.problems
     assert any(p == "sglang/srt/models/broken.py" for p, _ in a.registry.problems)
+    # the constant 42 in the list stops SGLang's registry at start-up (it reads each item's
+    # __name__): every target is unknown for that reason
+    loop = _audit(a, "LoopA")
+    assert loop.verdict.value == "unknown" and any("holds a constant" in f.message for f in loop.findings)
+    # without it: the looping setter chain and the unbound name, each for its own target
+    (tree / "sglang/srt/models/loop.py").write_text(_LOOP.replace("EntryClass = [LoopA, Missing, 42]",
+                                                                   "EntryClass = [LoopA, Missing]"))
+    a = _auditor(tree)
     loop = _audit(a, "LoopA")
     assert loop.verdict.value == "unknown" and any("too deep" in f.message for f in loop.findings)
     missing = _audit(a, "Missing")

@@ -1887,14 +1887,12 @@ class _Summarizer:
                  and isinstance(st.target, ast.Name)}
 
         def record(head_node: ast.AST, member: str, st: ast.stmt) -> None:
-            first = head_node
-            while isinstance(first, (ast.Attribute, ast.Subscript)):
-                first = first.value
-            if isinstance(first, ast.Name) and first.id in iters and first.id not in _OWN:
+            root = _root_name(head_node)
+            if root is not None and root in iters and root not in _OWN:
                 # ``for c in (A, B): del c.m``: a change to each class the iterable names (or to
                 # the iterable, computed)
-                it = iters[first.id]
-                rest = _head_of(head_node)[len(first.id):]
+                it = iters[root]
+                rest = _head_of(head_node)[len(root):]
                 elts = it.elts if isinstance(it, (ast.Tuple, ast.List, ast.Set)) else []
                 heads = [dotted(e) for e in elts]
                 if not heads or None in heads:
@@ -1902,7 +1900,7 @@ class _Summarizer:
                 for h in heads:
                     self.s.deferred_changes.append((h + rest, member, _text(st)[:100], st.lineno, label))
                 return
-            if isinstance(first, ast.Name) and (first.id in _OWN or first.id in local) \
+            if root is not None and (root in _OWN or root in local) \
                     and not (isinstance(head_node, ast.Attribute) and head_node.attr == "__class__"):
                 return  # ``self.x = v``, a parameter's or a local's attribute: not a class of the tree
             head = _head_of(head_node)

@@ -361,6 +361,22 @@ def setter_misses(fact: MethodFact, attr: str) -> bool:
         and not fact.is_stub
 
 
+def _member_changes(s):
+    """Each member change a module summary ``s`` records (at module level and in its functions),
+    as ``(head, member, construct, line, bound, modules)``: ``bound`` the module-level binding of
+    the head's first name, ``modules`` the modules that name is bound to by an import there or in
+    a function's scope."""
+    changes = [(h, mm, c, ln) for h, mm, c, ln in s.foreign_changes]
+    changes += [(h, mm, c, ln) for h, mm, c, ln, _ in s.deferred_changes]
+    for head, member, construct, line in changes:
+        first = head.split(".")[0]
+        b = s.bindings.get(first)
+        scoped = [sb.get(first) for sb in s.scope_bindings.values()]
+        mods = [x.target for x in [b] + scoped + [f.local_bindings.get(first) for f in s.functions.values()]
+                if x is not None and x.kind == "module"]
+        yield head, member, construct, line, b, mods
+
+
 class BuiltinsChanges(FactProvider):
     """The changes the tree makes to Python's builtins that a model's code reads
     (``builtins.enumerate = f``, ``setattr(builtins, "range", f)``, at module level or in a
@@ -373,16 +389,10 @@ class BuiltinsChanges(FactProvider):
         out = []
         for p in r.mentioning("builtins"):
             s = r.tree.summary(p)
-            changes = [(h, mm, c, ln) for h, mm, c, ln in s.foreign_changes]
-            changes += [(h, mm, c, ln) for h, mm, c, ln, _ in s.deferred_changes]
-            for head, member, construct, line in changes:
+            for head, member, construct, line, b, mods in _member_changes(s):
                 if member != "*" and member not in PY_BUILTINS:
                     continue
                 first = head.split(".")[0]
-                b = s.bindings.get(first)
-                scoped = [sb.get(first) for sb in s.scope_bindings.values()]
-                mods = [x.target for x in [b] + scoped + [f.local_bindings.get(first) for f in s.functions.values()]
-                        if x is not None and x.kind == "module"]
                 if head in ("builtins", "__builtins__") and (head == "__builtins__" or "builtins" in mods
                                                               or b is None):
                     out.append((member, construct, s.path, line))
@@ -403,13 +413,8 @@ class OutsideModuleChanges(FactProvider):
         out = []
         for p in r.mentioning(key.split(".")[-1]):
             s = r.tree.summary(p)
-            changes = [(h, mm, c, ln) for h, mm, c, ln in s.foreign_changes]
-            changes += [(h, mm, c, ln) for h, mm, c, ln, _ in s.deferred_changes]
-            for head, member, construct, line in changes:
-                first = head.split(".")[0]
-                bound = [s.bindings.get(first)] + [sb.get(first) for sb in s.scope_bindings.values()]
-                bound += [f.local_bindings.get(first) for f in s.functions.values()]
-                if head == first and any(x is not None and x.kind == "module" and x.target == key for x in bound):
+            for head, member, construct, line, _, mods in _member_changes(s):
+                if "." not in head and key in mods:
                     out.append((member, construct, s.path, line))
         return out
 

@@ -100,6 +100,47 @@ def test_a_module_statement_that_may_not_raise_is_not_counted(tail):
     assert code == 0 and r["verdict"] == "supported", r["findings"]
 
 
+@pytest.mark.parametrize("tail, needle, words", [
+    # a raise that the statement holding it always propagates
+    ("try:\n    raise ImportError('x')\nfinally:\n    pass\n", "raise ImportError", ("raises ImportError",)),
+    ("try:\n    pass\nfinally:\n    raise ImportError('x')\n", "raise ImportError", ("raises ImportError",)),
+    ("try:\n    raise ImportError('x')\nexcept KeyError:\n    pass\n", "raise ImportError", ("raises ImportError",)),
+    ("try:\n    raise ImportError('x')\nexcept ImportError:\n    raise\n", "raise ImportError", ("raises ImportError",)),
+    ("class _Z:\n    raise ImportError('x')\n", "raise ImportError", ("raises ImportError",)),
+    # a function that always raises, called in a value
+    ("def _f():\n    raise ImportError('x')\n_y = _f()\n", "_y = _f()", ("calls _f()", "always raises")),
+    ("def _f():\n    raise ImportError('x')\n_y = [1, _f()]\n", "_y = [1", ("calls _f()", "always raises")),
+    # a name loaded before the module binds it
+    ("_X = _later\n_later = 1\n", "_X = _later", ("loads _later", "only later", "NameError")),
+    ("if _later:\n    pass\ndef _later():\n    pass\n", "if _later", ("loads _later", "only later")),
+    ("_X = [c for c in _later]\n_later = [1]\n", "_X = [c", ("loads _later", "only later")),  # the first iterable
+])
+def test_a_compound_statement_or_early_name_that_always_raises_makes_the_target_unknown(tail, needle, words):
+    text = LLAMA + "\n" + tail
+    code, r = _scan(text)
+    assert code == 1 and r["verdict"] == "unknown"
+    f = _finding(r, "unknown", *words)
+    assert f["rule"] == "EA300" and f"{PATH}:{_line_of(text, needle)}" in f["message"], f
+
+
+@pytest.mark.parametrize("tail", [
+    "try:\n    raise ImportError('x')\nexcept ImportError:\n    pass\n",          # caught
+    "try:\n    raise ImportError('x')\nexcept (KeyError, Exception):\n    pass\n",  # caught by a base
+    "try:\n    raise ImportError('x')\nexcept _Mine:\n    pass\n_Mine = 1\n",       # a type the tree binds
+    "with _ctx():\n    raise ImportError('x')\n",  # a context manager may swallow it
+    "def _f():\n    raise ImportError('x')\n_y = _f if True else _f()\n",  # not called
+    "_later = 0\nif _later:\n    pass\n_later = 1\n",  # bound before too
+    "_L = [1]\n_X = {c: c for c in _L}\nc = 1\n",  # the comprehension's own variable
+    "def _g():\n    global _later\n    _later = 1\n_g()\n_X = _later\n_later = 2\n",  # bound by a call
+])
+def test_a_statement_that_may_not_raise_after_all_is_not_counted(tail):
+    text = LLAMA + "\n" + tail
+    if "_ctx" in text:
+        text = text.replace("with _ctx", "import contextlib\n_ctx = contextlib.suppress\nwith _ctx")
+    code, r = _scan(text)
+    assert code == 0 and r["verdict"] == "supported", r["findings"]
+
+
 # -- builtins and the loop's helpers rebound ----------------------------------------------------
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import ast
 
-from auditor.index.importsteps import class_name_error, may_bind, statement_name_error
+from auditor.index.importsteps import bound_by_statement, class_name_error, may_bind, statement_name_error
 from auditor.index.resolve import ClassRef, Resolver, Unresolved
 
 _PARSE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError, KeyError, OSError)
@@ -104,6 +104,12 @@ def _missing_module(resolver: Resolver, name: str) -> bool:
     return not any(p in compiled for p in (f"{rel}.py", f"{rel}/__init__.py"))
 
 
+def _declared_global(tree: ast.Module, name: str) -> bool:
+    """True when some function or class of the module declares ``global name`` (a call of it may
+    bind the name at any time)."""
+    return any(isinstance(n, ast.Global) and name in n.names for n in ast.walk(tree))
+
+
 def _statement_text(resolver: Resolver, module: str, index: int) -> str:
     """The text of top-level statement ``index`` of ``module`` as ``ast.unparse`` writes it."""
     parsed = _parsed(resolver, module)
@@ -134,6 +140,14 @@ def _first_failure(resolver: Resolver, s) -> tuple[str, int, str] | None:
                                         f"loads {hit[1]}, a name bound nowhere in the module (NameError when the "
                                         "module is imported)")
             continue
+        if kind == "early":
+            parsed = _parsed(resolver, s.module)
+            if parsed is None or _module_bound(resolver, s.module) is None or _declared_global(parsed, step[3]):
+                continue  # a star import, globals(), or a function that may bind it when called
+            text = (_statement_text(resolver, s.module, index).splitlines() or ["?"])[0][:80]
+            first = next((st.lineno for st in parsed.body[index + 1:] if step[3] in bound_by_statement(st)), "?")
+            return s.path, line, (f"`{text}` at {s.path}:{line} loads {step[3]}, which the module binds only "
+                                  f"later (line {first}): NameError when the module is imported")
         if kind == "assert":
             return s.path, line, (f"`assert {step[3]}` at {s.path}:{line} fails when the module is imported "
                                   "(AssertionError, unless Python runs with -O)")

@@ -15,14 +15,18 @@ statement in the module body and its line:
   absolute module, None when the relative import leaves the top package);
 - ``("assert", index, line, test text)``: ``assert`` of a constant false value, which always
   raises (unless Python runs with ``-O``): the last step recorded;
-- ``("call", index, line, statement text, name, definition line)``: a call, as a statement, of a
-  function defined above whose first statement is a ``raise``: the last step recorded;
+- ``("call", index, line, statement text, name, definition line)``: a call (the statement, or a
+  value, argument or operand it always evaluates) of a function defined above whose first statement is a ``raise``: the last step recorded;
 - ``("zerodiv", index, line, text)``: a statement whose value is a number divided by the literal
   ``0`` (``1 / 0``), which always raises ZeroDivisionError: the last step recorded;
 - ``("name", index, line)``: an assignment or expression statement, or the header of a compound
   one (an ``if`` test, a ``for`` iterable, a decorator or default), that loads a name the module's
   top-level statements do not bind, nor the builtins (whether it is bound anywhere is decided when
   the step is checked, as for a class);
+- ``("early", index, line, name)``: an assignment or expression statement, or the header of a
+  compound one, that loads a name the module's top-level statements bind only after it (NameError,
+  unless something else binds the name first: whether anything may is decided when the step is
+  checked);
 - ``("class", index, line)``: a class statement that loads, at definition time, a name that
   neither the module's top-level statements nor the class body's own statements bind, nor the
   builtins: whether that name is bound anywhere in the module (:func:`may_bind`) is decided when
@@ -42,6 +46,7 @@ BUILTIN_NAMES = frozenset(dir(builtins)) | {"__name__", "__file__", "__doc__", "
                                             "__dict__", "__module__", "__qualname__", "__cached__"}
 _SKIP = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.FunctionDef,
          ast.AsyncFunctionDef, ast.ClassDef)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _BLOCKS = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try)
 
 
@@ -180,6 +185,12 @@ def _shallow_bound(body: list[ast.stmt]) -> set[str]:
     return out
 
 
+def bound_by_statement(stmt: ast.stmt) -> set[str]:
+    """The names one top-level statement binds in the module's scope (through its nested blocks,
+    not its functions or classes; see :func:`_shallow_bound`)."""
+    return _shallow_bound([stmt])
+
+
 def _class_may_fail(cls: ast.ClassDef, shallow: set[str]) -> bool:
     """True when the class statement loads a name that ``shallow`` (the module's top-level
     bindings), its own body's statements and the builtins all leave unbound: only then can
@@ -217,8 +228,11 @@ def import_steps(tree: ast.Module, module: str, is_package: bool) -> list[tuple]
     """
     steps: list[tuple] = []
     shallow: set[str] | None = None
+    before: set[str] | None = None  # the names the top-level statements so far bind (once needed)
     raising: dict[str, int] = {}  # module-level functions defined so far whose call always raises
     for i, stmt in enumerate(tree.body):
+        if before is not None:
+            before |= _shallow_bound([tree.body[i - 1]])
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if stmt.decorator_list or stmt.args.defaults or any(stmt.args.kw_defaults):
                 if shallow is None:
@@ -238,10 +252,9 @@ def import_steps(tree: ast.Module, module: str, is_package: bool) -> list[tuple]
             if isinstance(stmt, (ast.Import, ast.ImportFrom)):
                 for a in stmt.names:
                     raising.pop((a.asname or a.name).split(".")[0], None)
-        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Name) \
-                and stmt.value.func.id in raising:
-            name = stmt.value.func.id
-            steps.append(("call", i, stmt.lineno, ast.unparse(stmt), name, raising[name]))
+        call = _raising_call(stmt, raising) if raising else None
+        if call is not None:
+            steps.append(("call", i, stmt.lineno, ast.unparse(stmt), call, raising[call]))
             return steps
         if isinstance(stmt, ast.Import):
             steps.append(("import", i, stmt.lineno, [a.name for a in stmt.names]))
@@ -266,9 +279,26 @@ def import_steps(tree: ast.Module, module: str, is_package: bool) -> list[tuple]
                 return steps
             if shallow is None:
                 shallow = _shallow_bound(tree.body)
-            if any(n.id not in shallow and n.id not in BUILTIN_NAMES for n in _statement_loads(stmt)):
+            loaded = _statement_loads(stmt)
+            if any(n.id not in shallow and n.id not in BUILTIN_NAMES for n in loaded):
                 steps.append(("name", i, stmt.lineno))
+            if before is None:
+                before = _shallow_bound(tree.body[:i])
+            early = next((n for n in loaded if n.id in shallow and n.id not in before), None)
+            if early is not None:
+                steps.append(("early", i, early.lineno, early.id))
     return steps
+
+
+def _raising_call(stmt: ast.stmt, raising: dict[str, int]) -> str | None:
+    """The name of a function of ``raising`` that the simple statement always calls (its value, an
+    argument or operand of it: :func:`_always_evaluated`), else None."""
+    if not isinstance(stmt, (ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign)) or stmt.value is None:
+        return None
+    for n in _always_evaluated(stmt.value):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in raising:
+            return n.func.id
+    return None
 
 
 def _evaluated_loads(node: ast.AST) -> list[ast.Name]:
@@ -320,7 +350,7 @@ def _number(node: ast.AST) -> float | None:
 
 def _always_evaluated(node: ast.AST):
     """The sub-expressions of ``node`` that evaluating it always evaluates, outermost first: not
-    inside a function, lambda or comprehension, nor past the first operand of ``and``/``or`` or
+    inside a function or lambda, nor of a comprehension more than its first iterable, nor past the first operand of ``and``/``or`` or
     the test of a conditional expression."""
     todo = [node]
     while todo:
@@ -330,8 +360,10 @@ def _always_evaluated(node: ast.AST):
             todo.append(n.values[0])
         elif isinstance(n, ast.IfExp):
             todo.append(n.test)
-        else:
-            todo.extend(c for c in ast.iter_child_nodes(n) if not isinstance(c, _SKIP))
+        elif isinstance(n, _COMPREHENSIONS):
+            todo.append(n.generators[0].iter)  # the rest runs in the comprehension's own scope
+        elif not isinstance(n, _SKIP):
+            todo.extend(ast.iter_child_nodes(n))
 
 
 def _divides_by_zero(stmt: ast.stmt) -> str | None:

@@ -580,6 +580,51 @@ def _prune_children(st: ast.stmt) -> None:
         c.body = _prune_block(c.body) or [ast.Pass(lineno=st.lineno, col_offset=st.col_offset)]
 
 
+def _may_catch(handler: ast.ExceptHandler, raised: ast.Raise) -> bool:
+    """False only when ``raised`` raises a builtin exception class by name (``raise KeyError``,
+    ``raise KeyError(...)``) and every type the handler names is a builtin exception class that
+    is not among its bases (Python's own exception hierarchy); True otherwise (a bare
+    ``except:``, a name the module may bind, a computed type). The builtin names are taken as
+    the builtins, as elsewhere in the summary."""
+    import builtins
+
+    exc = raised.exc.func if isinstance(raised.exc, ast.Call) else raised.exc
+    cls = getattr(builtins, exc.id, None) if isinstance(exc, ast.Name) else None
+    if not (isinstance(cls, type) and issubclass(cls, BaseException)) or handler.type is None:
+        return True
+    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    for t in types:
+        caught = getattr(builtins, t.id, None) if isinstance(t, ast.Name) else None
+        if not (isinstance(caught, type) and issubclass(caught, BaseException)) or issubclass(cls, caught):
+            return True
+    return False
+
+
+def _first_raise(body: list[ast.stmt]) -> ast.Raise | None:
+    """The ``raise`` that running the (pruned) block always reaches, else None: a ``raise`` of the
+    block itself, or one that a statement of it always propagates: the body of a class statement
+    (the class is built when the statement runs), a ``finally`` block, or the body of a ``try``
+    whose handlers that may catch it (:func:`_may_catch`) all raise too. A ``with`` body is left out: its context manager may
+    swallow the exception."""
+    for st in body:
+        if isinstance(st, ast.Raise):
+            return st
+        if isinstance(st, ast.ClassDef):
+            found = _first_raise(st.body)
+        elif isinstance(st, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+            found = _first_raise(st.finalbody)
+            if found is None:
+                inner = _first_raise(st.body)
+                catching = [h for h in st.handlers if inner is None or _may_catch(h, inner)]
+                if inner is not None and all(_first_raise(h.body) is not None for h in catching):
+                    found = next((r for h in catching for r in [_first_raise(h.body)] if r.exc is not None), inner)
+        else:
+            found = None
+        if found is not None:
+            return found
+    return None
+
+
 def prune_dead_code(tree: ast.Module) -> ast.Module:
     """Remove, in place, the statements of ``tree`` that never run, so that every later reading
     (the summary and the extractors) sees only code that executes: what follows an unconditional
@@ -1195,9 +1240,9 @@ class _Summarizer:
     def run(self, tree: ast.Module) -> ModuleSummary:
         """Summarise a parsed module (its statements in order)."""
         self._stmts(tree.body, guarded=False, type_checking=False)
-        last = tree.body[-1] if tree.body else None
-        if isinstance(last, ast.Raise):
-            self.s.raises_at = (last.lineno, _short(last.exc) if last.exc is not None else "raise")
+        raising = _first_raise(tree.body)
+        if raising is not None:
+            self.s.raises_at = (raising.lineno, _short(raising.exc) if raising.exc is not None else "raise")
         self._dynamic(tree)
         if self.namespace:
             self._namespaces(tree)

@@ -179,6 +179,11 @@ def test_setter_typo_blocks(tmp_path):
      "`builtins.enumerate = <Lambda>` at vllm/model_executor/models/llama.py:"),
     ("\nimport builtins as b\n\n\ndef patch():\n    b.range = list\n", "`b.range = list` at vllm/model_executor/models/llama.py:"),
     ("\nimport builtins\nsetattr(builtins, 'isinstance', print)\n", "changes the builtin isinstance"),
+    # the builtins' dictionary, as the name __builtins__ holds it in a module that is not __main__
+    ("\n__builtins__['enumerate'] = lambda it, start=0: zip(range(100, 200), it)\n",
+     "`__builtins__['enumerate']` at vllm/model_executor/models/llama.py:"),
+    ("\n__builtins__.update(range=list)\n", "`__builtins__.update(range=list)` at vllm/model_executor/models/llama.py:"),
+    ("\n\ndef patch(k):\n    del __builtins__[k]\n", "changes a builtin under a computed name"),
 ])
 def test_builtins_changed_in_the_tree_is_unknown(tmp_path, tail, needle):
     res = expect(make_tree(tmp_path, llama(LLAMA + tail)), "unknown", needle)
@@ -197,7 +202,8 @@ def test_enumerate_rebound_in_the_holder_module_is_unknown(tmp_path):
 
 def test_new_names_in_builtins_keep_the_verdict(tmp_path):
     # SGLang 0.5.10.post1's sglang/srt/utils/common.py: builtins.FP8_E4M3_MAX = ...
-    code, res, _ = scan(make_tree(tmp_path, llama(LLAMA + "\nimport builtins\nbuiltins.FP8_MAX = 448.0\n")))
+    code, res, _ = scan(make_tree(tmp_path, llama(LLAMA + "\nimport builtins\nbuiltins.FP8_MAX = 448.0\n"
+                                                          "__builtins__['FP8_MIN'] = -448.0\n")))
     assert (code, res["verdict"]) == (0, "supported"), res["findings"]
 
 

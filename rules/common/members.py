@@ -398,7 +398,45 @@ class BuiltinsChanges(FactProvider):
                     out.append((member, construct, s.path, line))
                 elif mods and all(t == "builtins" for t in mods) and head == first:
                     out.append((member, construct, s.path, line))
+        for p in r.mentioning("__builtins__"):
+            out += _builtins_dict_writes(r.tree.read(p), p)
         return out
+
+
+def _builtins_dict_writes(data: bytes, path: str) -> list[tuple[str, str, str, int]]:
+    """The writes through the name ``__builtins__`` (the builtins' dictionary, in a module that is
+    not ``__main__``) in one module's source, anywhere in it: ``__builtins__[k] = v``, ``del
+    __builtins__[k]``, a changing method of it (``.update(...)``, ``.pop(k)``, ...), as
+    ``(name or "*", construct, path, line)``; none when the source does not parse."""
+    import ast
+
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    out = []
+    for n in ast.walk(tree):
+        sub = n if isinstance(n, ast.Subscript) and not isinstance(n.ctx, ast.Load) else None
+        if sub is not None and isinstance(sub.value, ast.Name) and sub.value.id == "__builtins__":
+            k = sub.slice
+            name = k.value if isinstance(k, ast.Constant) and isinstance(k.value, str) else "*"
+            if name == "*" or name in PY_BUILTINS:
+                out.append((name, ast.unparse(sub)[:100], path, sub.lineno))
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) \
+                and n.func.value.id == "__builtins__" and n.func.attr in _DICT_CHANGES:
+            first = n.args[0] if n.args else None
+            name = first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) \
+                and n.func.attr != "update" else "*"
+            if name == "*" and n.func.attr == "update" and not n.args and all(k.arg for k in n.keywords):
+                names = [k.arg for k in n.keywords if k.arg in PY_BUILTINS]
+                name = names[0] if names else None
+            if name is not None and (name == "*" or name in PY_BUILTINS):
+                out.append((name, ast.unparse(n)[:100], path, n.lineno))
+    return out
+
+
+#: the methods of a dict that change it
+_DICT_CHANGES = frozenset({"update", "pop", "setdefault", "clear", "popitem", "__setitem__", "__delitem__"})
 
 
 class OutsideModuleChanges(FactProvider):

@@ -380,7 +380,14 @@ def test_registry_sub_table_changed_in_a_function_is_unknown(tmp_path):
     "def _local():\n    _VLLM_MODELS = {}\n    _VLLM_MODELS['x'] = 1\n    return _VLLM_MODELS",
 ], ids=["copied", "read", "read-in-a-function", "local-of-the-same-name"])
 def test_registry_only_read_keeps_the_verdict(tmp_path, tail):
-    code, res, _ = scan(make_tree(tmp_path, _registry_with(tail)))
+    files = _registry_with(tail)
+    if tail.startswith("ModelRegistry = "):
+        # the registry object built from a copy: in place of the tree's own, after its class (before
+        # it, the module's import would fail with a NameError, which the scan reports as unknown)
+        (path, text), = files.items()
+        files = {path: text.replace(f"\n{tail}\n", "\n").replace("ModelRegistry = _ModelRegistry(_VLLM_MODELS)", tail)}
+        assert tail in files[path] and "_ModelRegistry(_VLLM_MODELS)" not in files[path]
+    code, res, _ = scan(make_tree(tmp_path, files))
     assert (code, res["verdict"]) == (0, "supported"), res
 
 

@@ -354,3 +354,22 @@ def test_vllm_config_refusing_eagle3_by_more_spellings_is_blocked(tmp_path, firs
 def test_vllm_config_refusing_another_method_by_those_spellings_keeps_the_verdict(tmp_path, first):
     code, res, _ = scan(make_tree(tmp_path, {SPEC_PATH: _refusing(first)}))
     assert (code, res["verdict"]) == (0, "supported"), res
+
+
+# -- 5. SGLang: an EntryClass bound in ways the registry reader did not take (was exit 2) -------
+
+
+@pytest.mark.parametrize("entry, construct", [
+    ("_B = [LlamaForCausalLM, Phi3ForCausalLM]\nEntryClass = [*_B]", "EntryClass = [*_B]"),
+    ("EntryClass, _x = [LlamaForCausalLM, Phi3ForCausalLM], 1", "EntryClass, _x = "),
+    ("def _g():\n    return EntryClass\n\n\nEntryClass = [LlamaForCausalLM, Phi3ForCausalLM]\nEntryClass = _g()",
+     "EntryClass = _g()"),
+])
+def test_sglang_entryclass_bound_at_run_time_is_unknown_not_bad_input(tmp_path, entry, construct):
+    # each is a valid module that SGLang imports; which classes it registers is not followed, so
+    # the classes it names are its targets, each unknown (before: "unknown model", exit 2)
+    text = SG_LLAMA.replace(SG_ENTRY, entry)
+    assert text != SG_LLAMA
+    for arch in ("LlamaForCausalLM", "Phi3ForCausalLM"):
+        expect_unknown_at(sglang_tree(tmp_path / arch, {SG_LLAMA_PATH: text}), SG_LLAMA_PATH, text, construct,
+                          arch=arch)

@@ -30,9 +30,20 @@ def extract_entry(tree: ast.Module) -> dict | None:
     "unreadable": bool}`` from the last plain assignment (a name, or a list/tuple of names;
     ``unreadable`` when the value is anything else), or None when the module assigns none."""
     found = None
+    values: dict[str, ast.expr] = {}  # the module-level names bound so far by a plain assignment, to their values
     for st in tree.body:
         if isinstance(st, (ast.Assign, ast.AnnAssign)):
             targets = st.targets if isinstance(st, ast.Assign) else [st.target]
+            if st.value is not None:
+                for t in targets:
+                    if isinstance(t, ast.Name) and t.id != ENTRY_NAME:
+                        values[t.id] = st.value
+            unpacked = _unpacked_entry(targets, st.value) if isinstance(st, ast.Assign) else None
+            if unpacked is not None:
+                # ``EntryClass, _x = [A, B], 1``: the item bound to it, or a value known only at run time
+                found = {"names": [], "line": st.lineno, "unreadable": False}
+                _built(found, st, st.value, values)
+                continue
             if st.value is None or not any(isinstance(t, ast.Name) and t.id == ENTRY_NAME for t in targets):
                 continue
             v = st.value
@@ -50,8 +61,8 @@ def extract_entry(tree: ast.Module) -> dict | None:
             if isinstance(v, ast.Call) and dotted(v.func) and not v.args and not v.keywords:
                 found["call"] = dotted(v.func)  # ``EntryClass = get_classes()``: followed into the function
             if any(n is None and not isinstance(e, ast.Constant) for n, e in zip(names, elts)):
-                _built(found, st, v)  # a call, a comprehension…: what it holds is known only at run time
-                if before is not None and _reads_entry(v):
+                _built(found, st, v, values)  # a call, a comprehension…: what it holds is known only at run time
+                if before is not None and (_reads_entry(v) or isinstance(v, ast.Call)):
                     # ``EntryClass = EntryClass[1:]``: built from the classes it held, which it may keep
                     found["mentions"] += [d for d in before["names"] + before.get("mentions", [])
                                           if d not in found["mentions"]]
@@ -74,7 +85,7 @@ def extract_entry(tree: ast.Module) -> dict | None:
                 found["names"] += [n for n in names if n]
             found["unreadable"] = found["unreadable"] or None in names
             if any(n is None and not isinstance(e, ast.Constant) for n, e in zip(names, elts)):
-                _built(found, st, arg if arg is not None else st)
+                _built(found, st, arg if arg is not None else st, values)
             if found.get("tuple") and isinstance(st, ast.AugAssign):
                 found["tuple"] = (ast.unparse(st)[:100], st.lineno)  # ``+=`` on a tuple gives a tuple
             found["line"] = st.lineno
@@ -86,15 +97,33 @@ def _reads_entry(value: ast.AST) -> bool:
     return any(isinstance(n, ast.Name) and n.id == ENTRY_NAME for n in ast.walk(value))
 
 
-def _built(found: dict, st: ast.stmt, value: ast.AST) -> None:
+def _unpacked_entry(targets: list, value: ast.AST) -> bool | None:
+    """True when a target of an assignment unpacks into ``EntryClass`` (``EntryClass, x = ...``,
+    ``[EntryClass, *rest] = ...``), else None."""
+    for t in targets:
+        if isinstance(t, (ast.Tuple, ast.List)) and any(isinstance(n, ast.Name) and n.id == ENTRY_NAME
+                                                        for n in ast.walk(t)):
+            return True
+    return None
+
+
+def _built(found: dict, st: ast.stmt, value: ast.AST, values: dict[str, ast.expr] | None = None) -> None:
     """Record that ``EntryClass`` is built at run time by ``st``: the statement (``built``) and
-    the dotted names its value mentions (``mentions``: the classes it may register)."""
+    the dotted names its value mentions (``mentions``: the classes it may register), through the
+    values of the module-level names it reads (``values``: ``_B = [A, B]`` then ``[*_B]``; at
+    most four levels)."""
     found.setdefault("built", (ast.unparse(st)[:100], st.lineno))
     seen = found.setdefault("mentions", [])
-    for n in ast.walk(value):
-        d = dotted(n) if isinstance(n, (ast.Name, ast.Attribute)) else None
-        if d and d not in seen and d != ENTRY_NAME:
-            seen.append(d)
+    todo, expanded = [(value, 0)], set()
+    while todo:
+        node, depth = todo.pop()
+        for n in ast.walk(node):
+            d = dotted(n) if isinstance(n, (ast.Name, ast.Attribute)) else None
+            if d and d not in seen and d != ENTRY_NAME:
+                seen.append(d)
+            if values and isinstance(n, ast.Name) and n.id in values and n.id not in expanded and depth < 4:
+                expanded.add(n.id)
+                todo.append((values[n.id], depth + 1))
 
 
 def extract_entry_changes(tree: ast.Module) -> list | None:
@@ -367,7 +396,7 @@ class Registry:
         elts = ret.elts if isinstance(ret, ast.List) else [ret] if isinstance(ret, (ast.Name, ast.Attribute)) else None
         names = [dotted(e) for e in elts] if elts is not None and not isinstance(fn, ast.AsyncFunctionDef) \
             and not fn.decorator_list else None
-        if names and all(names):
+        if names and all(names) and ENTRY_NAME not in names:
             return None, [(n, r.resolve_dotted(f.module, n)) for n in names]
         named = []
         for n in ast.walk(fn):

@@ -35,12 +35,22 @@ MINIVLLM = REPO / "fixtures" / "minivllm"
 
 @pytest.fixture(scope="session", autouse=True)
 def isolated_cache_root(tmp_path_factory):
-    """Point ``EAGLE_AUDIT_CACHE_DIR`` at a per-session folder whose ``archives`` entry links to
-    the real archive cache (computed before the override, so a user-set variable is honoured)."""
+    """Point ``EAGLE_AUDIT_CACHE_DIR`` at a per-session folder (per run, shared by the workers of
+    ``pytest -n``) whose ``archives`` entry links to the real archive cache (computed before the
+    override, so a user-set variable is honoured)."""
     real_archives = archive_cache_dir()
     real_archives.mkdir(parents=True, exist_ok=True)
-    root = tmp_path_factory.mktemp("eagle-audit-cache")
-    (root / "archives").symlink_to(real_archives, target_is_directory=True)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # the workers of one ``-n`` run share one root (each entry is written atomically), so a
+        # release's summaries are computed by one worker, not by each
+        root = tmp_path_factory.getbasetemp().parent / "eagle-audit-cache"
+        root.mkdir(exist_ok=True)
+    else:
+        root = tmp_path_factory.mktemp("eagle-audit-cache")
+    try:
+        (root / "archives").symlink_to(real_archives, target_is_directory=True)
+    except FileExistsError:  # the other worker made it
+        pass
     old = os.environ.get("EAGLE_AUDIT_CACHE_DIR")
     os.environ["EAGLE_AUDIT_CACHE_DIR"] = str(root)
     try:

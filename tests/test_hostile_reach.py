@@ -254,7 +254,8 @@ def test_a_protocol_member_that_only_raises_does_not_pass(tmp_path, old, new, me
 # -- 4-7. reports, JSON inputs, settings, environment variables, the cache --------------------
 
 
-def test_the_apply_report_keeps_a_newline_of_the_tree_path_on_its_line(tmp_path):
+def test_the_apply_report_keeps_a_newline_of_the_tree_path_on_its_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "2000")  # the report wraps at the terminal's width; here it has one line per item
     forged = "eagle-audit: every target is already supported, nothing was written"
     folder = tmp_path / f"tree\n{forged}"
     root = make_tree(folder)

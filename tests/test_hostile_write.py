@@ -309,7 +309,8 @@ def test_a_name_with_a_raw_newline_never_forges_a_line_of_the_fix_report(tmp_pat
     assert tree_hash(root) == before
 
 
-def test_the_printed_undo_command_names_a_path_with_a_newline_exactly(tmp_path):
+def test_the_printed_undo_command_names_a_path_with_a_newline_exactly(tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "2000")  # one line per item of the report, whatever the length of tmp_path
     root = make_tree(tmp_path / "my trees\nwith 'quotes'")
     pristine = tree_hash(root)
     r = cli("fix", root, *APPLY)

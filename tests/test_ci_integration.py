@@ -149,9 +149,10 @@ def run_job(job: str, workdir: Path, inputs: dict, overrides: dict | None = None
 
 @pytest.mark.full  # the workflow's gate job compares with the release its settings name
 @pytest.mark.parametrize("candidate, rc, outcome", [
-    ("0.18.0", 0, "native"),  # the workflow's own default (inputs.candidate || '0.18.0')
-    ("0.17.1", 0, "patched"),
-    (str(DRIFT), 1, "broken"),
+    pytest.param("0.18.0", 0, "native", id="0.18.0"),  # the workflow's own default (inputs.candidate || '0.18.0')
+    pytest.param("0.17.1", 0, "patched", id="0.17.1"),
+    # the drift tree lives in a temp folder: a fixed id, so that every xdist worker collects the same name
+    pytest.param(str(DRIFT), 1, "broken", id="kimi-drift"),
 ])
 def test_workflow_gate_job_runs(workdir, candidate, rc, outcome):
     inputs = {} if candidate == "0.18.0" else {"candidate": candidate}

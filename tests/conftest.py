@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import shutil
@@ -158,8 +159,33 @@ def tier_of(item) -> str:
     return "full" if _params_use_full(item) else "fast"
 
 
+#: the terminal variables of the process that ran pytest, handed to its xdist workers
+_TERMINAL_ENV = "EAGLE_AUDIT_TESTS_TERMINAL"
+
+
+def _terminal_as_run() -> None:
+    """Give an xdist worker the ``COLUMNS`` and ``LINES`` of the ``pytest`` command (or none).
+
+    pytest-xdist starts its workers with ``COLUMNS=80`` and ``LINES=24`` in their environment,
+    and every command line a test starts inherits them: a report that is kept whole when piped
+    without ``COLUMNS`` is then wrapped at 80 columns, on some runs and not others. The controller
+    records its own values before the workers start; each worker puts them back."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        os.environ[_TERMINAL_ENV] = json.dumps({k: os.environ.get(k, "") for k in ("COLUMNS", "LINES")})
+        return
+    recorded = os.environ.get(_TERMINAL_ENV)
+    if recorded is None:
+        return
+    for key, value in json.loads(recorded).items():
+        if value:
+            os.environ[key] = value
+        else:
+            os.environ.pop(key, None)
+
+
 def pytest_configure(config):
-    """Declare the two tier markers."""
+    """Declare the two tier markers; give an xdist worker the terminal of the ``pytest`` command."""
+    _terminal_as_run()
     config.addinivalue_line("markers", "fast: needs no network and no release archive (assigned by tests/conftest.py)")
     config.addinivalue_line("markers", "full: real releases, the network or the runtime tier (assigned by "
                                        "tests/conftest.py, or by hand)")

@@ -115,12 +115,13 @@ def _report(out: pathlib.Path, archs: list[str], rows: list[dict], wall: float) 
     # patched run did not stop at a platform limit; the others say nothing about the patch
     judged = [r for r in patched if (r["pristine"] or {}).get("non_speculative_ok")
               and r["patched"].get("outcome") != "platform-limit"]
-    patched_ok = [r for r in judged if r["patched"].get("ids_equal") and r["patched"].get("started")
-                  and r["patched"].get("non_speculative_ok")]
+    # a patch runs right only when the engine proved it: equal ids and the captured states entering
+    # the layers the runner set (a wrong capture generates equal ids and feeds the drafter the wrong states)
+    patched_ok = [r for r in judged if r["patched"].get("outcome") == "proven"]
     lines = ["# Runtime sweep", "", f"{len(rows)} of {len(archs)} architectures swept, {len(tried)} run (the rest: no buildable config), "
              f"{len(agree)}/{len(tried)} agree with the scan, {len(disagree)} disagree, {len(no_verdict)} give no "
              f"verdict (the engine stopped before the model's code, or at a platform limit); "
-             f"{len(patched_ok)}/{len(judged)} of fix's judged patches ran with equal token ids ({len(patched) - len(judged)} "
+             f"{len(patched_ok)}/{len(judged)} of fix's judged patches were proven: equal token ids and the right captures ({len(patched) - len(judged)} "
              f"more applied, not judged: the pristine model does not run here, or a platform limit); {wall:.0f} s.", "",
              "| architecture | scan | engine | agrees | after fix |", "|---|---|---|---|---|"]
     for r in rows:
@@ -135,7 +136,7 @@ def _report(out: pathlib.Path, archs: list[str], rows: list[dict], wall: float) 
             p = r["pristine"]
             lines.append(f"- {r['architecture']}: scan {p.get('scan_verdict')}, engine {p.get('outcome')}: "
                          f"{p.get('reason')} {(p.get('exception') or {}).get('message', '')[:200]}")
-    lines += ["", "## Patches that did not run with equal token ids, or were not judged", ""]
+    lines += ["", "## Patches that were not proven, or were not judged", ""]
     for r in patched:
         if r not in patched_ok:
             q = r["patched"]

@@ -68,7 +68,9 @@ class VerifyResult:
     blocked and refused by one of the blocking gates); ``started``: EAGLE-3 started;
     ``exception``: ``{type, message, where, gate}`` of the refusal; ``aux_layers``: the layer ids
     the runner set; ``aux_matches``: for each captured state, the layer ids whose entering hidden
-    state it equals; ``ids_equal``: speculative ids equal the non-speculative ones (both
+    state it equals; ``stream``: how the entering state was measured (``whole`` hidden_states, or
+    ``split`` hidden_states + residual; None: from the residuals the layers were handed);
+    ``ids_equal``: speculative ids equal the non-speculative ones (both
     weight settings); ``divergence``: the first difference and the non-speculative top-2
     log-prob margin there; ``accepted``/``draft_tokens``: accepted drafts of the accept run;
     ``prompt_dependent``: the outputs differ between prompts; ``times``: wall times in seconds."""
@@ -88,6 +90,9 @@ class VerifyResult:
     aux_layers: list[int] | None = None
     aux_matches: list[list[int]] | None = None
     capture_ok: bool | None = None
+    #: how the residual stream was measured to be held between layers (``whole``: the layers hand
+    #: on the whole state; ``split``: hidden_states + residual; None: not measured at the model's end)
+    stream: str | None = None
     ids_equal: bool | None = None
     divergence: dict | None = None
     accepted: int | None = None
@@ -360,6 +365,7 @@ class Verifier:
             return res
         res.aux_layers = cspec.get("aux_layers")
         res.aux_matches = cspec.get("aux_matches")
+        res.stream = cspec.get("stream")
         if res.aux_layers is not None and res.aux_matches is not None:
             res.capture_ok = len(res.aux_layers) == len(res.aux_matches) and all(
                 layer in hits for layer, hits in zip(res.aux_layers, res.aux_matches))

@@ -202,7 +202,11 @@ def action_config(req: dict) -> dict:
 
 # -- the run -----------------------------------------------------------------------------------
 
-STATE: dict = {"entering": {}, "aux": None, "aux_layers": None, "hooked": False, "hook_error": None}
+STATE: dict = {"entering": {}, "aux": None, "aux_layers": None, "hooked": False, "hook_error": None,
+               "last_out": None, "stream": None}
+
+#: attribute names of a holder model's final norm, as vLLM's model files spell them
+_FINAL_NORMS = ("norm", "final_layernorm", "ln_f", "final_layer_norm", "final_norm", "norm_f")
 
 
 WEIGHTS = {"scale": 0.1, "live_rows": None, "calls": 0, "seed_base": 0, "mask_logits": False}
@@ -337,7 +341,24 @@ def _install_hooks(model) -> str:
     for i, layer in enumerate(layers):
         layer.register_forward_pre_hook(pre_hook(i), with_kwargs=True)
 
+    def last_hook(mod, args, output):
+        # what the last decoder layer hands on: (hidden_states, residual) or one tensor
+        if STATE["last_out"] is None:
+            hs, res = (output[0], output[1] if len(output) > 1 else None) if isinstance(output, tuple) \
+                else (output, None)
+            if isinstance(hs, torch.Tensor):
+                STATE["last_out"] = (hs.detach().clone(), res.detach().clone() if isinstance(res, torch.Tensor)
+                                     else None)
+        return None
+
+    layers[len(layers) - 1].register_forward_hook(last_hook)
+    norm = next((getattr(holder, n) for n in _FINAL_NORMS
+                 if isinstance(getattr(holder, n, None), torch.nn.Module)), None)
+
     def out_hook(mod, args, output):
+        if STATE["stream"] is None and STATE["last_out"] is not None:
+            final = output[0] if isinstance(output, tuple) else output
+            STATE["stream"] = _stream_by_final_norm(norm, STATE["last_out"], final)
         if STATE["aux"] is not None:
             return None
         if isinstance(output, tuple) and len(output) == 2 and isinstance(output[1], (list, tuple)):
@@ -365,20 +386,54 @@ def _close(a, b) -> bool:
     return a.shape == b.shape and torch.allclose(a, b, rtol=1e-2, atol=1e-3 * max(1.0, float(a.abs().max())))
 
 
+def _stream_by_final_norm(norm, last_out, final) -> str | None:
+    """``"whole"`` or ``"split"``: how the model's residual stream is held between layers, measured
+    at its end, where the holder's final norm turns the stream into the output.
+
+    ``last_out`` is ``(hidden_states, residual)`` as the last decoder layer handed them on, and
+    ``final`` what the model returned. When ``norm(hidden_states + residual)`` is that output, the
+    stream is split in two (Llama: a fused add-norm sums them); when ``norm(hidden_states)`` is, the
+    layers hand on the whole state and the residual is a leftover (Cohere, EXAONE 4: each layer
+    starts with ``residual = hidden_states``). None when there is no norm, no residual, or neither
+    or both match: then nothing is measured here. The norm runs on copies (vLLM's fused norms
+    write into their inputs)."""
+    import torch
+
+    hs, res = last_out
+    if norm is None or res is None or not isinstance(final, torch.Tensor):
+        return None
+    found = []
+    try:
+        with torch.no_grad():
+            for mode, x in (("whole", hs.clone()), ("split", hs.clone() + res)):
+                y = norm(x)
+                y = y[0] if isinstance(y, tuple) else y
+                if isinstance(y, torch.Tensor) and _close(y.detach().float().cpu(), final.detach().float().cpu()):
+                    found.append(mode)
+    except Exception:  # noqa: BLE001  (a norm that wants other arguments measures nothing)
+        return None
+    return found[0] if len(found) == 1 else None
+
+
 def _entering_states() -> dict:
     """Layer id → the hidden state entering that layer (the residual stream), from the
     ``(hidden_states, residual)`` each layer was called with.
 
     Most layers take a residual stream split in two (Llama: the layer's first norm adds
-    ``residual`` back), so the state is ``hidden_states + residual``. A layer that hands back its
-    own input as the residual and sums the rest itself (Cohere 2: ``residual = hidden_states``
-    first, and the next layer gets ``(sum, input)``) takes its state whole: ``hidden_states``.
-    Which one the model is, is measured: when every later layer's ``residual`` equals the
-    ``hidden_states`` the layer before it was called with, the residual is not part of the state."""
+    ``residual`` back), so the state is ``hidden_states + residual``. A layer that starts with
+    ``residual = hidden_states`` and sums the rest itself (Cohere, EXAONE 4) takes its state whole:
+    ``hidden_states``; what it hands on as the residual is a leftover. Which one the model is, is
+    measured: first at the model's end (:func:`_stream_by_final_norm`, recorded by the hooks);
+    else, when every later layer's ``residual`` equals the ``hidden_states`` the layer before it
+    was called with, the residual is not part of the state."""
     raw = STATE["entering"]
     ids = sorted(raw)
-    handed_back = [raw[i][1] is not None and (i - 1) in raw and _close(raw[i][1], raw[i - 1][0]) for i in ids[1:]]
-    whole = bool(handed_back) and all(handed_back)
+    if STATE.get("stream") is not None:
+        whole = STATE["stream"] == "whole"
+    else:
+        handed_back = [raw[i][1] is not None and (i - 1) in raw and _close(raw[i][1], raw[i - 1][0])
+                       for i in ids[1:]]
+        whole = bool(handed_back) and all(handed_back)
     return {i: (hs if whole or res is None else hs + res) for i, (hs, res) in raw.items()}
 
 
@@ -430,7 +485,7 @@ def _one_run(LLM, SamplingParams, TokensPrompt, req: dict, run: dict) -> dict:
     WEIGHTS["live_rows"] = run.get("live_rows")
     WEIGHTS["calls"] = 0
     WEIGHTS["mask_logits"] = False
-    STATE.update(entering={}, aux=None, aux_layers=None, hooked=False)
+    STATE.update(entering={}, aux=None, aux_layers=None, hooked=False, last_out=None, stream=None)
     result: dict = {"name": run.get("name"), "ok": False, "started": False, "phase": "start"}
     timing: dict = {}
     kwargs = dict(model=req["model_dir"], load_format="dummy", skip_tokenizer_init=True, enforce_eager=True,
@@ -485,7 +540,8 @@ def _one_run(LLM, SamplingParams, TokensPrompt, req: dict, run: dict) -> dict:
         metrics = _spec_metrics(llm)
         result.update(ok=True, phase="done", token_ids=ids, margins=margins, aux_layers=STATE["aux_layers"],
                       aux_matches=_match_aux(), aux_count=len(STATE["aux"] or []), spec_metrics=metrics,
-                      accepted=_accepted(metrics), entering_layers=sorted(STATE["entering"]))
+                      accepted=_accepted(metrics), entering_layers=sorted(STATE["entering"]),
+                      stream=STATE["stream"])
         return result
     finally:
         del llm

@@ -138,6 +138,108 @@ def _argument_names(call: cst.Call) -> set[str]:
     return {a.value.value for a in call.args if isinstance(a.value, cst.Name)}
 
 
+def _layer_call(loop: cst.For, residual: str) -> cst.Call | None:
+    """The loop body's ``... = layer(..., residual, ...)`` call that takes ``residual`` back."""
+    if not isinstance(loop.body, cst.IndentedBlock):
+        return None
+    for st in loop.body.body:
+        for s in getattr(st, "body", ()) if isinstance(st, cst.SimpleStatementLine) else ():
+            if isinstance(s, cst.Assign) and isinstance(s.value, cst.Call) and residual in _argument_names(s.value):
+                return s.value
+    return None
+
+
+class _CalledNames(cst.CSTVisitor):
+    """The bare names called in a node (``X(...)``), in order."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Name):
+            self.names.append(node.func.value)
+
+
+def _layers_value(holder: cst.ClassDef) -> cst.BaseExpression | None:
+    """The value of ``self.layers = ...`` (or ``..., self.layers = make_layers(...)``) in the
+    holder's ``__init__``."""
+    init = class_methods(holder).get("__init__")
+    if init is None or not isinstance(init.body, cst.IndentedBlock):
+        return None
+    for st in init.body.body:
+        for s in getattr(st, "body", ()) if isinstance(st, cst.SimpleStatementLine) else ():
+            if not isinstance(s, cst.Assign):
+                continue
+            for t in s.targets:
+                elems = [e.value for e in t.target.elements] if isinstance(t.target, (cst.Tuple, cst.List)) \
+                    else [t.target]
+                if any(isinstance(e, cst.Attribute) and isinstance(e.value, cst.Name) and e.value.value == "self"
+                       and e.attr.value == "layers" for e in elems):
+                    return s.value
+    return None
+
+
+def _param_taking(fwd: cst.FunctionDef, call: cst.Call, residual: str) -> str | None:
+    """The parameter of a layer's ``forward(self, ...)`` that ``call`` binds ``residual`` to."""
+    params = [p.name.value for p in list(fwd.params.posonly_params) + list(fwd.params.params)][1:]
+    pos = 0
+    for a in call.args:
+        if a.keyword is not None:
+            if isinstance(a.value, cst.Name) and a.value.value == residual:
+                return a.keyword.value
+            continue
+        if a.star:
+            return None  # *args: the position is not known
+        if isinstance(a.value, cst.Name) and a.value.value == residual:
+            return params[pos] if pos < len(params) else None
+        pos += 1
+    return None
+
+
+def _rebound_before_read(fwd: cst.FunctionDef, name: str) -> bool:
+    """True when the first statement of ``fwd`` that mentions ``name`` is a plain
+    ``name = <value without name>`` at the top of the body: the value passed in is never read."""
+    if not isinstance(fwd.body, cst.IndentedBlock):
+        return False
+    for st in fwd.body.body:
+        if name not in names_used(st):
+            continue
+        if not isinstance(st, cst.SimpleStatementLine) or len(st.body) != 1 or not isinstance(st.body[0], cst.Assign):
+            return False
+        a = st.body[0]
+        return name not in names_used(a.value) and any(
+            isinstance(t.target, cst.Name) and t.target.value == name for t in a.targets)
+    return False
+
+
+def whole_stream_layer(tree: cst.Module, holder: cst.ClassDef, loop: cst.For, residual: str) -> str | None:
+    """The decoder layer class of this module that discards the residual the holder's loop hands
+    it, or None.
+
+    The holder's ``__init__`` builds ``self.layers`` from one class of the same module
+    (``make_layers(n, lambda prefix: CohereDecoderLayer(...))``); that class's ``forward`` starts by
+    rebinding the parameter the loop passes ``residual`` to (``residual = hidden_states``). Such a
+    layer reads only ``hidden_states``, so the state entering it is ``hidden_states`` alone, and
+    the residual it hands on is a leftover (vLLM's ``commandr.py``, ``exaone4.py``; its own
+    ``cohere2_moe.py`` captures ``hidden_states`` for that shape). None when the layer class is
+    not defined in this module, is not one class, or reads the residual: the state is then
+    ``hidden_states + residual``."""
+    value = _layers_value(holder)
+    call = _layer_call(loop, residual)
+    if value is None or call is None:
+        return None
+    called = _CalledNames()
+    value.visit(called)
+    classes = {st.name.value: st for st in tree.body if isinstance(st, cst.ClassDef)}
+    found = {n for n in called.names if n in classes and "forward" in class_methods(classes[n])}
+    if len(found) != 1:
+        return None
+    name = found.pop()
+    fwd = class_methods(classes[name])["forward"]
+    param = _param_taking(fwd, call, residual)
+    return name if param is not None and _rebound_before_read(fwd, param) else None
+
+
 def _compact(module: cst.Module, node: cst.CSTNode) -> str:
     """One-line source text of an expression (layout and comments inside it dropped)."""
     text = module.code_for_node(node)
@@ -296,6 +398,58 @@ class AuxCaptureCodemod(EagleCodemod):
             note='a layer that returns a residual it never takes back (StableLM): the entering state is '
                  'hidden_states alone',
         ),
+        CodemodExample(
+            {'class': 'M', 'mode': 'list'},
+            before=dedent('''\
+                class Layer(nn.Module):
+                    def forward(self, positions, hidden_states, residual):
+                        residual = hidden_states
+                        hidden_states = residual + self.mlp(self.norm(hidden_states))
+                        return hidden_states, residual
+
+
+                class M(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.start_layer, self.end_layer, self.layers = make_layers(4, lambda p: Layer(p))
+
+                    def forward(self, x):
+                        hidden_states, residual = x, None
+                        for layer in islice(self.layers, self.start_layer, self.end_layer):
+                            hidden_states, residual = layer(positions, hidden_states, residual)
+                        return self.norm(hidden_states)
+            '''),
+            after=dedent('''\
+                class Layer(nn.Module):
+                    def forward(self, positions, hidden_states, residual):
+                        residual = hidden_states
+                        hidden_states = residual + self.mlp(self.norm(hidden_states))
+                        return hidden_states, residual
+
+
+                class M(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.start_layer, self.end_layer, self.layers = make_layers(4, lambda p: Layer(p))
+                        self.aux_hidden_state_layers: tuple[int, ...] = ()
+
+                    def forward(self, x):
+                        hidden_states, residual = x, None
+                        aux_hidden_states = []
+                        for idx, layer in enumerate(
+                            islice(self.layers, self.start_layer, self.end_layer),
+                            start=self.start_layer,
+                        ):
+                            if idx in self.aux_hidden_state_layers:
+                                aux_hidden_states.append(hidden_states)
+                            hidden_states, residual = layer(positions, hidden_states, residual)
+                        if len(aux_hidden_states) > 0:
+                            return self.norm(hidden_states), aux_hidden_states
+                        return self.norm(hidden_states)
+            '''),
+            note='layers that take the residual back but start by rebinding it (Cohere, EXAONE 4) hand on '
+                 'the whole state: the entering state is hidden_states alone',
+        ),
     ]
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
@@ -369,6 +523,14 @@ class AuxCaptureCodemod(EagleCodemod):
                 f"append the state entering each layer in {self.LAYERS_ATTR}",
             )
         hidden, residual = names
+        holder, _ = find_class(tree, qualname)
+        whole = whole_stream_layer(tree, holder, loop, residual) if residual and holder is not None else None
+        if whole is not None:
+            # the layers hand on the whole state: adding their leftover residual would feed the
+            # drafter a state no layer sees
+            residual = None
+            self.changes.append(f"{whole}.forward starts by rebinding the residual it is handed: the state "
+                                f"entering each layer is {hidden} alone")
         it = loop.iter
         target = loop.target
         idx_expr: str

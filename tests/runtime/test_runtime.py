@@ -94,3 +94,25 @@ def test_runtime_case(case, engine_venv):
     assert record_mismatches(engine_venv) == []
     assert patched["scan_verdict"] == "supported", patched
     _check_run(patched, after)
+
+
+def test_a_patch_for_layers_that_hand_on_the_whole_state_captures_what_enters_each_layer(engine_venv):
+    """Command R (``commandr.py``): each decoder layer starts with ``residual = hidden_states`` and
+    returns ``(the summed state, its own input)``. The state entering a layer is ``hidden_states``
+    alone; a capture of ``hidden_states + residual`` starts, decodes equal ids and feeds the drafter
+    states no layer sees. The engine measures the stream at the model's final norm and must find
+    every captured state equal to the state entering the layer the runner set."""
+    arch = "CohereForCausalLM"
+    site = _site(engine_venv)
+    p = _cli("fix", "--python", str(engine_venv), "-m", arch, "--apply", "--no-progress")
+    assert p.returncode == 0, p.stderr
+    assert "CohereDecoderLayer.forward starts by rebinding the residual" in p.stdout + p.stderr
+    try:
+        patched = _verify(engine_venv, arch)
+    finally:
+        rv = _cli("fix", "--revert", str(site / "vllm"), "--no-progress")
+    assert rv.returncode == 0, rv.stderr
+    assert record_mismatches(engine_venv) == []
+    assert patched["stream"] == "whole", patched
+    assert patched["outcome"] == "proven" and patched["ids_equal"] and patched["accepted"] > 0, patched
+    assert patched["aux_matches"] == [[i] for i in patched["aux_layers"]], patched

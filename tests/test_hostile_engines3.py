@@ -8,6 +8,8 @@ never ``supported``. Every scan leaves the tree as it was (:func:`tests.test_hos
 
 1. vLLM's config validation refusing eagle3 through a name, a ``match``, an ``elif`` chain, a
    ``try``/``finally``, a helper's parameter, or a method rewritten before the checks.
+2. vLLM's run-time ``ModelRegistry``: its class's ``__init__`` replaced, a ``__new__``, its
+   ``models`` cleared through an alias, a ``resolve_model_cls`` that tests the architecture name.
 """
 
 from __future__ import annotations
@@ -121,4 +123,52 @@ def test_vllm_config_method_rewritten_only_for_other_methods_keeps_the_verdict(t
     # vLLM's own shape: the method is normalised or inferred when it is not eagle3
     text = SPEC.replace(POST_INIT, POST_INIT + rewrite)
     code, res, _ = scan(make_tree(tmp_path, {SPEC_PATH: text}))
+    assert (code, res["verdict"]) == (0, "supported"), res
+
+
+# -- 2. vLLM: the run-time ModelRegistry -------------------------------------------------------
+
+MODELS = "vllm/model_executor/models"
+REGISTRY_PATH = f"{MODELS}/registry.py"
+REGISTRY = (REPO / "fixtures" / "minivllm" / REGISTRY_PATH).read_text()
+REG_LINE = "ModelRegistry = _ModelRegistry(_VLLM_MODELS)"
+RESOLVE = "    def resolve_model_cls(self, architectures: list[str]):\n"
+
+
+def _registry(before: str = "", after: str = "", in_class: str = "") -> str:
+    """The fixture's registry.py with ``before``/``after`` around ``ModelRegistry = ...`` and
+    ``in_class`` at the top of the registry class body."""
+    assert REG_LINE in REGISTRY and RESOLVE in REGISTRY
+    return REGISTRY.replace(REG_LINE, before + REG_LINE + after).replace(RESOLVE, in_class + RESOLVE)
+
+
+@pytest.mark.parametrize("text, construct", [
+    (_registry(before="def _init(self, models):\n    self.models = {}\n\n\n_ModelRegistry.__init__ = _init\n"),
+     "_ModelRegistry.__init__ = _init"),
+    (_registry(before="setattr(_ModelRegistry, '__init__', lambda self, models: None)\n"),
+     "setattr(_ModelRegistry, '__init__', lambda self, models: None)"),
+    (_registry(before="_t = _VLLM_MODELS\n\n\ndef _reset():\n    _t.clear()\n\n\n_reset()\n"), "_t.clear()"),
+    (_registry(after="\n_m = ModelRegistry.models\n_m.clear()\n"), "_m.clear()"),
+    (_registry(in_class="    def __new__(cls, models):\n        return object.__new__(cls)\n\n"),
+     "def __new__(cls, models)"),
+    (REGISTRY.replace("        for arch in architectures:\n",
+                      "        for arch in [a for a in architectures if a != 'LlamaForCausalLM']:\n"),
+     "a != 'LlamaForCausalLM'"),
+    (REGISTRY.replace("            if arch in self.models:\n",
+                      "            if arch == 'LlamaForCausalLM':\n                continue\n            if arch in self.models:\n"),
+     "arch == 'LlamaForCausalLM'"),
+], ids=["init-replaced", "init-setattr", "table-alias-clear", "models-alias-clear", "new",
+        "resolve-filtered", "resolve-skips"])
+def test_vllm_model_registry_changed_by_other_constructs_is_unknown(tmp_path, text, construct):
+    expect_unknown_at(make_tree(tmp_path, {REGISTRY_PATH: text}), REGISTRY_PATH, text, construct)
+
+
+@pytest.mark.parametrize("text", [
+    _registry(after="\n\ndef _init(self, models):\n    self.models = {}\n\n\n_ModelRegistry.__init__ = _init\n"),
+    _registry(before="_t = _TEXT_GENERATION_MODELS\n_t.clear()\n"),
+    _registry(after="\n_m = ModelRegistry.models\nprint(len(_m))\n"),
+], ids=["init-replaced-after-the-object", "sub-table-cleared-after-the-merge", "alias-only-read"])
+def test_vllm_model_registry_changes_that_come_too_late_keep_the_verdict(tmp_path, text):
+    # the object is built, or the merged table copied, before the change runs
+    code, res, _ = scan(make_tree(tmp_path, {REGISTRY_PATH: text}))
     assert (code, res["verdict"]) == (0, "supported"), res

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from auditor.cache import cacheable
 from auditor.index.summary import Extractor, ParentMap, char_position
-from rules.allowlist.refusal import refused_methods, shadowed_functions, validation_functions
+from rules.allowlist.refusal import in_replaced_function, method_refusals, shadowed_functions
 
 
 @cacheable
@@ -150,61 +150,38 @@ def _refuses_method(node: ast.If) -> list[str] | None:
     return None
 
 
+def _construct(node: ast.stmt) -> str:
+    """The source text a finding shows for a refusing statement: ``if <test>: raise``, the
+    ``assert``, the ``raise`` of a ``case``, the assignment of the method."""
+    if isinstance(node, ast.If):
+        return f"if {ast.unparse(node.test)[:70]}: raise"
+    return ast.unparse(node).splitlines()[0][:80]
+
+
 def extract_allowlist(tree: ast.Module, source: str | None = None) -> list[AllowlistFact]:
     """Find every EAGLE-3 model_type allowlist test in a module (see :class:`AllowlistFact`);
     ``source`` (the module's text) makes the recorded columns exact for non-ASCII lines."""
     lines = source.splitlines() if source is not None else None
     out: list[AllowlistFact] = []
-    pm: ParentMap | None = None
-    shadowed: set | None = None
+    pm = ParentMap(tree)
+    shadowed = shadowed_functions(tree)
 
-    def live(node: ast.AST) -> bool:
-        """False inside a function that a later binding of its name replaces (never run as that name)."""
-        nonlocal pm, shadowed
-        pm = pm or ParentMap(tree)
-        shadowed = shadowed if shadowed is not None else shadowed_functions(tree)
-        cur = pm.enclosing_function(node)
-        while cur is not None:
-            if cur in shadowed:
-                return False
-            cur = pm.enclosing_function(cur)
-        return True
-
-    checked: set | None = None
-
-    def validating() -> set:
-        """The functions building a config class runs (:func:`validation_functions`), once."""
-        nonlocal checked
-        checked = checked if checked is not None else validation_functions(tree)
-        return checked
+    for r in method_refusals(tree, pm):
+        construct = None
+        if r.kind != "refuses-all" or not (isinstance(r.node, ast.If) and _refuses_method(r.node)):
+            # spelled otherwise than ``method == "eagle3"``: shown in the finding
+            construct = _construct(r.node)
+        out.append(AllowlistFact(line=r.node.lineno, list_name=None, list_line=None, entries=[], methods=r.methods,
+                                 substring=False, subject="", function=getattr(r.function, "name", "<module>"),
+                                 kind=r.kind, construct=construct, unfollowable=[r.what] if r.what else None))
 
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assert):
-            refused, construct = refused_methods(node), ast.unparse(node)[:80]
-        elif isinstance(node, ast.If):
-            refused, construct = _refuses_method(node), None
-            if refused is None:
-                refused = refused_methods(node)
-                construct = f"if {ast.unparse(node.test)[:70]}: raise" if refused is not None else None
-        else:
-            continue
-        if refused is not None:
-            pm = pm or ParentMap(tree)
-            fn = pm.enclosing_function(node)
-            if fn is None or node not in fn.body or not live(node) or fn not in validating():
-                # under another test, in a function replaced by a later one, or in one that building
-                # the config never runs: not for every target
-                continue
-            out.append(AllowlistFact(line=node.lineno, list_name=None, list_line=None, entries=[], methods=refused,
-                                     substring=False, subject="", function=getattr(fn, "name", "<module>"),
-                                     kind="refuses-all", construct=construct))
-            continue
         if not isinstance(node, ast.If):
             continue
         methods = _eagle3_method_test(node.test)
-        if methods is None or not _has_model_type(node.test) or not _raises(node.body) or not live(node):
+        if methods is None or not _has_model_type(node.test) or not _raises(node.body) \
+                or in_replaced_function(node, shadowed, pm):
             continue
-        pm = pm or ParentMap(tree)
         fn = pm.enclosing_function(node)
         list_name = None
         entries: list[str] = []
@@ -308,7 +285,13 @@ def allowlist_for(ctx, method: str) -> "tuple[str, AllowlistFact] | None":
     """The allowlist that applies to a speculative ``method`` in the tree of ``ctx`` (a
     :class:`rules.base.Context`), as ``(path, fact)``; None when the tree has none (vLLM ≥ 0.22)."""
     hits = [(path, f) for path, f in ctx.facts.found(EXTRACTOR) if method in f.methods]
-    for path, f in hits:
-        if f.kind == "refuses-all":  # a test that refuses the method for every model comes first
-            return path, f
+    for kind in _FIRST:
+        for path, f in hits:
+            if f.kind == kind:
+                return path, f
     return hits[0] if hits else None
+
+
+#: Which facts decide first: a new value of the method (the tests after it read another one), then
+#: a test that refuses the method for every model, then one that may and is not followed.
+_FIRST = ("rewrites-method", "refuses-all", "unfollowed")

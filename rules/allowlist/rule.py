@@ -106,6 +106,16 @@ class AllowlistRule(Rule):
             yield self.finding(Severity.ERROR, f"{fact.function}() raises for every {target.method} target "
                                f"(an unconditional test of the method at {path}:{fact.line}{shown})", path, fact.line)
             return
+        if fact.kind == "rewrites-method":
+            yield self.finding(Severity.UNKNOWN, f"{fact.function}() gives the method a new value by "
+                               f"`{fact.construct}` at {path}:{fact.line}: which method the tests after it read "
+                               f"for {target.method} is not followed", path, fact.line)
+            return
+        if fact.kind == "unfollowed":
+            yield self.finding(Severity.UNKNOWN, f"{fact.function}() may raise for every {target.method} target: "
+                               f"`{fact.construct}` at {path}:{fact.line} reads {', '.join(fact.unfollowable or [])}, "
+                               "which static analysis cannot follow", path, fact.line)
+            return
         if fact.unfollowable:
             yield self.finding(Severity.UNKNOWN, f"the {target.method} allowlist {fact.list_name} is changed in "
                                f"place by {', '.join(fact.unfollowable)}, which static analysis cannot follow",

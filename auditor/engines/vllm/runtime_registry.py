@@ -129,8 +129,106 @@ def extract_runtime_registry(tree: ast.Module) -> dict | None:
         out["changes"] += [(c, ln, "__post_init__") for c, ln in _models_writes(methods["__post_init__"], None)]
     if not stores:
         out["changes"].append((f"class {cls.name}", cls.lineno, "class"))
+    if "__new__" in methods:
+        out["changes"].append((f"def __new__({ast.unparse(methods['__new__'].args)})", methods["__new__"].lineno,
+                               "__new__"))
+    if "resolve_model_cls" in methods:
+        out["changes"] += [(c, ln, "resolve_model_cls") for c, ln in _architecture_tests(methods["resolve_model_cls"])]
+    out["changes"] += [(c, ln, "class attribute") for c, ln in _class_writes(tree, cls.name, found)]
+    out["changes"] += [(c, ln, "alias") for c, ln in _alias_writes(tree, table)]
     out["table"] = table
     out["unpacks"] = unpacks
+    return out
+
+
+def _string_literal(node: ast.AST) -> bool:
+    """A string constant, or a tuple/list/set of them."""
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return bool(node.elts) and all(_string_literal(e) for e in node.elts)
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+def _architecture_tests(fn: ast.FunctionDef) -> list[tuple[str, int]]:
+    """Tests in ``resolve_model_cls`` of an architecture name against string constants
+    (``arch == "LlamaForCausalLM"``, ``a not in ("X", "Y")``, ``arch.startswith("Llama")``), as
+    ``(test, line)``: the method treats some architectures apart from its table. The names of
+    architectures are its parameter (vLLM: ``architectures``) and the names bound by a loop or a
+    comprehension over one of them."""
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args][1:2]
+    names = set(params)
+    grown = True
+    while grown:  # loops and comprehensions over architectures, to a fixed point
+        grown = False
+        for n in ast.walk(fn):
+            if isinstance(n, (ast.For, ast.comprehension)) and any(
+                    isinstance(x, ast.Name) and x.id in names for x in ast.walk(n.iter)):
+                for t in ast.walk(n.target):
+                    if isinstance(t, ast.Name) and t.id not in names:
+                        names.add(t.id)
+                        grown = True
+
+    def reads(node: ast.AST) -> bool:
+        return any(isinstance(x, ast.Name) and x.id in names for x in ast.walk(node))
+
+    out = []
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Compare):
+            sides = [n.left, *n.comparators]
+            if any(_string_literal(x) for x in sides) and any(reads(x) for x in sides if not _string_literal(x)):
+                out.append((ast.unparse(n)[:80], n.lineno))
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("startswith", "endswith") \
+                and reads(n.func.value) and any(_string_literal(a) for a in n.args):
+            out.append((ast.unparse(n)[:80], n.lineno))
+    return out
+
+
+def _class_writes(tree: ast.Module, name: str, built: ast.stmt) -> list[tuple[str, int]]:
+    """Writes to attributes of the registry class ``name`` (``C.__init__ = f``, ``setattr(C,
+    "resolve_model_cls", f)``), as ``(statement, line)``; a replaced ``__init__``/``__new__`` in a
+    module-level statement below ``built`` (the one that builds the object) runs too late to change it."""
+    out = []
+    for st in tree.body:
+        late = st.lineno > built.lineno
+        for n in ast.walk(st):
+            attr = None
+            if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+                targets = n.targets if isinstance(n, (ast.Assign, ast.Delete)) else [n.target]
+                attr = next((t.attr for t in targets if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                             and t.value.id == name), None)
+            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("setattr", "delattr") \
+                    and n.args and isinstance(n.args[0], ast.Name) and n.args[0].id == name:
+                attr = n.args[1].value if len(n.args) > 1 and isinstance(n.args[1], ast.Constant) else "?"
+            if attr is not None and not (late and attr in ("__init__", "__new__", "__post_init__")):
+                out.append((ast.unparse(n).splitlines()[0][:80], n.lineno))
+    return out
+
+
+def _alias_writes(tree: ast.Module, table: str | None) -> list[tuple[str, int]]:
+    """Changes in place through a module-level alias of ``ModelRegistry.models`` (``_m =
+    ModelRegistry.models`` then ``_m.clear()``, ``_m[k] = v``, ``del _m[k]``), or through one of the
+    registry's table ``table`` in a function (the index follows the module-level ones), as
+    ``(statement, line)``."""
+    def is_models(v: ast.AST) -> bool:
+        return isinstance(v, ast.Attribute) and v.attr == "models" and isinstance(v.value, ast.Name) \
+            and v.value.id == RUNTIME_REGISTRY
+    aliases: dict[str, bool] = {}  # alias -> of ModelRegistry.models (else of the table)
+    for st in tree.body:
+        if isinstance(st, ast.Assign) and (is_models(st.value) or isinstance(st.value, ast.Name) and st.value.id == table):
+            aliases.update({t.id: is_models(st.value) for t in st.targets if isinstance(t, ast.Name)})
+    out = []
+    for st in tree.body:
+        in_function = isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        for n in ast.walk(st):
+            name = None
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) \
+                    and n.func.attr in CONTAINER_MUTATORS:
+                name = n.func.value.id
+            elif isinstance(n, (ast.Assign, ast.Delete, ast.AugAssign)):
+                targets = n.targets if isinstance(n, (ast.Assign, ast.Delete)) else [n.target]
+                name = next((t.value.id for t in targets if isinstance(t, ast.Subscript)
+                             and isinstance(t.value, ast.Name)), None)
+            if name in aliases and (aliases[name] or in_function):
+                out.append((ast.unparse(n).splitlines()[0][:80], n.lineno))
     return out
 
 
@@ -138,6 +236,16 @@ def extract_runtime_registry(tree: ast.Module) -> dict | None:
 RUNTIME_REGISTRY_EXTRACTOR = Extractor("vllm-runtime-registry", extract_runtime_registry,
                                        suffixes=("model_executor/models/registry.py",),
                                        needles=(RUNTIME_REGISTRY.encode(),))
+
+
+#: Why a change of another kind may change what vLLM's run-time ModelRegistry resolves.
+_WHY = {
+    "__new__": "the class of vLLM's run-time ModelRegistry defines __new__, which may build another object",
+    "resolve_model_cls": "vLLM's run-time ModelRegistry tests the architecture name in resolve_model_cls, "
+                         "beside its table",
+    "class attribute": "a member of the class of vLLM's run-time ModelRegistry is replaced",
+    "alias": "the run-time ModelRegistry's table is changed in place through another name",
+}
 
 
 def runtime_registry_change(fact: dict | None, path: str, merged: str) -> str | None:
@@ -155,5 +263,6 @@ def runtime_registry_change(fact: dict | None, path: str, merged: str) -> str | 
         if where == "class":
             return (f"`{construct}` at {path}:{line} (the class of vLLM's run-time ModelRegistry, which does not "
                     "keep the table it is given in `models` by a structure static analysis can follow)")
-        return f"`{construct}` at {path}:{line} (in {where}, which rewrites the run-time ModelRegistry's models)"
+        why = _WHY.get(where) or f"in {where}, which rewrites the run-time ModelRegistry's models"
+        return f"`{construct}` at {path}:{line} ({why})"
     return None

@@ -309,7 +309,7 @@ def module_binds(module: cst.Module, name: str) -> bool:
 
 
 def _absolute(module_name: str, is_package: bool, s: cst.ImportFrom) -> str:
-    from auditor.index.summary import resolve_relative
+    from auditor.index.syntax import resolve_relative
 
     mod = dotted_name(s.module) if s.module is not None else None
     return resolve_relative(module_name, is_package, len(s.relative), mod)

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from auditor.index.facts import AttrFact, MethodFact
 from auditor.index.resolve import ClassRef, External, ModuleRef, Resolver, Unresolved
-from auditor.index.summary import AttrFact, MethodFact, resolve_relative, summarize
+from auditor.index.summary import summarize
+from auditor.index.syntax import resolve_relative
 from auditor.index.tree import SummaryCache, Tree
 from auditor.source.folder import FolderSource
 

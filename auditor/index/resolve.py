@@ -1,6 +1,6 @@
 """Name resolution across the modules of a vLLM tree, C3 MRO, and member lookup.
 
-Everything here reads :class:`~auditor.index.summary.ModuleSummary` records; nothing is imported. Names
+Everything here reads :class:`~auditor.index.facts.ModuleSummary` records; nothing is imported. Names
 are resolved the way Python binds them at run time: relative and absolute imports, ``import a.b
 as c``, re-exports through ``__init__.py``, lazy ``__getattr__`` modules that map names to
 submodules, the later of two bindings, and names bound only under ``if TYPE_CHECKING:`` (which do
@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping, Union
 
-from auditor.index.summary import ITEMS_OF, RUNS_CODE, AttrFact, ClassFact, MethodFact, ModuleSummary
+from auditor.index.facts import ITEMS_OF, RUNS_CODE, AttrFact, ClassFact, MethodFact, ModuleSummary
 from auditor.index.tables import COMPARISONS
 from auditor.index.tree import Tree
 

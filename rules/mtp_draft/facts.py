@@ -32,7 +32,8 @@ from auditor.index.evaluate import (
     values,
 )
 from auditor.index.providers import FactProvider, ModuleAst
-from auditor.index.summary import Extractor, dotted
+from auditor.index.summary import Extractor
+from auditor.index.syntax import dotted
 
 # -- the rewrite -------------------------------------------------------------------------------
 

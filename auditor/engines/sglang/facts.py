@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 
 from auditor.engines.base import TreeFactsBase, init_argument, init_assign
 from auditor.engines.sglang.workers import worker_members
+from auditor.index.facts import MethodFact
 from auditor.index.providers import FactProvider
 from auditor.index.resolve import ClassRef, External, Resolver, Unresolved
-from auditor.index.summary import Extractor, MethodFact
+from auditor.index.summary import Extractor
 
 #: The setter SGLang's runner calls on the target for EAGLE-3, when the tree's runner does not
 #: say otherwise (see :meth:`TreeFacts.runner_calls`).

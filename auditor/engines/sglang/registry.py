@@ -15,7 +15,8 @@ import ast
 from dataclasses import dataclass, field
 
 from auditor.index.resolve import ClassRef, FunctionRef, Resolver, Target, Unresolved
-from auditor.index.summary import Extractor, dotted
+from auditor.index.summary import Extractor
+from auditor.index.syntax import dotted
 from auditor.index.tables import hidden_changes
 from auditor.model.errors import AuditError
 

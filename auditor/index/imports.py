@@ -32,7 +32,8 @@ from __future__ import annotations
 import ast
 
 from auditor.index.importsteps import bound_by_statement, class_name_error, may_bind, statement_name_error
-from auditor.index.resolve import ClassRef, Resolver, Unresolved
+from auditor.index.resolve import Resolver
+from auditor.index.targets import ClassRef, Unresolved
 
 _PARSE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError, KeyError, OSError)
 

@@ -17,7 +17,7 @@ import ast
 
 from auditor.index.facts import MethodFact
 from auditor.index.providers import FactProvider
-from auditor.index.resolve import ClassRef, FunctionRef
+from auditor.index.targets import ClassRef, FunctionRef
 
 #: The methods by which a class takes over its instances' attribute access.
 ACCESS_HOOKS = ("__getattribute__", "__getattr__", "__setattr__", "__delattr__")

@@ -28,8 +28,9 @@ from auditor.engines.base import TreeFactsBase, init_argument, init_assign
 from auditor.engines.sglang.workers import worker_members
 from auditor.index.facts import MethodFact
 from auditor.index.providers import FactProvider
-from auditor.index.resolve import ClassRef, External, Resolver, Unresolved
+from auditor.index.resolve import Resolver
 from auditor.index.summary import Extractor
+from auditor.index.targets import ClassRef, External, Unresolved
 
 #: The setter SGLang's runner calls on the target for EAGLE-3, when the tree's runner does not
 #: say otherwise (see :meth:`TreeFacts.runner_calls`).

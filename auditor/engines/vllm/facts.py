@@ -15,7 +15,7 @@ from functools import cached_property
 
 from auditor.engines.base import TreeFactsBase
 from auditor.index.facts import AttrFact, MethodFact
-from auditor.index.resolve import ClassRef, External
+from auditor.index.targets import ClassRef, External
 
 INTERFACES_MODULE = "vllm.model_executor.models.interfaces"
 

@@ -12,7 +12,6 @@ import libcst as cst
 
 from auditor.index.summary import summarize
 from rules.cst import (
-    LINE_LENGTH,
     CodemodExample,
     EagleCodemod,
     NotAutoFixable,
@@ -29,6 +28,7 @@ from rules.cst import (
     replace,
     walk,
 )
+from rules.cst_layout import LINE_LENGTH
 
 
 def _sub_blocks(stmt: cst.CSTNode) -> Iterator[cst.IndentedBlock]:

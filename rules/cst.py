@@ -9,6 +9,9 @@ formatting and comments of the code it does not touch as they were (libcst round
 A codemod that finds the tree in a shape it cannot rewrite safely raises :class:`NotAutoFixable`
 with the reason and what a human should add instead; it never writes a guess.
 
+The layout of the sequences a codemod grows (wrapping one item per line past
+:data:`rules.cst_layout.LINE_LENGTH`) is in :mod:`rules.cst_layout`.
+
 The codemods live with their gates (``rules/<gate>/codemod.py``); ``rules.registry`` maps the
 stable codemod names (recorded in ``--out`` codemod files) to the classes and runs them.
 """
@@ -17,13 +20,12 @@ from __future__ import annotations
 
 import keyword
 from dataclasses import dataclass
-from typing import Any, ClassVar, Iterator, Sequence
+from typing import Any, ClassVar, Iterator
 
 import libcst as cst
 from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
 
-#: Line length the codemods aim to stay within (vLLM's ruff setting).
-LINE_LENGTH = 88
+from rules.cst_layout import explode, indent_ws, insert_items, is_exploded, too_long
 
 
 class NotAutoFixable(Exception):
@@ -165,104 +167,6 @@ def dotted_name(node: cst.CSTNode) -> str | None:
     return None
 
 
-def _no_comment(ws: cst.BaseParenthesizableWhitespace) -> cst.BaseParenthesizableWhitespace:
-    """The same whitespace without a trailing comment (so that copying a separator never
-    duplicates a comment)."""
-    if isinstance(ws, cst.ParenthesizedWhitespace):
-        return ws.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[])
-    return ws
-
-
-def _separator(items: Sequence[Any], opening_ws: cst.BaseParenthesizableWhitespace | None) -> cst.Comma:
-    """The comma that separates two items of this sequence, as the sequence writes it."""
-    for it in items[:-1]:
-        if isinstance(it.comma, cst.Comma):
-            return it.comma.with_changes(whitespace_after=_no_comment(it.comma.whitespace_after))
-    if isinstance(opening_ws, cst.ParenthesizedWhitespace):
-        return cst.Comma(whitespace_after=_no_comment(opening_ws))
-    return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-
-
-def insert_items(
-    items: Sequence[Any],
-    new_items: Sequence[Any],
-    index: int | None = None,
-    opening_ws: cst.BaseParenthesizableWhitespace | None = None,
-    closing_ws: cst.BaseParenthesizableWhitespace | None = None,
-) -> tuple[list[Any], cst.BaseParenthesizableWhitespace | None]:
-    """Insert ``new_items`` (Element / Arg / ImportAlias nodes) into a comma-separated sequence
-    at ``index`` (default: the end), in the sequence's own layout: one per line when it is
-    exploded, ``a, b`` when inline, keeping a trailing comma and any comment on the last line
-    where they were.
-
-    Returns:
-        ``(items, closing_ws)``: the new items and the whitespace to put before the closing
-        bracket (changed only when a comment had to move).
-    """
-    items = list(items)
-    if not items:
-        out = [n.with_changes(comma=cst.MaybeSentinel.DEFAULT) for n in new_items]
-        for i in range(len(out) - 1):
-            out[i] = out[i].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        return out, closing_ws
-    sep = _separator(items, opening_ws)
-    if index is not None and index < len(items):
-        fresh = [n.with_changes(comma=sep) for n in new_items]
-        return items[:index] + fresh + items[index:], closing_ws
-    last = items[-1]
-    trailing = last.comma  # Comma (trailing comma) or MaybeSentinel
-    last_sep = sep
-    if isinstance(sep.whitespace_after, cst.ParenthesizedWhitespace) and isinstance(
-        closing_ws, cst.ParenthesizedWhitespace
-    ):
-        # the old last line's comment (kept before the closing bracket) stays on that line
-        last_sep = sep.with_changes(
-            whitespace_after=sep.whitespace_after.with_changes(first_line=closing_ws.first_line)
-        )
-        closing_ws = closing_ws.with_changes(first_line=cst.TrailingWhitespace())
-    out = items[:-1] + [last.with_changes(comma=last_sep)]
-    for i, n in enumerate(new_items):
-        out.append(n.with_changes(comma=sep if i < len(new_items) - 1 else trailing))
-    return out, closing_ws
-
-
-def _indent_ws(indent: str) -> cst.ParenthesizedWhitespace:
-    return cst.ParenthesizedWhitespace(
-        first_line=cst.TrailingWhitespace(), empty_lines=[], indent=True, last_line=cst.SimpleWhitespace(indent)
-    )
-
-
-def explode(items: Sequence[Any], indent: str = "    ") -> tuple[list[Any], cst.ParenthesizedWhitespace, cst.ParenthesizedWhitespace]:
-    """Lay a sequence out one item per line with a trailing comma (ruff's "magic trailing comma"
-    form). Returns ``(items, opening whitespace, closing whitespace)``."""
-    out = []
-    for it in items:
-        out.append(it.with_changes(comma=cst.Comma(whitespace_after=_indent_ws(indent))))
-    if out:
-        out[-1] = out[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace("")))
-    return out, _indent_ws(indent), _indent_ws("")
-
-
-def is_exploded(items: Sequence[Any]) -> bool:
-    """True when the items of a sequence are laid out one per line (a newline follows a comma)."""
-    return any(
-        isinstance(it.comma, cst.Comma) and isinstance(it.comma.whitespace_after, cst.ParenthesizedWhitespace)
-        for it in list(items)[:-1]
-    )
-
-
-def too_long(module: cst.Module, node: cst.CSTNode, depth: int = 0, needle: str | None = None) -> bool:
-    """True when a line of ``node`` (rendered at block depth ``depth``) that contains ``needle``
-    (any line if None) is longer than :data:`LINE_LENGTH`."""
-    pad = len(module.default_indent) * depth
-    for line in module.code_for_node(node).splitlines():
-        if needle is not None and needle not in line:
-            continue
-        if pad + len(line) > LINE_LENGTH:
-            return True
-    return False
-
-
 def string_node(value: str, like: cst.SimpleString | None = None) -> cst.SimpleString:
     """A string literal node whose value is exactly ``value`` (quotes, backslashes and control
     characters escaped as ``repr`` does), quoted the way ``like`` is (double quotes by default)
@@ -309,7 +213,7 @@ def module_binds(module: cst.Module, name: str) -> bool:
 
 
 def _absolute(module_name: str, is_package: bool, s: cst.ImportFrom) -> str:
-    from auditor.index.summary import resolve_relative
+    from auditor.index.syntax import resolve_relative
 
     mod = dotted_name(s.module) if s.module is not None else None
     return resolve_relative(module_name, is_package, len(s.relative), mod)
@@ -418,8 +322,8 @@ def add_base(module: cst.Module, cls: cst.ClassDef, name: str, depth: int = 0) -
         # ruff's layouts, in order: the bases on one indented line, else one per line
         hug = [it.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for it in every]
         hug[-1] = hug[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        o = _indent_ws(module.default_indent)
-        c = _indent_ws("")
+        o = indent_ws(module.default_indent)
+        c = indent_ws("")
         hugged = out.with_changes(bases=hug[:nb], keywords=hug[nb:], lpar=cst.LeftParen(whitespace_after=o),
                                   rpar=cst.RightParen(whitespace_before=c))
         if not too_long(module, hugged.with_changes(body=header.body, decorators=[], leading_lines=[]), depth):

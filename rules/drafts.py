@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from auditor.index.resolve import ClassRef
+from auditor.index.targets import ClassRef
 from rules.base import AuditTarget, Context, Rule
 
 

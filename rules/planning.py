@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from auditor.index.resolve import ClassRef
+from auditor.index.targets import ClassRef
 from auditor.model.findings import Finding, Severity
 from auditor.model.results import TargetResult
 from rules.base import Context
@@ -153,10 +153,10 @@ def code_holder(p: "Planner", ref):
 
     Args:
         p: the planner (its resolver ``p.r`` is used).
-        ref: an ``auditor.index.resolve.ClassRef``.
+        ref: an ``auditor.index.targets.ClassRef``.
     Returns:
         A ``ClassRef``: where a codemod adds members the class lacks."""
-    from auditor.index.resolve import ClassRef
+    from auditor.index.targets import ClassRef
 
     for e in p.r.mro(ref).entries:
         if isinstance(e, ClassRef):

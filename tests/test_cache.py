@@ -34,7 +34,7 @@ def test_round_trip_of_summaries_and_findings():
 
 @pytest.mark.parametrize("payload", [
     b'{"@": "os.system", "command": "touch MARKER"}',            # a class that is not ours
-    b'{"@": "auditor.index.summary.ModuleSummary", "module": 1}',  # ours, wrong fields
+    b'{"@": "auditor.index.facts.ModuleSummary", "module": 1}',    # ours, wrong fields
     b'{"@e": "subprocess.Popen", "v": "x"}',
     b"not json at all",
 ])

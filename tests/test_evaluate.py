@@ -7,7 +7,8 @@ from __future__ import annotations
 import ast
 import textwrap
 
-from auditor.index.evaluate import TOP, Evaluator, FrozenDict, Inputs, State, one, truth
+from auditor.index.evaluate import Evaluator
+from auditor.index.values import TOP, FrozenDict, Inputs, State, one, truth
 
 
 class Config(Inputs):

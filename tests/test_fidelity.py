@@ -188,7 +188,8 @@ def test_conditional_bindings_follow_the_platform(tmp_path):
     from conftest import make_tree, open_auditor
 
     from auditor.engines.vllm.platforms import platform_conditions
-    from auditor.index.resolve import Resolver, evaluate_condition
+    from auditor.index.conditions import evaluate_condition
+    from auditor.index.resolve import Resolver
 
     tree = open_auditor(make_tree(tmp_path, _PLATFORM_PKG)).tree
     for plat, want in (("cuda", "nv"), ("rocm", "amd"), ("xpu", "nv"), ("cpu", "nv")):

@@ -13,8 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from auditor.index.resolve import ClassRef, External, ModuleRef, Resolver, Unresolved
-from auditor.index.summary import AttrFact, MethodFact, resolve_relative, summarize
+from auditor.index.facts import AttrFact, MethodFact
+from auditor.index.resolve import Resolver
+from auditor.index.summary import summarize
+from auditor.index.syntax import resolve_relative
+from auditor.index.targets import ClassRef, External, ModuleRef, Unresolved
 from auditor.index.tree import SummaryCache, Tree
 from auditor.source.folder import FolderSource
 
@@ -659,7 +662,8 @@ def test_subclass_of_the_first_of_two_definitions(tmp_path):
 def test_from_a_namespace_package_import_a_submodule(tmp_path):
     """``from pkg import mod`` where ``pkg`` has no ``__init__.py`` (a namespace package, as
     SGLang's ``sglang/srt/models``) binds the submodule."""
-    from auditor.index.resolve import ClassRef, ModuleRef, Resolver
+    from auditor.index.resolve import Resolver
+    from auditor.index.targets import ClassRef, ModuleRef
     from auditor.index.tree import SummaryCache, Tree
     from auditor.source.folder import FolderSource
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from auditor.index.resolve import ClassRef
+from auditor.index.targets import ClassRef
 from auditor.orchestration.explain import explain
 from tests.real import release_auditor
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from auditor.index.resolve import ClassRef, Resolver
+from auditor.index.resolve import Resolver
 from auditor.index.summary import Extractor
+from auditor.index.targets import ClassRef
 
 
 @dataclass(frozen=True)

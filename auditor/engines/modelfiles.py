@@ -15,9 +15,10 @@ from typing import Any
 
 from auditor.engines.base import init_argument, init_assign
 from auditor.hf.configs import TransformersFacts
+from auditor.index.facts import AttrFact, LoopFact, MethodFact
 from auditor.index.providers import FactProvider
-from auditor.index.resolve import ClassRef, External, Resolver, Unresolved
-from auditor.index.summary import AttrFact, LoopFact, MethodFact
+from auditor.index.resolve import Resolver
+from auditor.index.targets import ClassRef, External, Unresolved
 
 #: an engine's registry (``entries``, ``class_ref(arch)``, ``role(arch)``, …), read duck-typed
 Registry = Any

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from auditor.index.providers import FactProvider
-from auditor.index.resolve import ClassRef, Resolver
+from auditor.index.resolve import Resolver
+from auditor.index.targets import ClassRef
 from auditor.index.tree import SummaryCache, Tree
 
 AUTO_MODULES = ("transformers/models/auto/auto_mappings.py", "transformers/models/auto/configuration_auto.py",

@@ -27,7 +27,8 @@ from typing import Any
 
 from auditor.hf.configs import TransformersFacts
 from auditor.index.providers import FactProvider
-from auditor.index.resolve import ClassRef, External, Resolver
+from auditor.index.resolve import Resolver
+from auditor.index.targets import ClassRef, External
 
 #: The ``model_type_source`` of a model_type guessed from the architecture's name.
 GUESSED = "guessed from the class name"

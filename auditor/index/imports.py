@@ -32,7 +32,8 @@ from __future__ import annotations
 import ast
 
 from auditor.index.importsteps import bound_by_statement, class_name_error, may_bind, statement_name_error
-from auditor.index.resolve import ClassRef, Resolver, Unresolved
+from auditor.index.resolve import Resolver
+from auditor.index.targets import ClassRef, Unresolved
 
 _PARSE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError, KeyError, OSError)
 
@@ -56,7 +57,7 @@ def _parsed(resolver: Resolver, module: str) -> ast.Module | None:
 def module_import_failure(resolver: Resolver, module: str) -> tuple[str, int, str] | None:
     """Why importing ``module`` of the tree must raise, as ``(path, line, why)``, or None when no
     statement that always runs is seen to raise (see the module docstring). It reads the steps
-    the module's summary recorded (:attr:`auditor.index.summary.ModuleSummary.import_steps`);
+    the module's summary recorded (:attr:`auditor.index.facts.ModuleSummary.import_steps`);
     memoised per resolver.
 
     Args:

@@ -134,7 +134,7 @@ class _Consuming:
 
 class ModuleAst(FactProvider):
     """The ``ast`` syntax tree of the module at a path of the tree (the key), parsed once per
-    tree (with a newer grammar when it must, :func:`auditor.index.summary.parse_newer_syntax`),
+    tree (with a newer grammar when it must, :func:`auditor.index.newsyntax.parse_newer_syntax`),
     never executed; None when it cannot be read or parsed."""
 
     @classmethod
@@ -148,7 +148,7 @@ class ModuleAst(FactProvider):
         try:
             return ast.parse(data, filename=key)
         except (SyntaxError, ValueError, RecursionError):
-            from auditor.index.summary import parse_newer_syntax
+            from auditor.index.newsyntax import parse_newer_syntax
 
             parsed = parse_newer_syntax(data, key)
             return parsed[0] if parsed else None

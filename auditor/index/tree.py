@@ -1,7 +1,7 @@
 """A vLLM tree as the analysis sees it: module summaries on demand, cached by file content.
 
 :class:`Tree` wraps a :class:`auditor.source.sources.TreeSource`. ``tree.module("vllm.x.y")`` returns the
-:class:`~auditor.index.summary.ModuleSummary` of that module (or None when the tree has no such module),
+:class:`~auditor.index.facts.ModuleSummary` of that module (or None when the tree has no such module),
 building it with :func:`auditor.index.summary.summarize` at most once per process, and at most once per
 file content across processes thanks to an on-disk cache keyed on the file's sha256, the
 extractors and the tool's own code (a cache entry can never be stale: changed bytes are a
@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from auditor.cache import Store, key
-from auditor.index.summary import Extractor, ModuleSummary, module_name_for, summarize
+from auditor.index.facts import ModuleSummary
+from auditor.index.summary import Extractor, summarize
+from auditor.index.syntax import module_name_for
 from auditor.source.files import UnreadableFile, read_regular_file
 
 

@@ -13,12 +13,12 @@ from rules.cst import (
     CodemodExample,
     EagleCodemod,
     NotAutoFixable,
-    insert_items,
     module_code,
     nodes_at,
     replace,
     string_node,
 )
+from rules.cst_layout import insert_items
 
 
 class AllowlistCodemod(EagleCodemod):

@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass
 
 from auditor.cache import cacheable
-from auditor.index.summary import Extractor, ParentMap, char_position
+from auditor.index.summary import Extractor
+from auditor.index.syntax import ParentMap, char_position
 from rules.allowlist.refusal import in_replaced_function, method_refusals, shadowed_functions
 
 

@@ -25,7 +25,7 @@ import builtins
 from dataclasses import dataclass
 from typing import Any
 
-from auditor.index.summary import ParentMap
+from auditor.index.syntax import ParentMap
 from auditor.index.tables import COMPARISONS
 from rules.allowlist.names import METHOD, Scope, Undecided, Unfollowed, bindings, own_nodes
 

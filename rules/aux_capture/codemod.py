@@ -12,7 +12,6 @@ import libcst as cst
 
 from auditor.index.summary import summarize
 from rules.cst import (
-    LINE_LENGTH,
     CodemodExample,
     EagleCodemod,
     NotAutoFixable,
@@ -29,6 +28,7 @@ from rules.cst import (
     replace,
     walk,
 )
+from rules.cst_layout import LINE_LENGTH
 
 
 def _sub_blocks(stmt: cst.CSTNode) -> Iterator[cst.IndentedBlock]:
@@ -73,7 +73,7 @@ def path_to(body: list[cst.BaseStatement], target: cst.CSTNode, path=None) -> Lo
 
 def _layer_loop(tree: cst.Module, qualname: str, fwd: cst.FunctionDef):
     """The first loop over the decoder layers in ``qualname.forward`` as the index finds it
-    (:class:`auditor.index.summary.LoopFact`), with the libcst ``For`` at its place: the loop
+    (:class:`auditor.index.facts.LoopFact`), with the libcst ``For`` at its place: the loop
     and its capture are detected once, by the index."""
     summary = summarize(module_code(tree).encode("utf-8"), "vllm/_codemod_.py")
     cls = summary.classes.get(qualname)

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from auditor.engines.modelfiles import find_holder, holder_forward, method_requires_mixin, target_facts
-from auditor.index.resolve import ClassRef
-from auditor.index.summary import MethodFact
+from auditor.index.facts import MethodFact
+from auditor.index.targets import ClassRef
 from auditor.model.findings import Finding
 from auditor.model.results import TargetResult
 from rules.planning import Invocation, Planner, module_params

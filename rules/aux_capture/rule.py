@@ -8,7 +8,7 @@ from typing import Iterator
 
 from auditor.cache import cacheable
 from auditor.engines.modelfiles import HolderFacts, captures_itself, method_requires_mixin
-from auditor.index.summary import MethodFact
+from auditor.index.facts import MethodFact
 from auditor.model.findings import Finding, Severity
 from rules.aux_capture.target_forward import target_drops
 from rules.base import AuditTarget, Context, Example, Rule

@@ -9,7 +9,7 @@ from typing import Iterator
 
 from auditor.cache import cacheable
 from auditor.engines.modelfiles import find_holder
-from auditor.index.summary import MethodFact
+from auditor.index.facts import MethodFact
 from auditor.model.findings import Finding, Severity
 from rules.base import AuditTarget, Context, Example, Rule
 from rules.common.examples import toy

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import ast
 
+from auditor.index.facts import MethodFact
 from auditor.index.providers import FactProvider
-from auditor.index.resolve import ClassRef, FunctionRef
-from auditor.index.summary import MethodFact
+from auditor.index.targets import ClassRef, FunctionRef
 
 #: The methods by which a class takes over its instances' attribute access.
 ACCESS_HOOKS = ("__getattribute__", "__getattr__", "__setattr__", "__delattr__")

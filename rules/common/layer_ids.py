@@ -17,7 +17,8 @@ import ast
 from dataclasses import dataclass
 
 from auditor.cache import cacheable
-from auditor.index.summary import Extractor, ParentMap
+from auditor.index.summary import Extractor
+from auditor.index.syntax import ParentMap
 
 #: The drafter config key.
 KEY = "eagle_aux_hidden_state_layer_ids"

@@ -16,9 +16,10 @@ from __future__ import annotations
 import builtins
 from dataclasses import dataclass
 
+from auditor.index.facts import AttrFact, MethodFact, ReturnsFact
 from auditor.index.providers import FactProvider
-from auditor.index.resolve import ClassRef, External, FunctionRef, Resolver
-from auditor.index.summary import AttrFact, MethodFact, ReturnsFact
+from auditor.index.resolve import Resolver
+from auditor.index.targets import ClassRef, External, FunctionRef
 
 #: Decorators from outside the tree whose effect is known: they give back the function itself
 #: (``abc.abstractmethod``, ``typing.override``) or a wrapper that calls it with the same arguments

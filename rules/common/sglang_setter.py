@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from auditor.engines.base import init_assign
 from auditor.engines.modelfiles import HOLDER_ATTRS, LANGUAGE_MODEL_ATTRS
 from auditor.index.providers import FactProvider
-from auditor.index.resolve import ClassRef, External, FunctionRef
+from auditor.index.targets import ClassRef, External, FunctionRef
 from rules.planning import Invocation, Planner, code_holder, module_params
 
 #: Codemod name of the setter (``rules.registry.CODEMODS``).

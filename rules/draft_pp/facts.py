@@ -18,7 +18,8 @@ import ast
 from dataclasses import dataclass
 
 from auditor.cache import cacheable
-from auditor.index.summary import Extractor, ParentMap, dotted
+from auditor.index.summary import Extractor
+from auditor.index.syntax import ParentMap, dotted
 
 
 @cacheable
@@ -130,7 +131,7 @@ def implements_pp(ctx, ref) -> tuple[bool | None, str]:
     ``_ModelInfo.supports_pp``): it inherits the tree's ``SupportsPP`` protocol, or defines its
     members (the ``supports_pp`` flag set true and ``make_empty_intermediate_tensors``) at class
     level. Returns ``(answer or None when the tree has no protocol, a sentence saying why)``."""
-    from auditor.index.summary import AttrFact
+    from auditor.index.facts import AttrFact
 
     proto = ctx.facts.protocol("SupportsPP")
     if proto is None:

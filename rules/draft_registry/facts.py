@@ -14,8 +14,9 @@ import ast
 from dataclasses import dataclass
 
 from auditor.cache import cacheable
-from auditor.index.evaluate import TOP, Evaluator, Inputs, State, one
+from auditor.index.evaluate import Evaluator
 from auditor.index.summary import Extractor
+from auditor.index.values import TOP, Inputs, State, one
 
 
 @cacheable

@@ -6,7 +6,7 @@ embedding method takes (GPT-2: ``embed_input_ids`` → ``self.transformer.embed_
 from __future__ import annotations
 
 from auditor.engines.modelfiles import is_multimodal, target_facts
-from auditor.index.resolve import ClassRef
+from auditor.index.targets import ClassRef
 from auditor.model.findings import Finding
 from auditor.model.results import TargetResult
 from rules.embed_sharing.rule import EmbedSharingData, attr_class, defined_name, embedding_path

@@ -15,10 +15,11 @@ from auditor.engines.modelfiles import (
     find_holder,
     is_multimodal,
 )
+from auditor.index.facts import MethodFact
 from auditor.index.providers import ModuleAst
 from auditor.hf.configs import TransformersFacts
-from auditor.index.resolve import ClassRef, External, Resolver
-from auditor.index.summary import MethodFact
+from auditor.index.resolve import Resolver
+from auditor.index.targets import ClassRef, External
 from auditor.model.findings import Finding, Severity
 from auditor.model.options import RunOptions
 from rules.base import AuditTarget, Context, Example, Rule

@@ -10,7 +10,6 @@ from typing import Iterator
 import libcst as cst
 
 from rules.cst import (
-    LINE_LENGTH,
     CodemodExample,
     EagleCodemod,
     NotAutoFixable,
@@ -22,6 +21,7 @@ from rules.cst import (
     replace,
     string_node,
 )
+from rules.cst_layout import LINE_LENGTH
 from rules.image_token.facts import extract_image_token
 
 

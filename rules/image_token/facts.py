@@ -11,7 +11,8 @@ import ast
 from dataclasses import dataclass, field
 
 from auditor.cache import cacheable
-from auditor.index.summary import Extractor, ParentMap, char_position, dotted
+from auditor.index.summary import Extractor
+from auditor.index.syntax import ParentMap, char_position, dotted
 
 
 @cacheable

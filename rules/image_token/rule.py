@@ -8,7 +8,7 @@ from typing import Iterator
 from auditor.cache import cacheable
 from auditor.engines.modelfiles import config_attributes, is_multimodal
 from auditor.hf.configs import TransformersFacts
-from auditor.index.resolve import ClassRef, Unresolved
+from auditor.index.targets import ClassRef, Unresolved
 from auditor.model.findings import Finding, Severity
 from rules.base import AuditTarget, Context, Example, Rule
 from rules.image_token.facts import EXTRACTOR, image_token_chains

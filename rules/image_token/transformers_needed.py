@@ -20,7 +20,8 @@ import functools
 
 from auditor.hf.modeltypes import config_class_of
 from auditor.index.providers import FactProvider
-from auditor.index.resolve import ClassRef, External, Resolver
+from auditor.index.resolve import Resolver
+from auditor.index.targets import ClassRef, External
 
 
 def imported_transformers_package(resolver: Resolver, ref: ClassRef) -> tuple[str, str, str] | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 
-from auditor.index.resolve import ClassRef, External, FunctionRef
+from auditor.index.targets import ClassRef, External, FunctionRef
 
 #: The decorators that make a protocol runtime-checkable (``typing``'s and its backport's).
 RUNTIME_CHECKABLE = frozenset({"typing.runtime_checkable", "typing_extensions.runtime_checkable"})

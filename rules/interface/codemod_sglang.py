@@ -20,16 +20,13 @@ from rules.cst import (
     append_to_class,
     class_methods,
     dotted_name,
-    explode,
     find_class,
     identifier,
-    insert_items,
-    is_exploded,
     names_used,
     parse_member,
     replace,
-    too_long,
 )
+from rules.cst_layout import explode, insert_items, is_exploded, too_long
 
 #: Operators a default layer choice may apply to the layer count (see
 #: :class:`auditor.engines.sglang.donor.SetterShape`).

@@ -13,8 +13,8 @@ from auditor.engines.modelfiles import (
     holder_forward,
     target_facts,
 )
-from auditor.index.resolve import ClassRef
-from auditor.index.summary import MethodFact
+from auditor.index.facts import MethodFact
+from auditor.index.targets import ClassRef
 from auditor.model.findings import Finding
 from auditor.model.results import TargetResult
 from rules.interface.facts import duck_typed_eagle3_members

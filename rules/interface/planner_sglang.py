@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from auditor.engines.base import init_assign
 from auditor.engines.modelfiles import target_facts
-from auditor.index.resolve import ClassRef
-from auditor.index.summary import MethodFact
+from auditor.index.facts import MethodFact
+from auditor.index.targets import ClassRef
 from auditor.model.findings import Finding
 from auditor.model.results import TargetResult
 from rules.common.sglang_setter import (

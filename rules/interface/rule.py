@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from auditor.cache import cacheable
-from auditor.index.resolve import ClassRef
-from auditor.index.summary import MethodFact
+from auditor.index.facts import MethodFact
+from auditor.index.targets import ClassRef
 from auditor.model.findings import Finding, Severity
 from rules.common.layer_ids import EXTRACTOR as LAYER_IDS_READS
 from rules.common.layer_ids import KEY as LAYER_IDS_KEY

@@ -19,10 +19,13 @@ import ast
 from dataclasses import dataclass, field
 
 from auditor.cache import cacheable
-from auditor.index.evaluate import (
+from auditor.index.evaluate import Evaluator
+from auditor.index.providers import FactProvider, ModuleAst
+from auditor.index.summary import Extractor
+from auditor.index.syntax import dotted
+from auditor.index.values import (
     TOP,
     UNKNOWN_ITEM,
-    Evaluator,
     FrozenDict,
     Inputs,
     State,
@@ -31,8 +34,6 @@ from auditor.index.evaluate import (
     one,
     values,
 )
-from auditor.index.providers import FactProvider, ModuleAst
-from auditor.index.summary import Extractor, dotted
 
 # -- the rewrite -------------------------------------------------------------------------------
 

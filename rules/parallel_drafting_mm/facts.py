@@ -16,8 +16,9 @@ import ast
 from dataclasses import dataclass
 
 from auditor.cache import cacheable
-from auditor.index.evaluate import TOP, Evaluator, Inputs, State, one, truth
+from auditor.index.evaluate import Evaluator
 from auditor.index.summary import Extractor
+from auditor.index.values import TOP, Inputs, State, one, truth
 
 
 @cacheable

@@ -24,16 +24,13 @@ from rules.cst import (
     class_methods,
     dotted_name,
     ensure_import,
-    explode,
     find_class,
     has_base,
     identifier,
-    insert_items,
-    is_exploded,
     names_used,
     replace,
-    too_long,
 )
+from rules.cst_layout import explode, insert_items, is_exploded, too_long
 
 FLAG = "supports_aux_hidden_states_over_pp"
 REMOTE = "remote_aux"

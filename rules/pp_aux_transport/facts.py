@@ -16,7 +16,8 @@ import ast
 from dataclasses import dataclass
 
 from auditor.cache import cacheable
-from auditor.index.summary import Extractor, ParentMap
+from auditor.index.summary import Extractor
+from auditor.index.syntax import ParentMap
 
 #: The class attribute an inner model sets to declare the transport.
 FLAG = "supports_aux_hidden_states_over_pp"

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from auditor.engines.modelfiles import find_holder, holder_forward, target_facts
-from auditor.index.summary import AttrFact, MethodFact
+from auditor.index.facts import AttrFact, MethodFact
 from auditor.model.findings import Finding
 from auditor.model.results import TargetResult
 from rules.planning import Invocation, Planner, module_params

@@ -8,8 +8,8 @@ from typing import Iterator
 
 from auditor.cache import cacheable
 from auditor.engines.modelfiles import HolderFacts
+from auditor.index.facts import AttrFact
 from auditor.index.providers import ModuleAst
-from auditor.index.summary import AttrFact
 from auditor.model.findings import Finding, Severity
 from auditor.model.options import RunOptions
 from rules.base import AuditTarget, Context, Example, Rule

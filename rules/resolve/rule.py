@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from auditor.index.imports import import_failures
-from auditor.index.resolve import ClassRef
+from auditor.index.targets import ClassRef
 from auditor.model.findings import Finding, Severity
 from auditor.model.options import METHODS
 from rules.base import AuditTarget, Context, Example, Rule

@@ -7,7 +7,8 @@ from auditor.engines.base import Engine
 from auditor.engines.modelfiles import target_facts
 from auditor.engines.sglang.explain import explain
 from auditor.engines.sglang.drafts import DRAFT_MAP_EXTRACTOR
-from auditor.engines.sglang.facts import CAPTURE_EXTRACTOR, CaptureTraceFacts
+from auditor.engines.sglang.capture import CAPTURE_EXTRACTOR
+from auditor.engines.sglang.facts import CaptureTraceFacts
 from auditor.engines.sglang.vocabulary import SGLangFacts
 from auditor.engines.sglang.registry import ENTRY_CHANGES_EXTRACTOR, ENTRY_EXTRACTOR, MODELS_DIR, Registry
 from auditor.engines.sglang.workers import WORKERS_EXTRACTOR

@@ -34,7 +34,8 @@ from auditor.engines.sglang.facts import (
     find_setter,
     forward_capture,
 )
-from auditor.index.resolve import ClassRef, Resolver
+from auditor.index.resolve import Resolver
+from auditor.index.targets import ClassRef
 
 #: Binary operators a default layer choice may use on the layer count.
 _OPS = {ast.FloorDiv: "//", ast.Sub: "-", ast.Add: "+"}

@@ -14,9 +14,11 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from auditor.index.resolve import ClassRef, FunctionRef, Resolver, Target, Unresolved
-from auditor.index.summary import Extractor, dotted
+from auditor.index.resolve import Resolver
+from auditor.index.summary import Extractor
+from auditor.index.syntax import dotted
 from auditor.index.tables import hidden_changes
+from auditor.index.targets import ClassRef, FunctionRef, Target, Unresolved
 from auditor.model.errors import AuditError
 
 MODELS_PACKAGE = "sglang.srt.models"

@@ -9,12 +9,12 @@ donor analysis, which is built on the facts, is never imported by them (no impor
 from __future__ import annotations
 
 from auditor.engines.sglang import donor
+from auditor.engines.sglang.capture import extract_capture
 from auditor.engines.sglang.facts import (
     CaptureTraceFacts,
     TreeFacts,
     attr_class,
     class_facts,
-    extract_capture,
     find_setter,
     forward_capture,
 )

@@ -27,8 +27,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from auditor.index.resolve import ClassRef, FunctionRef
 from auditor.index.summary import Extractor
+from auditor.index.targets import ClassRef, FunctionRef
 
 #: The package of SGLang's speculative workers.
 SPECULATIVE_DIR = "sglang/srt/speculative/"

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from auditor.engines.base import branches_followed, class_and_mro, unresolved_class
 from auditor.engines.modelfiles import find_holder, holder_forward, target_facts
-from auditor.index.resolve import ClassRef, Resolver
+from auditor.index.resolve import Resolver
+from auditor.index.targets import ClassRef
 
 
 def explain(resolver: Resolver, registry, facts_, arch: str, platform: str) -> dict:

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from auditor.engines.base import TreeFactsBase
-from auditor.index.resolve import ClassRef, External
-from auditor.index.summary import AttrFact, MethodFact
+from auditor.index.facts import AttrFact, MethodFact
+from auditor.index.targets import ClassRef, External
 
 INTERFACES_MODULE = "vllm.model_executor.models.interfaces"
 

@@ -16,9 +16,10 @@ import re
 from dataclasses import dataclass
 
 from auditor.engines.vllm.runtime_registry import RUNTIME_REGISTRY_EXTRACTOR, runtime_registry_change
-from auditor.index.resolve import ClassRef, Resolver, Target, Unresolved
+from auditor.index.resolve import Resolver
 from auditor.index.summary import Extractor
 from auditor.index.tables import extract_all_tables
+from auditor.index.targets import ClassRef, Target, Unresolved
 from auditor.model.errors import AuditError
 
 REGISTRY_MODULE = "vllm.model_executor.models.registry"

@@ -28,6 +28,8 @@ from typing import Any
 from auditor.index.syntax import ParentMap
 from auditor.index.tables import COMPARISONS
 from rules.allowlist.names import METHOD, Scope, Undecided, Unfollowed, bindings, own_nodes
+from rules.allowlist.validators import is_method as _is_method
+from rules.allowlist.validators import shadowed_functions, validation_functions
 
 #: The speculative methods a refusal is evaluated for (those of the engines, ``Engine.methods``).
 METHODS = ("eagle3", "eagle", "mtp")
@@ -38,15 +40,6 @@ _STR_CHANGES = {"lower": str.lower, "upper": str.upper, "strip": str.strip, "cas
 _IDENTITY = {ast.Is: lambda a, b: a is b, ast.IsNot: lambda a, b: a is not b}
 #: deeper chains of names than this are not followed
 _DEPTH = 16
-
-
-def _is_method(node: ast.AST) -> bool:
-    """``<name>.method`` or ``getattr(<name>, "method")``: the speculative method read."""
-    if isinstance(node, ast.Attribute) and node.attr == "method" and isinstance(node.value, ast.Name):
-        return True
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" \
-        and len(node.args) == 2 and isinstance(node.args[0], ast.Name) and isinstance(node.args[1], ast.Constant) \
-        and node.args[1].value == "method"
 
 
 @dataclass(frozen=True)
@@ -486,117 +479,3 @@ def _rewrite(node: ast.stmt, fn: ast.AST, scope: Scope, parents: ParentMap) -> R
                 pass
         changed.append(m)
     return Refusal("rewrites-method", changed, node, fn) if "eagle3" in changed else None
-
-
-def shadowed_functions(tree: ast.Module) -> set[ast.AST]:
-    """The function definitions a later statement of the same body (module, class or function)
-    binds the same name again, by a ``def``, a ``class`` or an assignment: the earlier one is never
-    what the name means once the body has run (the last binding wins). A later ``def`` decorated
-    with ``@<name>.<attr>`` (a property's setter) or ``@overload`` builds on the earlier one and
-    does not count."""
-    out: set[ast.AST] = set()
-    for body_owner in ast.walk(tree):
-        body = getattr(body_owner, "body", None)
-        if not isinstance(body, list):
-            continue
-        for i, st in enumerate(body):
-            if not isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
-            if any(_is_overload(d) for d in st.decorator_list):
-                continue
-            for later in body[i + 1:]:
-                if _rebinds(later, st.name):
-                    out.add(st)
-                    break
-    return out
-
-
-def _is_overload(deco: ast.expr) -> bool:
-    return (deco.id if isinstance(deco, ast.Name) else getattr(deco, "attr", "")) == "overload"
-
-
-def _rebinds(st: ast.stmt, name: str) -> bool:
-    """True when the statement ``st`` binds ``name`` anew (see :func:`shadowed_functions`)."""
-    if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and st.name == name:
-        return not any(isinstance(d, ast.Attribute) and isinstance(d.value, ast.Name) and d.value.id == name
-                       or _is_overload(d) for d in st.decorator_list)
-    if isinstance(st, (ast.Assign, ast.AnnAssign)):
-        targets = st.targets if isinstance(st, ast.Assign) else [st.target]
-        return st.value is not None and any(isinstance(t, ast.Name) and t.id == name for t in targets)
-    return False
-
-
-#: The methods of a config class that its construction runs (a dataclass's ``__post_init__``,
-#: ``__init__``, vLLM's ``_verify_args`` called from them) and the decorators that make a method a
-#: validator run with the construction (pydantic's ``model_validator``/``field_validator``).
-_ENTRY_METHODS = frozenset({"__init__", "__post_init__", "_verify_args", "__attrs_post_init__"})
-_VALIDATOR_WORDS = ("validator",)
-
-
-def validation_functions(tree: ast.Module) -> dict[ast.AST, set[str]]:
-    """The functions of a config module that constructing its classes runs: the entry methods of
-    each class (:data:`_ENTRY_METHODS`, a method decorated as a validator), then, transitively,
-    the methods they call as ``self.m(...)`` and the module-level functions they call by name. A
-    test in any other function (one never called, one of another code path) refuses nothing when
-    the config is built.
-
-    Args:
-        tree: the config module's syntax tree.
-
-    Returns:
-        The function nodes (``ast.FunctionDef``/``AsyncFunctionDef``), each with the names of its
-        parameters that some call of it binds to the speculative method (``_check(self.method)``).
-    """
-    funcs = (ast.FunctionDef, ast.AsyncFunctionDef)
-    module_fns = {st.name: st for st in tree.body if isinstance(st, funcs)}
-    out: dict[ast.AST, set[str]] = {}
-    todo: list[tuple[ast.AST, dict]] = []
-    for cls in (st for st in ast.walk(tree) if isinstance(st, ast.ClassDef)):
-        methods = {st.name: st for st in cls.body if isinstance(st, funcs)}
-        for name, fn in methods.items():
-            words = [ast.unparse(d) for d in fn.decorator_list]
-            if name in _ENTRY_METHODS or any(w in d for d in words for w in _VALIDATOR_WORDS):
-                todo.append((fn, methods))
-    while todo:
-        fn, methods = todo.pop()
-        if fn in out:
-            continue
-        out[fn] = set()
-        for node in ast.walk(fn):
-            if not isinstance(node, ast.Call):
-                continue
-            f = node.func
-            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in ("self", "cls") \
-                    and f.attr in methods:
-                todo.append((methods[f.attr], methods))
-            elif isinstance(f, ast.Name) and f.id in module_fns:
-                todo.append((module_fns[f.id], {}))
-    for caller in list(out):
-        for node in ast.walk(caller):
-            callee = _callee(node, out, module_fns)
-            if callee is not None:
-                out[callee] |= _method_parameters(node, callee)
-    return out
-
-
-def _callee(node: ast.AST, found: dict, module_fns: dict) -> ast.AST | None:
-    """The validation function a call calls by name (``f(...)`` of the module, ``self.m(...)``)."""
-    if not isinstance(node, ast.Call):
-        return None
-    f = node.func
-    if isinstance(f, ast.Name):
-        fn = module_fns.get(f.id)
-    elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in ("self", "cls"):
-        fn = next((g for g in found if getattr(g, "name", None) == f.attr and g not in module_fns.values()), None)
-    else:
-        return None
-    return fn if fn in found else None
-
-
-def _method_parameters(call: ast.Call, fn: ast.AST) -> set[str]:
-    """The parameters of ``fn`` that ``call`` binds to ``<name>.method`` (by position or keyword)."""
-    params = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
-    if isinstance(call.func, ast.Attribute):  # a method: the first parameter is self
-        params = params[1:]
-    out = {params[i] for i, a in enumerate(call.args) if i < len(params) and _is_method(a)}
-    return out | {k.arg for k in call.keywords if k.arg and _is_method(k.value)}

@@ -10,12 +10,8 @@ from textwrap import dedent
 import libcst as cst
 
 from auditor.engines.catalog import engine_for
-from rules.aux_capture.codemod import (
-    AuxCaptureCodemod,
-    fresh_name,
-    layer_call_names,
-    path_to,
-)
+from rules.aux_capture.codemod import AuxCaptureCodemod, fresh_name, path_to
+from rules.aux_capture.stream import layer_call_names
 from rules.cst import CodemodExample, NotAutoFixable, identifier, names_used, nodes_at
 
 #: SGLang's vocabulary (the class of its tree facts: the capture attribute, the capture extractor),

@@ -49,6 +49,18 @@ def _site(venv: pathlib.Path) -> pathlib.Path:
     return next((venv / "lib").glob("python*/site-packages"))
 
 
+def _verify_then_revert(venv: pathlib.Path, arch: str) -> dict:
+    """``verify`` on the tree ``fix --apply`` patched, then ``fix --revert``, checked against pip's
+    RECORD byte for byte; returns the verify result."""
+    try:
+        patched = _verify(venv, arch)
+    finally:
+        rv = _cli("fix", "--revert", str(_site(venv) / "vllm"), "--no-progress")
+    assert rv.returncode == 0, rv.stderr
+    assert record_mismatches(venv) == []
+    return patched
+
+
 def _check_run(r: dict, expect: dict) -> None:
     if expect["ok"]:
         assert r["started"] and r["non_speculative_ok"], r
@@ -86,12 +98,7 @@ def test_runtime_case(case, engine_venv):
         assert record_mismatches(engine_venv) == []
         assert not (site / "vllm" / ".eagle-audit-backup").exists()
         return
-    try:
-        patched = _verify(engine_venv, arch)
-    finally:
-        rv = _cli("fix", "--revert", str(site / "vllm"), "--no-progress")
-    assert rv.returncode == 0, rv.stderr
-    assert record_mismatches(engine_venv) == []
+    patched = _verify_then_revert(engine_venv, arch)
     assert patched["scan_verdict"] == "supported", patched
     _check_run(patched, after)
 
@@ -103,16 +110,10 @@ def test_a_patch_for_layers_that_hand_on_the_whole_state_captures_what_enters_ea
     states no layer sees. The engine measures the stream at the model's final norm and must find
     every captured state equal to the state entering the layer the runner set."""
     arch = "CohereForCausalLM"
-    site = _site(engine_venv)
     p = _cli("fix", "--python", str(engine_venv), "-m", arch, "--apply", "--no-progress")
     assert p.returncode == 0, p.stderr
     assert "CohereDecoderLayer.forward starts by rebinding the residual" in p.stdout + p.stderr
-    try:
-        patched = _verify(engine_venv, arch)
-    finally:
-        rv = _cli("fix", "--revert", str(site / "vllm"), "--no-progress")
-    assert rv.returncode == 0, rv.stderr
-    assert record_mismatches(engine_venv) == []
+    patched = _verify_then_revert(engine_venv, arch)
     assert patched["stream"] == "whole", patched
     assert patched["outcome"] == "proven" and patched["ids_equal"] and patched["accepted"] > 0, patched
     assert patched["aux_matches"] == [[i] for i in patched["aux_layers"]], patched

@@ -12,11 +12,12 @@ each name is resolved to its class, and the class's own name is the architecture
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 
-from auditor.index.resolve import ClassRef, FunctionRef, Resolver, Target, Unresolved
+from auditor.index.resolve import ClassRef, FunctionRef, ModuleRef, Resolver, Target, Unresolved
 from auditor.index.summary import Extractor, dotted
-from auditor.index.tables import hidden_changes
+from auditor.index.tables import CONTAINER_MUTATORS, hidden_changes
 from auditor.model.errors import AuditError
 
 MODELS_PACKAGE = "sglang.srt.models"
@@ -32,6 +33,13 @@ def extract_entry(tree: ast.Module) -> dict | None:
     found = None
     values: dict[str, ast.expr] = {}  # the module-level names bound so far by a plain assignment, to their values
     for st in tree.body:
+        for name in _rebound(st):  # bound by anything else (an import, a loop, ``+=``): no longer followed
+            values.pop(name, None)
+        if isinstance(st, ast.AugAssign) and isinstance(st.target, ast.Name) and isinstance(st.op, ast.Add):
+            before = values.get(st.target.id)
+            if type(before) in (ast.List, ast.Tuple) and type(st.value) is type(before):
+                # ``_T += (B,)``: a literal still, one the name of a later ``EntryClass = _T`` holds
+                values[st.target.id] = type(before)(elts=before.elts + st.value.elts, ctx=ast.Load())
         if isinstance(st, (ast.Assign, ast.AnnAssign)):
             targets = st.targets if isinstance(st, ast.Assign) else [st.target]
             if st.value is not None:
@@ -50,10 +58,15 @@ def extract_entry(tree: ast.Module) -> dict | None:
             if isinstance(v, ast.Name) and v.id == ENTRY_NAME and found is not None:
                 found["line"] = st.lineno  # ``EntryClass = EntryClass``: the same list, bound again
                 continue
+            v, via = _through_names(v, values)
             elts = v.elts if isinstance(v, (ast.List, ast.Tuple)) else [v]
             names = [dotted(e) for e in elts]
             before = found
             found = {"names": [n for n in names if n], "line": st.lineno, "unreadable": None in names}
+            if via:
+                # ``_L = [A, B]`` then ``EntryClass = _L``: one list under both names, changed through either
+                found["via"] = via
+                found["via_at"] = (ast.unparse(st)[:80], st.lineno)
             if isinstance(v, ast.Tuple):
                 found["tuple"] = (ast.unparse(st)[:100], st.lineno)
             if isinstance(v, ast.List) and any(isinstance(e, ast.Constant) for e in v.elts):
@@ -90,6 +103,40 @@ def extract_entry(tree: ast.Module) -> dict | None:
                 found["tuple"] = (ast.unparse(st)[:100], st.lineno)  # ``+=`` on a tuple gives a tuple
             found["line"] = st.lineno
     return found
+
+
+def _rebound(st: ast.stmt) -> set[str]:
+    """The module-level names a top-level statement binds or unbinds other than as the plain
+    target of an assignment (an import, a ``def``/``class``, a loop or ``with`` target, ``+=``, a
+    walrus, ``del``, an unpacking); nested scopes are included (more names than Python binds,
+    which only stops a name from being followed)."""
+    out: set[str] = set()
+    if isinstance(st, (ast.Import, ast.ImportFrom)):
+        out.update((a.asname or a.name).split(".")[0] for a in st.names)
+    elif isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        out.add(st.name)
+    plain = set(map(id, st.targets if isinstance(st, ast.Assign) else
+                    [st.target] if isinstance(st, ast.AnnAssign) else []))
+    for n in ast.walk(st):
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) and id(n) not in plain:
+            out.add(n.id)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)) and n is not st:
+            out.update((a.asname or a.name).split(".")[0] for a in n.names)
+    return out
+
+
+def _through_names(value: ast.expr, values: dict[str, ast.expr]) -> tuple[ast.expr, list[str]]:
+    """The value ``EntryClass`` is bound to, through the module-level names it reads (``_T = (A, B)``
+    then ``EntryClass = _T``; at most five names): ``(the value those names hold, [the names])``
+    when it is anything but a name or a dotted name (a class, which the resolver follows), else
+    ``(value, [])``."""
+    v, via = value, []
+    while isinstance(v, ast.Name) and v.id in values and v.id != ENTRY_NAME and len(via) < 5:
+        via.append(v.id)
+        v = values[v.id]
+    if not via or isinstance(v, (ast.Name, ast.Attribute)):
+        return value, []
+    return v, via
 
 
 def _reads_entry(value: ast.AST) -> bool:
@@ -141,7 +188,8 @@ def extract_entry_changes(tree: ast.Module) -> list | None:
                 and isinstance(st.op, ast.Add):
             followed.add(id(st))
     out = list(hidden_changes(tree, {ENTRY_NAME}, followed).get(ENTRY_NAME, []))
-    aliases, kept = _entry_aliases(tree)
+    entry = extract_entry(tree)
+    aliases, kept = _entry_aliases(tree, {n: entry["via_at"] for n in entry.get("via", ())} if entry else {})
     out += kept
     if aliases:
         for name, changes in hidden_changes(tree, set(aliases)).items():
@@ -155,14 +203,19 @@ def extract_entry_changes(tree: ast.Module) -> list | None:
     return out or None
 
 
-def _entry_aliases(tree: ast.Module) -> tuple[dict[str, tuple[str, int]], list]:
+def _entry_aliases(tree: ast.Module, via: dict[str, tuple[str, int]] | None = None) \
+        -> tuple[dict[str, tuple[str, int]], list]:
     """Other names bound to the ``EntryClass`` list, anywhere in the module: ``_e = EntryClass``
-    (and aliases of aliases), as ``{name: (statement, line)}``; and the references kept where
-    changes through them cannot be traced, as changes ``(None, construct, line, [])``: a default
-    argument (``def f(entries=EntryClass)``), an item of a literal (``[EntryClass]``)."""
-    aliases: dict[str, tuple[str, int]] = {}
+    (and aliases of aliases), the names ``via`` it was bound through (``_L`` of ``EntryClass = _L``,
+    to that statement and its line), as ``{name: (statement, line)}``; and the references kept
+    where changes through them cannot be traced, as changes ``(None, construct, line, [])``: a
+    default argument (``def f(entries=EntryClass)``), an item of a literal (``[EntryClass]``); and
+    those the straight-line reading and :func:`auditor.index.tables.hidden_changes` do not see
+    (:func:`_method_changes`: ``add = EntryClass.append``, ``(e := EntryClass).clear()``), as
+    ``(None, construct, line, mentions)``."""
+    aliases: dict[str, tuple[str, int]] = dict(via or {})
     kept: list = []
-    watched = {ENTRY_NAME}
+    watched = {ENTRY_NAME, *aliases}
     while True:
         grew = False
         for n in ast.walk(tree):
@@ -192,23 +245,224 @@ def _entry_aliases(tree: ast.Module) -> tuple[dict[str, tuple[str, int]], list]:
                 what = next(f"def {n.name}({a.arg}={d.id})" for a, d in pairs
                             if isinstance(d, ast.Name) and d.id in watched)
             kept.append((None, f"{what} (keeps a reference to {ENTRY_NAME})", n.lineno, []))
+    kept += _method_changes(tree, watched)
     return aliases, kept
+
+
+#: The methods of a list that change it in place (``EntryClass.append``, ``__setitem__``, ...).
+LIST_MUTATORS = frozenset(CONTAINER_MUTATORS) | {"sort", "reverse", "__imul__", "__setattr__", "__delattr__"}
+
+#: Callables that only read a list handed to them (``len(EntryClass)``).
+_LIST_READERS = frozenset({"len", "print", "list", "tuple", "set", "frozenset", "sorted", "iter", "any", "all",
+                           "isinstance", "repr", "str", "enumerate", "zip", "reversed", "sum", "min", "max", "id",
+                           "type", "hasattr", "bool"})
+
+
+def _parents(tree: ast.AST) -> dict[int, ast.AST]:
+    """``id(node)`` → its parent node, for every node of ``tree``."""
+    return {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
+
+
+def _is_root(node: ast.AST, watched: set[str]) -> bool:
+    """True when ``node`` evaluates to the watched list: one of the ``watched`` names, or a walrus
+    that binds it (``(e := EntryClass)``)."""
+    while isinstance(node, ast.NamedExpr):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id in watched
+
+
+def _method_changes(tree: ast.Module, watched: set[str]) -> list:
+    """Changes to the list the ``watched`` names hold that neither :func:`extract_entry` nor
+    :func:`auditor.index.tables.hidden_changes` sees, each ``(None, construct, line, mentions)``
+    (``mentions``: the dotted names the change may add): a mutating method taken without being
+    called (``add = EntryClass.append`` then ``add(X)``, ``map(EntryClass.append, [X])``; any call
+    of it may change the list), and any change through a walrus (``(e := EntryClass).append(X)``,
+    ``(e := EntryClass)[0] = X``, ``f((e := EntryClass))``)."""
+    parents = _parents(tree)
+    out = []
+
+    def names_in(nodes) -> list[str]:
+        return [d for x in nodes for n in ast.walk(x) if isinstance(n, (ast.Name, ast.Attribute))
+                for d in [dotted(n)] if d and d.split(".")[0] not in watched]
+
+    for n in ast.walk(tree):
+        p = parents.get(id(n))
+        if isinstance(n, ast.Attribute) and n.attr in LIST_MUTATORS and _is_root(n.value, watched):
+            if isinstance(p, ast.Call) and p.func is n:
+                if isinstance(n.value, ast.NamedExpr):  # ``(e := EntryClass).append(X)``
+                    out.append((None, ast.unparse(p)[:80], p.lineno, names_in(p.args + [k.value for k in p.keywords])))
+                continue
+            # the bound method, kept: what its calls add
+            if isinstance(p, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and p.value is n:
+                targets = p.targets if isinstance(p, ast.Assign) else [p.target]
+                held = {t.id for t in targets if isinstance(t, ast.Name)}
+                calls = [c for c in ast.walk(tree) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+                         and c.func.id in held]
+                mentions = names_in([a for c in calls for a in c.args + [k.value for k in c.keywords]])
+                what = ast.unparse(p)[:80]
+            else:
+                call = p
+                while call is not None and not isinstance(call, ast.Call):
+                    call = parents.get(id(call))
+                mentions = names_in([a for a in call.args + [k.value for k in call.keywords] if a is not n]) \
+                    if call is not None else []
+                stmt = p
+                while stmt is not None and not isinstance(stmt, ast.stmt):
+                    stmt = parents.get(id(stmt))
+                what = ast.unparse(stmt if stmt is not None else n)[:80]
+            out.append((None, what, n.lineno, mentions))
+        elif isinstance(n, ast.NamedExpr) and _is_root(n, watched):
+            if isinstance(p, ast.Subscript) and not isinstance(p.ctx, ast.Load):
+                out.append((None, ast.unparse(parents.get(id(p), p))[:80], n.lineno, []))
+            elif isinstance(p, ast.Call) and p.func is not n and dotted(p.func) not in _LIST_READERS:
+                out.append((None, ast.unparse(p)[:80], n.lineno, names_in(p.args)))
+    return out
 
 
 #: Reads ``EntryClass`` in the model modules.
 ENTRY_EXTRACTOR = Extractor("sglang-entry", extract_entry, prefixes=(MODELS_DIR,), needles=(ENTRY_NAME.encode(),))
 
-def names_entry_twice(source: bytes) -> bool:
-    """True when a module's bytes name ``EntryClass`` more than once (a module-level function, so
-    that the extractor can be sent to the summary worker processes)."""
-    return source.count(ENTRY_NAME.encode()) > 1
+#: ``EntryClass = NAME`` on a line of its own (the name ``EntryClass`` may be bound through)
+_ENTRY_FROM_NAME = re.compile(rb"(?m)^" + ENTRY_NAME.encode() + rb"\s*(?::[^=\n]*)?=\s*([A-Za-z_]\w*)\s*(?:#[^\n]*)?$")
 
 
-#: Finds changes to ``EntryClass`` the straight-line reading misses, in the model modules that name
-#: it more than once (the others cannot change it but through ``globals()``, which the summary sees).
+def may_change_entry(source: bytes) -> bool:
+    """True when a module's bytes name ``EntryClass`` more than once, or bind it to a name that is
+    itself assigned at the start of a line (``_L = [A, B]`` then ``EntryClass = _L``: the list may
+    be changed through ``_L``). A module-level function, so that the extractor can be sent to the
+    summary worker processes."""
+    if source.count(ENTRY_NAME.encode()) > 1:
+        return True
+    return any(re.search(rb"(?m)^" + re.escape(m.group(1)) + rb"\s*(?::[^=\n]*)?[+]?=(?!=)", source)
+               for m in _ENTRY_FROM_NAME.finditer(source))
+
+
+#: Finds changes to ``EntryClass`` the straight-line reading misses, in the model modules that may
+#: change it (:func:`may_change_entry`; the others cannot change it but through ``globals()``,
+#: which the summary sees).
 ENTRY_CHANGES_EXTRACTOR = Extractor("sglang-entry-changes", extract_entry_changes, prefixes=(MODELS_DIR,),
                                     needles=(ENTRY_NAME.encode(),),
-                                    prefilter=names_entry_twice)
+                                    prefilter=may_change_entry)
+
+def _stmt_of(node: ast.AST, parents: dict[int, ast.AST]) -> ast.AST:
+    """The statement ``node`` is part of (``node`` itself when it has none)."""
+    st = node
+    while st is not None and not isinstance(st, ast.stmt):
+        st = parents.get(id(st))
+    return st if st is not None else node
+
+
+def _use_changes(node: ast.AST, parents: dict[int, ast.AST], aliases: set[str]) -> bool:
+    """True when the use of ``node``, an expression that evaluates to another module's
+    ``EntryClass``, may change that list or keep it where a change cannot be followed: a mutating
+    method called or taken (:data:`LIST_MUTATORS`), an item written, the list handed to a call
+    that is not a plain reader, stored in a container or an attribute, returned; a plain name bound
+    to it is added to ``aliases`` (whose uses the caller reads in turn). Reading it (``len(...)``,
+    a loop, a comparison, ``+``, a copy) changes nothing."""
+    p = parents.get(id(node))
+    if isinstance(p, ast.NamedExpr) and p.value is node:
+        aliases.add(p.target.id)
+        return _use_changes(p, parents, aliases)
+    if isinstance(p, ast.Attribute):
+        return p.attr in LIST_MUTATORS
+    if isinstance(p, ast.Subscript):
+        return p.value is node and not isinstance(p.ctx, ast.Load)
+    if isinstance(p, ast.keyword):
+        p, node = parents.get(id(p)), p
+    if isinstance(p, ast.Call):
+        f = dotted(p.func)
+        if f == "getattr" and len(p.args) >= 2 and isinstance(p.args[1], ast.Constant):
+            return p.args[1].value in LIST_MUTATORS
+        return p.func is not node and f not in _LIST_READERS
+    if isinstance(p, (ast.Assign, ast.AnnAssign)) and p.value is node:
+        targets = p.targets if isinstance(p, ast.Assign) else [p.target]
+        aliases.update(t.id for t in targets if isinstance(t, ast.Name))
+        return not all(isinstance(t, ast.Name) for t in targets)
+    return not isinstance(p, (ast.Expr, ast.Compare, ast.BoolOp, ast.UnaryOp, ast.BinOp, ast.If, ast.While,
+                              ast.IfExp, ast.For, ast.AsyncFor, ast.comprehension, ast.Starred,
+                              ast.FormattedValue, ast.Assert, ast.AugAssign))
+
+
+def extract_entry_refs(tree: ast.Module) -> list | None:
+    """The changes a module makes to another module's ``EntryClass`` (``m.EntryClass = X``,
+    ``m.EntryClass.remove(X)``, ``setattr(m, "EntryClass", X)``, ``add = m.EntryClass.append``,
+    ``from M import EntryClass as E`` then ``E.clear()``; see :func:`_use_changes`), or None.
+    Each is ``[head, construct, line, function or None, mentions]``: ``head`` the dotted
+    expression whose attribute it is (``m``; None when it is not a dotted name), or ``from M``
+    for a name imported from module ``M`` as written (``from .llama``), the function whose body makes it (None: at module level), and the
+    dotted names its statement mentions (the classes it may add)."""
+    parents = _parents(tree)
+    roots: list[tuple[ast.AST, str | None]] = []  # the expressions that evaluate to another module's EntryClass
+    imported: dict[str, str] = {}  # a name bound by ``from M import EntryClass``: M
+    out: list = []
+
+    def record(node: ast.AST, head: str | None) -> None:
+        st = _stmt_of(node, parents)
+        fn = st
+        while fn is not None and not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            fn = parents.get(id(fn))
+        mentions = [d for n in ast.walk(st) if isinstance(n, (ast.Name, ast.Attribute)) for d in [dotted(n)] if d]
+        out.append([head, ast.unparse(st)[:100], getattr(st, "lineno", 0), fn.name if fn is not None else None,
+                    mentions])
+
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Attribute) and n.attr == ENTRY_NAME:
+            head = dotted(n.value)
+            if not isinstance(n.ctx, ast.Load):
+                record(n, head)  # ``m.EntryClass = X``, ``del m.EntryClass``
+            else:
+                roots.append((n, head))
+        elif isinstance(n, ast.ImportFrom):
+            for a in n.names:
+                if a.name == ENTRY_NAME:
+                    imported[a.asname or a.name] = "." * n.level + (n.module or "")
+        elif isinstance(n, ast.Call) and dotted(n.func) in ("setattr", "delattr", "getattr") and len(n.args) >= 2 \
+                and isinstance(n.args[1], ast.Constant) and n.args[1].value == ENTRY_NAME:
+            if dotted(n.func) == "getattr":
+                roots.append((n, dotted(n.args[0])))
+            else:
+                record(n, dotted(n.args[0]))
+    for node, head in roots:
+        aliases: set[str] = set()
+        if _use_changes(node, parents, aliases):
+            record(node, head)
+        seen = set()
+        while aliases - seen:  # the names bound to it, anywhere in the module
+            name = (aliases - seen).pop()
+            seen.add(name)
+            for n in ast.walk(tree):
+                if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) \
+                        and _use_changes(n, parents, aliases):
+                    record(n, head)
+    for name, module in imported.items():
+        aliases = {name}
+        seen = set()
+        while aliases - seen:
+            alias = (aliases - seen).pop()
+            seen.add(alias)
+            for n in ast.walk(tree):
+                if isinstance(n, ast.Name) and n.id == alias and isinstance(n.ctx, ast.Load) \
+                        and _use_changes(n, parents, aliases):
+                    record(n, f"from {module}")
+    return out or None
+
+
+#: A reference to another module's ``EntryClass``: ``m.EntryClass``, ``"EntryClass"`` (``setattr``,
+#: ``getattr``), ``from M import EntryClass``
+_OUTSIDE_REF = re.compile(rb"\.\s*EntryClass\b|[\"']EntryClass[\"']|\bimport\b(?:[^\n]|\\\n)*\bEntryClass\b"
+                          rb"|\bimport\s*\([^)]*\bEntryClass\b")
+
+
+def refers_to_entry(source: bytes) -> bool:
+    """True when a module's bytes may refer to another module's ``EntryClass`` (:data:`_OUTSIDE_REF`;
+    a module-level function, so that the extractor can be sent to the summary worker processes)."""
+    return _OUTSIDE_REF.search(source) is not None
+
+
+#: Finds, in SGLang's ``sglang/srt/`` modules, the changes made to a model module's ``EntryClass``
+#: from outside it (:func:`extract_entry_refs`).
+ENTRY_REFS_EXTRACTOR = Extractor("sglang-entry-refs", extract_entry_refs, prefixes=("sglang/srt/",),
+                                 needles=(ENTRY_NAME.encode(),), prefilter=refers_to_entry)
 
 #: Words of an SGLang class name that mark a draft model (an EAGLE/EAGLE-3 head, a NextN/MTP
 #: module, a DFlash or Medusa drafter): SGLang registers drafters beside targets, in one
@@ -283,9 +537,11 @@ class Registry:
                 self.problems.append((p, f"raises {s.raises_at[1]} at line {s.raises_at[0]} when imported: SGLang "
                                          "skips the module and registers none of its architectures"))
                 continue
+            imported = s.module
             entry, s = self._entry_of(s)
             if not entry:
                 continue
+            outside = self.changed_elsewhere({imported, s.module}, imported)
             marks = s.unfollowable.get(ENTRY_NAME, []) + s.unfollowable.get("*", [])
             hidden = s.extras.get(ENTRY_CHANGES_EXTRACTOR.name)
             why = None
@@ -297,6 +553,10 @@ class Registry:
                 construct, line = hidden[0][1], hidden[0][2]
                 why = (f"{ENTRY_NAME} of {s.path} may be changed by `{construct}` at {s.path}:{line}, which static "
                        "analysis cannot follow")
+            elif outside:
+                why = (f"{ENTRY_NAME} of {s.path} may be changed by {outside[0][0]}, which static analysis cannot "
+                       "follow")
+                entry = {**entry, "resolved_mentions": [m for _, found in outside for m in found]}
             elif entry.get("built"):
                 construct, line = entry["built"]
                 why = (f"{ENTRY_NAME} of {s.path} is built at run time by `{construct}` at {s.path}:{line}, which "
@@ -367,6 +627,73 @@ class Registry:
             for e in self.entries.values():
                 e.target = Unresolved(f"{e.module}.{e.class_name}", why)
         self._roles: dict[str, str] = {}
+
+    def changed_elsewhere(self, modules: set[str], imported: str) -> list[tuple[str, list]]:
+        """The changes other modules of ``sglang/srt/`` make to the ``EntryClass`` of ``modules``
+        (the model module SGLang's registry imports, ``imported``, and the one whose list it
+        holds), read by :data:`ENTRY_REFS_EXTRACTOR`, that may run before the registry reads it.
+
+        A change from a model module whose file name sorts after ``imported``'s, which no other
+        module names, has no effect: ``import_model_classes`` imports the modules of the folder in
+        that order (``pkgutil.iter_modules``) and has read the list by then. SGLang's own
+        registry module (``sglang/srt/models/registry.py``), which reads every ``EntryClass``, is
+        left out. A change through a name that cannot be bound (a parameter) counts for every
+        module.
+
+        Args:
+            modules: the dotted modules whose ``EntryClass`` counts.
+            imported: the model module the registry imports.
+
+        Returns:
+            ``("`construct` at path:line (when it runs)", [(name, ClassRef)])`` per change: the
+            classes its statement names, which it may register.
+        """
+        r = self.resolver
+        refs = self.__dict__.get("_refs")
+        if refs is None:
+            refs = self.__dict__["_refs"] = []
+            paths = [p for p in r.mentioning(ENTRY_NAME) if p.startswith("sglang/srt/")]
+            r.tree.summarize_ahead(paths)
+            for p in paths:
+                s = r.tree.summary(p)
+                if s.module == REGISTRY_MODULE:
+                    continue
+                for head, construct, line, fn, mentions in s.extras.get(ENTRY_REFS_EXTRACTOR.name) or ():
+                    refs.append((s, self._module_of(s, head, line), construct, line, fn, mentions))
+        out = []
+        short = imported.rsplit(".", 1)[-1]
+        for s, target, construct, line, fn, mentions in refs:
+            if s.module in modules or (target is not None and target not in modules):
+                continue
+            mine = s.module.rsplit(".", 1)
+            if s.path.startswith(MODELS_DIR) and s.path.count("/") == 3 and mine[0] == MODELS_PACKAGE \
+                    and mine[1] > short and set(r.mentioning(mine[1])) <= {s.path}:
+                continue  # imported after the registry has read the list, by nothing else
+            when = f"in {fn}(), when it is called" if fn else f"when {s.module} is imported"
+            named = [(d, t) for d in dict.fromkeys(mentions) for t in [r.resolve_dotted(s.module, d)]
+                     if isinstance(t, ClassRef)]
+            out.append((f"`{construct}` at {s.path}:{line} ({when})", named))
+        return out
+
+    def _module_of(self, s, head: str | None, line: int) -> str | None:
+        """The dotted module whose ``EntryClass`` a change recorded in module ``s`` reaches through
+        ``head`` (see :func:`extract_entry_refs`), ``""`` when ``head`` binds no module of the tree
+        (a class, an outside name: no model module), or None when it cannot be known."""
+        r = self.resolver
+        if head is None:
+            return None
+        if head.startswith("from "):
+            name = head[5:]
+            level = len(name) - len(name.lstrip("."))
+            if level:
+                base = s.module.split(".") if s.path.endswith("/__init__.py") else s.module.split(".")[:-1]
+                base = base[:len(base) - (level - 1)] if level > 1 else base
+                name = ".".join(base + ([name[level:]] if name[level:] else []))
+            return name
+        t = r.resolve_dotted(s.module, head, at_line=line)
+        if isinstance(t, ModuleRef):
+            return t.module
+        return None if isinstance(t, Unresolved) else ""
 
     def _returned_by(self, s, entry: dict) -> tuple[str | None, list] | None:
         """What the function called by ``EntryClass = f()`` in module ``s`` returns, read from its

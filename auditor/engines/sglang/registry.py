@@ -306,10 +306,7 @@ def _method_changes(tree: ast.Module, watched: set[str]) -> list:
                     call = parents.get(id(call))
                 mentions = names_in([a for a in call.args + [k.value for k in call.keywords] if a is not n]) \
                     if call is not None else []
-                stmt = p
-                while stmt is not None and not isinstance(stmt, ast.stmt):
-                    stmt = parents.get(id(stmt))
-                what = ast.unparse(stmt if stmt is not None else n)[:80]
+                what = ast.unparse(_stmt_of(n, parents))[:80]
             out.append((None, what, n.lineno, mentions))
         elif isinstance(n, ast.NamedExpr) and _is_root(n, watched):
             if isinstance(p, ast.Subscript) and not isinstance(p.ctx, ast.Load):
@@ -422,28 +419,24 @@ def extract_entry_refs(tree: ast.Module) -> list | None:
                 roots.append((n, dotted(n.args[0])))
             else:
                 record(n, dotted(n.args[0]))
-    for node, head in roots:
-        aliases: set[str] = set()
-        if _use_changes(node, parents, aliases):
-            record(node, head)
-        seen = set()
-        while aliases - seen:  # the names bound to it, anywhere in the module
+    def through(aliases: set[str], head: str | None) -> None:
+        """Record the changes made through the names bound to the list, anywhere in the module."""
+        seen: set[str] = set()
+        while aliases - seen:
             name = (aliases - seen).pop()
             seen.add(name)
             for n in ast.walk(tree):
                 if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) \
                         and _use_changes(n, parents, aliases):
                     record(n, head)
+
+    for node, head in roots:
+        aliases: set[str] = set()
+        if _use_changes(node, parents, aliases):
+            record(node, head)
+        through(aliases, head)
     for name, module in imported.items():
-        aliases = {name}
-        seen = set()
-        while aliases - seen:
-            alias = (aliases - seen).pop()
-            seen.add(alias)
-            for n in ast.walk(tree):
-                if isinstance(n, ast.Name) and n.id == alias and isinstance(n.ctx, ast.Load) \
-                        and _use_changes(n, parents, aliases):
-                    record(n, f"from {module}")
+        through({name}, f"from {module}")
     return out or None
 
 

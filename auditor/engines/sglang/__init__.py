@@ -10,12 +10,14 @@ from auditor.engines.sglang.drafts import DRAFT_MAP_EXTRACTOR
 from auditor.engines.sglang.capture import CAPTURE_EXTRACTOR
 from auditor.engines.sglang.facts import CaptureTraceFacts
 from auditor.engines.sglang.vocabulary import SGLangFacts
-from auditor.engines.sglang.registry import ENTRY_CHANGES_EXTRACTOR, ENTRY_EXTRACTOR, MODELS_DIR, Registry
+from auditor.engines.sglang.entry import ENTRY_CHANGES_EXTRACTOR, ENTRY_EXTRACTOR, ENTRY_REFS_EXTRACTOR, MODELS_DIR
+from auditor.engines.sglang.registry import Registry
 from auditor.engines.sglang.workers import WORKERS_EXTRACTOR
 from auditor.hf.targets import resolve_targets
 
 #: The extractors the engine needs in the summary pass.
-EXTRACTORS = (ENTRY_EXTRACTOR, ENTRY_CHANGES_EXTRACTOR, CAPTURE_EXTRACTOR, DRAFT_MAP_EXTRACTOR, WORKERS_EXTRACTOR)
+EXTRACTORS = (ENTRY_EXTRACTOR, ENTRY_CHANGES_EXTRACTOR, ENTRY_REFS_EXTRACTOR, CAPTURE_EXTRACTOR, DRAFT_MAP_EXTRACTOR,
+              WORKERS_EXTRACTOR)
 
 
 def _holder(ctx, ref) -> tuple[str | None, str | None]:

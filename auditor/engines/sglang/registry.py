@@ -14,207 +14,17 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from auditor.engines.sglang.entry import (ENTRY_CHANGES_EXTRACTOR, ENTRY_EXTRACTOR, ENTRY_NAME, ENTRY_REFS_EXTRACTOR,
+                                          MODELS_DIR)
 from auditor.index.resolve import Resolver
-from auditor.index.summary import Extractor
 from auditor.index.syntax import dotted
-from auditor.index.tables import hidden_changes
-from auditor.index.targets import ClassRef, FunctionRef, Target, Unresolved
+from auditor.index.targets import ClassRef, FunctionRef, ModuleRef, Target, Unresolved
 from auditor.model.errors import AuditError
 
 MODELS_PACKAGE = "sglang.srt.models"
-MODELS_DIR = "sglang/srt/models/"
 REGISTRY_MODULE = "sglang.srt.models.registry"
-ENTRY_NAME = "EntryClass"
 
 
-def extract_entry(tree: ast.Module) -> dict | None:
-    """The module-level ``EntryClass`` of a model module: ``{"names": [dotted names], "line": N,
-    "unreadable": bool}`` from the last plain assignment (a name, or a list/tuple of names;
-    ``unreadable`` when the value is anything else), or None when the module assigns none."""
-    found = None
-    values: dict[str, ast.expr] = {}  # the module-level names bound so far by a plain assignment, to their values
-    for st in tree.body:
-        if isinstance(st, (ast.Assign, ast.AnnAssign)):
-            targets = st.targets if isinstance(st, ast.Assign) else [st.target]
-            if st.value is not None:
-                for t in targets:
-                    if isinstance(t, ast.Name) and t.id != ENTRY_NAME:
-                        values[t.id] = st.value
-            unpacked = _unpacked_entry(targets, st.value) if isinstance(st, ast.Assign) else None
-            if unpacked is not None:
-                # ``EntryClass, _x = [A, B], 1``: the item bound to it, or a value known only at run time
-                found = {"names": [], "line": st.lineno, "unreadable": False}
-                _built(found, st, st.value, values)
-                continue
-            if st.value is None or not any(isinstance(t, ast.Name) and t.id == ENTRY_NAME for t in targets):
-                continue
-            v = st.value
-            if isinstance(v, ast.Name) and v.id == ENTRY_NAME and found is not None:
-                found["line"] = st.lineno  # ``EntryClass = EntryClass``: the same list, bound again
-                continue
-            elts = v.elts if isinstance(v, (ast.List, ast.Tuple)) else [v]
-            names = [dotted(e) for e in elts]
-            before = found
-            found = {"names": [n for n in names if n], "line": st.lineno, "unreadable": None in names}
-            if isinstance(v, ast.Tuple):
-                found["tuple"] = (ast.unparse(st)[:100], st.lineno)
-            if isinstance(v, ast.List) and any(isinstance(e, ast.Constant) for e in v.elts):
-                found["constant"] = (ast.unparse(st)[:100], st.lineno)  # ``[LlamaForCausalLM, None]``
-            if isinstance(v, ast.Call) and dotted(v.func) and not v.args and not v.keywords:
-                found["call"] = dotted(v.func)  # ``EntryClass = get_classes()``: followed into the function
-            if any(n is None and not isinstance(e, ast.Constant) for n, e in zip(names, elts)):
-                _built(found, st, v, values)  # a call, a comprehension…: what it holds is known only at run time
-                if before is not None and (_reads_entry(v) or isinstance(v, ast.Call)):
-                    # ``EntryClass = EntryClass[1:]``: built from the classes it held, which it may keep
-                    found["mentions"] += [d for d in before["names"] + before.get("mentions", [])
-                                          if d not in found["mentions"]]
-        elif found is not None:
-            # ``EntryClass.append(X)``, ``.extend([X, Y])``, ``.remove(X)``, ``EntryClass += [X]``
-            call = st.value if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) else None
-            if call is not None and dotted(call.func) in (f"{ENTRY_NAME}.{m}" for m in ("append", "extend", "remove")):
-                op = call.func.attr
-                arg = call.args[0] if len(call.args) == 1 else None
-            elif isinstance(st, ast.AugAssign) and isinstance(st.target, ast.Name) and st.target.id == ENTRY_NAME \
-                    and isinstance(st.op, ast.Add):
-                op, arg = "extend", st.value
-            else:
-                continue
-            elts = (arg.elts if isinstance(arg, (ast.List, ast.Tuple)) else [None]) if op == "extend" else [arg]
-            names = [dotted(e) if e is not None else None for e in elts]
-            if op == "remove":
-                found["names"] = [n for n in found["names"] if n not in names]
-            else:
-                found["names"] += [n for n in names if n]
-            found["unreadable"] = found["unreadable"] or None in names
-            if any(n is None and not isinstance(e, ast.Constant) for n, e in zip(names, elts)):
-                _built(found, st, arg if arg is not None else st, values)
-            if found.get("tuple") and isinstance(st, ast.AugAssign):
-                found["tuple"] = (ast.unparse(st)[:100], st.lineno)  # ``+=`` on a tuple gives a tuple
-            found["line"] = st.lineno
-    return found
-
-
-def _reads_entry(value: ast.AST) -> bool:
-    """True when an expression reads ``EntryClass`` (``EntryClass[:1]``, ``EntryClass + [X]``)."""
-    return any(isinstance(n, ast.Name) and n.id == ENTRY_NAME for n in ast.walk(value))
-
-
-def _unpacked_entry(targets: list, value: ast.AST) -> bool | None:
-    """True when a target of an assignment unpacks into ``EntryClass`` (``EntryClass, x = ...``,
-    ``[EntryClass, *rest] = ...``), else None."""
-    for t in targets:
-        if isinstance(t, (ast.Tuple, ast.List)) and any(isinstance(n, ast.Name) and n.id == ENTRY_NAME
-                                                        for n in ast.walk(t)):
-            return True
-    return None
-
-
-def _built(found: dict, st: ast.stmt, value: ast.AST, values: dict[str, ast.expr] | None = None) -> None:
-    """Record that ``EntryClass`` is built at run time by ``st``: the statement (``built``) and
-    the dotted names its value mentions (``mentions``: the classes it may register), through the
-    values of the module-level names it reads (``values``: ``_B = [A, B]`` then ``[*_B]``; at
-    most four levels)."""
-    found.setdefault("built", (ast.unparse(st)[:100], st.lineno))
-    seen = found.setdefault("mentions", [])
-    todo, expanded = [(value, 0)], set()
-    while todo:
-        node, depth = todo.pop()
-        for n in ast.walk(node):
-            d = dotted(n) if isinstance(n, (ast.Name, ast.Attribute)) else None
-            if d and d not in seen and d != ENTRY_NAME:
-                seen.append(d)
-            if values and isinstance(n, ast.Name) and n.id in values and n.id not in expanded and depth < 4:
-                expanded.add(n.id)
-                todo.append((values[n.id], depth + 1))
-
-
-def extract_entry_changes(tree: ast.Module) -> list | None:
-    """Changes to ``EntryClass`` out of the module's straight-line statements (in a loop, a
-    branch, a function; see :func:`auditor.index.tables.hidden_changes`) or made through another
-    name bound to the same list (:func:`_entry_aliases`), or None. Each change is ``(None,
-    construct, line)``; one made through an alias is ``(None, construct, line, mentions)``, with
-    the dotted names its statement mentions (the classes it may add)."""
-    followed = set()
-    for st in tree.body:  # the statements extract_entry follows itself
-        call = st.value if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) else None
-        if call is not None and dotted(call.func) in (f"{ENTRY_NAME}.{m}" for m in ("append", "extend", "remove")) \
-                and all(isinstance(a, (ast.Name, ast.Attribute, ast.List, ast.Tuple)) for a in call.args) \
-                or isinstance(st, ast.AugAssign) and isinstance(st.target, ast.Name) and st.target.id == ENTRY_NAME \
-                and isinstance(st.op, ast.Add):
-            followed.add(id(st))
-    out = list(hidden_changes(tree, {ENTRY_NAME}, followed).get(ENTRY_NAME, []))
-    aliases, kept = _entry_aliases(tree)
-    out += kept
-    if aliases:
-        for name, changes in hidden_changes(tree, set(aliases)).items():
-            how, line = aliases[name]
-            for _, what, at in changes:
-                node = next((n for n in ast.walk(tree) if getattr(n, "lineno", None) == at
-                             and isinstance(n, ast.stmt)), None)
-                mentions = [d for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute))
-                            for d in [dotted(n)] if d and d.split(".")[0] not in aliases] if node else []
-                out.append((None, f"{what} (through the alias `{how}`, line {line})", at, mentions))
-    return out or None
-
-
-def _entry_aliases(tree: ast.Module) -> tuple[dict[str, tuple[str, int]], list]:
-    """Other names bound to the ``EntryClass`` list, anywhere in the module: ``_e = EntryClass``
-    (and aliases of aliases), as ``{name: (statement, line)}``; and the references kept where
-    changes through them cannot be traced, as changes ``(None, construct, line, [])``: a default
-    argument (``def f(entries=EntryClass)``), an item of a literal (``[EntryClass]``)."""
-    aliases: dict[str, tuple[str, int]] = {}
-    kept: list = []
-    watched = {ENTRY_NAME}
-    while True:
-        grew = False
-        for n in ast.walk(tree):
-            if isinstance(n, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and isinstance(n.value, ast.Name) \
-                    and n.value.id in watched:
-                targets = n.targets if isinstance(n, ast.Assign) else [n.target]
-                for t in targets:
-                    if isinstance(t, ast.Name) and t.id not in watched:
-                        aliases[t.id] = (ast.unparse(n)[:80], n.lineno)
-                        watched.add(t.id)
-                        grew = True
-        if not grew:
-            break
-    for n in ast.walk(tree):
-        held = []
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            held = n.args.defaults + [d for d in n.args.kw_defaults if d is not None]
-            what = f"def {n.name}(...)" if not isinstance(n, ast.Lambda) else "lambda"
-        elif isinstance(n, (ast.List, ast.Tuple, ast.Set, ast.Dict)):
-            held = n.values if isinstance(n, ast.Dict) else n.elts
-            what = ast.unparse(n)[:80]
-        if any(isinstance(h, ast.Name) and h.id in watched for h in held):
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                args = n.args.posonlyargs + n.args.args
-                pairs = list(zip(args[len(args) - len(n.args.defaults):], n.args.defaults))
-                pairs += [(a, d) for a, d in zip(n.args.kwonlyargs, n.args.kw_defaults) if d is not None]
-                what = next(f"def {n.name}({a.arg}={d.id})" for a, d in pairs
-                            if isinstance(d, ast.Name) and d.id in watched)
-            kept.append((None, f"{what} (keeps a reference to {ENTRY_NAME})", n.lineno, []))
-    return aliases, kept
-
-
-#: Reads ``EntryClass`` in the model modules.
-ENTRY_EXTRACTOR = Extractor("sglang-entry", extract_entry, prefixes=(MODELS_DIR,), needles=(ENTRY_NAME.encode(),))
-
-def names_entry_twice(source: bytes) -> bool:
-    """True when a module's bytes name ``EntryClass`` more than once (a module-level function, so
-    that the extractor can be sent to the summary worker processes)."""
-    return source.count(ENTRY_NAME.encode()) > 1
-
-
-#: Finds changes to ``EntryClass`` the straight-line reading misses, in the model modules that name
-#: it more than once (the others cannot change it but through ``globals()``, which the summary sees).
-ENTRY_CHANGES_EXTRACTOR = Extractor("sglang-entry-changes", extract_entry_changes, prefixes=(MODELS_DIR,),
-                                    needles=(ENTRY_NAME.encode(),),
-                                    prefilter=names_entry_twice)
-
-#: Words of an SGLang class name that mark a draft model (an EAGLE/EAGLE-3 head, a NextN/MTP
-#: module, a DFlash or Medusa drafter): SGLang registers drafters beside targets, in one
-#: namespace, and says nothing else about them.
 DRAFTER_WORDS = ("Eagle", "EAGLE", "NextN", "MTP", "DFlash", "Medusa", "DraftModel")
 
 
@@ -285,9 +95,11 @@ class Registry:
                 self.problems.append((p, f"raises {s.raises_at[1]} at line {s.raises_at[0]} when imported: SGLang "
                                          "skips the module and registers none of its architectures"))
                 continue
+            imported = s.module
             entry, s = self._entry_of(s)
             if not entry:
                 continue
+            outside = self.changed_elsewhere({imported, s.module}, imported)
             marks = s.unfollowable.get(ENTRY_NAME, []) + s.unfollowable.get("*", [])
             hidden = s.extras.get(ENTRY_CHANGES_EXTRACTOR.name)
             why = None
@@ -299,6 +111,10 @@ class Registry:
                 construct, line = hidden[0][1], hidden[0][2]
                 why = (f"{ENTRY_NAME} of {s.path} may be changed by `{construct}` at {s.path}:{line}, which static "
                        "analysis cannot follow")
+            elif outside:
+                why = (f"{ENTRY_NAME} of {s.path} may be changed by {outside[0][0]}, which static analysis cannot "
+                       "follow")
+                entry = {**entry, "resolved_mentions": [m for _, found in outside for m in found]}
             elif entry.get("built"):
                 construct, line = entry["built"]
                 why = (f"{ENTRY_NAME} of {s.path} is built at run time by `{construct}` at {s.path}:{line}, which "
@@ -369,6 +185,73 @@ class Registry:
             for e in self.entries.values():
                 e.target = Unresolved(f"{e.module}.{e.class_name}", why)
         self._roles: dict[str, str] = {}
+
+    def changed_elsewhere(self, modules: set[str], imported: str) -> list[tuple[str, list]]:
+        """The changes other modules of ``sglang/srt/`` make to the ``EntryClass`` of ``modules``
+        (the model module SGLang's registry imports, ``imported``, and the one whose list it
+        holds), read by :data:`ENTRY_REFS_EXTRACTOR`, that may run before the registry reads it.
+
+        A change from a model module whose file name sorts after ``imported``'s, which no other
+        module names, has no effect: ``import_model_classes`` imports the modules of the folder in
+        that order (``pkgutil.iter_modules``) and has read the list by then. SGLang's own
+        registry module (``sglang/srt/models/registry.py``), which reads every ``EntryClass``, is
+        left out. A change through a name that cannot be bound (a parameter) counts for every
+        module.
+
+        Args:
+            modules: the dotted modules whose ``EntryClass`` counts.
+            imported: the model module the registry imports.
+
+        Returns:
+            ``("`construct` at path:line (when it runs)", [(name, ClassRef)])`` per change: the
+            classes its statement names, which it may register.
+        """
+        r = self.resolver
+        refs = self.__dict__.get("_refs")
+        if refs is None:
+            refs = self.__dict__["_refs"] = []
+            paths = [p for p in r.mentioning(ENTRY_NAME) if p.startswith("sglang/srt/")]
+            r.tree.summarize_ahead(paths)
+            for p in paths:
+                s = r.tree.summary(p)
+                if s.module == REGISTRY_MODULE:
+                    continue
+                for head, construct, line, fn, mentions in s.extras.get(ENTRY_REFS_EXTRACTOR.name) or ():
+                    refs.append((s, self._module_of(s, head, line), construct, line, fn, mentions))
+        out = []
+        short = imported.rsplit(".", 1)[-1]
+        for s, target, construct, line, fn, mentions in refs:
+            if s.module in modules or (target is not None and target not in modules):
+                continue
+            mine = s.module.rsplit(".", 1)
+            if s.path.startswith(MODELS_DIR) and s.path.count("/") == 3 and mine[0] == MODELS_PACKAGE \
+                    and mine[1] > short and set(r.mentioning(mine[1])) <= {s.path}:
+                continue  # imported after the registry has read the list, by nothing else
+            when = f"in {fn}(), when it is called" if fn else f"when {s.module} is imported"
+            named = [(d, t) for d in dict.fromkeys(mentions) for t in [r.resolve_dotted(s.module, d)]
+                     if isinstance(t, ClassRef)]
+            out.append((f"`{construct}` at {s.path}:{line} ({when})", named))
+        return out
+
+    def _module_of(self, s, head: str | None, line: int) -> str | None:
+        """The dotted module whose ``EntryClass`` a change recorded in module ``s`` reaches through
+        ``head`` (see :func:`extract_entry_refs`), ``""`` when ``head`` binds no module of the tree
+        (a class, an outside name: no model module), or None when it cannot be known."""
+        r = self.resolver
+        if head is None:
+            return None
+        if head.startswith("from "):
+            name = head[5:]
+            level = len(name) - len(name.lstrip("."))
+            if level:
+                base = s.module.split(".") if s.path.endswith("/__init__.py") else s.module.split(".")[:-1]
+                base = base[:len(base) - (level - 1)] if level > 1 else base
+                name = ".".join(base + ([name[level:]] if name[level:] else []))
+            return name
+        t = r.resolve_dotted(s.module, head, at_line=line)
+        if isinstance(t, ModuleRef):
+            return t.module
+        return None if isinstance(t, Unresolved) else ""
 
     def _returned_by(self, s, entry: dict) -> tuple[str | None, list] | None:
         """What the function called by ``EntryClass = f()`` in module ``s`` returns, read from its

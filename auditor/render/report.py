@@ -418,8 +418,9 @@ def print_cache(console: Console, usage) -> None:
                                      f"{human_size(k.size):>10}  {k.folder.name}/{link}: {k.what}"), hanging=6)
     print_wrapped(console, f"{'total':<{width}}  {'':>12}  {human_size(usage.size):>10}")
     for name, size in usage.other:
-        print_wrapped(console, clean(f"{name}/ ({human_size(size)}): not a kind this eagle-audit writes; left alone "
-                                     "by prune and clear"), hanging=6)
+        print_wrapped(console, clean(f"{name}/ ({human_size(size)}): not a kind this eagle-audit writes (the test "
+                                     "suite's engine venvs live in runtime/); not in the total, left alone by prune "
+                                     "and clear: remove it by hand when it is not needed"), hanging=6)
     print_wrapped(console, "free space with: eagle-audit cache prune --older-than DAYS | --max-size SIZE, or "
                   "eagle-audit cache clear", indent=0)
 

@@ -21,6 +21,17 @@ LOOKUP = "            if arch in self.models:\n"
 LOOP = "        for arch in architectures:\n"
 INIT = "        self.models = dict(models)\n"
 CLASS = "class _ModelRegistry:\n"
+IMPORT = "import importlib\n"
+DATACLASS = ("from dataclasses import dataclass, field\n", "@dataclass\nclass _ModelRegistry:\n"
+             "    models: dict = field(default_factory=dict)\n\n")
+
+
+def _dataclass(imports: str = DATACLASS[0], head: str = DATACLASS[1]) -> str:
+    """The fixture's registry with vLLM's shape: a dataclass whose first field is ``models``."""
+    old_init = "    def __init__(self, models: dict[str, tuple[str, str]]) -> None:\n" + INIT + "\n"
+    text = _swap(IMPORT, IMPORT + imports, _swap(CLASS + old_init, head))
+    # as vLLM builds it: handing the table itself to a dataclass is not followed (it may change it)
+    return _swap(REG_LINE, "ModelRegistry = _ModelRegistry({k: v for k, v in _VLLM_MODELS.items()})", text)
 
 
 def _swap(old: str, new: str, text: str = REGISTRY) -> str:
@@ -75,6 +86,20 @@ CASES = [
            _registry(in_class="    def _route(self, arch):\n        if arch == 'LlamaForCausalLM':\n"
                               "            raise ValueError('no')\n        return None\n\n")),
      "arch == 'LlamaForCausalLM'", "route-not-for-a-configuration"),
+    # a filter inside a builtin's generator, or in a module function handed the name or the object
+    (_swap(LOOP, "        if any(a == 'LlamaForCausalLM' for a in architectures):\n            raise ValueError('no')\n"
+                 + LOOP), "a == 'LlamaForCausalLM'", "filter-in-any"),
+    (_swap(LOOKUP, "            if arch in self.models and _usable(arch):\n",
+           _registry(after="\n\n\ndef _usable(arch):\n    return arch != 'LlamaForCausalLM'\n")),
+     "_usable(arch)", "module-function-filter"),
+    (_swap(LOOKUP, "            if _usable(self, arch):\n",
+           _swap(CLASS, "def _usable(reg, arch):\n    return arch in reg.models and arch != 'LlamaForCausalLM'\n\n\n"
+                 + CLASS)), "_usable(self, arch)", "object-handed-on"),
+    # 9'. a decorator named dataclass that is not dataclasses.dataclass, or one that builds no __init__
+    (_dataclass(imports="from dataclasses import field\n\n\ndef dataclass(c):\n    return lambda models: c({})\n"),
+     "@dataclass", "dataclass-shadowed"),
+    (_dataclass(head=DATACLASS[1].replace("@dataclass", "@dataclass(init=False)")), "@dataclass(init=False)",
+     "dataclass-without-init"),
     # 10. global rebinding in a function called at import
     (_registry(after="\n\n\ndef _reset():\n    global ModelRegistry\n    ModelRegistry = _ModelRegistry({})\n\n\n"
                      "_reset()\n"), "global ModelRegistry", "global-rebinding"),
@@ -114,6 +139,10 @@ HARMLESS = [
                                     "            return arch\n        return None\n\n",
                            after="\n_OTHER = {'ToyV2ForCausalLM': 1}\n"))),
      "route-for-a-configuration"),
+    # vLLM's shape: a dataclass whose first field is models
+    (_dataclass(), "dataclass"),
+    (_dataclass(imports="import dataclasses\nfrom dataclasses import field\n",
+                head=DATACLASS[1].replace("@dataclass", "@dataclasses.dataclass(frozen=True)")), "dataclass-frozen"),
     # the failure path tests names against constants (vLLM's _raise_for_unsupported)
     (_swap("        raise ValueError(f\"none of {architectures} is supported\")\n",
            "        return self._fail(architectures)\n",

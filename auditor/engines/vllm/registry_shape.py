@@ -35,6 +35,33 @@ def _decorator_name(d: ast.expr) -> str:
     return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
 
 
+#: keywords of ``dataclass(...)`` that keep the ``__init__`` taking ``models`` first, by position
+_DATACLASS_KEEPS = frozenset({"frozen", "eq", "repr", "order", "unsafe_hash", "match_args", "slots"})
+
+
+def is_dataclass(tree: ast.Module, d: ast.expr) -> bool:
+    """The class decorator ``d`` is ``dataclasses.dataclass`` as the module ``tree`` imports it
+    (``from dataclasses import dataclass`` or ``import dataclasses``, not bound again at module
+    level), bare or with keywords that keep its ``__init__`` (not ``init=False``, ``kw_only=True``)."""
+    if isinstance(d, ast.Call) and (d.args or any(k.arg not in _DATACLASS_KEEPS for k in d.keywords)):
+        return False
+    f = d.func if isinstance(d, ast.Call) else d
+    if isinstance(f, ast.Name) and f.id == "dataclass":
+        head, imported = "dataclass", any(isinstance(st, ast.ImportFrom) and st.module == "dataclasses" and any(
+            a.name == "dataclass" and a.asname is None for a in st.names) for st in tree.body)
+    elif isinstance(f, ast.Attribute) and f.attr == "dataclass" and isinstance(f.value, ast.Name) \
+            and f.value.id == "dataclasses":
+        head, imported = "dataclasses", any(isinstance(st, ast.Import) and any(
+            a.name == "dataclasses" and a.asname is None for a in st.names) for st in tree.body)
+    else:
+        return False
+    rebound = sum(1 for st in tree.body for n in ast.walk(st)
+                  if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == head
+                  or isinstance(n, ast.Name) and n.id == head and isinstance(n.ctx, (ast.Store, ast.Del))
+                  or isinstance(n, ast.alias) and (n.asname or n.name.split(".")[0]) == head)
+    return imported and rebound == 1
+
+
 def _first_line(node: ast.AST) -> str:
     return ast.unparse(node).splitlines()[0][:80]
 
@@ -50,7 +77,7 @@ def class_shape(tree: ast.Module, cls: ast.ClassDef, built: ast.stmt) -> list[tu
     static analysis does not follow, as ``(construct, line, where)``; see the module's docstring."""
     out = []
     for d in cls.decorator_list:
-        if _decorator_name(d) != "dataclass":
+        if not is_dataclass(tree, d):
             out.append((f"@{ast.unparse(d)}", d.lineno, "decorator"))
     if cls.bases or cls.keywords:
         out.append((_header(cls), cls.lineno, "base"))
@@ -223,8 +250,10 @@ def _is_none(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value is None
 
 
-_QUIET = frozenset({"print", "debug", "info", "warning", "error", "exception", "warning_once", "info_once",
-                    "isinstance", "len", "type", "all", "any"})
+#: calls that only log: not read
+_LOG = frozenset({"print", "debug", "info", "warning", "error", "exception", "warning_once", "info_once"})
+#: builtins that neither rewrite nor test a name themselves (what they are given is read)
+_PURE = frozenset({"isinstance", "len", "type", "all", "any"})
 
 
 def _tests_and_rewrites(fn: ast.FunctionDef, reached: list[ast.AST], names: set[str],
@@ -233,8 +262,8 @@ def _tests_and_rewrites(fn: ast.FunctionDef, reached: list[ast.AST], names: set[
     ``lists`` (a list of them) against anything but the table, ``None`` or another such name, and
     rewrites: a parameter rebound (but a list wrapped, ``a = [a]``, or a method's result), a loop's
     name rebound in the loop, a value computed from a name (``arch.replace(...)``, ``arch + "X"``,
-    ``f"{arch}"``, ``arch[1:]``) outside a ``raise`` and a log call, or one passed to a function
-    (``g(arch)``) and bound."""
+    ``f"{arch}"``, ``arch[1:]``) outside a ``raise`` and a log call, or a name or the object handed
+    to a function (``g(arch)``, ``g(self)``) but a name to one whose result is returned."""
     me = _self_name(fn)
     both = names | lists
     params = set([a.arg for a in fn.args.posonlyargs + fn.args.args][1:])
@@ -255,11 +284,21 @@ def _tests_and_rewrites(fn: ast.FunctionDef, reached: list[ast.AST], names: set[
             return reads(x, both)
         return isinstance(x, ast.Subscript) and reads(x.value, both) and not plain(x)
 
-    def visit(n: ast.AST, top: ast.AST) -> None:
-        if isinstance(n, ast.Raise) or isinstance(n, ast.Call) and _callee(n) in _QUIET:
+    def handed(x: ast.AST, parent: ast.AST | None) -> bool:
+        """A function other than a method of the object given the object, or a name outside a
+        ``return`` (``return _load(arch, row)``: vLLM's loader)."""
+        if not isinstance(x, ast.Call) or method_call(x, me) or _callee(x) in _PURE:
+            return False
+        given = [*x.args, *(k.value for k in x.keywords)]
+        return any(isinstance(a, ast.Name) and a.id == me for a in given) \
+            or not isinstance(parent, ast.Return) and any(reads(a, both) for a in given)
+
+    def visit(n: ast.AST, top: ast.AST, parent: ast.AST | None = None) -> None:
+        if isinstance(n, ast.Raise) or isinstance(n, ast.Call) and _callee(n) in _LOG:
             return
-        if strong(n):
-            shown = top if isinstance(top, ast.stmt) else n
+        if strong(n) or handed(n, parent):
+            shown = top if isinstance(top, ast.stmt) and not isinstance(n, ast.Call) or isinstance(top, ast.Assign) \
+                else n
             out.append((_first_line(shown), shown.lineno))
             return
         if isinstance(n, ast.Compare):
@@ -269,12 +308,10 @@ def _tests_and_rewrites(fn: ast.FunctionDef, reached: list[ast.AST], names: set[
         elif isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and n.value is not None:
             bound = _rebound(n) & both
             wrap = isinstance(n.value, (ast.List, ast.Tuple)) and all(plain(e) for e in n.value.elts)
-            if bound and (bound & params or id(n) in in_loop) and not wrap and not method_call(n.value, me) \
-                    or isinstance(n.value, ast.Call) and not method_call(n.value, me) \
-                    and _callee(n.value) not in _QUIET and any(reads(a, both) for a in n.value.args):
+            if bound and (bound & params or id(n) in in_loop) and not wrap and not method_call(n.value, me):
                 out.append((_first_line(n), n.lineno))
         for c in ast.iter_child_nodes(n):
-            visit(c, top)
+            visit(c, top, n)
 
     for st in reached:
         visit(st, st)

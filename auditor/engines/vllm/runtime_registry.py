@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 
 from auditor.index.summary import Extractor
-from auditor.engines.vllm.registry_shape import class_shape, init_changes, route_changes
+from auditor.engines.vllm.registry_shape import class_shape, init_changes, is_dataclass, route_changes
 from auditor.index.tables import CONTAINER_MUTATORS
 
 RUNTIME_REGISTRY = "ModelRegistry"
@@ -109,6 +109,7 @@ def extract_runtime_registry(tree: ast.Module) -> dict | None:
     keyword = v.keywords[0].arg if v.keywords else None
     table, unpacks = _table_read(arg)
     methods = {st.name: st for st in cls.body if isinstance(st, ast.FunctionDef)}
+    out["changes"] += class_shape(tree, cls, found)  # first: what decides the object before __init__ runs
     init = methods.get("__init__")
     stores = False
     if init is not None:
@@ -122,8 +123,7 @@ def extract_runtime_registry(tree: ast.Module) -> dict | None:
                                       for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))
                               for n in ast.walk(init)):
             stores = False
-    elif any((d.id if isinstance(d, ast.Name) else d.func.id if isinstance(d, ast.Call) and
-              isinstance(d.func, ast.Name) else getattr(d, "attr", "")) == "dataclass" for d in cls.decorator_list):
+    elif any(is_dataclass(tree, d) for d in cls.decorator_list):
         fields = [st.target.id for st in cls.body if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)]
         stores = (keyword or (fields[0] if fields else None)) == "models"
     if "__post_init__" in methods:
@@ -135,7 +135,6 @@ def extract_runtime_registry(tree: ast.Module) -> dict | None:
                                "__new__"))
     out["changes"] += init_changes(methods, _models_writes)
     out["changes"] += [(c, ln, "route") for c, ln, _ in route_changes(methods)]
-    out["changes"] += class_shape(tree, cls, found)
     out["changes"] += [(c, ln, "class attribute") for c, ln in _class_writes(tree, cls.name, found)]
     out["changes"] += [(c, ln, "alias") for c, ln in _alias_writes(tree, table)]
     out["table"] = table

@@ -100,6 +100,14 @@ CASES = [
      "@dataclass", "dataclass-shadowed"),
     (_dataclass(head=DATACLASS[1].replace("@dataclass", "@dataclass(init=False)")), "@dataclass(init=False)",
      "dataclass-without-init"),
+    # a method the class does not define with def, or one a decorator may replace
+    (_swap(LOOKUP, "            if self._usable(arch):\n",
+           _registry(in_class="    _usable = staticmethod(lambda arch: arch != 'LlamaForCausalLM')\n\n")),
+     "self._usable(arch)", "member-not-a-def"),
+    (_swap(LOOKUP, "            if self._usable(arch):\n",
+           _swap(CLASS, "def _refuse(f):\n    return lambda self, arch: False\n\n\n" + CLASS,
+                 _registry(in_class="    @_refuse\n    def _usable(self, arch):\n        return arch in self.models\n\n"))),
+     "@_refuse", "method-decorated"),
     # 10. global rebinding in a function called at import
     (_registry(after="\n\n\ndef _reset():\n    global ModelRegistry\n    ModelRegistry = _ModelRegistry({})\n\n\n"
                      "_reset()\n"), "global ModelRegistry", "global-rebinding"),

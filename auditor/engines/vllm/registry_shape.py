@@ -13,7 +13,12 @@ the object or its lookups. This module lists, as ``(construct, line, where)``, w
   through ``setattr(self, ...)``, ``self.__dict__``, ``vars(self)`` or by handing ``self`` on;
 * what resolves a name (:func:`route_changes`): ``resolve_model_cls`` and every method it calls on
   ``self``, along the code a name the table holds reaches, may test the name only against the table
-  and may not rewrite it.
+  and may not rewrite it, nor hand it (but to a function whose result is returned) or ``self`` on.
+
+Both walks read only methods defined with ``def`` and no decorator: a call of another member is
+itself named. Not read: a method called only for a configuration (:func:`_picks_a_route`), a
+method that always raises (the failure path), and a module function whose result
+``resolve_model_cls``'s helpers return as it is (vLLM's loader).
 """
 
 from __future__ import annotations
@@ -155,6 +160,8 @@ def init_changes(methods: dict[str, ast.FunctionDef], writes) -> list[tuple[str,
     roots = [r for r in ("__init__", "__post_init__") if r in methods]
     for name in called_methods(methods, roots):
         fn = methods[name]
+        out += [(c, ln, name) for call in _self_calls(fn) for c, ln in _unread_member(methods, call)
+                if call.func.attr not in ("models", "__dict__")]
         if name not in roots:
             out += [(c, ln, name) for c, ln in writes(fn, None)]
         me = _self_name(fn)
@@ -196,12 +203,23 @@ def route_changes(methods: dict[str, ast.FunctionDef]) -> list[tuple[str, int, s
         out += [(c, ln, name) for c, ln in _tests_and_rewrites(fn, reached, names, lists)]
         for call in _self_calls(fn):
             callee = call.func.attr
+            if _in(call, reached):
+                out += [(c, ln, name) for c, ln in _unread_member(methods, call)]
             if callee not in methods or callee in order or not _in(call, reached) \
                     or _picks_a_route(fn, call, names | lists):
                 continue
             kinds[callee] = {j: _kind(a, names, lists) for j, a in enumerate(call.args) if reads(a, names | lists)}
             order.append(callee)
     return out
+
+
+def _unread_member(methods: dict[str, ast.FunctionDef], call: ast.Call) -> list[tuple[str, int]]:
+    """The call ``self.m(...)`` of a member the class does not define with ``def`` (an assignment,
+    a base's), or of a decorated method (a decorator may put another function in its place)."""
+    fn = methods.get(call.func.attr)
+    if fn is None:
+        return [(_first_line(call), call.lineno)]
+    return [(f"@{ast.unparse(d)}", d.lineno) for d in fn.decorator_list]
 
 
 def _kind(arg: ast.expr, names: set[str], lists: set[str]) -> str:

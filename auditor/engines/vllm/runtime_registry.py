@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 
 from auditor.index.summary import Extractor
+from auditor.engines.vllm.registry_shape import class_shape, init_changes, is_dataclass, route_changes
 from auditor.index.tables import CONTAINER_MUTATORS
 
 RUNTIME_REGISTRY = "ModelRegistry"
@@ -108,6 +109,7 @@ def extract_runtime_registry(tree: ast.Module) -> dict | None:
     keyword = v.keywords[0].arg if v.keywords else None
     table, unpacks = _table_read(arg)
     methods = {st.name: st for st in cls.body if isinstance(st, ast.FunctionDef)}
+    out["changes"] += class_shape(tree, cls, found)  # first: what decides the object before __init__ runs
     init = methods.get("__init__")
     stores = False
     if init is not None:
@@ -121,8 +123,7 @@ def extract_runtime_registry(tree: ast.Module) -> dict | None:
                                       for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))
                               for n in ast.walk(init)):
             stores = False
-    elif any((d.id if isinstance(d, ast.Name) else d.func.id if isinstance(d, ast.Call) and
-              isinstance(d.func, ast.Name) else getattr(d, "attr", "")) == "dataclass" for d in cls.decorator_list):
+    elif any(is_dataclass(tree, d) for d in cls.decorator_list):
         fields = [st.target.id for st in cls.body if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)]
         stores = (keyword or (fields[0] if fields else None)) == "models"
     if "__post_init__" in methods:
@@ -132,53 +133,12 @@ def extract_runtime_registry(tree: ast.Module) -> dict | None:
     if "__new__" in methods:
         out["changes"].append((f"def __new__({ast.unparse(methods['__new__'].args)})", methods["__new__"].lineno,
                                "__new__"))
-    if "resolve_model_cls" in methods:
-        out["changes"] += [(c, ln, "resolve_model_cls") for c, ln in _architecture_tests(methods["resolve_model_cls"])]
+    out["changes"] += init_changes(methods, _models_writes)
+    out["changes"] += [(c, ln, "route") for c, ln, _ in route_changes(methods)]
     out["changes"] += [(c, ln, "class attribute") for c, ln in _class_writes(tree, cls.name, found)]
     out["changes"] += [(c, ln, "alias") for c, ln in _alias_writes(tree, table)]
     out["table"] = table
     out["unpacks"] = unpacks
-    return out
-
-
-def _string_literal(node: ast.AST) -> bool:
-    """A string constant, or a tuple/list/set of them."""
-    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-        return bool(node.elts) and all(_string_literal(e) for e in node.elts)
-    return isinstance(node, ast.Constant) and isinstance(node.value, str)
-
-
-def _architecture_tests(fn: ast.FunctionDef) -> list[tuple[str, int]]:
-    """Tests in ``resolve_model_cls`` of an architecture name against string constants
-    (``arch == "LlamaForCausalLM"``, ``a not in ("X", "Y")``, ``arch.startswith("Llama")``), as
-    ``(test, line)``: the method treats some architectures apart from its table. The names of
-    architectures are its parameter (vLLM: ``architectures``) and the names bound by a loop or a
-    comprehension over one of them."""
-    params = [a.arg for a in fn.args.posonlyargs + fn.args.args][1:2]
-    names = set(params)
-    grown = True
-    while grown:  # loops and comprehensions over architectures, to a fixed point
-        grown = False
-        for n in ast.walk(fn):
-            if isinstance(n, (ast.For, ast.comprehension)) and any(
-                    isinstance(x, ast.Name) and x.id in names for x in ast.walk(n.iter)):
-                for t in ast.walk(n.target):
-                    if isinstance(t, ast.Name) and t.id not in names:
-                        names.add(t.id)
-                        grown = True
-
-    def reads(node: ast.AST) -> bool:
-        return any(isinstance(x, ast.Name) and x.id in names for x in ast.walk(node))
-
-    out = []
-    for n in ast.walk(fn):
-        if isinstance(n, ast.Compare):
-            sides = [n.left, *n.comparators]
-            if any(_string_literal(x) for x in sides) and any(reads(x) for x in sides if not _string_literal(x)):
-                out.append((ast.unparse(n)[:80], n.lineno))
-        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("startswith", "endswith") \
-                and reads(n.func.value) and any(_string_literal(a) for a in n.args):
-            out.append((ast.unparse(n)[:80], n.lineno))
     return out
 
 
@@ -241,8 +201,13 @@ RUNTIME_REGISTRY_EXTRACTOR = Extractor("vllm-runtime-registry", extract_runtime_
 #: Why a change of another kind may change what vLLM's run-time ModelRegistry resolves.
 _WHY = {
     "__new__": "the class of vLLM's run-time ModelRegistry defines __new__, which may build another object",
-    "resolve_model_cls": "vLLM's run-time ModelRegistry tests the architecture name in resolve_model_cls, "
-                         "beside its table",
+    "route": "vLLM's run-time ModelRegistry tests or rewrites the architecture name in resolve_model_cls or "
+             "a method it calls, beside its table",
+    "decorator": "a decorator of the class of vLLM's run-time ModelRegistry may put another object in its place",
+    "base": "the class of vLLM's run-time ModelRegistry has a base class or a metaclass, whose members static "
+            "analysis does not follow",
+    "hook": "the class of vLLM's run-time ModelRegistry defines how its models are read or written",
+    "global": "the name ModelRegistry is bound again, to a value static analysis does not follow",
     "class attribute": "a member of the class of vLLM's run-time ModelRegistry is replaced",
     "alias": "the run-time ModelRegistry's table is changed in place through another name",
 }

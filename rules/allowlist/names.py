@@ -15,6 +15,7 @@ otherwise :class:`Unfollowed` names the binding or change it cannot follow. A na
 from __future__ import annotations
 
 import ast
+import builtins
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -228,6 +229,51 @@ class Scope:
             if not plain:
                 raise Unfollowed(f"`{name}`, not yet bound when it is read")
         return plain[-1].value, module_scope, plain[-1]  # a function runs after the module: the last binding
+
+    def _local(self, name: str) -> bool:
+        fb = self.fb
+        return fb is not None and name not in fb.declared_global and (
+            name in fb.plain or name in fb.other or name in fb.params)
+
+    def _binding(self, name: str) -> ast.AST | None:
+        """The one non-plain binding of ``name`` seen from this scope (an import, a ``def``, ...)."""
+        if self._local(name):
+            return self.fb.other.get(name) if name not in self.fb.plain else None
+        return self.mb.other.get(name) if name not in self.mb.plain else None
+
+    def is_builtin(self, name: str) -> bool:
+        """Whether ``name`` is a builtin nothing in the module binds (``len``, ``frozenset``)."""
+        return hasattr(builtins, name) and not self._local(name) and name not in self.mb.plain \
+            and name not in self.mb.other and "*" not in self.mb.changes
+
+    def is_import(self, name: str) -> bool:
+        """Whether ``name`` is bound by an import (a module or an object of one: run state)."""
+        return isinstance(self._binding(name), (ast.Import, ast.ImportFrom))
+
+    def class_attribute(self, node: ast.Attribute) -> ast.stmt | None:
+        """For ``self.X``/``cls.X`` in a method, or ``Class.X`` of a class of the module, the
+        statement of the class body that binds ``X`` as a class attribute (a plain assignment, or
+        one annotated ``ClassVar``/``Final``; an annotated one alone is a field: a run option)."""
+        if not isinstance(node.value, ast.Name):
+            return None
+        name, cls = node.value.id, None
+        fn = self.fn
+        if fn is not None and self._local(name):
+            args = [*fn.args.posonlyargs, *fn.args.args]
+            if args and args[0].arg == name and name not in self.fb.plain and name not in self.fb.other:
+                cls = next((c for c in ast.walk(self.module) if isinstance(c, ast.ClassDef) and fn in c.body), None)
+        elif isinstance(self._binding(name), ast.ClassDef):
+            cls = self._binding(name)
+        if cls is None:
+            return None
+        found = None
+        for st in cls.body:
+            if isinstance(st, ast.Assign) and any(isinstance(t, ast.Name) and t.id == node.attr for t in st.targets):
+                found = st
+            elif isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and st.target.id == node.attr \
+                    and st.value is not None and any(w in ast.unparse(st.annotation) for w in ("ClassVar", "Final")):
+                found = st
+        return found
 
 
 def _top_index(body: list[ast.stmt], node: ast.AST | None) -> int | None:

@@ -6,6 +6,7 @@ and the functions a later binding of the same name replaces, read statically fro
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass, field
 
 
 def is_method(node: ast.AST) -> bool:
@@ -60,6 +61,19 @@ def _rebinds(st: ast.stmt, name: str) -> bool:
 #: validator run with the construction (pydantic's ``model_validator``/``field_validator``).
 _ENTRY_METHODS = frozenset({"__init__", "__post_init__", "_verify_args", "__attrs_post_init__"})
 _VALIDATOR_WORDS = ("validator",)
+#: the entry methods Python runs itself when the object is built
+_CONSTRUCTORS = frozenset({"__init__", "__post_init__", "__attrs_post_init__"})
+
+
+@dataclass
+class CallGraph:
+    """The validation functions of a config module and how they run: ``functions`` each with the
+    parameters bound to the method (:func:`validation_functions`), ``entries`` those the
+    construction runs itself, ``callers`` for each other one the calls of it, as ``(call, caller)``."""
+
+    functions: dict[ast.AST, set[str]] = field(default_factory=dict)
+    entries: set[ast.AST] = field(default_factory=set)
+    callers: dict[ast.AST, list[tuple[ast.Call, ast.AST]]] = field(default_factory=dict)
 
 
 def validation_functions(tree: ast.Module) -> dict[ast.AST, set[str]]:
@@ -76,16 +90,30 @@ def validation_functions(tree: ast.Module) -> dict[ast.AST, set[str]]:
         The function nodes (``ast.FunctionDef``/``AsyncFunctionDef``), each with the names of its
         parameters that some call of it binds to the speculative method (``_check(self.method)``).
     """
+    return call_graph(tree).functions
+
+
+def call_graph(tree: ast.Module) -> CallGraph:
+    """The :class:`CallGraph` of a config module's validation. An entry method other than the
+    constructors (``_verify_args``) that another validation function of its class calls, and that
+    is not decorated as a validator, runs through those calls only (whose branches and ``try``
+    blocks then decide whether its refusals reach the caller of the constructor).
+
+    Args:
+        tree: the config module's syntax tree.
+    """
     funcs = (ast.FunctionDef, ast.AsyncFunctionDef)
     module_fns = {st.name: st for st in tree.body if isinstance(st, funcs)}
     out: dict[ast.AST, set[str]] = {}
     todo: list[tuple[ast.AST, dict]] = []
+    entries: set[ast.AST] = set()
     for cls in (st for st in ast.walk(tree) if isinstance(st, ast.ClassDef)):
         methods = {st.name: st for st in cls.body if isinstance(st, funcs)}
         for name, fn in methods.items():
             words = [ast.unparse(d) for d in fn.decorator_list]
             if name in _ENTRY_METHODS or any(w in d for d in words for w in _VALIDATOR_WORDS):
                 todo.append((fn, methods))
+                entries.add(fn)
     while todo:
         fn, methods = todo.pop()
         if fn in out:
@@ -100,12 +128,18 @@ def validation_functions(tree: ast.Module) -> dict[ast.AST, set[str]]:
                 todo.append((methods[f.attr], methods))
             elif isinstance(f, ast.Name) and f.id in module_fns:
                 todo.append((module_fns[f.id], {}))
+    callers: dict[ast.AST, list] = {}
     for caller in list(out):
         for node in ast.walk(caller):
             callee = _callee(node, out, module_fns)
             if callee is not None:
                 out[callee] |= _method_parameters(node, callee)
-    return out
+                if callee is not caller:
+                    callers.setdefault(callee, []).append((node, caller))
+    for fn in list(entries):
+        if fn.name not in _CONSTRUCTORS and fn in callers and not fn.decorator_list:
+            entries.discard(fn)
+    return CallGraph(out, entries, callers)
 
 
 def _callee(node: ast.AST, found: dict, module_fns: dict) -> ast.AST | None:

@@ -138,3 +138,39 @@ def test_early_return_under_a_run_option_keeps_the_refusal_conditional(tmp_path)
     text = _refusing("        if self.num_speculative_tokens > 99:\n            return\n" + _if("self.method == 'eagle3'"))
     code, res, _ = scan(make_tree(tmp_path, {SPEC_PATH: text}))
     assert (code, res["verdict"]) == (0, "supported"), res
+
+
+# -- 4. refusals in helpers reached otherwise ---------------------------------------------------
+
+CLASS = "@dataclass\nclass SpeculativeConfig:\n"
+STATIC = "    @staticmethod\n    def _check(m):\n        if m == 'eagle3':\n            raise ValueError('no')\n\n"
+
+
+def _with_class_body(text: str, body: str) -> str:
+    assert POST_INIT in text
+    return text.replace(POST_INIT, body + POST_INIT)
+
+
+@pytest.mark.parametrize("text, needle", [
+    (_with_class_body(_refusing("        self._check(self.method)\n"), STATIC), "        if m == 'eagle3':"),
+    (_with_class_body(_refusing("        SpeculativeConfig._check(self.method)\n"), STATIC), "        if m == 'eagle3':"),
+    (_refusing("        self._verify_base()\n").replace(
+        CLASS, "class _Base:\n    def _verify_base(self):\n        if self.method == 'eagle3':\n"
+               "            raise ValueError('no')\n\n\n@dataclass\nclass SpeculativeConfig(_Base):\n"),
+     "        if self.method == 'eagle3':"),
+], ids=["staticmethod", "staticmethod-by-class", "inherited"])
+def test_refusal_in_a_helper_of_the_class_is_blocked(tmp_path, text, needle):
+    expect_refused(text, needle, tmp_path)
+
+
+@pytest.mark.parametrize("text, construct", [
+    (_refusing("        def inner():\n            if self.method == 'eagle3':\n    " + R + "        inner()\n"),
+     "if self.method == 'eagle3':"),
+    (_with_class_body(_refusing("        functools.partial(self._check, self.method)()\n", "import functools\n"),
+                      "    def _check(self, m):\n        if m == 'eagle3':\n            raise ValueError('no')\n\n"),
+     "if m == 'eagle3':"),
+    (_refusing("        check_method(self.method)\n", "from vllm.config.checks import check_method\n"),
+     "check_method(self.method)"),
+], ids=["nested-function", "partial", "other-module"])
+def test_refusal_through_a_call_not_followed_is_unknown(tmp_path, text, construct):
+    expect_unknown_at(make_tree(tmp_path, {SPEC_PATH: text}), SPEC_PATH, text, construct)

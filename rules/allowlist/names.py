@@ -173,13 +173,16 @@ class Scope:
         fn: the function, or None for the module scope itself.
         method_params: the parameters of ``fn`` that every call of it the validation makes binds
             to the speculative method.
+        passed: where ``fn`` is also passed as a value (``construct (line N)``): what its other
+            parameters hold is then not followed (Unfollowed rather than Undecided).
     """
 
     def __init__(self, module: ast.Module, module_bindings: Bindings, fn: ast.AST | None = None,
-                 method_params: frozenset[str] = frozenset()):
+                 method_params: frozenset[str] = frozenset(), passed: str | None = None):
         self.module, self.mb, self.fn = module, module_bindings, fn
         self.fb = bindings(fn) if fn is not None else None
         self.method_params = method_params
+        self.passed = passed
 
     def lookup(self, name: str, at: ast.AST | None) -> "tuple[ast.expr, Scope, ast.stmt | None] | object":
         """What ``name`` holds when the statement ``at`` of this scope runs: :data:`METHOD`, or
@@ -197,6 +200,8 @@ class Scope:
                     raise Unfollowed(f"parameter `{name}` rebound at {_at((fb.plain.get(name) or [fb.other[name]])[0])}")
                 if name in self.method_params:
                     return METHOD
+                if self.passed is not None:
+                    raise Unfollowed(f"parameter `{name}` of a function passed as a value at {self.passed}")
                 raise Undecided
             if name in fb.other:
                 raise Unfollowed(f"`{name}`, bound by {_at(fb.other[name])}")

@@ -8,9 +8,13 @@ helper's parameter, ``_check(self.method)``), in an ``elif`` chain, a ``case`` o
 ``try`` whose handlers do not catch it. Each ``raise``/``assert`` of the functions building the
 config runs (:func:`validation_functions`) is evaluated for each speculative method
 (:data:`METHODS`) the way Python runs it, without running anything: the branches above it, the
-names its tests read (:mod:`rules.allowlist.names`). A test that reads anything else (a run
-option, the target) is conditional and refuses nothing for every target; one that reads a binding
-the scan does not follow is reported as such. An assignment of a new value to the method
+names its tests read (:mod:`rules.allowlist.names`), the values they compute
+(:mod:`rules.allowlist.evaluate`), the ``return`` statements above it and, for a helper, the
+calls of it (:func:`rules.allowlist.validators.call_graph`: a call under a branch not taken, in a
+``try`` that catches the exception). A test that reads anything else (a run option, the target)
+is conditional and refuses nothing for every target; one that reads a binding or a construct the
+scan does not follow (a helper passed as a value, a nested function, a function of another module
+given the method) is reported as such. An assignment of a new value to the method
 (``self.method = self.method.upper()``) that Python may run for a method makes the tests after
 it read another value: reported too (:class:`Refusal`).
 
@@ -27,6 +31,7 @@ from dataclasses import dataclass
 from auditor.index.syntax import ParentMap
 from rules.allowlist.evaluate import Evaluator as _Eval
 from rules.allowlist.evaluate import is_name as _is_name
+from rules.allowlist.validators import is_method as _is_method
 from rules.allowlist.names import Scope, Undecided, Unfollowed, bindings, own_nodes
 from rules.allowlist.validators import CallGraph, call_graph, shadowed_functions
 
@@ -200,7 +205,9 @@ def reach(stmt: ast.stmt, fn: ast.AST, parents: ParentMap, ev: "_Eval", raises: 
                     out.add(UNFOLLOWED, where)
             elif isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
                 out.add(UNFOLLOWED, where)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                out.add(UNFOLLOWED, f"the nested function {where}")  # when and how it is called is not followed
+            elif isinstance(node, ast.ClassDef):
                 out.add(CONDITIONAL)
         except Undecided:
             out.add(CONDITIONAL)
@@ -278,11 +285,13 @@ def method_refusals(tree: ast.Module, parents: ParentMap | None = None) -> list[
     for fn in graph.functions:
         if in_replaced_function(fn, shadowed, parents):
             continue
-        for node in own_nodes(fn):
+        for node in ast.walk(fn):  # a nested function's statements too (how it runs: not followed)
             if isinstance(node, (ast.Raise, ast.Assert)) and not (isinstance(node, ast.Raise) and node.exc is None):
                 found = _refusal(node, fn, mod)
             elif isinstance(node, ast.stmt) and _method_target(node) is not None:
                 found = _rewrite(node, fn, mod)
+            elif isinstance(node, ast.Call) and _foreign(node, mod.scope(fn)):
+                found = _foreign_refusal(node, fn, mod)
             else:
                 continue
             if found is not None:
@@ -301,7 +310,14 @@ class _Module:
 
     def scope(self, fn: ast.AST) -> Scope:
         """The :class:`Scope` of the validation function ``fn``."""
-        return Scope(self.tree, self.mb, fn, frozenset(self.graph.functions.get(fn, ())))
+        refs = self.graph.references.get(fn)
+        passed = None
+        if refs:
+            ref = refs[0][0]
+            shown = self.parents.parent.get(ref)
+            shown = shown if isinstance(shown, ast.Call) else ref
+            passed = f"`{ast.unparse(shown)[:60]}` (line {ref.lineno})"
+        return Scope(self.tree, self.mb, fn, frozenset(self.graph.functions.get(fn, ())), passed)
 
     def via_calls(self, fn: ast.AST, method: str, raises: bool, raised: str | None,
                   seen: frozenset = frozenset()) -> Reach:
@@ -312,7 +328,9 @@ class _Module:
         if fn in self.graph.entries:
             return Reach()
         best = None
-        for call, caller in self.graph.callers.get(fn, ()):
+        sites = [(c, caller, False) for c, caller in self.graph.callers.get(fn, ())]
+        sites += [(ref, caller, True) for ref, caller in self.graph.references.get(fn, ())]
+        for call, caller, passed in sites:
             if caller in seen:
                 continue
             stmt = call
@@ -320,6 +338,9 @@ class _Module:
                 stmt = self.parents.parent[stmt]
             ev = _Eval(method, self.scope(caller), stmt)
             r = reach(stmt, caller, self.parents, ev, raises=raises, raised=raised)
+            if passed:  # called in a way not followed, maybe with the method
+                r.add(UNFOLLOWED, f"`{ast.unparse(call)[:60]}` (line {call.lineno}), passed as a value")
+                r.read = True
             if r.how != NEVER:
                 up = self.via_calls(caller, method, raises, raised, seen | {fn})
                 r.add(up.how, up.what)
@@ -410,3 +431,31 @@ def _rewrite(node: ast.stmt, fn: ast.AST, mod: _Module) -> Refusal | None:
                 pass
         changed.append(m)
     return Refusal("rewrites-method", changed, node, fn) if "eagle3" in changed else None
+
+
+def _foreign(call: ast.Call, scope: Scope) -> bool:
+    """A call of a function of another module (an imported name, or an attribute of one) that is
+    given the method (``check(self.method)``): what it does is not read here."""
+    f = call.func
+    while isinstance(f, ast.Attribute):
+        f = f.value
+    return isinstance(f, ast.Name) and scope.is_import(f.id) and \
+        any(_is_method(a) for a in [*call.args, *(k.value for k in call.keywords)])
+
+
+def _foreign_refusal(call: ast.Call, fn: ast.AST, mod: _Module) -> Refusal | None:
+    """A call of :func:`_foreign` as an ``unfollowed`` :class:`Refusal` for the methods that
+    reach it (it may raise for them), or None."""
+    stmt = call
+    while not isinstance(stmt, ast.stmt):
+        stmt = mod.parents.parent[stmt]
+    reached = []
+    for m in METHODS:
+        r = reach(stmt, fn, mod.parents, _Eval(m, mod.scope(fn), stmt), raises=True, raised="Exception")
+        if r.how != NEVER:
+            up = mod.via_calls(fn, m, True, "Exception")
+            r.add(up.how, up.what)
+        if r.how in (TAKEN, UNFOLLOWED):
+            reached.append(m)
+    what = f"`{ast.unparse(call)[:60]}` (line {call.lineno}), a function of another module given the method"
+    return Refusal("unfollowed", reached, stmt, fn, what) if "eagle3" in reached else None

@@ -174,3 +174,15 @@ def test_refusal_in_a_helper_of_the_class_is_blocked(tmp_path, text, needle):
 ], ids=["nested-function", "partial", "other-module"])
 def test_refusal_through_a_call_not_followed_is_unknown(tmp_path, text, construct):
     expect_unknown_at(make_tree(tmp_path, {SPEC_PATH: text}), SPEC_PATH, text, construct)
+
+
+@pytest.mark.parametrize("first", [
+    "        try:\n            if self.method == 'eagle3':\n                return\n        except KeyError:\n"
+    "            pass\n        else:\n            if self.method == 'eagle3':\n    " + R,
+    "        for _ in range(2):\n            if self.method == 'ngram':\n                return\n"
+    + _if("self.method == 'eagle3'"),
+], ids=["try-else", "loop"])
+def test_return_in_a_try_or_a_loop_above_the_refusal_is_not_blocked(tmp_path, first):
+    # the try's body returns before its else runs; a loop that may return is not followed
+    code, res, _ = scan(make_tree(tmp_path, {SPEC_PATH: _refusing(first)}))
+    assert res["verdict"] in ("supported", "unknown") and code == (0 if res["verdict"] == "supported" else 1), res

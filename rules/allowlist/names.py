@@ -255,6 +255,13 @@ class Scope:
         """Whether ``name`` is bound by an import (a module or an object of one: run state)."""
         return isinstance(self._binding(name), (ast.Import, ast.ImportFrom))
 
+    def _owner(self) -> ast.ClassDef | None:
+        """The class whose body defines this scope's function (found once)."""
+        if not hasattr(self, "_cls"):
+            self._cls = next((c for c in ast.walk(self.module) if isinstance(c, ast.ClassDef) and self.fn in c.body),
+                             None)
+        return self._cls
+
     def class_attribute(self, node: ast.Attribute) -> ast.stmt | None:
         """For ``self.X``/``cls.X`` in a method, or ``Class.X`` of a class of the module, the
         statement of the class body that binds ``X`` as a class attribute (a plain assignment, or
@@ -266,7 +273,7 @@ class Scope:
         if fn is not None and self._local(name):
             args = [*fn.args.posonlyargs, *fn.args.args]
             if args and args[0].arg == name and name not in self.fb.plain and name not in self.fb.other:
-                cls = next((c for c in ast.walk(self.module) if isinstance(c, ast.ClassDef) and fn in c.body), None)
+                cls = self._owner()
         elif isinstance(self._binding(name), ast.ClassDef):
             cls = self._binding(name)
         if cls is None:

@@ -138,11 +138,13 @@ def _returns(stmts: list[ast.stmt], ev: "_Eval") -> Reach:
 
 
 def _before(node: ast.AST, child: ast.AST) -> list[ast.stmt]:
-    """The statements of ``node``'s body (or ``else``, ``finally``) that run before ``child``."""
+    """The statements of ``node``'s body (or ``else``, ``finally``) that run before ``child`` (for
+    the ``else`` of a ``try``, its body too)."""
     for name in ("body", "orelse", "finalbody"):
         seq = getattr(node, name, None)
         if isinstance(seq, list) and child in seq:
-            return seq[:seq.index(child)]
+            ran = node.body if name == "orelse" and isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))) else []
+            return [*ran, *seq[:seq.index(child)]]
     return []
 
 

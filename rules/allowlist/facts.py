@@ -265,16 +265,16 @@ def extract_allowlist(tree: ast.Module, source: str | None = None) -> list[Allow
 
 
 _ALLOWLIST_NEAR = re.compile(rb"eagle3[\s\S]{0,800}?model_type|model_type[\s\S]{0,800}?eagle3")
-#: a test of the method against an eagle word on one line (``self.method.startswith("eagle")``,
-#: ``"eagle3" in self.method``, ``assert self.method != "eagle3"``)
-_METHOD_NEAR = re.compile(rb"\.method\b[^\n]{0,80}eagle|eagle[^\n]{0,80}\.method\b")
+#: the speculative method read (``self.method``, ``getattr(self, "method")``, ``vars(self)["method"]``)
+_METHOD_READ = re.compile(rb"""\.method\b|["']method["']""")
 
 
 def may_hold_allowlist(source: bytes) -> bool:
-    """Cheap pre-filter: ``"eagle3"`` and ``model_type`` within a few lines of each other, or the
-    method tested against an eagle word on one line (a test that may refuse eagle3 outright)."""
-    return _ALLOWLIST_NEAR.search(source) is not None or _METHOD_NEAR.search(source) is not None
-
+    """Cheap pre-filter: ``"eagle3"`` and ``model_type`` within a few lines of each other (the
+    allowlist), or the method read anywhere in a module that mentions an eagle word (the
+    extractor's needle): a test that may refuse eagle3 outright, however far from its words
+    (a module constant, a local alias, a helper's parameter), in a module with no allowlist."""
+    return _ALLOWLIST_NEAR.search(source) is not None or (b"eagle" in source and _METHOD_READ.search(source) is not None)
 
 
 #: The allowlist extractor, run on ``vllm/config*`` modules that mention an eagle method.

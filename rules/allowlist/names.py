@@ -15,6 +15,7 @@ otherwise :class:`Unfollowed` names the binding or change it cannot follow. A na
 from __future__ import annotations
 
 import ast
+import builtins
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -172,13 +173,16 @@ class Scope:
         fn: the function, or None for the module scope itself.
         method_params: the parameters of ``fn`` that every call of it the validation makes binds
             to the speculative method.
+        passed: where ``fn`` is also passed as a value (``construct (line N)``): what its other
+            parameters hold is then not followed (Unfollowed rather than Undecided).
     """
 
     def __init__(self, module: ast.Module, module_bindings: Bindings, fn: ast.AST | None = None,
-                 method_params: frozenset[str] = frozenset()):
+                 method_params: frozenset[str] = frozenset(), passed: str | None = None):
         self.module, self.mb, self.fn = module, module_bindings, fn
         self.fb = bindings(fn) if fn is not None else None
         self.method_params = method_params
+        self.passed = passed
 
     def lookup(self, name: str, at: ast.AST | None) -> "tuple[ast.expr, Scope, ast.stmt | None] | object":
         """What ``name`` holds when the statement ``at`` of this scope runs: :data:`METHOD`, or
@@ -196,6 +200,8 @@ class Scope:
                     raise Unfollowed(f"parameter `{name}` rebound at {_at((fb.plain.get(name) or [fb.other[name]])[0])}")
                 if name in self.method_params:
                     return METHOD
+                if self.passed is not None:
+                    raise Unfollowed(f"parameter `{name}` of a function passed as a value at {self.passed}")
                 raise Undecided
             if name in fb.other:
                 raise Unfollowed(f"`{name}`, bound by {_at(fb.other[name])}")
@@ -228,6 +234,58 @@ class Scope:
             if not plain:
                 raise Unfollowed(f"`{name}`, not yet bound when it is read")
         return plain[-1].value, module_scope, plain[-1]  # a function runs after the module: the last binding
+
+    def _local(self, name: str) -> bool:
+        fb = self.fb
+        return fb is not None and name not in fb.declared_global and (
+            name in fb.plain or name in fb.other or name in fb.params)
+
+    def _binding(self, name: str) -> ast.AST | None:
+        """The one non-plain binding of ``name`` seen from this scope (an import, a ``def``, ...)."""
+        if self._local(name):
+            return self.fb.other.get(name) if name not in self.fb.plain else None
+        return self.mb.other.get(name) if name not in self.mb.plain else None
+
+    def is_builtin(self, name: str) -> bool:
+        """Whether ``name`` is a builtin nothing in the module binds (``len``, ``frozenset``)."""
+        return hasattr(builtins, name) and not self._local(name) and name not in self.mb.plain \
+            and name not in self.mb.other and "*" not in self.mb.changes
+
+    def is_import(self, name: str) -> bool:
+        """Whether ``name`` is bound by an import (a module or an object of one: run state)."""
+        return isinstance(self._binding(name), (ast.Import, ast.ImportFrom))
+
+    def _owner(self) -> ast.ClassDef | None:
+        """The class whose body defines this scope's function (found once)."""
+        if not hasattr(self, "_cls"):
+            self._cls = next((c for c in ast.walk(self.module) if isinstance(c, ast.ClassDef) and self.fn in c.body),
+                             None)
+        return self._cls
+
+    def class_attribute(self, node: ast.Attribute) -> ast.stmt | None:
+        """For ``self.X``/``cls.X`` in a method, or ``Class.X`` of a class of the module, the
+        statement of the class body that binds ``X`` as a class attribute (a plain assignment, or
+        one annotated ``ClassVar``/``Final``; an annotated one alone is a field: a run option)."""
+        if not isinstance(node.value, ast.Name):
+            return None
+        name, cls = node.value.id, None
+        fn = self.fn
+        if fn is not None and self._local(name):
+            args = [*fn.args.posonlyargs, *fn.args.args]
+            if args and args[0].arg == name and name not in self.fb.plain and name not in self.fb.other:
+                cls = self._owner()
+        elif isinstance(self._binding(name), ast.ClassDef):
+            cls = self._binding(name)
+        if cls is None:
+            return None
+        found = None
+        for st in cls.body:
+            if isinstance(st, ast.Assign) and any(isinstance(t, ast.Name) and t.id == node.attr for t in st.targets):
+                found = st
+            elif isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and st.target.id == node.attr \
+                    and st.value is not None and any(w in ast.unparse(st.annotation) for w in ("ClassVar", "Final")):
+                found = st
+        return found
 
 
 def _top_index(body: list[ast.stmt], node: ast.AST | None) -> int | None:

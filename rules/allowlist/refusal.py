@@ -8,9 +8,13 @@ helper's parameter, ``_check(self.method)``), in an ``elif`` chain, a ``case`` o
 ``try`` whose handlers do not catch it. Each ``raise``/``assert`` of the functions building the
 config runs (:func:`validation_functions`) is evaluated for each speculative method
 (:data:`METHODS`) the way Python runs it, without running anything: the branches above it, the
-names its tests read (:mod:`rules.allowlist.names`). A test that reads anything else (a run
-option, the target) is conditional and refuses nothing for every target; one that reads a binding
-the scan does not follow is reported as such. An assignment of a new value to the method
+names its tests read (:mod:`rules.allowlist.names`), the values they compute
+(:mod:`rules.allowlist.evaluate`), the ``return`` statements above it and, for a helper, the
+calls of it (:func:`rules.allowlist.validators.call_graph`: a call under a branch not taken, in a
+``try`` that catches the exception). A test that reads anything else (a run option, the target)
+is conditional and refuses nothing for every target; one that reads a binding or a construct the
+scan does not follow (a helper passed as a value, a nested function, a function of another module
+given the method) is reported as such. An assignment of a new value to the method
 (``self.method = self.method.upper()``) that Python may run for a method makes the tests after
 it read another value: reported too (:class:`Refusal`).
 
@@ -23,186 +27,16 @@ from __future__ import annotations
 import ast
 import builtins
 from dataclasses import dataclass
-from typing import Any
 
 from auditor.index.syntax import ParentMap
-from auditor.index.tables import COMPARISONS
-from rules.allowlist.names import METHOD, Scope, Undecided, Unfollowed, bindings, own_nodes
+from rules.allowlist.evaluate import Evaluator as _Eval
+from rules.allowlist.evaluate import is_name as _is_name
 from rules.allowlist.validators import is_method as _is_method
-from rules.allowlist.validators import shadowed_functions, validation_functions
+from rules.allowlist.names import Scope, Undecided, Unfollowed, bindings, own_nodes
+from rules.allowlist.validators import CallGraph, call_graph, shadowed_functions
 
 #: The speculative methods a refusal is evaluated for (those of the engines, ``Engine.methods``).
 METHODS = ("eagle3", "eagle", "mtp")
-
-
-_STR_METHODS = {"startswith": str.startswith, "endswith": str.endswith}
-_STR_CHANGES = {"lower": str.lower, "upper": str.upper, "strip": str.strip, "casefold": str.casefold}
-_IDENTITY = {ast.Is: lambda a, b: a is b, ast.IsNot: lambda a, b: a is not b}
-#: deeper chains of names than this are not followed
-_DEPTH = 16
-
-
-@dataclass(frozen=True)
-class _LiteralType:
-    """A ``Literal[...]`` type alias: ``get_args`` gives its values (nested ones flattened)."""
-
-    args: tuple
-
-
-def _is_name(node: ast.AST, name: str) -> bool:
-    """``name`` or ``<module>.name`` (``Literal``, ``typing.Literal``)."""
-    return (isinstance(node, ast.Name) and node.id == name) or (isinstance(node, ast.Attribute) and node.attr == name)
-
-
-class _Eval:
-    """Evaluates an expression of a config module when the speculative method is ``method``.
-
-    ``read`` is set once the value read the method (directly, or through a name bound to it).
-    """
-
-    def __init__(self, method: str, scope: Scope, at: ast.AST | None):
-        self.method, self.scope, self.at = method, scope, at
-        self.read = False
-        self.depth = 0
-
-    def all(self, nodes: list) -> list:
-        """The values of ``nodes``; when some cannot be had, Undecided wins over Unfollowed (a test
-        that reads a run option is conditional, whatever else it reads)."""
-        vals, unfollowed, undecided = [], None, False
-        for n in nodes:
-            try:
-                vals.append(None if n is None else self.value(n))
-            except Undecided:
-                undecided = True
-            except Unfollowed as e:
-                unfollowed = unfollowed or e
-        if undecided:
-            raise Undecided
-        if unfollowed is not None:
-            raise unfollowed
-        return vals
-
-    def name(self, node: ast.Name) -> Any:
-        found = self.scope.lookup(node.id, self.at)
-        if found is METHOD:
-            self.read = True
-            return self.method
-        expr, scope, stmt = found
-        if self.depth > _DEPTH:
-            raise Undecided
-        inner = _Eval(self.method, scope, stmt)
-        inner.depth = self.depth + 1
-        try:
-            return inner.value(expr)
-        finally:
-            self.read = self.read or inner.read
-
-    def value(self, node: ast.AST) -> Any:
-        """The value of ``node``: the method, constants, names (:class:`Scope`), tuple/list/set
-        literals, ``.startswith``/``.endswith``, ``.lower()``-style changes, comparisons (``==``,
-        ``in``, ``is``, ``.__eq__``), ``and``/``or``/``not`` (short-circuit), strings joined by ``+``
-        and sliced by constants, ``getattr(x, "method")``, ``Literal[...]`` and ``get_args``.
-
-        Raises:
-            Undecided: the value reads anything else.
-            Unfollowed: it reads a name whose binding is not followed.
-        """
-        if _is_method(node):
-            self.read = True
-            return self.method
-        if isinstance(node, ast.Constant):
-            return node.value
-        if isinstance(node, ast.Name):
-            return self.name(node)
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):  # ``"eagle" + "3"``
-            a, b = self.all([node.left, node.right])
-            if isinstance(a, str) and isinstance(b, str):
-                return a + b
-            raise Undecided
-        if isinstance(node, ast.Subscript) and _is_name(node.value, "Literal"):  # a type alias
-            elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-            vals = self.all(elts)
-            return _LiteralType(tuple(a for v in vals for a in (v.args if isinstance(v, _LiteralType) else (v,))))
-        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):  # ``self.method[:6]``
-            subject, *bounds = self.all([node.value, node.slice.lower, node.slice.upper, node.slice.step])
-            if isinstance(subject, str) and all(x is None or type(x) is int for x in bounds):
-                return subject[slice(*bounds)]
-            raise Undecided
-        if isinstance(node, ast.Call) and _is_name(node.func, "get_args") and len(node.args) == 1:
-            arg = self.value(node.args[0])
-            if isinstance(arg, _LiteralType):
-                return arg.args
-            raise Undecided
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("__eq__", "__ne__") \
-                and len(node.args) == 1 and not node.keywords:  # ``self.method.__eq__("eagle3")``
-            a, b = self.all([node.func.value, node.args[0]])
-            return (a == b) if node.func.attr == "__eq__" else (a != b)
-        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-            vals = tuple(self.all(list(node.elts)))
-            return set(vals) if isinstance(node, ast.Set) else vals
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.keywords:
-            subject, *args = self.all([node.func.value, *node.args])
-            if not isinstance(subject, str):
-                raise Undecided
-            attr = node.func.attr
-            if attr in _STR_METHODS and len(args) == 1:
-                arg = args[0]
-                if isinstance(arg, (str, tuple)) and all(isinstance(a, str) for a in (arg if isinstance(arg, tuple) else [arg])):
-                    return _STR_METHODS[attr](subject, arg)
-            if attr in _STR_CHANGES and not args:
-                return _STR_CHANGES[attr](subject)
-            raise Undecided
-        if isinstance(node, ast.Compare) and len(node.ops) == 1:
-            a, b = self.all([node.left, node.comparators[0]])
-            op = type(node.ops[0])
-            compare = COMPARISONS.get(op) or _IDENTITY.get(op)
-            if compare is None:
-                raise Undecided
-            try:
-                return compare(a, b)
-            except TypeError as e:
-                raise Undecided from e
-        if isinstance(node, ast.BoolOp):
-            # Python stops at the first operand that decides; one that decides makes the others moot
-            decisive = isinstance(node.op, ast.Or)
-            vals = []
-            for v in node.values:
-                try:
-                    vals.append(bool(self.value(v)))
-                except (Undecided, Unfollowed):
-                    vals.append(None)
-                    continue
-                if vals[-1] is decisive:
-                    return decisive
-            if None in vals:
-                self.all(list(node.values))  # raises the reason
-            return not decisive
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            return not self.value(node.operand)
-        raise Undecided
-
-    def truth(self, node: ast.AST) -> bool:
-        """The truth of ``node`` (see :meth:`value`)."""
-        return bool(self.value(node))
-
-    def matches(self, pattern: ast.pattern, subject: Any) -> bool:
-        """Whether a ``case`` pattern matches ``subject``: values, singletons, ``|``, ``_`` and captures.
-
-        Raises:
-            Undecided, Unfollowed: as :meth:`value`; Unfollowed for other patterns (classes,
-            sequences, mappings)."""
-        if isinstance(pattern, ast.MatchValue):
-            return subject == self.value(pattern.value)
-        if isinstance(pattern, ast.MatchSingleton):
-            return subject is pattern.value
-        if isinstance(pattern, ast.MatchAs):
-            return True if pattern.pattern is None else self.matches(pattern.pattern, subject)
-        if isinstance(pattern, ast.MatchOr):
-            for p in pattern.patterns:
-                if self.matches(p, subject):
-                    return True
-            return False
-        raise Unfollowed(f"`case {ast.unparse(pattern)[:50]}` (line {pattern.lineno})")
 
 
 # -- where a statement runs: the branches, cases, try blocks and loops above it -----------------
@@ -267,16 +101,69 @@ def _exits(body: list[ast.stmt]) -> bool | None:
     return None if inner else False
 
 
-def reach(stmt: ast.stmt, fn: ast.AST, parents: ParentMap, ev: "_Eval", raises: bool) -> Reach:
+def _has_return(st: ast.stmt) -> bool:
+    return isinstance(st, ast.Return) or any(isinstance(n, ast.Return) for n in own_nodes(st))
+
+
+def _returns(stmts: list[ast.stmt], ev: "_Eval") -> Reach:
+    """How the statement after ``stmts`` is reached, given the ``return`` statements among them:
+    ``never`` past a ``return`` Python surely runs for the method of ``ev``, ``conditional`` past
+    one under a test of anything else, ``unfollowed`` past one in a construct not followed (a loop,
+    a ``with``, a ``match``)."""
+    out = Reach()
+    for st in stmts:
+        if not _has_return(st):
+            continue
+        if isinstance(st, ast.Return):
+            out.add(NEVER)
+        elif isinstance(st, ast.If):
+            try:
+                ev.at = st
+                sub = _returns(st.body if ev.truth(st.test) else st.orelse, ev)
+                out.add(sub.how, sub.what)
+            except Undecided:
+                out.add(CONDITIONAL)
+            except Unfollowed as e:
+                out.add(UNFOLLOWED, f"{e.what} in `if {ast.unparse(st.test)[:50]}` (line {st.lineno}), before a `return`")
+        elif isinstance(st, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+            if any(_has_return(s) for h in st.handlers for s in h.body):
+                out.add(CONDITIONAL)
+            sub = _returns([*st.body, *st.orelse, *st.finalbody], ev)
+            out.add(sub.how, sub.what)
+        else:
+            out.add(UNFOLLOWED, f"a `return` in `{ast.unparse(st).splitlines()[0][:50]}` (line {st.lineno})")
+        if out.how == NEVER:
+            break
+    return out
+
+
+def _before(node: ast.AST, child: ast.AST) -> list[ast.stmt]:
+    """The statements of ``node``'s body (or ``else``, ``finally``) that run before ``child`` (for
+    the ``else`` of a ``try``, its body too)."""
+    for name in ("body", "orelse", "finalbody"):
+        seq = getattr(node, name, None)
+        if isinstance(seq, list) and child in seq:
+            ran = node.body if name == "orelse" and isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))) else []
+            return [*ran, *seq[:seq.index(child)]]
+    return []
+
+
+def reach(stmt: ast.stmt, fn: ast.AST, parents: ParentMap, ev: "_Eval", raises: bool,
+          raised: str | None = None) -> Reach:
     """How ``stmt`` of the function ``fn`` runs when ``fn`` runs with the method of ``ev``, and, for
     a statement that ``raises``, whether its exception leaves ``fn``: the ``if``/``elif`` tests and
     ``case`` patterns above it evaluated, a ``try`` whose handlers catch it or whose ``finally``
     returns ends it; a loop (which may not run) or a ``with`` (whose context may swallow the
-    exception) is not followed."""
+    exception) is not followed; a ``return`` above it on the way (:func:`_returns`) ends ``fn``
+    first. ``raised``: the exception class (default: the one ``stmt`` raises)."""
     out = Reach()
-    raised = _raised_name(stmt) if raises else None
+    raised = raised or (_raised_name(stmt) if raises else None)
     child, node = stmt, parents.parent.get(stmt)
-    while node is not None and node is not fn:
+    while node is not None:
+        early = _returns(_before(node, child), ev)
+        out.add(early.how, early.what)
+        if node is fn:
+            break
         where = f"`{ast.unparse(node).splitlines()[0][:60]}` (line {getattr(node, 'lineno', '?')})" \
             if hasattr(node, "lineno") else None
         try:
@@ -320,7 +207,9 @@ def reach(stmt: ast.stmt, fn: ast.AST, parents: ParentMap, ev: "_Eval", raises: 
                     out.add(UNFOLLOWED, where)
             elif isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
                 out.add(UNFOLLOWED, where)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                out.add(UNFOLLOWED, f"the nested function {where}")  # when and how it is called is not followed
+            elif isinstance(node, ast.ClassDef):
                 out.add(CONDITIONAL)
         except Undecided:
             out.add(CONDITIONAL)
@@ -392,22 +281,78 @@ def method_refusals(tree: ast.Module, parents: ParentMap | None = None) -> list[
     """
     parents = parents or ParentMap(tree)
     shadowed = shadowed_functions(tree)
-    mb = bindings(tree)
+    graph = call_graph(tree)
+    mod = _Module(tree, parents, graph, bindings(tree))
     out = []
-    for fn, params in validation_functions(tree).items():
+    for fn in graph.functions:
         if in_replaced_function(fn, shadowed, parents):
             continue
-        scope = Scope(tree, mb, fn, frozenset(params))
-        for node in own_nodes(fn):
+        for node in ast.walk(fn):  # a nested function's statements too (how it runs: not followed)
             if isinstance(node, (ast.Raise, ast.Assert)) and not (isinstance(node, ast.Raise) and node.exc is None):
-                found = _refusal(node, fn, scope, parents)
+                found = _refusal(node, fn, mod)
             elif isinstance(node, ast.stmt) and _method_target(node) is not None:
-                found = _rewrite(node, fn, scope, parents)
+                found = _rewrite(node, fn, mod)
+            elif isinstance(node, ast.Call) and _foreign(node, mod.scope(fn)):
+                found = _foreign_refusal(node, fn, mod)
             else:
                 continue
             if found is not None:
                 out.append(found)
     return sorted(out, key=lambda r: r.node.lineno)
+
+
+@dataclass
+class _Module:
+    """A config module being read: its tree, parent links, :class:`CallGraph` and bindings."""
+
+    tree: ast.Module
+    parents: ParentMap
+    graph: CallGraph
+    mb: object
+
+    def scope(self, fn: ast.AST) -> Scope:
+        """The :class:`Scope` of the validation function ``fn``."""
+        refs = self.graph.references.get(fn)
+        passed = None
+        if refs:
+            ref = refs[0][0]
+            shown = self.parents.parent.get(ref)
+            shown = shown if isinstance(shown, ast.Call) else ref
+            passed = f"`{ast.unparse(shown)[:60]}` (line {ref.lineno})"
+        return Scope(self.tree, self.mb, fn, frozenset(self.graph.functions.get(fn, ())), passed)
+
+    def via_calls(self, fn: ast.AST, method: str, raises: bool, raised: str | None,
+                  seen: frozenset = frozenset()) -> Reach:
+        """How the construction reaches ``fn`` (and, when it ``raises``, whether the exception
+        ``raised`` crosses the calls back to the constructor's caller): ``always`` for an entry
+        method, else the path of its calls that reaches it most surely (always, then unfollowed,
+        then conditional, then never), each call judged by :func:`reach` in its caller."""
+        if fn in self.graph.entries:
+            return Reach()
+        best = None
+        sites = [(c, caller, False) for c, caller in self.graph.callers.get(fn, ())]
+        sites += [(ref, caller, True) for ref, caller in self.graph.references.get(fn, ())]
+        for call, caller, passed in sites:
+            if caller in seen:
+                continue
+            stmt = call
+            while not isinstance(stmt, ast.stmt):
+                stmt = self.parents.parent[stmt]
+            ev = _Eval(method, self.scope(caller), stmt)
+            r = reach(stmt, caller, self.parents, ev, raises=raises, raised=raised)
+            if passed:  # called in a way not followed, maybe with the method
+                r.add(UNFOLLOWED, f"`{ast.unparse(call)[:60]}` (line {call.lineno}), passed as a value")
+                r.read = True
+            if r.how != NEVER:
+                up = self.via_calls(caller, method, raises, raised, seen | {fn})
+                r.add(up.how, up.what)
+                r.read = r.read or up.read
+            rank = (NEVER, CONDITIONAL, UNFOLLOWED, TAKEN)
+            if best is None or rank.index(r.how) > rank.index(best.how):
+                best = r
+            elif rank.index(r.how) == rank.index(best.how):
+                best.read = best.read or r.read
+        return best or Reach(NEVER)
 
 
 def in_replaced_function(node: ast.AST, shadowed: set, parents: ParentMap) -> bool:
@@ -427,9 +372,10 @@ def in_replaced_function(node: ast.AST, shadowed: set, parents: ParentMap) -> bo
     return False
 
 
-def _refusal(node: ast.stmt, fn: ast.AST, scope: Scope, parents: ParentMap) -> Refusal | None:
+def _refusal(node: ast.stmt, fn: ast.AST, mod: _Module) -> Refusal | None:
     """A ``raise``/``assert`` as a :class:`Refusal` for the methods it stops, or None."""
     refused, unfollowed, what = [], [], None
+    scope, parents = mod.scope(fn), mod.parents
     for m in METHODS:
         ev = _Eval(m, scope, node)
         r = reach(node, fn, parents, ev, raises=True)
@@ -443,6 +389,10 @@ def _refusal(node: ast.stmt, fn: ast.AST, scope: Scope, parents: ParentMap) -> R
             except Unfollowed as e:
                 r.add(UNFOLLOWED, f"{e.what} in `{ast.unparse(node)[:60]}`")
             r.read = ev.read
+        if r.how != NEVER:
+            up = mod.via_calls(fn, m, True, _raised_name(node))
+            r.add(up.how, up.what)
+            r.read = r.read or up.read
         if r.how == TAKEN and r.read:
             refused.append(m)
         elif r.how == UNFOLLOWED and r.read:
@@ -458,16 +408,20 @@ def _refusal(node: ast.stmt, fn: ast.AST, scope: Scope, parents: ParentMap) -> R
     return None
 
 
-def _rewrite(node: ast.stmt, fn: ast.AST, scope: Scope, parents: ParentMap) -> Refusal | None:
+def _rewrite(node: ast.stmt, fn: ast.AST, mod: _Module) -> Refusal | None:
     """An assignment of the method as a ``rewrites-method`` :class:`Refusal` for the methods whose
     value it may change, or None: one on a branch Python does not take for a method, or one that
     depends on anything but the method (a conditional change, as a conditional refusal), or one
     that assigns the method its own value, changes nothing."""
     value = _method_target(node)
     changed = []
+    scope = mod.scope(fn)
     for m in METHODS:
         ev = _Eval(m, scope, node)
-        r = reach(node, fn, parents, ev, raises=False)
+        r = reach(node, fn, mod.parents, ev, raises=False)
+        if r.how != NEVER:
+            up = mod.via_calls(fn, m, False, None)
+            r.add(up.how, up.what)
         if r.how in (NEVER, CONDITIONAL):
             continue
         if value is not node:
@@ -479,3 +433,31 @@ def _rewrite(node: ast.stmt, fn: ast.AST, scope: Scope, parents: ParentMap) -> R
                 pass
         changed.append(m)
     return Refusal("rewrites-method", changed, node, fn) if "eagle3" in changed else None
+
+
+def _foreign(call: ast.Call, scope: Scope) -> bool:
+    """A call of a function of another module (an imported name, or an attribute of one) that is
+    given the method (``check(self.method)``): what it does is not read here."""
+    f = call.func
+    while isinstance(f, ast.Attribute):
+        f = f.value
+    return isinstance(f, ast.Name) and scope.is_import(f.id) and \
+        any(_is_method(a) for a in [*call.args, *(k.value for k in call.keywords)])
+
+
+def _foreign_refusal(call: ast.Call, fn: ast.AST, mod: _Module) -> Refusal | None:
+    """A call of :func:`_foreign` as an ``unfollowed`` :class:`Refusal` for the methods that
+    reach it (it may raise for them), or None."""
+    stmt = call
+    while not isinstance(stmt, ast.stmt):
+        stmt = mod.parents.parent[stmt]
+    reached = []
+    for m in METHODS:
+        r = reach(stmt, fn, mod.parents, _Eval(m, mod.scope(fn), stmt), raises=True, raised="Exception")
+        if r.how != NEVER:
+            up = mod.via_calls(fn, m, True, "Exception")
+            r.add(up.how, up.what)
+        if r.how in (TAKEN, UNFOLLOWED):
+            reached.append(m)
+    what = f"`{ast.unparse(call)[:60]}` (line {call.lineno}), a function of another module given the method"
+    return Refusal("unfollowed", reached, stmt, fn, what) if "eagle3" in reached else None

@@ -6,6 +6,7 @@ and the functions a later binding of the same name replaces, read statically fro
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass, field
 
 
 def is_method(node: ast.AST) -> bool:
@@ -60,6 +61,21 @@ def _rebinds(st: ast.stmt, name: str) -> bool:
 #: validator run with the construction (pydantic's ``model_validator``/``field_validator``).
 _ENTRY_METHODS = frozenset({"__init__", "__post_init__", "_verify_args", "__attrs_post_init__"})
 _VALIDATOR_WORDS = ("validator",)
+#: the entry methods Python runs itself when the object is built
+_CONSTRUCTORS = frozenset({"__init__", "__post_init__", "__attrs_post_init__"})
+
+
+@dataclass
+class CallGraph:
+    """The validation functions of a config module and how they run: ``functions`` each with the
+    parameters bound to the method (:func:`validation_functions`), ``entries`` those the
+    construction runs itself, ``callers`` for each other one the calls of it, as ``(call, caller)``,
+    ``references`` the places that pass it as a value (called in a way not followed)."""
+
+    functions: dict[ast.AST, set[str]] = field(default_factory=dict)
+    entries: set[ast.AST] = field(default_factory=set)
+    callers: dict[ast.AST, list[tuple[ast.Call, ast.AST]]] = field(default_factory=dict)
+    references: dict[ast.AST, list[tuple[ast.AST, ast.AST]]] = field(default_factory=dict)
 
 
 def validation_functions(tree: ast.Module) -> dict[ast.AST, set[str]]:
@@ -76,56 +92,93 @@ def validation_functions(tree: ast.Module) -> dict[ast.AST, set[str]]:
         The function nodes (``ast.FunctionDef``/``AsyncFunctionDef``), each with the names of its
         parameters that some call of it binds to the speculative method (``_check(self.method)``).
     """
+    return call_graph(tree).functions
+
+
+def call_graph(tree: ast.Module) -> CallGraph:
+    """The :class:`CallGraph` of a config module's validation. An entry method other than the
+    constructors (``_verify_args``) that another validation function of its class calls, and that
+    is not decorated as a validator, runs through those calls only (whose branches and ``try``
+    blocks then decide whether its refusals reach the caller of the constructor).
+
+    Args:
+        tree: the config module's syntax tree.
+    """
     funcs = (ast.FunctionDef, ast.AsyncFunctionDef)
     module_fns = {st.name: st for st in tree.body if isinstance(st, funcs)}
-    out: dict[ast.AST, set[str]] = {}
+    classes = {st.name: st for st in tree.body if isinstance(st, ast.ClassDef)}
+    graph = CallGraph()
+    out = graph.functions
     todo: list[tuple[ast.AST, dict]] = []
     for cls in (st for st in ast.walk(tree) if isinstance(st, ast.ClassDef)):
-        methods = {st.name: st for st in cls.body if isinstance(st, funcs)}
+        methods = _class_methods(cls, classes)
         for name, fn in methods.items():
+            if fn not in cls.body:
+                continue
             words = [ast.unparse(d) for d in fn.decorator_list]
             if name in _ENTRY_METHODS or any(w in d for d in words for w in _VALIDATOR_WORDS):
                 todo.append((fn, methods))
+                graph.entries.add(fn)
     while todo:
         fn, methods = todo.pop()
         if fn in out:
             continue
         out[fn] = set()
+        calls = {id(n.func) for n in ast.walk(fn) if isinstance(n, ast.Call)}
         for node in ast.walk(fn):
-            if not isinstance(node, ast.Call):
+            target = node.func if isinstance(node, ast.Call) else node
+            if not isinstance(node, ast.Call) and (id(node) in calls or not isinstance(getattr(node, "ctx", None), ast.Load)):
                 continue
-            f = node.func
-            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in ("self", "cls") \
-                    and f.attr in methods:
-                todo.append((methods[f.attr], methods))
-            elif isinstance(f, ast.Name) and f.id in module_fns:
-                todo.append((module_fns[f.id], {}))
-    for caller in list(out):
-        for node in ast.walk(caller):
-            callee = _callee(node, out, module_fns)
-            if callee is not None:
-                out[callee] |= _method_parameters(node, callee)
+            callee = _resolve(target, methods, module_fns, classes)
+            if callee is None:
+                continue
+            todo.append((callee, methods if callee not in module_fns.values() else {}))
+            if callee is fn:
+                continue
+            if isinstance(node, ast.Call):
+                graph.callers.setdefault(callee, []).append((node, fn))
+            else:  # passed as a value (``functools.partial(self._check, ...)``): how it is called is not followed
+                graph.references.setdefault(callee, []).append((node, fn))
+    for callee, sites in graph.callers.items():
+        for call, _ in sites:
+            out.setdefault(callee, set())
+            out[callee] |= _method_parameters(call, callee)
+    for fn in list(graph.entries):
+        if fn.name not in _CONSTRUCTORS and fn in graph.callers and not fn.decorator_list:
+            graph.entries.discard(fn)
+    return graph
+
+
+def _class_methods(cls: ast.ClassDef, classes: dict, seen: frozenset = frozenset()) -> dict:
+    """The methods of ``cls`` by name, those of its bases of the same module included (its own win)."""
+    out: dict = {}
+    for base in cls.bases:
+        if isinstance(base, ast.Name) and base.id in classes and base.id not in seen:
+            out.update(_class_methods(classes[base.id], classes, seen | {cls.name}))
+    out.update({st.name: st for st in cls.body if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef))})
     return out
 
 
-def _callee(node: ast.AST, found: dict, module_fns: dict) -> ast.AST | None:
-    """The validation function a call calls by name (``f(...)`` of the module, ``self.m(...)``)."""
-    if not isinstance(node, ast.Call):
-        return None
-    f = node.func
+def _resolve(f: ast.AST, methods: dict, module_fns: dict, classes: dict) -> ast.AST | None:
+    """The function ``f`` names: ``name`` of the module, ``self.m``/``cls.m`` of the class (its
+    bases included), ``Class.m`` of a class of the module."""
     if isinstance(f, ast.Name):
-        fn = module_fns.get(f.id)
-    elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in ("self", "cls"):
-        fn = next((g for g in found if getattr(g, "name", None) == f.attr and g not in module_fns.values()), None)
-    else:
-        return None
-    return fn if fn in found else None
+        return module_fns.get(f.id)
+    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+        if f.value.id in ("self", "cls"):
+            return methods.get(f.attr)
+        if f.value.id in classes:
+            return _class_methods(classes[f.value.id], classes).get(f.attr)
+    return None
 
 
 def _method_parameters(call: ast.Call, fn: ast.AST) -> set[str]:
     """The parameters of ``fn`` that ``call`` binds to ``<name>.method`` (by position or keyword)."""
     params = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
-    if isinstance(call.func, ast.Attribute):  # a method: the first parameter is self
+    decorators = {getattr(d, "id", getattr(d, "attr", None)) for d in fn.decorator_list}
+    f = call.func
+    bound = isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in ("self", "cls")
+    if "staticmethod" not in decorators and (bound or "classmethod" in decorators):  # the first is self/cls
         params = params[1:]
     out = {params[i] for i, a in enumerate(call.args) if i < len(params) and is_method(a)}
     return out | {k.arg for k in call.keywords if k.arg and is_method(k.value)}

@@ -14,7 +14,6 @@ for every target and is reported, never taken as conditional.
 from __future__ import annotations
 
 import ast
-import builtins
 import operator
 import re
 import string

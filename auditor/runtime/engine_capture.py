@@ -81,9 +81,12 @@ def install_hooks(model) -> str:
                  if isinstance(getattr(holder, n, None), torch.nn.Module)), None)
 
     def out_hook(mod, args, output):
-        if STATE["stream"] is None and STATE["last_out"] is not None:
+        if isinstance(STATE["last_out"], tuple):
+            # once, on the first step: what the last layer handed on and what the model returned
+            # belong to the same forward only there; later steps neither clone nor norm again
             final = output[0] if isinstance(output, tuple) else output
             STATE["stream"] = _stream_by_final_norm(norm, STATE["last_out"], final)
+            STATE["last_out"] = "measured"
         if STATE["aux"] is not None:
             return None
         if isinstance(output, tuple) and len(output) == 2 and isinstance(output[1], (list, tuple)):

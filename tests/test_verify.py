@@ -187,12 +187,15 @@ def _fake_env(tmp_path: pathlib.Path, script: str) -> pathlib.Path:
     return env
 
 
-def _run(*args, tmp_path, timeout=120):
+def _run(*args, tmp_path, timeout=120, progress=False):
     tmp = tmp_path / "tmp"
     tmp.mkdir(exist_ok=True)
     env = dict(os.environ, TMPDIR=str(tmp), NO_COLOR="1", COLUMNS="200")
     env.pop("VIRTUAL_ENV", None)
-    p = subprocess.run([sys.executable, "-m", "auditor", "verify", *args, "--no-progress"], capture_output=True,
+    for v in ("FORCE_COLOR", "TTY_INTERACTIVE"):
+        env.pop(v, None)
+    quiet = [] if progress else ["--no-progress"]
+    p = subprocess.run([sys.executable, "-m", "auditor", "verify", *args, *quiet], capture_output=True,
                        text=True, env=env, timeout=timeout, stdin=subprocess.DEVNULL)
     return p, tmp
 
@@ -254,6 +257,22 @@ def test_an_engine_that_crashes_is_an_outcome_and_leaves_nothing(tmp_path):
     assert list(tmp.iterdir()) == []  # the child's temporary folder is gone
     for pid in pids.read_text().split():
         assert not pathlib.Path(f"/proc/{pid}").exists()
+
+
+def test_piped_verify_says_each_phase_on_one_plain_line(tmp_path):
+    """With stderr piped (no terminal, no --no-progress) the minutes the engine takes are not
+    silent: each phase is one plain line, and the report on stdout is unchanged."""
+    env = _fake_env(tmp_path, 'echo "@@eagle-audit importing the engine"\n'
+                              'printf "@@eagle-audit spec: \\033[31mdecoding\\n"\nkill -SEGV $$\n')
+    p, _ = _run("--python", str(env), "-m", "LlamaForCausalLM", "--hf-config", str(_hf(tmp_path)),
+                "--format", "json", tmp_path=tmp_path, progress=True)
+    assert p.returncode == 1, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert [line.rsplit(" (", 1)[0] for line in lines][-2:] == [
+        "eagle-audit: LlamaForCausalLM: importing the engine", "eagle-audit: LlamaForCausalLM: spec: \\x1b[31mdecoding"], lines
+    assert all(line.startswith("eagle-audit: ") and line.endswith(" s)") for line in lines), lines
+    assert "\x1b" not in p.stderr
+    assert json.loads(p.stdout)["results"][0]["outcome"] == "crashed"
 
 
 def test_a_result_that_is_a_fifo_never_blocks_and_leaves_nothing(tmp_path):

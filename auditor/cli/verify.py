@@ -96,7 +96,8 @@ def _run_engine(env, specs_for, cfg, run, method, timeout, dtype, num_speculativ
                 use_cache: bool = True):
     """Open the tree of the engine's environment ``env`` (platform ``cpu`` for a CPU build), take the
     targets ``specs_for(registry)``, and run :class:`auditor.orchestration.verify.Verifier` on each
-    under the run options ``run``, with one transient progress line on a terminal.
+    under the run options ``run``, with one transient progress line on a terminal, or one plain
+    line per phase on a stderr that is no terminal (none with ``no_progress``).
     Returns ``(auditor, results)``."""
     import time as _time
 
@@ -107,11 +108,16 @@ def _run_engine(env, specs_for, cfg, run, method, timeout, dtype, num_speculativ
                       platform="cpu" if env.cpu else "cuda")
     specs = specs_for(auditor.registry)
     status = err_console().status("starting the engine", spinner="dots") if progress_enabled(no_progress) else None
+    # piped or logged (no terminal): the engine takes minutes, so each phase is one plain line
+    plain = status is None and not no_progress
     started = _time.monotonic()
 
     def progress(line: str) -> None:
+        text = clean(f"{line} ({_time.monotonic() - started:.0f} s)")
         if status is not None:
-            status.update(escape(clean(f"{line} ({_time.monotonic() - started:.0f} s)")))
+            status.update(escape(text))
+        elif plain:
+            err_console().print(f"eagle-audit: {text}", markup=False, highlight=False, soft_wrap=True)
 
     if status is not None:
         status.start()

@@ -27,6 +27,7 @@ from rules import (
     mtp_draft,
     parallel_drafting_mm,
     planning,
+    platform_block_size,
     platform_spec_decode,
     pp_aux_transport,
     resolve,
@@ -54,6 +55,7 @@ from rules.interface import sglang as interface_sglang
 from rules.mtp_draft import facts as mtp_draft_facts
 from rules.nextn_draft import SGLangMTPDraftRule
 from rules.parallel_drafting_mm import facts as parallel_drafting_mm_facts
+from rules.platform_block_size import facts as platform_block_size_facts
 from rules.platform_spec_decode import facts as platform_spec_decode_facts
 from rules.pp_aux_transport import facts as pp_aux_transport_facts
 from rules.pp_aux_transport import planner as pp_aux_transport_planner
@@ -103,6 +105,9 @@ TABLE: tuple[Entry, ...] = (
           (embed_sharing_facts.EXTRACTOR,)),
     Entry(platform_spec_decode.PlatformSpecDecodeRule, None, None,
           (platform_spec_decode_facts.WORKER_EXTRACTOR, platform_spec_decode_facts.RUNNER_EXTRACTOR)),
+    Entry(platform_block_size.PlatformBlockSizeRule, None, None,
+          (platform_block_size_facts.PLATFORM_EXTRACTOR, platform_block_size_facts.BACKEND_EXTRACTOR,
+           platform_block_size_facts.SELECT_EXTRACTOR, platform_block_size_facts.MLA_TYPES_EXTRACTOR)),
     Entry(draft_embed_width.DraftEmbedWidthRule, None, None,
           (draft_embed_width_facts.DRAFT_EXTRACTOR, draft_embed_width_facts.SHARER_EXTRACTOR)),
     Entry(draft_lm_head.DraftLmHeadRule, None, None,

@@ -417,7 +417,8 @@ def test_rules_as_json_lists_every_rule_of_the_registry():
     assert [r["code"] for r in rules] == list(RULES)
     assert {r["gate"] for r in rules if r["blocking"] and "vllm" in r["engines"]} == {
         "allowlist", "interface", "aux-capture", "image-token", "mtp-draft", "draft-pp", "pp-aux-transport",
-        "draft-registry", "aux-layers", "parallel-drafting-mm", "embed-sharing", "platform-spec-decode"}
+        "draft-registry", "aux-layers", "parallel-drafting-mm", "embed-sharing", "platform-spec-decode",
+        "platform-block-size"}
     assert all(r["why"] and r["how_to_fix"] for r in rules)
 
 

@@ -303,7 +303,7 @@ def test_fix_eagle_says_what_is_already_supported_and_lists_only_its_gates():
     assert "  DeepseekV3ForCausalLM: already supported, nothing to patch" in err
     assert "  KimiK25ForConditionalGeneration: blocked (image-token) -> supported after the patch" in err
     assert "supported -> supported" not in err
-    assert "scope: the patch makes the gates evaluated for this run pass (image-token, embed-sharing, platform-spec-decode), as re-scanned" in err
+    assert "scope: the patch makes the gates evaluated for this run pass (image-token, embed-sharing, platform-spec-decode, platform-block-size), as re-scanned" in err
     skipped = next(ln for ln in err.splitlines() if ln.startswith("not evaluated for this run"))
     for gate in ("draft-pp", "draft-registry", "parallel-drafting-mm"):
         assert f"{gate} (needs --" in skipped

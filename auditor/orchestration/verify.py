@@ -65,7 +65,8 @@ class VerifyResult:
 
     ``outcome``: one of :data:`OUTCOMES`; ``scan_verdict``/``scan_blocking``: the static verdict of
     the same tree; ``agrees``: the engine and the scan say the same (supported and proven, or
-    blocked and refused by one of the blocking gates); ``started``: EAGLE-3 started;
+    blocked and refused by one of the blocking gates; None when there is nothing to compare, e.g.
+    a refusal of a target the scan called unknown); ``started``: EAGLE-3 started;
     ``exception``: ``{type, message, where, gate}`` of the refusal; ``aux_layers``: the layer ids
     the runner set; ``aux_matches``: for each captured state, the layer ids whose entering hidden
     state it equals; ``stream``: how the entering state was measured (``whole`` hidden_states, or
@@ -356,6 +357,11 @@ class Verifier:
             if cspec and cspec.get("exception"):
                 res.exception = self._exception(cspec["exception"], static)
                 res.reason = f"EAGLE-3 refused: {res.exception['type']} ({res.exception['gate']})"
+                if res.exception["gate"] in {f.gate for f in static.findings if f.severity.value == "unknown"}:
+                    # the scan named this gate and what decides it (a hardware query, a user's
+                    # option): this machine decided it
+                    res.reason += ("; the scan left this gate unknown, for what the tree cannot decide, and on "
+                                   "this machine it refuses")
                 limit = cspec["exception"].get("platform_limit")
                 if limit and res.exception["gate"] == "unmodelled":
                     # no gate of the engine's model or drafter: the platform cannot run that path
@@ -419,7 +425,9 @@ class Verifier:
             res.agrees = res.scan_verdict == "supported"
         elif res.outcome == "refused":
             gate = (res.exception or {}).get("gate")
-            res.agrees = res.scan_verdict == "blocked" and gate in res.scan_blocking
+            # an unknown verdict is no verdict to compare with
+            res.agrees = None if res.scan_verdict == "unknown" else (
+                res.scan_verdict == "blocked" and gate in res.scan_blocking)
         elif res.outcome in ("not-lossless", "wrong-capture") or (
                 res.outcome == "broken" and res.model_code_failed):
             res.agrees = res.scan_verdict == "blocked"

@@ -44,10 +44,13 @@ def _if(test: str) -> str:
     (_if("self.method[-1] == '3'"), "", "if self.method[-1]"),
     (_if("len(self.method) == 6"), "", "if len(self.method)"),
     (_if("(True if self.method == 'eagle3' else False)"), "", "if (True if"),
+    # a module function of one ``return``: evaluated with its argument (tests/test_hostile_gaps5.py)
+    (_if("_bad(self.method)"), "", "if _bad(self.method)"),
 ], ids=["walrus", "frozenset", "set", "in-dict", "not-in-dict", "f-string", "percent", "format", "str",
-        "index", "len", "conditional-expression"])
+        "index", "len", "conditional-expression", "module-function"])
 def test_computable_test_of_the_method_is_blocked(tmp_path, first, head, needle):
-    expect_refused(_refusing(first, head), needle, tmp_path)
+    tail = "\n\ndef _bad(m):\n    return m == 'eagle3'\n"
+    expect_refused(_refusing(first, head, tail), needle, tmp_path)
 
 
 # -- 1. tests it cannot compute: unknown naming the construct -----------------------------------
@@ -58,9 +61,9 @@ def test_computable_test_of_the_method_is_blocked(tmp_path, first, head, needle)
     (_if("self.__dict__['method'] == 'eagle3'"), "", "self.__dict__['method']"),
     (_if("self.method.split('_')[0] == 'eagle3'"), "", "self.method.split('_')"),
     (_if("_bad(self.method)"), "", "_bad(self.method)"),
-], ids=["generator", "vars", "dunder-dict", "unknown-str-method", "module-function"])
+], ids=["generator", "vars", "dunder-dict", "unknown-str-method", "module-function-of-two-statements"])
 def test_uncomputable_test_of_the_method_is_unknown(tmp_path, first, head, construct):
-    tail = "\n\ndef _bad(m):\n    return m == 'eagle3'\n"
+    tail = "\n\ndef _bad(m):\n    n = m\n    return n == 'eagle3'\n"
     text = _refusing(first, head, tail)
     expect_unknown_at(make_tree(tmp_path, {SPEC_PATH: text}), SPEC_PATH, text, construct)
 

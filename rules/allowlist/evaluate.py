@@ -248,6 +248,9 @@ class Evaluator:
             raise self.cannot(node)
         if isinstance(f, ast.Name) and self.scope.is_builtin(f.id):
             return self._builtin(node)
+        helper = self.scope.function(f)
+        if helper is not None:
+            return self._helper(node, *helper)
         if isinstance(f, ast.Attribute) and f.attr in ("__eq__", "__ne__") and len(node.args) == 1 \
                 and not node.keywords:  # ``self.method.__eq__("eagle3")``
             a, b = self.all([f.value, node.args[0]])
@@ -349,10 +352,59 @@ class Evaluator:
         return out
 
     def _attribute(self, node: ast.Attribute) -> Any:
+        helper = self.scope.function(node)
+        if helper is not None:
+            fn, bound = helper
+            if bound and any(is_name(d, "property") or is_name(d, "cached_property") for d in fn.decorator_list):
+                return self._helper(node, fn, bound)
+            raise Unfollowed(f"{_at(node)}, the function `{fn.name}` (line {fn.lineno}) read as a value")
         binding = self.scope.class_attribute(node)
         if binding is not None:
             raise Unfollowed(f"{_at(node)}, a class attribute bound at {_at(binding)}")
         raise Undecided
+
+    def _helper(self, node: ast.Call | ast.Attribute, fn: ast.AST, bound: bool) -> Any:
+        """The value of a call of a function of the module (``self._is_eagle3()``, ``_check(m)``, a
+        property read): its one ``return`` evaluated with the call's arguments bound to its
+        parameters. A function of another shape is not evaluated: Unfollowed naming the call when it
+        reads the method, Undecided when it reads run state (an attribute, a parameter, an import)."""
+        call = node if isinstance(node, ast.Call) else None
+        args = list(call.args) if call else []
+        keywords = list(call.keywords) if call else []
+        a = fn.args
+        params = [p.arg for p in [*a.posonlyargs, *a.args]][1 if bound else 0:]
+        body = fn.body[1:] if fn.body and isinstance(fn.body[0], ast.Expr) and \
+            isinstance(fn.body[0].value, ast.Constant) and isinstance(fn.body[0].value.value, str) else fn.body
+        plain = {"property", "cached_property", "staticmethod", "classmethod"}
+        values = dict(zip(params, args))
+        values.update({k.arg: k.value for k in keywords if k.arg in params})
+        defaults = dict(zip(params[len(params) - len(a.defaults):], a.defaults)) if a.defaults else {}
+        simple = isinstance(fn, ast.FunctionDef) and not (a.vararg or a.kwarg or a.kwonlyargs) \
+            and len(args) <= len(params) and all(k.arg in params for k in keywords) \
+            and not any(isinstance(x, ast.Starred) for x in args) \
+            and all(isinstance(d, (ast.Name, ast.Attribute)) for d in fn.decorator_list) \
+            and {getattr(d, "id", getattr(d, "attr", "")) for d in fn.decorator_list} <= plain \
+            and len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None \
+            and all(p in values or p in defaults for p in params)
+        shown = f"{_at(node)}, a call of `{fn.name}` (line {fn.lineno}) whose result is not evaluated"
+        if not simple or self.depth > _DEPTH:
+            if any(is_method(n) for n in [*ast.walk(fn), *args, *(k.value for k in keywords)]):
+                self.read = True
+                raise Unfollowed(shown)
+            names = {p.arg for p in ast.walk(a) if isinstance(p, ast.arg)}
+            if any(isinstance(n, ast.Name) and (n.id in names or self.scope.is_import(n.id)) for n in ast.walk(fn)):
+                raise Undecided
+            raise Unfollowed(shown)
+        methods = frozenset(p for p, v in values.items() if is_method(v))
+        passed = {p: (v, self.scope, self.at) for p, v in values.items() if p not in methods}
+        passed.update({p: (d, Scope(self.scope.module, self.scope.mb), None) for p, d in defaults.items()
+                       if p not in values})
+        inner = Evaluator(self.method, Scope(self.scope.module, self.scope.mb, fn, methods, None, passed), body[0])
+        inner.depth = self.depth + 1
+        try:
+            return inner.value(body[0].value)
+        finally:
+            self.read = self.read or inner.read
 
     def _fstring(self, node: ast.JoinedStr) -> Any:
         out = []

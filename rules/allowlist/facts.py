@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from auditor.cache import cacheable
 from auditor.index.summary import Extractor
 from auditor.index.syntax import ParentMap, char_position
+from rules.allowlist.evaluate import Evaluator
+from rules.allowlist.names import Scope, Undecided, Unfollowed, bindings
 from rules.allowlist.refusal import in_replaced_function, method_refusals, shadowed_functions
 
 
@@ -140,6 +142,23 @@ def _apply_changes(fn: ast.AST, name: str, start: int, end: int, entries: list[s
     return [str(e) for e in out], bad
 
 
+def _named_entries(tree: ast.Module, fn: ast.AST | None, test: ast.If, name: str) -> tuple[list[str], list[str] | None]:
+    """The strings of the allowlist ``name`` read by ``test`` when it is not a list literal of the
+    function (a module constant, a name bound to another name, an import), followed the way
+    Python binds it (:class:`rules.allowlist.names.Scope`); when it cannot be (an import, a star
+    import, a call), no entries and the construct not followed, as ``construct (line N)``."""
+    scope = Scope(tree, bindings(tree), fn)
+    try:
+        val = Evaluator("eagle3", scope, test).name(ast.Name(id=name, ctx=ast.Load()))
+    except Unfollowed as e:
+        return [], [e.what]
+    except Undecided:
+        return [], [f"`{name}` (line {test.lineno}), a value not bound in this module"]
+    if isinstance(val, (tuple, frozenset, dict)) and all(isinstance(v, str) for v in val):
+        return sorted(val) if isinstance(val, frozenset) else list(val), None
+    return [], [f"`{name}` (line {test.lineno}), not a collection of strings"]
+
+
 def _refuses_method(node: ast.If) -> list[str] | None:
     """``if <X>.method == "eagle3": raise ...`` with nothing else in the test: the method is
     refused for every target. Returns the methods refused, else None."""
@@ -227,6 +246,7 @@ def extract_allowlist(tree: ast.Module, source: str | None = None) -> list[Allow
                     kind, literal_at = "literal", char_position(comp, lines)
                     break
         list_line = None
+        literal = False
         if list_name and fn is not None:
             for a in ast.walk(fn):
                 if isinstance(a, (ast.Assign, ast.AnnAssign)) and a.lineno < node.lineno:
@@ -235,15 +255,18 @@ def extract_allowlist(tree: ast.Module, source: str | None = None) -> list[Allow
                         try:
                             val = ast.literal_eval(a.value)
                             entries = [str(v) for v in val]
+                            literal = True
                         except Exception:
-                            entries = _strings(a.value)
+                            entries, literal = _strings(a.value), False
                         list_line = a.lineno
                         if isinstance(a.value, (ast.List, ast.Tuple, ast.Set)):
                             literal_at = char_position(a.value, lines)
         unfollowable = None
-        if list_name and fn is not None and list_line is not None:
+        if list_name and fn is not None and list_line is not None and literal:
             entries, bad = _apply_changes(fn, list_name, list_line, node.lineno, entries)
             unfollowable = bad or None
+        elif list_name:  # not a list literal of the function: the name followed as Python binds it
+            entries, unfollowable = _named_entries(tree, fn, node, list_name)
         out.append(
             AllowlistFact(
                 line=node.lineno,

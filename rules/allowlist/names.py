@@ -175,14 +175,19 @@ class Scope:
             to the speculative method.
         passed: where ``fn`` is also passed as a value (``construct (line N)``): what its other
             parameters hold is then not followed (Unfollowed rather than Undecided).
+        arguments: for a helper evaluated at one call of it (:meth:`rules.allowlist.evaluate.Evaluator`),
+            its parameters bound by that call, each to ``(expression, the caller's scope, the
+            caller's statement)``.
     """
 
     def __init__(self, module: ast.Module, module_bindings: Bindings, fn: ast.AST | None = None,
-                 method_params: frozenset[str] = frozenset(), passed: str | None = None):
+                 method_params: frozenset[str] = frozenset(), passed: str | None = None,
+                 arguments: dict | None = None):
         self.module, self.mb, self.fn = module, module_bindings, fn
         self.fb = bindings(fn) if fn is not None else None
         self.method_params = method_params
         self.passed = passed
+        self.arguments = arguments or {}
 
     def lookup(self, name: str, at: ast.AST | None) -> "tuple[ast.expr, Scope, ast.stmt | None] | object":
         """What ``name`` holds when the statement ``at`` of this scope runs: :data:`METHOD`, or
@@ -200,6 +205,8 @@ class Scope:
                     raise Unfollowed(f"parameter `{name}` rebound at {_at((fb.plain.get(name) or [fb.other[name]])[0])}")
                 if name in self.method_params:
                     return METHOD
+                if name in self.arguments:
+                    return self.arguments[name]
                 if self.passed is not None:
                     raise Unfollowed(f"parameter `{name}` of a function passed as a value at {self.passed}")
                 raise Undecided
@@ -220,6 +227,9 @@ class Scope:
         if name in mb.other:
             raise Unfollowed(f"`{name}`, bound by {_at(mb.other[name])}")
         if name not in mb.plain:
+            star = mb.other.get("*")
+            if star is not None and not hasattr(builtins, name):  # may come from the other module
+                raise Unfollowed(f"`{name}`, maybe bound by {_at(star)}")
             raise Undecided
         changed = mb.changes.get(name) or mb.changes.get("*")
         if changed is not None:
@@ -255,6 +265,32 @@ class Scope:
         """Whether ``name`` is bound by an import (a module or an object of one: run state)."""
         return isinstance(self._binding(name), (ast.Import, ast.ImportFrom))
 
+    def function(self, node: ast.expr) -> "tuple[ast.AST, bool] | None":
+        """The function of the module a call's ``node`` names, with whether the call binds its first
+        parameter (``self.m``/``cls.m`` of this method's class or a base of the module, ``Class.m``
+        of a class of the module, a module function by name); None for anything else."""
+        funcs = (ast.FunctionDef, ast.AsyncFunctionDef)
+        if isinstance(node, ast.Name):
+            found = self._binding(node.id)
+            return (found, False) if isinstance(found, funcs) else None
+        if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)):
+            return None
+        name, cls, bound = node.value.id, None, False
+        fn = self.fn
+        if fn is not None and self._local(name):
+            args = [*fn.args.posonlyargs, *fn.args.args]
+            if args and args[0].arg == name and name not in self.fb.plain and name not in self.fb.other:
+                cls, bound = self._owner(), True
+        elif isinstance(self._binding(name), ast.ClassDef):
+            cls = self._binding(name)
+        if cls is None:
+            return None
+        found = _class_member(cls, node.attr, self.module)
+        if isinstance(found, funcs):
+            kinds = {getattr(d, "id", getattr(d, "attr", None)) for d in found.decorator_list}
+            return found, bound and "staticmethod" not in kinds or "classmethod" in kinds
+        return None
+
     def _owner(self) -> ast.ClassDef | None:
         """The class whose body defines this scope's function (found once)."""
         if not hasattr(self, "_cls"):
@@ -286,6 +322,27 @@ class Scope:
                     and st.value is not None and any(w in ast.unparse(st.annotation) for w in ("ClassVar", "Final")):
                 found = st
         return found
+
+
+def _class_member(cls: ast.ClassDef, name: str, module: ast.Module, seen: frozenset = frozenset()) -> ast.AST | None:
+    """The last statement of ``cls``'s body that binds ``name`` (a ``def``, an assignment), else
+    that of its first base of the module that binds it; None when none does."""
+    found = None
+    for st in cls.body:
+        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and st.name == name:
+            found = st
+        elif isinstance(st, (ast.Assign, ast.AnnAssign)) and any(
+                isinstance(t, ast.Name) and t.id == name for t in (st.targets if isinstance(st, ast.Assign) else [st.target])):
+            found = st
+    if found is not None:
+        return found
+    classes = {st.name: st for st in module.body if isinstance(st, ast.ClassDef)}
+    for base in cls.bases:
+        if isinstance(base, ast.Name) and base.id in classes and base.id not in seen:
+            found = _class_member(classes[base.id], name, module, seen | {cls.name})
+            if found is not None:
+                return found
+    return None
 
 
 def _top_index(body: list[ast.stmt], node: ast.AST | None) -> int | None:

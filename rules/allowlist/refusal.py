@@ -393,7 +393,7 @@ def _refusal(node: ast.stmt, fn: ast.AST, mod: _Module) -> Refusal | None:
             up = mod.via_calls(fn, m, True, _raised_name(node))
             r.add(up.how, up.what)
             r.read = r.read or up.read
-        if r.how == TAKEN and r.read:
+        if r.how == TAKEN:  # reached for this method whatever the target (read it or not: always)
             refused.append(m)
         elif r.how == UNFOLLOWED and r.read:
             unfollowed.append(m)

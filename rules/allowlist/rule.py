@@ -103,8 +103,10 @@ class AllowlistRule(Rule):
             if fact.construct:  # spelled otherwise than ``method == "eagle3"``: name it
                 shown = f": `{fact.construct}`" + (", unless Python runs with -O, which drops asserts"
                                                      if fact.construct.startswith("assert") else "")
+            what = "a `raise` reached for every method" if (fact.construct or "").startswith("raise ") \
+                else "an unconditional test of the method"
             yield self.finding(Severity.ERROR, f"{fact.function}() raises for every {target.method} target "
-                               f"(an unconditional test of the method at {path}:{fact.line}{shown})", path, fact.line)
+                               f"({what} at {path}:{fact.line}{shown})", path, fact.line)
             return
         if fact.kind == "rewrites-method":
             yield self.finding(Severity.UNKNOWN, f"{fact.function}() gives the method a new value by "
@@ -117,8 +119,9 @@ class AllowlistRule(Rule):
                                "which static analysis cannot follow", path, fact.line)
             return
         if fact.unfollowable:
-            yield self.finding(Severity.UNKNOWN, f"the {target.method} allowlist {fact.list_name} is changed in "
-                               f"place by {', '.join(fact.unfollowable)}, which static analysis cannot follow",
+            yield self.finding(Severity.UNKNOWN, f"the {target.method} allowlist {fact.list_name} read at "
+                               f"{path}:{fact.list_line or fact.line} depends on {', '.join(fact.unfollowable)}, "
+                               "which static analysis cannot follow",
                                path, fact.list_line or fact.line, list_name=fact.list_name, entries=fact.entries)
             return
         mt = target.text_model_type

@@ -379,7 +379,9 @@ def extract_entry_refs(tree: ast.Module) -> list | None:
     ``from M import EntryClass as E`` then ``E.clear()``; see :func:`_use_changes`), or None.
     Each is ``[head, construct, line, function or None, mentions]``: ``head`` the dotted
     expression whose attribute it is (``m``; None when it is not a dotted name), or ``from M``
-    for a name imported from module ``M`` as written (``from .llama``), the function whose body makes it (None: at module level), and the
+    for a name imported from module ``M`` as written (``from .llama``), or ``computed m`` for a write
+    by a name not written out on an imported ``m`` (``setattr(m, name, X)``, ``vars(m)[k] = X``:
+    :func:`_computed_write`), the function whose body makes it (None: at module level), and the
     dotted names its statement mentions (the classes it may add)."""
     parents = _parents(tree)
     roots: list[tuple[ast.AST, str | None]] = []  # the expressions that evaluate to another module's EntryClass
@@ -412,6 +414,10 @@ def extract_entry_refs(tree: ast.Module) -> list | None:
                 roots.append((n, dotted(n.args[0])))
             else:
                 record(n, dotted(n.args[0]))
+        else:
+            obj = _computed_write(n)
+            if obj is not None and (dotted(obj) or "").split(".")[0] in _import_names(tree):
+                record(n, COMPUTED + dotted(obj))  # a name not written out, on an imported object: maybe EntryClass
     def through(aliases: set[str], head: str | None) -> None:
         """Record the changes made through the names bound to the list, anywhere in the module."""
         seen: set[str] = set()
@@ -433,6 +439,57 @@ def extract_entry_refs(tree: ast.Module) -> list | None:
     return out or None
 
 
+#: The ``head`` prefix of a change made by a name not written out (:func:`_computed_write`): it
+#: counts only when the head is a module of the tree.
+COMPUTED = "computed "
+
+
+def _import_names(tree: ast.Module) -> set[str]:
+    """The names the module's import statements bind (found once per tree)."""
+    memo = tree.__dict__.get("_import_names")
+    if memo is None:
+        memo = tree.__dict__["_import_names"] = {
+            (a.asname or a.name).split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+            for a in n.names}
+    return memo
+
+
+def _namespace_of(node: ast.AST) -> ast.AST | None:
+    """For ``vars(X)`` or ``X.__dict__``, ``X``; else None."""
+    if isinstance(node, ast.Call) and dotted(node.func) == "vars" and len(node.args) == 1 and not node.keywords:
+        return node.args[0]
+    if isinstance(node, ast.Attribute) and node.attr == "__dict__":
+        return node.value
+    return None
+
+
+def _computed_write(n: ast.AST) -> ast.AST | None:
+    """The object ``X`` that ``n`` writes an attribute of by a name that is not written out, and so
+    may be ``EntryClass``: ``setattr(X, name, v)``/``delattr(X, name)`` with a computed name,
+    ``vars(X)[k] = v``, ``X.__dict__[k] = v`` (or ``del``) with a computed key or ``"EntryClass"``,
+    ``vars(X).update(...)``; else None."""
+    if isinstance(n, ast.Call) and dotted(n.func) in ("setattr", "delattr") and len(n.args) >= 2 \
+            and not isinstance(n.args[1], ast.Constant):
+        return n.args[0]
+    if isinstance(n, ast.Subscript) and isinstance(n.ctx, (ast.Store, ast.Del)):
+        obj = _namespace_of(n.value)
+        if obj is not None and (not isinstance(n.slice, ast.Constant) or n.slice.value == ENTRY_NAME):
+            return obj
+    if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in LIST_MUTATORS:
+        return _namespace_of(n.func.value)
+    return None
+
+
+#: A write of an attribute whose name is not written out (``setattr``, ``vars(m)[...]``, ``m.__dict__``)
+_COMPUTED_REF = re.compile(rb"\b(?:setattr|delattr|vars)\s*\(|__dict__")
+
+
+def may_write_entry(source: bytes) -> bool:
+    """True when a module's bytes may write another module's ``EntryClass``: they refer to it
+    (:func:`refers_to_entry`) or write an attribute by a computed name (:data:`_COMPUTED_REF`)."""
+    return refers_to_entry(source) or _COMPUTED_REF.search(source) is not None
+
+
 #: A reference to another module's ``EntryClass``: ``m.EntryClass``, ``"EntryClass"`` (``setattr``,
 #: ``getattr``), ``from M import EntryClass``
 _OUTSIDE_REF = re.compile(rb"\.\s*EntryClass\b|[\"']EntryClass[\"']|\bimport\b(?:[^\n]|\\\n)*\bEntryClass\b"
@@ -445,10 +502,13 @@ def refers_to_entry(source: bytes) -> bool:
     return _OUTSIDE_REF.search(source) is not None
 
 
-#: Finds, in SGLang's ``sglang/srt/`` modules, the changes made to a model module's ``EntryClass``
-#: from outside it (:func:`extract_entry_refs`).
-ENTRY_REFS_EXTRACTOR = Extractor("sglang-entry-refs", extract_entry_refs, prefixes=("sglang/srt/",),
-                                 needles=(ENTRY_NAME.encode(),), prefilter=refers_to_entry)
+#: Finds, in SGLang's modules (the whole ``sglang/`` package: a module outside ``sglang/srt/`` that
+#: the engine imports runs too), the changes made to a model module's ``EntryClass`` from outside
+#: it (:func:`extract_entry_refs`).
+ENTRY_REFS_EXTRACTOR = Extractor("sglang-entry-refs", extract_entry_refs, prefixes=("sglang/",),
+                                 prefilter=may_write_entry)
+#: Words whose modules :meth:`auditor.engines.sglang.registry.Registry.changed_elsewhere` reads.
+ENTRY_REF_WORDS = (ENTRY_NAME, "setattr", "delattr", "vars", "__dict__")
 
 #: Words of an SGLang class name that mark a draft model (an EAGLE/EAGLE-3 head, a NextN/MTP
 #: module, a DFlash or Medusa drafter): SGLang registers drafters beside targets, in one

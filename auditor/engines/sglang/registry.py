@@ -14,8 +14,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from auditor.engines.sglang.entry import (ENTRY_CHANGES_EXTRACTOR, ENTRY_EXTRACTOR, ENTRY_NAME, ENTRY_REFS_EXTRACTOR,
-                                          MODELS_DIR)
+from auditor.engines.sglang.entry import (COMPUTED, ENTRY_CHANGES_EXTRACTOR, ENTRY_EXTRACTOR, ENTRY_NAME,
+                                          ENTRY_REF_WORDS, ENTRY_REFS_EXTRACTOR, MODELS_DIR)
 from auditor.index.resolve import Resolver
 from auditor.index.syntax import dotted
 from auditor.index.targets import ClassRef, FunctionRef, ModuleRef, Target, Unresolved
@@ -187,7 +187,7 @@ class Registry:
         self._roles: dict[str, str] = {}
 
     def changed_elsewhere(self, modules: set[str], imported: str) -> list[tuple[str, list]]:
-        """The changes other modules of ``sglang/srt/`` make to the ``EntryClass`` of ``modules``
+        """The changes other modules of the ``sglang/`` package make to the ``EntryClass`` of ``modules``
         (the model module SGLang's registry imports, ``imported``, and the one whose list it
         holds), read by :data:`ENTRY_REFS_EXTRACTOR`, that may run before the registry reads it.
 
@@ -196,7 +196,9 @@ class Registry:
         that order (``pkgutil.iter_modules``) and has read the list by then. SGLang's own
         registry module (``sglang/srt/models/registry.py``), which reads every ``EntryClass``, is
         left out. A change through a name that cannot be bound (a parameter) counts for every
-        module.
+        module when it is made in ``sglang/srt/``; outside it (a patcher elsewhere in the package,
+        which runs when the engine imports it) only a change into a model module the index
+        resolves counts (``sglang/multimodal_gen/registry.py`` reads its own pipelines' lists).
 
         Args:
             modules: the dotted modules whose ``EntryClass`` counts.
@@ -210,7 +212,7 @@ class Registry:
         refs = self.__dict__.get("_refs")
         if refs is None:
             refs = self.__dict__["_refs"] = []
-            paths = [p for p in r.mentioning(ENTRY_NAME) if p.startswith("sglang/srt/")]
+            paths = sorted({p for w in ENTRY_REF_WORDS for p in r.mentioning(w) if p.startswith("sglang/")})
             r.tree.summarize_ahead(paths)
             for p in paths:
                 s = r.tree.summary(p)
@@ -223,6 +225,8 @@ class Registry:
         for s, target, construct, line, fn, mentions in refs:
             if s.module in modules or (target is not None and target not in modules):
                 continue
+            if target is None and not s.path.startswith("sglang/srt/"):
+                continue  # outside srt/: only a write into a resolved model module counts
             mine = s.module.rsplit(".", 1)
             if s.path.startswith(MODELS_DIR) and s.path.count("/") == 3 and mine[0] == MODELS_PACKAGE \
                     and mine[1] > short and set(r.mentioning(mine[1])) <= {s.path}:
@@ -240,6 +244,9 @@ class Registry:
         r = self.resolver
         if head is None:
             return None
+        if head.startswith(COMPUTED):  # a name not written out: counts for a module of the tree only
+            t = r.resolve_dotted(s.module, head[len(COMPUTED):], at_line=line)
+            return t.module if isinstance(t, ModuleRef) else ""
         if head.startswith("from "):
             name = head[5:]
             level = len(name) - len(name.lstrip("."))

@@ -18,7 +18,10 @@ the object or its lookups. This module lists, as ``(construct, line, where)``, w
 Both walks read only methods defined with ``def`` and no decorator: a call of another member is
 itself named. Not read: a method called only for a configuration (:func:`_picks_a_route`), a
 method that always raises (the failure path), and a module function whose result
-``resolve_model_cls``'s helpers return as it is (vLLM's loader).
+``resolve_model_cls``'s helpers return as it is (vLLM's loader). Reported as failing for every name
+alike (``"fails"``): a ``resolve_model_cls`` that always raises or only returns None, and a method
+given one architecture name on a row's route that always raises or whose result, read, is always
+None (vLLM's ``_try_load_model_cls`` is given the name; ``_raise_for_unsupported`` the list).
 """
 
 from __future__ import annotations
@@ -196,6 +199,10 @@ def route_changes(methods: dict[str, ast.FunctionDef]) -> list[tuple[str, int, s
         name = order[i]
         i += 1
         fn = methods[name]
+        if name == "resolve_model_cls" and (_always_raises(fn) or _only_none(fn)):
+            shown = _failure(fn)  # every name fails alike: no row resolves
+            out.append((_first_line(shown), shown.lineno, "fails"))
+            continue
         if _always_raises(fn):
             continue
         names, lists = architecture_names(fn, kinds[name])
@@ -205,6 +212,10 @@ def route_changes(methods: dict[str, ast.FunctionDef]) -> list[tuple[str, int, s
             callee = call.func.attr
             if _in(call, reached):
                 out += [(c, ln, name) for c, ln in _unread_member(methods, call)]
+            if callee in methods and _in(call, reached) and any(reads(a, names) for a in call.args) \
+                    and (_always_raises(methods[callee]) or _only_none(methods[callee]) and not _unused(fn, call)):
+                shown = _failure(methods[callee])  # a step each row's name goes through fails for every name
+                out.append((f"{_first_line(call)}: {_first_line(shown)}", shown.lineno, "fails"))
             if callee not in methods or callee in order or not _in(call, reached) \
                     or _picks_a_route(fn, call, names | lists):
                 continue
@@ -232,8 +243,44 @@ def _in(node: ast.AST, reached: list[ast.stmt]) -> bool:
 
 
 def _always_raises(fn: ast.FunctionDef) -> bool:
-    """Every path of ``fn`` raises: it has no ``return`` and its last statement is a ``raise``."""
-    return isinstance(fn.body[-1], ast.Raise) and not any(isinstance(n, ast.Return) for n in ast.walk(fn))
+    """Every path of ``fn`` raises: a ``raise`` at the top of its body with no ``return`` above it
+    (what follows it never runs)."""
+    for i, st in enumerate(fn.body):
+        if isinstance(st, ast.Raise):
+            return not any(isinstance(n, ast.Return) for p in fn.body[:i] for n in ast.walk(p))
+    return False
+
+
+def _only_none(fn: ast.FunctionDef) -> bool:
+    """Every ``return`` of ``fn`` that can run gives None (falling off its end included): its
+    result is None for every name. A generator or a function with a nested one is not read (False)."""
+    own = [n for n in ast.walk(fn) if isinstance(n, ast.Return)]
+    if any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)) for n in ast.walk(fn)) or \
+            any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)) for n in ast.walk(fn)
+                if n is not fn):
+        return False
+    def none(r: ast.Return) -> bool:
+        return r.value is None or _is_none(r.value)
+    for i, st in enumerate(fn.body):  # a ``return``/``raise`` at the top: what follows never runs
+        if isinstance(st, (ast.Return, ast.Raise)):
+            return isinstance(st, ast.Return) and none(st) and \
+                all(none(r) for p in fn.body[:i] for r in ast.walk(p) if isinstance(r, ast.Return))
+    return all(none(r) for r in own)
+
+
+def _failure(fn: ast.FunctionDef) -> ast.AST:
+    """What makes every call of ``fn`` fail: the ``raise``/``return`` at the top of its body, else
+    its first ``return``, else its ``def``."""
+    top = next((st for st in fn.body if isinstance(st, (ast.Return, ast.Raise))), None)
+    if top is not None:
+        return top
+    returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return)]
+    return returns[0] if returns else fn
+
+
+def _unused(fn: ast.FunctionDef, call: ast.Call) -> bool:
+    """``call`` is a statement of its own in ``fn``: its result is not read."""
+    return any(isinstance(st, ast.Expr) and st.value is call for st in ast.walk(fn))
 
 
 def _picks_a_route(fn: ast.FunctionDef, call: ast.Call, both: set[str]) -> bool:

@@ -134,7 +134,7 @@ def extract_runtime_registry(tree: ast.Module) -> dict | None:
         out["changes"].append((f"def __new__({ast.unparse(methods['__new__'].args)})", methods["__new__"].lineno,
                                "__new__"))
     out["changes"] += init_changes(methods, _models_writes)
-    out["changes"] += [(c, ln, "route") for c, ln, _ in route_changes(methods)]
+    out["changes"] += [(c, ln, "fails" if how == "fails" else "route") for c, ln, how in route_changes(methods)]
     out["changes"] += [(c, ln, "class attribute") for c, ln in _class_writes(tree, cls.name, found)]
     out["changes"] += [(c, ln, "alias") for c, ln in _alias_writes(tree, table)]
     out["table"] = table
@@ -210,6 +210,8 @@ _WHY = {
     "global": "the name ModelRegistry is bound again, to a value static analysis does not follow",
     "class attribute": "a member of the class of vLLM's run-time ModelRegistry is replaced",
     "alias": "the run-time ModelRegistry's table is changed in place through another name",
+    "fails": "vLLM's run-time ModelRegistry fails there for every architecture name alike (it always raises or "
+             "gives None), so no row of its table resolves",
 }
 
 

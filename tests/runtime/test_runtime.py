@@ -117,3 +117,26 @@ def test_a_patch_for_layers_that_hand_on_the_whole_state_captures_what_enters_ea
     assert patched["stream"] == "whole", patched
     assert patched["outcome"] == "proven" and patched["ids_equal"] and patched["accepted"] > 0, patched
     assert patched["aux_matches"] == [[i] for i in patched["aux_layers"]], patched
+
+
+def test_an_mla_target_on_this_cpu_is_refused_at_the_gate_the_scan_left_unknown(engine_venv):
+    """DeepSeek-V3 (MLA) with an EAGLE-3 drafter on the CPU build: the platform forces the MLA
+    KV-cache block size unless the CPU has AMX tiles, and the drafter's CPU attention backend takes
+    only multiples of 32. The scan leaves ``platform-block-size`` unknown (the AMX query); the
+    engine decides it on this machine. On a CPU without AMX tiles it refuses in the worker's
+    ``select_common_block_size``, which verify attributes to that gate; with AMX tiles it runs."""
+    r = _verify(engine_venv, "DeepseekV3ForCausalLM")
+    assert r["scan_verdict"] == "unknown" and r["scan_blocking"] == [], r
+    assert r["non_speculative_ok"], r
+    amx = subprocess.run([str(engine_venv / "bin" / "python"), "-c",
+                          "import torch; print(int(torch.cpu._is_amx_tile_supported()))"],
+                         capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert amx.returncode == 0, amx.stderr
+    if amx.stdout.strip() == "0":
+        assert r["outcome"] == "refused" and r["agrees"] is None, r
+        x = r["exception"]
+        assert (x["type"], x["gate"], x["function"]) == ("ValueError", "platform-block-size", "select_common_block_size"), r
+        assert x["where"].startswith("vllm/v1/worker/utils.py:") and "No common block size for 16" in x["message"], r
+        assert "the scan left this gate unknown" in r["reason"], r
+    else:
+        assert r["outcome"] == "proven", r

@@ -144,3 +144,15 @@ def test_no_import_cycles():
     # hand-fix hint); so is SGLang's facts <-> donor analysis (the vocabulary that needs both is
     # auditor.engines.sglang.vocabulary, above them)
     assert import_cycles() == []
+
+
+def test_every_extractor_survives_pickle():
+    """Extractors go to the summary pass's worker processes by pickle: one that does not pickle (a
+    lambda as ``run`` or ``prefilter``) sends every job of the tree back in-process, and the scan
+    loses its workers without a word."""
+    import pickle
+
+    from rules.registry import EXTRACTORS
+
+    for x in EXTRACTORS:
+        assert pickle.loads(pickle.dumps(x)).name == x.name, x.name

@@ -255,9 +255,15 @@ def extract_mla_types(tree: ast.Module) -> list[list]:
 #: Platform modules: forced block sizes and the default attention backend.
 PLATFORM_EXTRACTOR = Extractor("platform-block-size", extract_platform, prefixes=("vllm/platforms/",),
                                needles=(b"block_size", b"use_mla"))
+def _backend_module(source: bytes) -> bool:
+    """A module that declares kernel block sizes or an enum (module-level: extractors go to
+    worker processes by pickle, which a lambda does not survive)."""
+    return b"get_supported_kernel_block_sizes" in source or b"Enum" in source
+
+
 #: Attention backends: the enum's members and each backend's kernel block sizes.
 BACKEND_EXTRACTOR = Extractor("attention-block-sizes", extract_backends, prefixes=("vllm/v1/attention/",),
-                              prefilter=lambda b: b"get_supported_kernel_block_sizes" in b or b"Enum" in b)
+                              prefilter=_backend_module)
 #: The worker's choice of one block size for all backends, and its refusal.
 SELECT_EXTRACTOR = Extractor("common-block-size", extract_select, prefixes=("vllm/v1/worker/",),
                              needles=(b"get_supported_kernel_block_sizes",))

@@ -105,6 +105,62 @@ def test_a_registry_far_larger_than_any_release_is_refused_in_one_line(tmp_path)
     assert tree_hash(root) == before
 
 
+def _peak_rss_mb(argv: list[str]) -> tuple[int, float, str]:
+    """Run ``argv`` as a child; ``(exit code, its peak RSS in MB with its waited-for workers, stderr)``."""
+    import os
+    import tempfile
+
+    with tempfile.TemporaryFile() as err:
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            try:
+                os.dup2(err.fileno(), 2)
+                os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+                os.execv(argv[0], argv)
+            finally:
+                os._exit(127)
+        _, status, usage = os.wait4(pid, 0)
+        err.seek(0)
+        return os.waitstatus_to_exitcode(status), usage.ru_maxrss / 1024, err.read().decode()
+
+
+def test_a_registry_of_100000_aliases_is_refused_in_one_line_within_bounded_memory(tmp_path):
+    """The issue's case: 100,000 aliases, 4.3 MB, under the 8 MiB file limit. Parsing it alone took
+    450 MB; the summary pass no longer parses a module over 2 MiB, so the registry is unreadable
+    and the scan says so in one line, far below 500 MB."""
+    import sys
+
+    from auditor.index.summary import MAX_PARSE_BYTES
+
+    root = make_tree(tmp_path)
+    reg = root / MODELS / "registry.py"
+    rows = "".join(f'    "A{i}": ("toy", "ToyV3ForCausalLM"),\n' for i in range(100_000))
+    reg.write_text(reg.read_text().replace("_TEXT_GENERATION_MODELS = {\n", "_TEXT_GENERATION_MODELS = {\n" + rows, 1))
+    assert MAX_PARSE_BYTES < reg.stat().st_size < 8 << 20
+    before = tree_hash(root)
+    for args in (["scan", str(root), "--no-cache", "--no-progress"],
+                 ["fix", str(root), "--model", "ToyV3ForCausalLM", "--apply", "--no-cache", "--no-progress"]):
+        code, rss, err = _peak_rss_mb([sys.executable, "-m", "auditor", *args])
+        assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+        assert "registry.py" in err and "larger than the 2 MiB a module is parsed up to" in err, err
+        assert rss < 500, rss
+    assert tree_hash(root) == before and not (root / ".eagle-audit-backup").exists()
+
+
+def test_a_model_module_over_the_parse_limit_is_unknown_and_the_scan_goes_on(tmp_path):
+    """One oversized model module: its target is unknown with the reason; the others keep their verdicts."""
+    root = make_tree(tmp_path)
+    llama = root / MODELS / "llama.py"
+    llama.write_text(llama.read_text() + "\n_PAD = [\n" + "    0,\n" * 400_000 + "]\n")
+    before = tree_hash(root)
+    r = cli("scan", root, "--no-cache", "--format", "json")
+    assert r.exit_code == 1, r.stdout
+    verdicts = {x["architecture"]: x["verdict"] for x in json.loads(r.stdout)["results"]}
+    assert verdicts["LlamaForCausalLM"] == "unknown" and verdicts["ToyV2ForCausalLM"] == "blocked", verdicts
+    assert "parsed up to" in r.stdout
+    assert tree_hash(root) == before
+
+
 # -- the summary worker pool: a job that cannot reach a worker, or a worker that dies --------------
 
 #: Runs a full scan of the tree in argv[1] with one more extractor (argv[2] says which) on the

@@ -275,6 +275,7 @@ def test_fix_apply_on_site_packages_keeps_the_backup_in_the_tree_and_gate_words_
     assert r.returncode == 0, r.stderr
     assert "restored 4 files from" in r.stderr
     assert not (pkg / ".eagle-audit-backup").exists()
+    assert not (pkg / ".eagle-audit.lock").exists() and not (site / ".eagle-audit.lock").exists()  # the tool's own lock
     assert sorted(os.listdir(site)) == before
 
 

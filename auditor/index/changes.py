@@ -12,7 +12,7 @@ import ast
 
 from auditor.index.facts import ITEMS_OF, ClassFact
 from auditor.index.methods import attr_fact, method_fact
-from auditor.index.syntax import dotted, node_text
+from auditor.index.syntax import dotted, node_text, walk
 
 
 class MemberChangesMixin:
@@ -47,7 +47,7 @@ class MemberChangesMixin:
         heads = [dotted(e) for e in elts]
         if not heads or None in heads:
             # an iterable computed at run time: any class of this module may be among its items
-            heads = [n.id for n in ast.walk(it) if isinstance(n, ast.Name)]
+            heads = [n.id for n in walk(it) if isinstance(n, ast.Name)]
             self.s.foreign_changes.append((ITEMS_OF + node_text(it)[:100] + (f".{rest}" if rest else ""), member,
                                            construct, line))
             for c in self.s.classes.values():

@@ -40,6 +40,74 @@ def _is_word_byte(c: int) -> bool:
     return c in _WORD_BYTES
 
 
+#: ``\\w`` or a dot: the bytes a dotted name is made of.
+_DOTTED_BYTES = _WORD_BYTES | frozenset(b".")
+#: ``exec(``/``eval(`` without what may stand before them (see :func:`_calls_exec`).
+_EXEC_CALL = re.compile(rb"(?:exec|eval)[ \t]*\(")
+#: The other two parts of :data:`_RUNS_TEXT`, each searched only when its words occur.
+_RUNS_TEXT_TYPE = re.compile(rb"(?:Function|Lambda)Type[ \t]*\(")
+_RUNS_TEXT_QUOTED = re.compile(rb"['\"](?:exec|eval)['\"][ \t]*\)[ \t]*\(")
+
+
+def _has_word(text: bytes, needle: bytes) -> bool:
+    """Whether ``needle`` occurs in ``text`` as a whole word: what
+    ``re.search(rb"(?<![\\w])" + needle + rb"(?![\\w])", text)`` finds, by a search for the
+    bytes (a pattern that opens with a look-behind is tried at every position of the text)."""
+    size, end_of_text = len(needle), len(text)
+    i = text.find(needle)
+    while i >= 0:
+        end = i + size
+        if (i == 0 or text[i - 1] not in _WORD_BYTES) and (end == end_of_text or text[end] not in _WORD_BYTES):
+            return True
+        i = text.find(needle, i + 1)
+    return False
+
+
+def _calls_exec(text: bytes, through_builtins: bool) -> bool:
+    """Whether ``text`` calls ``exec``/``eval`` by name: what ``_CALLS_EXEC.search`` finds
+    (``(?<![\\w.])(?:exec|eval)[ \\t]*\\(``), or with ``through_builtins`` the first part of
+    ``_RUNS_TEXT`` (``builtins.exec(`` too), by a search that starts from the words."""
+    for m in _EXEC_CALL.finditer(text):
+        i = m.start()
+        if i == 0 or text[i - 1] not in _DOTTED_BYTES:
+            return True
+        if through_builtins and i >= 9 and text[i - 9:i] == b"builtins." and (
+                i == 9 or text[i - 10] not in _DOTTED_BYTES):
+            return True
+    return False
+
+
+def _runs_text(text: bytes) -> bool:
+    """Whether ``text`` runs text as code: what ``_RUNS_TEXT.search`` finds, each of its three
+    parts searched only when its words occur."""
+    if b"exec" in text or b"eval" in text:
+        if _calls_exec(text, True) or _RUNS_TEXT_QUOTED.search(text) is not None:
+            return True
+    return (b"FunctionType" in text or b"LambdaType" in text) and _RUNS_TEXT_TYPE.search(text) is not None
+
+
+def _dict_owners(text: bytes) -> set[bytes]:
+    """The groups ``_REFLECTED_DICT.finditer(text)`` gives (``([\\w.]+)\\.__dict__``): in each
+    run of word characters and dots that holds ``.__dict__`` after its first byte, the run up to
+    its last ``.__dict__`` (the greedy group). Found from each ``.__dict__``: the pattern, which
+    opens with a repeated class, backtracks from every position of a long text."""
+    out: set[bytes] = set()
+    mark = b".__dict__"
+    i = text.find(mark)
+    while i >= 0:
+        start = i
+        while start > 0 and text[start - 1] in _DOTTED_BYTES:
+            start -= 1
+        end = i
+        while end < len(text) and text[end] in _DOTTED_BYTES:
+            end += 1
+        last = text.rfind(mark, start, end)
+        if last - start >= 1:
+            out.add(text[start:last])
+        i = text.find(mark, end)
+    return out
+
+
 #: How many names :meth:`Resolver.mentioning` looks up by searching the texts before it indexes
 #: every identifier of the tree (a single-target scan asks for a few, a full scan for hundreds).
 _INDEX_AFTER = 40
@@ -308,10 +376,10 @@ class ElsewhereMixin:
             if b"attr(" in text or b"vars(" in text:
                 names.update(m.group(1).rsplit(b".", 1)[-1].decode() for m in _REFLECTED_CALL.finditer(text))
             if b"__dict__" in text:
-                names.update(m.group(1).rsplit(b".", 1)[-1].decode() for m in _REFLECTED_DICT.finditer(text))
+                names.update(g.rsplit(b".", 1)[-1].decode() for g in _dict_owners(text))
             if b"sys.modules" in text and _WRITES_SYS_MODULES.search(text):
                 names.add(_SYS_MODULES)
-            if (b"exec" in text or b"eval" in text or b"Type" in text) and _RUNS_TEXT.search(text):
+            if _runs_text(text):
                 names.add(RUNS_CODE)
             memo[path] = got = frozenset(names)
         return got
@@ -362,8 +430,7 @@ class ElsewhereMixin:
         if index is not None:
             memo[name] = index.get(needle, [])
         else:
-            pat = re.compile(rb"(?<![\w])" + re.escape(needle) + rb"(?![\w])")
-            memo[name] = [p for p, text in texts if needle in text and pat.search(text)]
+            memo[name] = [p for p, text in texts if needle in text and _has_word(text, needle)]
         return memo[name]
 
     def _may_change(self, path: str, names: set[str]) -> bool:
@@ -386,7 +453,7 @@ class ElsewhereMixin:
             hit = anonymous[path] = bool(
                 b"setattr" in text or b"delattr" in text
                 or (b"del" in text and _DEL_STATEMENT.search(text) is not None)
-                or ((b"exec" in text or b"eval" in text) and _CALLS_EXEC.search(text) is not None)
+                or ((b"exec" in text or b"eval" in text) and _calls_exec(text, False))
                 or (b"for" in text and _LOOP_CALL_WRITE.search(text) is not None))
         if hit:
             return True

@@ -40,6 +40,8 @@ from __future__ import annotations
 import ast
 import builtins
 
+from auditor.index.syntax import walk
+
 #: Names every module and class body can load without binding them.
 BUILTIN_NAMES = frozenset(dir(builtins)) | {"__name__", "__file__", "__doc__", "__spec__", "__package__",
                                             "__loader__", "__builtins__", "__path__", "__annotations__",
@@ -90,7 +92,7 @@ def may_bind(tree: ast.Module) -> set[str] | None:
         tree: the module's syntax tree, as parsed (before dead code is pruned).
     """
     names: set[str] = set()
-    for node in ast.walk(tree):
+    for node in walk(tree):
         if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
             return None
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("globals", "vars",
@@ -138,7 +140,7 @@ def class_name_error(cls: ast.ClassDef, bound: set[str]) -> tuple[int, str] | No
     own bindings, in any of its scopes, also count), else None."""
     local: set[str] = set()
     for stmt in cls.body:
-        for n in ast.walk(stmt):
+        for n in walk(stmt):
             local |= bound_by(n)
     for stmt in cls.body:
         if isinstance(stmt, ast.ClassDef):
@@ -173,7 +175,7 @@ def _shallow_bound(body: list[ast.stmt]) -> set[str]:
         elif isinstance(st, (ast.With, ast.AsyncWith)):
             targets = [i.optional_vars for i in st.items if i.optional_vars is not None]
         for t in targets:
-            for n in ast.walk(t):
+            for n in walk(t):
                 if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):  # not X of ``X.a = v``
                     out.add(n.id)
         if isinstance(st, _BLOCKS):
@@ -246,7 +248,7 @@ def import_steps(tree: ast.Module, module: str, is_package: bool) -> list[tuple]
             continue
         if raising and isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Import, ast.ImportFrom,
                                          ast.ClassDef, ast.Delete)):
-            for n in ast.walk(stmt):  # a rebinding of the name: no longer the raising function
+            for n in walk(stmt):  # a rebinding of the name: no longer the raising function
                 if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
                     raising.pop(n.id, None)
             if isinstance(stmt, (ast.Import, ast.ImportFrom)):

@@ -17,7 +17,7 @@ import ast
 from auditor.index.facts import DETAILED_METHODS, AttrFact, LoopFact, MethodFact
 from auditor.index.importsteps import bound_by
 from auditor.index.returns import returns_fact
-from auditor.index.syntax import dotted, iter_stmts, node_text, short_text
+from auditor.index.syntax import dotted, iter_stmts, node_text, short_text, walk
 
 
 def _is_stub_body(body: list[ast.stmt]) -> bool:
@@ -54,7 +54,7 @@ def _is_self_attr(node: ast.AST, attr: str | None = None) -> bool:
 
 
 def _mentions(node: ast.AST, attr: str) -> bool:
-    return any(isinstance(n, ast.Attribute) and n.attr == attr for n in ast.walk(node))
+    return any(isinstance(n, ast.Attribute) and n.attr == attr for n in walk(node))
 
 
 def _loop_fact(loop: ast.For) -> LoopFact | None:
@@ -92,7 +92,7 @@ def _loop_fact(loop: ast.For) -> LoopFact | None:
     captures = False
     capture_list = None
     mixin = False
-    for node in ast.walk(loop):
+    for node in walk(loop):
         if isinstance(node, ast.Call):
             fname = dotted(node.func) or ""
             if fname.endswith("_maybe_add_hidden_state"):
@@ -107,7 +107,7 @@ def _loop_fact(loop: ast.For) -> LoopFact | None:
                 and any(isinstance(op, ast.In) for op in t.ops)
                 and any(_mentions(c, "aux_hidden_state_layers") for c in t.comparators)
             ):
-                appends = [n for b in node.body for n in ast.walk(b)
+                appends = [n for b in node.body for n in walk(b)
                            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "append"]
                 if appends:
                     if not captures:
@@ -123,7 +123,7 @@ def _loop_fact(loop: ast.For) -> LoopFact | None:
         uses_mixin_helper=mixin,
         over_layers=_mentions(it, "layers"),
         capture_list=capture_list,
-        iter_names=tuple(sorted({n.id for n in ast.walk(it) if isinstance(n, ast.Name)})),
+        iter_names=tuple(sorted({n.id for n in walk(it) if isinstance(n, ast.Name)})),
     )
 
 
@@ -136,7 +136,7 @@ def subclass_hook_changes(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[tu
         return []
     me = params[0].arg
     out = []
-    for n in ast.walk(fn):
+    for n in walk(fn):
         if isinstance(n, ast.Attribute) and not isinstance(n.ctx, ast.Load) and isinstance(n.value, ast.Name) \
                 and n.value.id == me:
             out.append((n.attr, node_text(n)[:60], n.lineno))
@@ -167,10 +167,10 @@ def new_returns_other(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
         return bool(v.args) and isinstance(v.args[0], ast.Name) and v.args[0].id == me
 
     own: set[str] = set()
-    for n in ast.walk(fn):
+    for n in walk(fn):
         if isinstance(n, ast.Assign) and makes_own(n.value):
             own.update(node_text(tg) for tg in n.targets if isinstance(tg, (ast.Name, ast.Attribute)))
-    for n in ast.walk(fn):
+    for n in walk(fn):
         if isinstance(n, ast.Return):
             if n.value is None or not (makes_own(n.value) or node_text(n.value) in own):
                 return node_text(n.value)[:60] if n.value is not None else "None"
@@ -201,7 +201,7 @@ def _stores(stmts, params: set[str]) -> tuple[set[str], set[str]]:
     every: set[str] = set()
     for st in stmts:
         if isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and st.value is not None:
-            uses = any(isinstance(n, ast.Name) and n.id in params for n in ast.walk(st.value))
+            uses = any(isinstance(n, ast.Name) and n.id in params for n in walk(st.value))
             for t in (st.targets if isinstance(st, ast.Assign) else [st.target]):
                 for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]):
                     if isinstance(e, ast.Attribute):
@@ -242,7 +242,7 @@ def _init_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef, mf: MethodFact) -> N
     defaults = [None] * (len(pos) - len(a.defaults)) + list(a.defaults)
     mf.params = [(p.arg, short_text(d) if d is not None else None) for p, d in zip(pos, defaults)][1:]
     mf.params += [(p.arg, short_text(d) if d is not None else None) for p, d in zip(a.kwonlyargs, a.kw_defaults)]
-    for node in ast.walk(fn):
+    for node in walk(fn):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
             continue
         if mf.super_init is None and _is_super_call(node, "__init__"):
@@ -298,7 +298,7 @@ def method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
         # small methods: every name and attribute they reference, and delegations
         names: set[str] = set()
         attrs: set[str] = set()
-        for node in ast.walk(fn):
+        for node in walk(fn):
             if isinstance(node, ast.Name):
                 names.add(node.id)
             elif isinstance(node, ast.Attribute):
@@ -375,7 +375,7 @@ def method_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodFact:
         if helpers:
             a = fn.args
             local = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if x is not None}
-            for node in ast.walk(fn):
+            for node in walk(fn):
                 if node is not fn:
                     local |= bound_by(node)
             for lf in mf.loops:
@@ -398,9 +398,9 @@ def attr_names(fn: ast.FunctionDef | ast.AsyncFunctionDef, key: ast.expr) -> lis
     if isinstance(key, ast.Constant) and isinstance(key.value, str):
         return [key.value]
     if isinstance(key, ast.Name):
-        stores = [n for n in ast.walk(fn)
+        stores = [n for n in walk(fn)
                   if isinstance(n, ast.Name) and n.id == key.id and not isinstance(n.ctx, ast.Load)]
-        loops = [st for st in ast.walk(fn) if isinstance(st, ast.For) and isinstance(st.target, ast.Name)
+        loops = [st for st in walk(fn) if isinstance(st, ast.For) and isinstance(st.target, ast.Name)
                  and st.target.id == key.id and isinstance(st.iter, (ast.Tuple, ast.List))]
         if len(stores) == 1 and len(loops) == 1 and all(
                 isinstance(e, ast.Constant) and isinstance(e.value, str) for e in loops[0].iter.elts):
@@ -423,7 +423,7 @@ def _drop_reset_captures(fn: ast.FunctionDef | ast.AsyncFunctionDef, loops: list
         for lf in live:
             name = lf.capture_list
             if isinstance(st, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in st.targets) \
-                    and not any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(st.value)):
+                    and not any(isinstance(n, ast.Name) and n.id == name for n in walk(st.value)):
                 lf.captures, lf.reset_line = False, st.lineno  # ``remote + aux`` would keep what was captured
             elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and dotted(st.value.func) == f"{name}.clear":
                 lf.captures, lf.reset_line = False, st.lineno
@@ -437,7 +437,7 @@ def self_rebound_line(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int | None:
                          for d in fn.decorator_list):
         return None
     me = params[0].arg
-    for n in ast.walk(fn):
+    for n in walk(fn):
         if isinstance(n, ast.Name) and n.id == me and isinstance(n.ctx, ast.Store):
             return n.lineno
     return None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 
 from auditor.index.facts import RUNS_CODE, ClassFact
-from auditor.index.syntax import COMPOUND, construct_text, dict_owner, dotted, node_text
+from auditor.index.syntax import COMPOUND, construct_text, dict_owner, dotted, node_text, walk
 
 
 #: the calls that run text as code (``types.FunctionType(code, globals)`` makes a function of a
@@ -46,7 +46,7 @@ def _names_in(tree: ast.AST) -> set[str]:
     """Every name a piece of code mentions or binds: names, ``global`` names, what its imports
     bind, the functions and classes it defines; ``"*"`` when it star-imports."""
     out: set[str] = set()
-    for n in ast.walk(tree):
+    for n in walk(tree):
         if isinstance(n, ast.Name):
             out.add(n.id)
         elif isinstance(n, (ast.Global, ast.Nonlocal)):
@@ -87,7 +87,7 @@ class NamespacesMixin:
                         stack.extend(h.body)
                     for c in getattr(st, "cases", ()) or ():
                         stack.extend(c.body)
-        for node in ast.walk(tree) if self.dynamic else ():
+        for node in walk(tree) if self.dynamic else ():
             if isinstance(node, ast.Subscript) and not isinstance(node.ctx, ast.Load) and is_globals(node.value):
                 key = node.slice
                 name = key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else "*"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 
 from auditor.index.facts import ReturnsFact
-from auditor.index.syntax import COMPOUND, dotted, node_text, short_text
+from auditor.index.syntax import COMPOUND, dotted, node_text, short_text, walk
 
 
 def _return_entry(value: ast.expr | None, conds: tuple) -> tuple:
@@ -96,8 +96,8 @@ def returns_fact(fn: ast.FunctionDef | ast.AsyncFunctionDef, depth: int = 0) -> 
     defaults = {p.arg: short_text(d) for p, d in zip(pos[len(pos) - len(a.defaults):], a.defaults)}
     fact = ReturnsFact(params=[p.arg for p in pos], defaults=defaults)
     if depth:
-        fact.calls = frozenset(d for n in ast.walk(fn) if isinstance(n, ast.Call) and (d := dotted(n.func)))
-        fact.passes = frozenset(d for n in ast.walk(fn) if isinstance(n, ast.Call) and (d := dotted(n.func))
+        fact.calls = frozenset(d for n in walk(fn) if isinstance(n, ast.Call) and (d := dotted(n.func)))
+        fact.passes = frozenset(d for n in walk(fn) if isinstance(n, ast.Call) and (d := dotted(n.func))
                                 and _passes_own_arguments(fn, n))
     if isinstance(fn, ast.AsyncFunctionDef):
         fact.returns.append(("other", "a coroutine", (), ()))

@@ -22,6 +22,7 @@ from auditor.index.syntax import (
     node_text,
     resolve_relative,
     short_text,
+    walk,
 )
 
 _DOTTED_TEXT = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
@@ -58,11 +59,11 @@ class _Locals:
                         if isinstance(t, ast.Name):
                             local.add(t.id)
                         else:
-                            local.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name)
+                            local.update(n.id for n in walk(t) if isinstance(n, ast.Name)
                                          and isinstance(n.ctx, ast.Store))
                 elif isinstance(st, (ast.With, ast.AsyncWith)):
                     local.update(n.id for i in st.items if i.optional_vars is not None
-                                 for n in ast.walk(i.optional_vars) if isinstance(n, ast.Name))
+                                 for n in walk(i.optional_vars) if isinstance(n, ast.Name))
                 elif isinstance(st, ast.Global):
                     glob.update(st.names)
             self._names = (local - glob) | _OWN
@@ -268,7 +269,7 @@ class ScopesMixin:
             elif isinstance(t, ast.Name):
                 bound.setdefault(t.id, []).append(v)
             else:
-                for n in ast.walk(t):
+                for n in walk(t):
                     if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                         bound.setdefault(n.id, []).append(v if v is None else ast.Tuple(elts=[v]))
 
@@ -283,7 +284,7 @@ class ScopesMixin:
                 for t, v in tgts:
                     bind(t, ast.Tuple(elts=[v]))  # an item of it: not the value itself
         if self.walrus:  # the source holds ``:=``
-            for n in ast.walk(fn):
+            for n in walk(fn):
                 if isinstance(n, ast.NamedExpr) and isinstance(n.target, ast.Name):
                     bind(n.target, n.value)
         aliases: dict[str, str | None] = {}
@@ -296,7 +297,7 @@ class ScopesMixin:
                 aliases[name] = None
                 if d is not None and _DOTTED_TEXT.fullmatch(d) and (d == me or d.startswith(me + ".")):
                     aliases[name] = "self" + d[len(me):]
-                elif any(x is not None and any(isinstance(n, ast.Name) and n.id == me for n in ast.walk(x))
+                elif any(x is not None and any(isinstance(n, ast.Name) and n.id == me for n in walk(x))
                          for x in values):
                     aliases[name] = "self.?"  # an object reached from the instance, not followed
             return aliases[name]
@@ -324,7 +325,7 @@ class ScopesMixin:
             p = path_of(head)
             if p is None:
                 continue
-            reads = node is not None and any(isinstance(n, ast.Name) and n.id in given for n in ast.walk(node))
+            reads = node is not None and any(isinstance(n, ast.Name) and n.id in given for n in walk(node))
             cf.instance_writes.append((f"{p}.{member}" if p else member, value, fn.name, line, reads))
 
     def _reflective(self, body: list[ast.stmt], local: set[str], label: str | None) -> None:

@@ -31,6 +31,7 @@ from auditor.index.syntax import (
     node_text,
     resolve_relative,
     short_text,
+    walk,
 )
 
 
@@ -94,7 +95,7 @@ class StatementsMixin:
                 for t, v in zip(target.elts, elts):
                     self._unpack(t, v, line, guarded, type_checking)
                 return
-            for n in ast.walk(target):
+            for n in walk(target):
                 if isinstance(n, ast.Name):
                     self._mark(n.id, f"tuple unpacking (line {line})", line)
         elif isinstance(target, ast.Attribute) and self._namespace_of(target.value, "module") == "module":
@@ -118,7 +119,7 @@ class StatementsMixin:
                 self._assign_name(key.value, value, line, guarded, type_checking)
 
     def _bind_names_of(self, target: ast.AST, construct: str, line: int) -> None:
-        for n in ast.walk(target):
+        for n in walk(target):
             if isinstance(n, ast.Name):
                 self._mark(n.id, construct, line)
             elif isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name:
@@ -274,7 +275,7 @@ class StatementsMixin:
         ff.gives = returns_fact(fn)
         local_classes: dict[str, str] = {}
         # statements are enough (imports, classes, returns) unless this module rewrites bases
-        nodes = ast.walk(fn) if self.track_bases else iter_stmts(fn.body)
+        nodes = walk(fn) if self.track_bases else iter_stmts(fn.body)
         for node in nodes:
             if self.track_bases:
                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):

@@ -2,7 +2,7 @@
 
 Module names from paths (:func:`module_name_for`, :func:`resolve_relative`), dotted names and short
 texts of expressions (:func:`dotted`, :func:`node_text`, :func:`short_text`, :func:`head_of`), the
-statements of a block (:func:`iter_stmts`, :data:`COMPOUND`), a statement that changes a container
+statements of a block (:func:`iter_stmts`, :data:`COMPOUND`, :func:`walk`, :func:`walk_statements`), a statement that changes a container
 (:func:`container_change`), and positions and parents (:func:`char_position`, :class:`ParentMap`).
 """
 
@@ -112,6 +112,48 @@ def iter_stmts(body: list[ast.stmt]):
             stack.extend(reversed(c.body))
 
 
+#: The fields that hold statements, handlers or cases, in the order of every node's ``_fields``
+#: (a ``try``: body, handlers, orelse, finalbody).
+_STATEMENT_FIELDS = ("body", "handlers", "orelse", "finalbody", "cases")
+
+
+def walk(node: ast.AST):
+    """Every node of ``node``'s tree, ``node`` first, in exactly the order of :func:`ast.walk`
+    (the same breadth-first walk over each node's ``_fields``), with less overhead per node: the
+    summary pass walks whole functions and modules many times."""
+    from collections import deque
+
+    todo = deque([node])
+    pop, append, extend = todo.popleft, todo.append, todo.extend
+    node_type = ast.AST
+    while todo:
+        n = pop()
+        for name in n._fields:
+            v = getattr(n, name, None)
+            if isinstance(v, node_type):
+                append(v)
+            elif isinstance(v, list):
+                extend([x for x in v if isinstance(x, node_type)])
+        yield n
+
+
+def walk_statements(tree: ast.AST):
+    """The nodes of ``tree`` that are statements (``tree`` itself first, then every statement,
+    handler and ``case``, nested functions and classes included), in exactly the order
+    :func:`ast.walk` yields them: the same breadth-first walk, which skips the expressions (they
+    never hold a statement), so a search for definitions finds them in the same order, faster."""
+    from collections import deque
+
+    todo = deque([tree])
+    while todo:
+        node = todo.popleft()
+        for name in _STATEMENT_FIELDS:
+            sub = getattr(node, name, None)
+            if isinstance(sub, list):
+                todo.extend(sub)
+        yield node
+
+
 def head_of(node: ast.AST) -> str:
     """The head of a member change as written: a dotted name, ``getattr(X, "a")`` as ``X.a``,
     else the expression's text (``getattr(llama, NAME)``: an object computed at run time)."""
@@ -173,10 +215,26 @@ class ParentMap:
     """Parent links of a syntax tree, to find the function that encloses a node."""
 
     def __init__(self, tree: ast.AST):
-        self.parent: dict[ast.AST, ast.AST] = {}
-        for p in ast.walk(tree):
-            for c in ast.iter_child_nodes(p):
-                self.parent[c] = p
+        from collections import deque
+
+        parent: dict[ast.AST, ast.AST] = {}
+        self.parent = parent
+        # the walk of :func:`walk`, recording each node's children as it queues them (the links
+        # in the order ``ast.walk``/``ast.iter_child_nodes`` give them)
+        todo = deque([tree])
+        node_type = ast.AST
+        while todo:
+            p = todo.popleft()
+            for name in p._fields:
+                v = getattr(p, name, None)
+                if isinstance(v, node_type):
+                    parent[v] = p
+                    todo.append(v)
+                elif isinstance(v, list):
+                    for c in v:
+                        if isinstance(c, node_type):
+                            parent[c] = p
+                            todo.append(c)
 
     def enclosing_function(self, node: ast.AST) -> ast.AST | None:
         """The function definition that contains ``node``, or None at module level."""

@@ -19,6 +19,8 @@ import builtins
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from auditor.index.syntax import walk
+
 
 class Undecided(Exception):
     """The value depends on something other than the method (a run option, the target, a call)."""
@@ -146,15 +148,15 @@ def bindings(owner: ast.AST, changes_in: ast.AST | None = None) -> Bindings:
         args = owner.args
         b.params |= {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg] if a}
     whole = changes_in or owner
-    for n in ast.walk(whole):
+    for n in walk(whole):
         if _writes_globals(n):
             b.changes.setdefault("*", n)
         for name in _changed_name(n):
             b.changes.setdefault(name, n)
     if isinstance(whole, ast.Module):  # a ``global x`` in a function that binds x there binds the module's x
-        for fn in (f for f in ast.walk(whole) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))):
-            declared = {g for st in ast.walk(fn) if isinstance(st, ast.Global) for g in st.names}
-            for n in ast.walk(fn):
+        for fn in (f for f in walk(whole) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))):
+            declared = {g for st in walk(fn) if isinstance(st, ast.Global) for g in st.names}
+            for n in walk(fn):
                 if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)) and n.id in declared:
                     b.other.setdefault(n.id, n)
     return b
@@ -294,7 +296,7 @@ class Scope:
     def _owner(self) -> ast.ClassDef | None:
         """The class whose body defines this scope's function (found once)."""
         if not hasattr(self, "_cls"):
-            self._cls = next((c for c in ast.walk(self.module) if isinstance(c, ast.ClassDef) and self.fn in c.body),
+            self._cls = next((c for c in walk(self.module) if isinstance(c, ast.ClassDef) and self.fn in c.body),
                              None)
         return self._cls
 

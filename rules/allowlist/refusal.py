@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import ast
 import builtins
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Iterator
 
 from auditor.index.syntax import ParentMap
 from rules.allowlist.evaluate import Evaluator as _Eval
 from rules.allowlist.evaluate import is_name as _is_name
 from rules.allowlist.validators import is_method as _is_method
-from rules.allowlist.names import Scope, Undecided, Unfollowed, bindings, own_nodes
+from rules.allowlist.names import Scope, Undecided, Unfollowed, bindings
 from rules.allowlist.validators import CallGraph, call_graph, shadowed_functions
 
 #: The speculative methods a refusal is evaluated for (those of the engines, ``Engine.methods``).
@@ -101,8 +102,35 @@ def _exits(body: list[ast.stmt]) -> bool | None:
     return None if inner else False
 
 
+_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _child_stmts(n: ast.AST) -> Iterator[ast.stmt]:
+    """The statements directly under ``n`` (its bodies, ``else``, ``finally``, handlers, cases)."""
+    for name in ("body", "orelse", "finalbody"):
+        seq = getattr(n, name, None)
+        if isinstance(seq, list):
+            yield from seq
+    for h in getattr(n, "handlers", ()):
+        yield from h.body
+    for c in getattr(n, "cases", ()):
+        yield from c.body
+
+
 def _has_return(st: ast.stmt) -> bool:
-    return isinstance(st, ast.Return) or any(isinstance(n, ast.Return) for n in own_nodes(st))
+    """Whether ``st`` is or holds a ``return`` of its own scope (one in a function or class
+    nested in it does not count; ``st`` itself, even a ``def``, is looked into). Only statements
+    are walked: an expression never holds a ``return``."""
+    if isinstance(st, ast.Return):
+        return True
+    stack = list(_child_stmts(st))
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Return):
+            return True
+        if not isinstance(n, _NESTED):
+            stack.extend(_child_stmts(n))
+    return False
 
 
 def _returns(stmts: list[ast.stmt], ev: "_Eval") -> Reach:
@@ -148,6 +176,15 @@ def _before(node: ast.AST, child: ast.AST) -> list[ast.stmt]:
     return []
 
 
+def _where(node: ast.AST) -> str | None:
+    """How a finding names the enclosing construct ``node``: its first source line and its line
+    (None for a node without a position). Built only when a finding shows it: unparsing a long
+    ``if`` or function to keep its first line is the costly part of :func:`reach`."""
+    if not hasattr(node, "lineno"):
+        return None
+    return f"`{ast.unparse(node).splitlines()[0][:60]}` (line {getattr(node, 'lineno', '?')})"
+
+
 def reach(stmt: ast.stmt, fn: ast.AST, parents: ParentMap, ev: "_Eval", raises: bool,
           raised: str | None = None) -> Reach:
     """How ``stmt`` of the function ``fn`` runs when ``fn`` runs with the method of ``ev``, and, for
@@ -164,8 +201,6 @@ def reach(stmt: ast.stmt, fn: ast.AST, parents: ParentMap, ev: "_Eval", raises: 
         out.add(early.how, early.what)
         if node is fn:
             break
-        where = f"`{ast.unparse(node).splitlines()[0][:60]}` (line {getattr(node, 'lineno', '?')})" \
-            if hasattr(node, "lineno") else None
         try:
             if isinstance(node, ast.If):
                 ev.at = node
@@ -201,20 +236,20 @@ def reach(stmt: ast.stmt, fn: ast.AST, parents: ParentMap, ev: "_Eval", raises: 
                     if ends:
                         out.add(NEVER)
                     elif ends is None:
-                        out.add(UNFOLLOWED, f"the `finally` block of {where}")
+                        out.add(UNFOLLOWED, f"the `finally` block of {_where(node)}")
             elif isinstance(node, (ast.With, ast.AsyncWith)):
                 if raises:
-                    out.add(UNFOLLOWED, where)
+                    out.add(UNFOLLOWED, _where(node))
             elif isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
-                out.add(UNFOLLOWED, where)
+                out.add(UNFOLLOWED, _where(node))
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-                out.add(UNFOLLOWED, f"the nested function {where}")  # when and how it is called is not followed
+                out.add(UNFOLLOWED, f"the nested function {_where(node)}")  # when and how it is called is not followed
             elif isinstance(node, ast.ClassDef):
                 out.add(CONDITIONAL)
         except Undecided:
             out.add(CONDITIONAL)
         except Unfollowed as e:
-            out.add(UNFOLLOWED, f"{e.what} in {where}" if where else e.what)
+            out.add(UNFOLLOWED, f"{e.what} in {_where(node)}" if hasattr(node, "lineno") else e.what)
         child, node = node, parents.parent.get(node)
     out.read = ev.read
     return out
@@ -303,15 +338,23 @@ def method_refusals(tree: ast.Module, parents: ParentMap | None = None) -> list[
 
 @dataclass
 class _Module:
-    """A config module being read: its tree, parent links, :class:`CallGraph` and bindings."""
+    """A config module being read: its tree, parent links, :class:`CallGraph` and bindings (and
+    the :class:`Scope` of each of its functions, built once: a scope is only read)."""
 
     tree: ast.Module
     parents: ParentMap
     graph: CallGraph
     mb: object
+    scopes: dict = field(default_factory=dict)
 
     def scope(self, fn: ast.AST) -> Scope:
-        """The :class:`Scope` of the validation function ``fn``."""
+        """The :class:`Scope` of the validation function ``fn`` (built once per function)."""
+        hit = self.scopes.get(fn)
+        if hit is None:
+            hit = self.scopes[fn] = self._scope(fn)
+        return hit
+
+    def _scope(self, fn: ast.AST) -> Scope:
         refs = self.graph.references.get(fn)
         passed = None
         if refs:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from auditor.index.syntax import walk, walk_statements
+
 
 def is_method(node: ast.AST) -> bool:
     """``<name>.method`` or ``getattr(<name>, "method")``: the speculative method read."""
@@ -25,7 +27,7 @@ def shadowed_functions(tree: ast.Module) -> set[ast.AST]:
     with ``@<name>.<attr>`` (a property's setter) or ``@overload`` builds on the earlier one and
     does not count."""
     out: set[ast.AST] = set()
-    for body_owner in ast.walk(tree):
+    for body_owner in walk(tree):
         body = getattr(body_owner, "body", None)
         if not isinstance(body, list):
             continue
@@ -110,7 +112,7 @@ def call_graph(tree: ast.Module) -> CallGraph:
     graph = CallGraph()
     out = graph.functions
     todo: list[tuple[ast.AST, dict]] = []
-    for cls in (st for st in ast.walk(tree) if isinstance(st, ast.ClassDef)):
+    for cls in (st for st in walk_statements(tree) if isinstance(st, ast.ClassDef)):
         methods = _class_methods(cls, classes)
         for name, fn in methods.items():
             if fn not in cls.body:
@@ -124,8 +126,8 @@ def call_graph(tree: ast.Module) -> CallGraph:
         if fn in out:
             continue
         out[fn] = set()
-        calls = {id(n.func) for n in ast.walk(fn) if isinstance(n, ast.Call)}
-        for node in ast.walk(fn):
+        calls = {id(n.func) for n in walk(fn) if isinstance(n, ast.Call)}
+        for node in walk(fn):
             target = node.func if isinstance(node, ast.Call) else node
             if not isinstance(node, ast.Call) and (id(node) in calls or not isinstance(getattr(node, "ctx", None), ast.Load)):
                 continue

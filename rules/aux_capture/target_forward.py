@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from auditor.cache import cacheable
 from auditor.index.summary import Extractor
+from auditor.index.syntax import walk
 
 
 @cacheable
@@ -53,7 +54,7 @@ def _drops(fn: ast.FunctionDef) -> tuple[str, str, int] | None:
     """``(head, construct, line)`` of the first place ``fn`` takes a holder call's result apart."""
     results: dict[str, str] = {}
     returned: list[ast.AST] = []
-    nodes = list(ast.walk(fn))
+    nodes = list(walk(fn))
     for n in nodes:
         if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
             head = _self_call_head(n.value)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from auditor.cache import cacheable
 from auditor.index.summary import Extractor
-from auditor.index.syntax import ParentMap
+from auditor.index.syntax import ParentMap, walk
 
 #: The drafter config key.
 KEY = "eagle_aux_hidden_state_layer_ids"
@@ -50,7 +50,7 @@ def _called_name(call: ast.Call) -> str:
 
 def _setter_call(fn: ast.AST) -> int | None:
     """The line of the first ``<x>.set_aux_hidden_state_layers(...)`` call inside ``fn``, or None."""
-    lines = [n.lineno for n in ast.walk(fn) if isinstance(n, ast.Call) and _called_name(n) == SETTER]
+    lines = [n.lineno for n in walk(fn) if isinstance(n, ast.Call) and _called_name(n) == SETTER]
     return min(lines) if lines else None
 
 
@@ -63,10 +63,10 @@ def _setter_for(tree: ast.Module, reader: ast.AST | None) -> tuple[str, int | No
     line = _setter_call(reader)
     if line is not None:
         return reader.name, line
-    for fn in ast.walk(tree):
+    for fn in walk(tree):
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn is reader:
             continue
-        if any(isinstance(n, ast.Call) and _called_name(n) == reader.name for n in ast.walk(fn)):
+        if any(isinstance(n, ast.Call) and _called_name(n) == reader.name for n in walk(fn)):
             line = _setter_call(fn)
             if line is not None:
                 return fn.name, line
@@ -78,7 +78,7 @@ def extract_reads(tree: ast.Module) -> list[LayerIdsReadFact]:
     ``set_aux_hidden_state_layers`` it feeds (see :class:`LayerIdsReadFact`)."""
     out = []
     pm: ParentMap | None = None
-    for n in ast.walk(tree):
+    for n in walk(tree):
         hit = False
         if isinstance(n, ast.Call) and len(n.args) >= 1:
             fn = n.func

@@ -22,10 +22,12 @@ it has one (so that a subclass overriding the sharing without the guard, as 0.27
 from __future__ import annotations
 
 import ast
+
 from dataclasses import dataclass, field
 
 from auditor.cache import cacheable
 from auditor.index.summary import Extractor
+from auditor.index.syntax import walk, walk_statements
 
 
 @cacheable
@@ -89,13 +91,13 @@ def extract_draft_widths(tree: ast.Module) -> list[DraftWidthFact]:
     ``W`` (see the module docstring), or that builds ``self.model`` from a class (kept so that a
     drafter's outer class leads to its inner model)."""
     out = []
-    for cls in [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]:
+    for cls in [n for n in walk_statements(tree) if isinstance(n, ast.ClassDef)]:
         ms = _methods(cls)
         init = ms.get("__init__")
         if init is None:
             continue
         fact = DraftWidthFact(cls.name, cls.lineno)
-        for n in ast.walk(init):
+        for n in walk(init):
             if not isinstance(n, ast.Assign) or not isinstance(n.value, ast.Call):
                 continue
             for t in n.targets:
@@ -112,7 +114,7 @@ def extract_draft_widths(tree: ast.Module) -> list[DraftWidthFact]:
                     if half is not None:
                         fact.projection, fact.projection_width, fact.projection_line = attr, ast.unparse(half), n.lineno
         fwd = ms.get("forward")
-        for n in ast.walk(fwd) if fwd is not None else ():
+        for n in walk(fwd) if fwd is not None else ():
             if (isinstance(n, ast.Call) and n.args and isinstance(n.args[0], (ast.List, ast.Tuple))
                     and len(n.args[0].elts) == 2
                     and ((isinstance(n.func, ast.Attribute) and n.func.attr in ("cat", "concat", "concatenate"))
@@ -130,7 +132,7 @@ def extract_draft_widths(tree: ast.Module) -> list[DraftWidthFact]:
 
 def _shape_read(node: ast.AST) -> bool:
     """``<x>.weight.shape[...]`` or ``<x>.weight.size(...)`` somewhere in ``node``."""
-    for n in ast.walk(node):
+    for n in walk(node):
         if isinstance(n, ast.Attribute) and n.attr in ("shape", "size") and isinstance(n.value, ast.Attribute) \
                 and n.value.attr == "weight":
             return True
@@ -139,12 +141,12 @@ def _shape_read(node: ast.AST) -> bool:
 
 def _mentions(node: ast.AST, word: str) -> bool:
     return any((isinstance(n, ast.Attribute) and n.attr == word) or (isinstance(n, ast.Constant) and n.value == word)
-               for n in ast.walk(node))
+               for n in walk(node))
 
 
 def _assigns_draft_embedding(fn: ast.AST) -> bool:
     """``self.model.model.embed_tokens = ...`` (or ``self.model.embed_tokens = ...``)."""
-    for n in ast.walk(fn):
+    for n in walk(fn):
         if isinstance(n, ast.Assign):
             for t in n.targets:
                 if isinstance(t, ast.Attribute) and t.attr == "embed_tokens" and "self.model" in ast.unparse(t):
@@ -156,7 +158,7 @@ def _width_guard(fn: ast.FunctionDef) -> tuple[int, bool] | None:
     """``(line, eagle_only)`` of the ``if A != B:`` whose body sets a ``share*`` name False, A and B
     assigned from ``.weight.shape`` reads in the same function."""
     dims = set()
-    for n in ast.walk(fn):
+    for n in walk(fn):
         if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) and _shape_read(n.value):
             dims.add(n.targets[0].id)
 
@@ -189,7 +191,7 @@ def extract_sharers(tree: ast.Module) -> list[SharerFact]:
     """Every proposer method that puts the target's embedding into the draft, with its width guard
     when it has one (see the module docstring)."""
     out = []
-    for cls in [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]:
+    for cls in [n for n in walk_statements(tree) if isinstance(n, ast.ClassDef)]:
         for name, fn in _methods(cls).items():
             if not _assigns_draft_embedding(fn):
                 continue

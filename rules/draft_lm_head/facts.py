@@ -18,10 +18,12 @@ self.model.lm_head.weight)``, reached when the drafter's ``has_own_lm_head`` is 
 from __future__ import annotations
 
 import ast
+
 from dataclasses import dataclass, field
 
 from auditor.cache import cacheable
 from auditor.index.summary import Extractor
+from auditor.index.syntax import walk, walk_statements
 
 
 @cacheable
@@ -70,7 +72,7 @@ def _dotted(e: ast.AST) -> str | None:
 def extract_inits(tree: ast.Module) -> list[InitFact]:
     """Every class with an ``__init__``, as :class:`InitFact`."""
     out = []
-    for cls in [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]:
+    for cls in [n for n in walk_statements(tree) if isinstance(n, ast.ClassDef)]:
         ms = {f.name: f for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
         init = ms.get("__init__")
         lw = ms.get("load_weights")
@@ -78,9 +80,9 @@ def extract_inits(tree: ast.Module) -> list[InitFact]:
             continue
         lm = init is not None and any(isinstance(n, (ast.Assign, ast.AnnAssign)) and any(
             isinstance(t, ast.Attribute) and t.attr == "lm_head" and isinstance(t.value, ast.Name) and t.value.id == "self"
-            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])) for n in ast.walk(init))
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])) for n in walk(init))
         parent = None
-        for n in ast.walk(init) if init is not None else ():
+        for n in walk(init) if init is not None else ():
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "__init__":
                 v = n.func.value
                 if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "super":
@@ -91,12 +93,12 @@ def extract_inits(tree: ast.Module) -> list[InitFact]:
                     parent = d
                     break
         skips = False
-        calls = sorted({n.func.id for n in ast.walk(lw) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        calls = sorted({n.func.id for n in walk(lw) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
                        if lw is not None else set())
-        for n in ast.walk(lw) if lw is not None else ():
+        for n in walk(lw) if lw is not None else ():
             if isinstance(n, ast.keyword) and n.arg == "skip_prefixes":
                 skips = any(isinstance(c, ast.Constant) and isinstance(c.value, str) and c.value.startswith("lm_head")
-                            for c in ast.walk(n.value))
+                            for c in walk(n.value))
                 if skips:
                     break
         out.append(InitFact(cls.name, cls.lineno, lm, parent, skips, init is not None, calls))
@@ -114,23 +116,23 @@ def extract_lm_head_sharing(tree: ast.Module) -> list[LmHeadShareFact]:
     of ``self.model.lm_head`` (not a ``del`` or an assignment of it; ``hasattr(self.model.lm_head,
     ...)`` reads it) and the ``has_own_lm_head`` test."""
     out = []
-    for cls in [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]:
+    for cls in [n for n in walk_statements(tree) if isinstance(n, ast.ClassDef)]:
         for fn in cls.body:
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             shares = any(isinstance(n, ast.Assign) and any(_is_draft_head(t) for t in n.targets)
-                         and isinstance(n.value, ast.Attribute) and n.value.attr == "lm_head" for n in ast.walk(fn))
+                         and isinstance(n.value, ast.Attribute) and n.value.attr == "lm_head" for n in walk(fn))
             if not shares:
                 continue
             guarded: set[int] = set()
-            for n in ast.walk(fn):
+            for n in walk(fn):
                 if isinstance(n, ast.Delete):
-                    guarded |= {id(x) for t in n.targets for x in ast.walk(t)}
+                    guarded |= {id(x) for t in n.targets for x in walk(t)}
                 if isinstance(n, ast.Assign):
                     guarded |= {id(t) for t in n.targets}
-            reads = sorted(n.lineno for n in ast.walk(fn) if _is_draft_head(n) and id(n) not in guarded
+            reads = sorted(n.lineno for n in walk(fn) if _is_draft_head(n) and id(n) not in guarded
                            and isinstance(n.ctx, ast.Load))
-            flags = sorted(n.lineno for n in ast.walk(fn) if isinstance(n, ast.Constant) and n.value == "has_own_lm_head")
+            flags = sorted(n.lineno for n in walk(fn) if isinstance(n, ast.Constant) and n.value == "has_own_lm_head")
             out.append(LmHeadShareFact(cls.name, fn.name, fn.lineno, reads[0] if reads else None,
                                        flags[0] if flags else None))
     return out
@@ -154,7 +156,7 @@ def extract_flag_setters(tree: ast.Module) -> list[str]:
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
                 isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) and n.value.value is True
                 and any(isinstance(t, ast.Attribute) and t.attr == "has_own_lm_head" for t in n.targets)
-                for n in ast.walk(fn)):
+                for n in walk(fn)):
             out.append(fn.name)
     return out
 
@@ -162,7 +164,7 @@ def extract_flag_setters(tree: ast.Module) -> list[str]:
 def extract_head_methods(tree: ast.Module) -> list[str]:
     """``Class.method`` for every method of a proposer module whose name mentions ``lm_head`` (a
     subclass overriding the base's head sharing, as 0.33.0's ``Step3p5MTPProposer``)."""
-    return sorted({f"{c.name}.{f.name}" for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for f in c.body
+    return sorted({f"{c.name}.{f.name}" for c in walk_statements(tree) if isinstance(c, ast.ClassDef) for f in c.body
                    if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and "lm_head" in f.name})
 
 

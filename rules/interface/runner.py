@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from auditor.cache import cacheable
 from auditor.index.providers import FactProvider
 from auditor.index.summary import Extractor
+from auditor.index.syntax import walk
 
 #: The target's method the runner calls.
 SETTER = "set_aux_hidden_state_layers"
@@ -118,7 +119,7 @@ def _writes(cls: ast.ClassDef, flag: str) -> list[tuple[str, int, bool, bool]]:
         if not isinstance(m, _FUNCS):
             continue
         top = {id(s) for s in m.body}
-        for n in ast.walk(m):
+        for n in walk(m):
             targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(
                 n, (ast.AnnAssign, ast.AugAssign)) else []
             for t in targets:
@@ -180,7 +181,7 @@ def extract_setter_calls(tree: ast.Module) -> list[SetterCallFact]:
     it from running (see :class:`SetterCallFact`)."""
     parent: dict = {}
     calls = []
-    for p in ast.walk(tree):
+    for p in walk(tree):
         for c in ast.iter_child_nodes(p):
             parent[c] = p
         if isinstance(p, ast.Call) and isinstance(p.func, ast.Attribute) and p.func.attr == SETTER:

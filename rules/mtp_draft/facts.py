@@ -22,7 +22,7 @@ from auditor.cache import cacheable
 from auditor.index.evaluate import Evaluator
 from auditor.index.providers import FactProvider, ModuleAst
 from auditor.index.summary import Extractor
-from auditor.index.syntax import dotted
+from auditor.index.syntax import dotted, walk, walk_statements
 from auditor.index.values import (
     TOP,
     UNKNOWN_ITEM,
@@ -73,17 +73,17 @@ def extract_rewrite(tree: ast.Module) -> list[MtpRewriteFact]:
     ``architectures`` under branches (see the module docstring)."""
     out = []
     owners: dict[int, str] = {}
-    for node in ast.walk(tree):
+    for node in walk(tree):
         if isinstance(node, ast.ClassDef):
             for b in node.body:
                 owners[id(b)] = node.name
-    for fn in ast.walk(tree):
+    for fn in walk(tree):
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         params = [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs]
         roots: dict[str, int] = {}
         updates = 0
-        for n in ast.walk(fn):
+        for n in walk(fn):
             if isinstance(n, ast.Assign):
                 for t in n.targets:
                     if (isinstance(t, ast.Attribute) and t.attr == "model_type" and isinstance(t.value, ast.Name)
@@ -164,7 +164,7 @@ def extract_methods(tree: ast.Module) -> list[MtpMethodsFact]:
             module_names[s.target.id] = s.value
             lines[s.target.id] = s.lineno
     out = []
-    for node in ast.walk(tree):
+    for node in walk(tree):
         if not isinstance(node, ast.If):
             continue
         sets_mtp = any(isinstance(s, ast.Assign) and isinstance(s.value, ast.Constant) and s.value.value == "mtp"
@@ -448,13 +448,13 @@ class DraftModelHook(FactProvider):
 
 def _draft_model_hook_line(tree: ast.Module, function: str) -> int | None:
     """The line of the first such call in the parsed module ``tree`` (None when there is none)."""
-    defs = {n.name: n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    defs = {n.name: n for n in walk_statements(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
     def named(e: ast.AST) -> str | None:
         return e.attr if isinstance(e, ast.Attribute) else e.id if isinstance(e, ast.Name) else None
 
     assigned: dict[str, list[ast.AST]] = {}
-    for n in ast.walk(tree):
+    for n in walk(tree):
         if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None:
             for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
                 if isinstance(t, ast.Name):
@@ -468,11 +468,11 @@ def _draft_model_hook_line(tree: ast.Module, function: str) -> int | None:
         if isinstance(e, ast.Call) and depth > 0:
             fn = defs.get(named(e.func) or "")
             if fn is not None and fn.name != function:
-                return any(reaches(n, depth - 1) for n in ast.walk(fn) if isinstance(n, (ast.Name, ast.Attribute, ast.Call))
+                return any(reaches(n, depth - 1) for n in walk(fn) if isinstance(n, (ast.Name, ast.Attribute, ast.Call))
                            and n is not fn)
         return False
 
-    for node in ast.walk(tree):
+    for node in walk(tree):
         if not isinstance(node, ast.Call):
             continue
         kws = {k.arg: k.value for k in node.keywords if k.arg}

@@ -13,11 +13,13 @@ statements before the call with :mod:`auditor.index.evaluate`.
 from __future__ import annotations
 
 import ast
+
 from dataclasses import dataclass
 
 from auditor.cache import cacheable
 from auditor.index.evaluate import Evaluator
 from auditor.index.summary import Extractor
+from auditor.index.syntax import walk_statements
 from auditor.index.values import TOP, Inputs, State, one, truth
 
 
@@ -63,7 +65,7 @@ def extract_mm_guards(tree: ast.Module) -> list[MMGuardFact]:
     """Every call ``self.<guard>()`` under a top-level ``if`` of a method, where ``<guard>`` is a
     method of the same class that raises for multimodal inputs."""
     out = []
-    for cls in [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]:
+    for cls in [n for n in walk_statements(tree) if isinstance(n, ast.ClassDef)]:
         methods = {f.name: f for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
         guards = {name: hit for name, f in methods.items() if (hit := _raises_for_mm(f)) is not None}
         if not guards:

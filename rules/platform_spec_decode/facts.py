@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 
 from auditor.cache import cacheable
 from auditor.index.summary import Extractor
+from auditor.index.syntax import walk
 
 
 def extract_worker_cls(tree: ast.Module) -> list[tuple[str, int]]:
     """The dotted class names assigned to ``*.worker_cls`` (with their lines)."""
     out = []
-    for n in ast.walk(tree):
+    for n in walk(tree):
         if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str):
             if any(isinstance(t, ast.Attribute) and t.attr == "worker_cls" for t in n.targets) and "." in n.value.value:
                 out.append((n.value.value, n.lineno))
@@ -38,7 +39,7 @@ class WorkerFacts:
 
 
 def _mentions_spec_config(node: ast.AST) -> bool:
-    return any(isinstance(n, ast.Attribute) and n.attr == "speculative_config" for n in ast.walk(node))
+    return any(isinstance(n, ast.Attribute) and n.attr == "speculative_config" for n in walk(node))
 
 
 def _is_none_test(test: ast.AST) -> bool:
@@ -78,7 +79,7 @@ def extract_worker_facts(tree: ast.Module) -> list[WorkerFacts]:
         for fn in cls.body:
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
-            for n in ast.walk(fn):
+            for n in walk(fn):
                 targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AnnAssign) else []
                 value = getattr(n, "value", None)
                 if (any(isinstance(t, ast.Attribute) and t.attr == "model_runner" for t in targets)

@@ -578,6 +578,28 @@ def test_a_short_model_type_added_to_a_substring_allowlist_is_warned_0_16_0():
     assert w.endswith("adding 'deepseek_v3' also admits the model_types deepseek_v32 that this tree registers"), w
 
 
+def test_a_short_model_type_from_hf_config_is_warned_and_nothing_is_written_0_16_0(tmp_path):
+    """The issue's own shape: the one-letter model_type comes from the checkpoint's config.json
+    (``--hf-config``), not from ``--model-type``; the dry run warns and writes nothing."""
+    import json as _json
+    import os
+    import subprocess
+    import sys
+
+    cfg = tmp_path / "config.json"
+    cfg.write_text(_json.dumps({"architectures": ["DeepseekV3ForCausalLM"], "model_type": "k"}))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    p = subprocess.run([sys.executable, "-m", "auditor", "fix", "--vllm-version", "0.16.0", "-m",
+                        "DeepseekV3ForCausalLM", "--hf-config", str(cfg), "--no-progress"], capture_output=True,
+                       text=True, env=dict(os.environ, COLUMNS="400"), timeout=600, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    (w,) = [ln for ln in p.stderr.splitlines() if ln.startswith("warning: allowlist")]
+    assert "adding 'k' also admits the model_types" in w, w
+    assert {"kimi_k25", "kimi_linear"} <= set(w.split("model_types ")[1].split(" that")[0].split(", ")), w
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # a dry run: the patch went to stdout only
+    assert p.stdout.startswith("--- a/") or "+++ b/" in p.stdout
+
+
 def test_the_patched_tree_reads_config_classes_from_the_transformers_the_scan_chose():
     # a multimodal target named in no proposer branch is judged through its HF config class,
     # which lives in transformers (the tree's requirement): the re-scan of the patch in memory

@@ -1,0 +1,141 @@
+"""Breaker pass 28 on the gate ``platform-block-size`` (EA318): trees where the gate said
+``blocked`` though Python, run as written, would not force the size or would not refuse it
+(a local rebound in a nested block or by ``+=``/tuple/``del``, code after a ``return``, a write
+undone later in the same branch, a method or backend method rebound after its ``def``, an
+early return for every model in ``get_attn_backend_cls``, a backend class of the same name in
+another module). Each test builds a synthetic tree from the rule's own example and checks the
+severity; each has the untouched example as its control."""
+
+from __future__ import annotations
+
+import pytest
+
+from auditor.model.findings import Severity
+from auditor.model.options import RunOptions
+from rules.base import Example
+from rules.platform_block_size.rule import PlatformBlockSizeRule, _tree
+from tests.test_rule_examples import _example_tree, _run_rule
+
+CPU = "vllm/platforms/cpu.py"
+FORCED = "        if mla and not fast:\n            cache_config.block_size = 16\n"
+
+
+def _severities(tmp_path, files: dict[str, str]) -> list[str]:
+    ex = Example(files, "LlamaForCausalLM", text_model_type="deepseek_v3", options=RunOptions(platform="cpu"))
+    folder = _example_tree(tmp_path, ex)
+    return [f.severity.value for f in _run_rule(folder, PlatformBlockSizeRule, ex)]
+
+
+def _with(path: str, old: str, new: str) -> dict[str, str]:
+    files = _tree("False")
+    assert old in files[path], old
+    files[path] = files[path].replace(old, new)
+    return files
+
+
+def test_control_blocks(tmp_path):
+    assert _severities(tmp_path, _tree("False")) == [Severity.ERROR.value]
+
+
+# -- the forcing test, through local names --------------------------------------------------------
+
+@pytest.mark.parametrize("rebind", [
+    "        if torch.cpu._is_amx_tile_supported():\n            fast = True\n",   # in a nested block
+    "        fast |= torch.cpu._is_amx_tile_supported()\n",                        # augmented
+    "        fast, _n = torch.cpu._is_amx_tile_supported(), 0\n",                  # a tuple target
+    "        fast = other = torch.cpu._is_amx_tile_supported()\n",                 # two targets
+    "        fast: bool = torch.cpu._is_amx_tile_supported()\n",                   # annotated
+    "        for fast in (torch.cpu._is_amx_tile_supported(),):\n            pass\n",
+    "        with probe() as fast:\n            pass\n",
+    "        if (fast := torch.cpu._is_amx_tile_supported()):\n            pass\n",
+    "        from vllm.hw import fast\n",
+])
+def test_a_later_binding_of_a_local_is_not_the_stale_one(tmp_path, rebind):
+    """``fast`` is False, then bound again before the test by what the tree cannot decide: the
+    forcing is undecided, not certain."""
+    files = _with(CPU, FORCED, rebind + FORCED)
+    assert _severities(tmp_path, files) == [Severity.UNKNOWN.value]
+
+
+def test_a_deleted_local_is_not_followed(tmp_path):
+    files = _with(CPU, FORCED, "        del fast\n" + FORCED)
+    assert Severity.ERROR.value not in _severities(tmp_path, files)
+
+
+def test_code_after_a_return_forces_nothing(tmp_path):
+    files = _with(CPU, FORCED, "        return\n" + FORCED)
+    assert _severities(tmp_path, files) == []
+
+
+def test_a_write_undone_later_in_the_branch(tmp_path):
+    files = _with(CPU, FORCED, FORCED + "            cache_config.block_size = 32\n")
+    assert Severity.ERROR.value not in _severities(tmp_path, files)
+
+
+def test_a_write_maybe_undone_in_a_nested_if(tmp_path):
+    files = _with(CPU, FORCED, FORCED + "            if torch.cpu._is_amx_tile_supported():\n"
+                                        "                cache_config.block_size = 32\n")
+    assert _severities(tmp_path, files) == [Severity.UNKNOWN.value]
+
+
+def test_a_method_rebound_after_its_def(tmp_path):
+    files = _with(CPU, FORCED, FORCED + "\n    check_and_update_config = classmethod(lambda cls, c: None)\n")
+    assert _severities(tmp_path, files) == []
+
+
+def test_a_method_defined_twice_the_first_is_dead(tmp_path):
+    files = _with(CPU, FORCED, FORCED + "\n    @classmethod\n    def check_and_update_config(cls, vllm_config):\n"
+                                        "        pass\n")
+    assert _severities(tmp_path, files) == []
+
+
+def test_a_helper_never_called_is_not_a_certain_refusal(tmp_path):
+    files = _with(CPU, "def check_and_update_config(", "def _old_check(")
+    assert Severity.ERROR.value not in _severities(tmp_path, files)
+
+
+# -- the drafter's backend --------------------------------------------------------------------------
+
+def test_get_attn_backend_cls_returns_early_for_every_model(tmp_path):
+    files = _with(CPU, "        if attn_selector_config.use_mla:",
+                  '        return "vllm.v1.attention.backends.flex.FlexBackend"\n'
+                  "        if attn_selector_config.use_mla:")
+    assert _severities(tmp_path, files) == []
+
+
+def test_backend_method_rebound_after_its_def(tmp_path):
+    path = "vllm/v1/attention/backends/cpu_attn.py"
+    files = _with(path, "        return [MultipleOf(32)]\n",
+                  "        return [MultipleOf(32)]\n\n"
+                  "    get_supported_kernel_block_sizes = staticmethod(lambda kv_cache_spec=None: [16])\n")
+    assert _severities(tmp_path, files) == []
+
+
+def test_enum_member_rebound_to_what_the_tree_cannot_follow(tmp_path):
+    path = "vllm/v1/attention/backends/registry.py"
+    files = _with(path, '    CPU_ATTN = "vllm.v1.attention.backends.cpu_attn.CPUAttentionBackend"\n',
+                  '    CPU_ATTN = "vllm.v1.attention.backends.cpu_attn.CPUAttentionBackend"\n'
+                  '    CPU_ATTN = _path("cpu16")\n')
+    assert Severity.ERROR.value not in _severities(tmp_path, files)
+
+
+def test_backend_class_of_the_same_name_in_another_module(tmp_path):
+    """The enum names cpu_attn.CPUAttentionBackend, which takes 16; another module's class of the
+    same name takes multiples of 32. The named module decides."""
+    files = _with("vllm/v1/attention/backends/cpu_attn.py", "[MultipleOf(32)]", "[16]")
+    files["vllm/v1/attention/backends/aaa_legacy.py"] = (
+        '"""Legacy (synthetic)."""\n\n\nclass CPUAttentionBackend:\n    @staticmethod\n'
+        "    def get_supported_kernel_block_sizes(kv_cache_spec=None):\n        return [MultipleOf(32)]\n")
+    assert _severities(tmp_path, files) == []
+
+
+def test_select_raise_after_a_return_is_dead(tmp_path):
+    files = _with("vllm/v1/worker/utils.py", "    if all(", "    return size\n    if all(")
+    assert _severities(tmp_path, files) == []
+
+
+def test_mla_check_returning_false_first(tmp_path):
+    path = "vllm/transformers_utils/model_arch_config_convertor.py"
+    files = _with(path, "        return self.hf_text_config.model_type in",
+                  "        return False\n        return self.hf_text_config.model_type in")
+    assert _severities(tmp_path, files) == []

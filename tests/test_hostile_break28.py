@@ -139,3 +139,49 @@ def test_mla_check_returning_false_first(tmp_path):
     files = _with(path, "        return self.hf_text_config.model_type in",
                   "        return False\n        return self.hf_text_config.model_type in")
     assert _severities(tmp_path, files) == []
+
+
+# -- issue 20's closures: the config's helpers and routes --------------------------------------------
+
+from tests.conftest import make_tree  # noqa: E402
+from tests.test_hostile_bindings import scan  # noqa: E402
+from tests.test_hostile_engines3 import SPEC_PATH, _refusing  # noqa: E402
+from tests.test_hostile_gaps5 import IS_EAGLE3, SETUP, _if, _member  # noqa: E402
+
+RAISING = "    def _setup(self):\n        raise RuntimeError('broken')\n\n"
+
+
+def _verdict(tmp_path, text: str) -> str:
+    code, res, _ = scan(make_tree(tmp_path, {SPEC_PATH: text}), "LlamaForCausalLM")
+    assert (code == 0) == (res["verdict"] == "supported"), res
+    return res["verdict"]
+
+
+@pytest.mark.parametrize("text", [
+    # the engine refuses eagle3 for every target: a helper bound by an assignment, not a def
+    _member(_refusing(_if("self._is_eagle3()")), "    _is_eagle3 = lambda self: self.method == 'eagle3'\n\n"),
+    _refusing(_if("_is_eagle3(self)"), tail="\n\n_is_eagle3 = lambda c: c.method == 'eagle3'\n"),
+], ids=["class-attribute-lambda", "module-lambda"])
+def test_refusal_behind_a_lambda_helper_is_not_supported(tmp_path, text):
+    """main: supported (the call was run state); the engine raises for every eagle3 target."""
+    assert _verdict(tmp_path, text) == "unknown"
+
+
+@pytest.mark.parametrize("text", [
+    # the instance's attribute hides the class's helper / route
+    _member(_refusing("        self._is_eagle3 = lambda: False\n" + _if("self._is_eagle3()")), IS_EAGLE3),
+    _member(_refusing("        self._setup = lambda: None\n        self._setup()\n"), RAISING),
+    # a call of a generator or coroutine function runs none of its body
+    _refusing("        _setup(self)\n", tail="\n\ndef _setup(c):\n    raise ValueError('broken')\n    yield\n"),
+    _refusing("        _setup(self)\n", tail="\n\ndef _setup(c):\n    if c.num_speculative_tokens > 99:\n"
+                                          "        yield 1\n    raise ValueError('broken')\n"),
+    _refusing("        _setup(self)\n", tail="\n\nasync def _setup(c):\n    raise ValueError('broken')\n"),
+], ids=["instance-hides-helper", "instance-hides-route", "generator-dead-yield", "generator", "coroutine"])
+def test_helper_or_route_that_does_not_run_is_not_blocked(tmp_path, text):
+    """main: blocked ('raises for every eagle3 target'), though Python never runs that raise."""
+    assert _verdict(tmp_path, text) != "blocked"
+
+
+def test_route_that_always_raises_still_blocks(tmp_path):
+    # the control: the same route as a plain function, called
+    assert _verdict(tmp_path, _refusing("        _setup(self)\n", tail=SETUP)) == "blocked"

@@ -185,3 +185,29 @@ def test_helper_or_route_that_does_not_run_is_not_blocked(tmp_path, text):
 def test_route_that_always_raises_still_blocks(tmp_path):
     # the control: the same route as a plain function, called
     assert _verdict(tmp_path, _refusing("        _setup(self)\n", tail=SETUP)) == "blocked"
+
+
+# -- SGLang: a patcher outside sglang/srt/ that names the model module by a string ----------------
+
+from tests.test_hostile_bindings import sglang_tree  # noqa: E402
+
+IMPORTS_PATCHES = {"sglang/__init__.py": "from sglang import patches\n"}
+
+
+@pytest.mark.parametrize("text", [
+    "import sys\nimport sglang.srt.models.llama\n\nsys.modules['sglang.srt.models.llama'].EntryClass = []\n",
+    "import importlib\n\nimportlib.import_module('sglang.srt.models.llama').EntryClass = []\n",
+    "import importlib\n\nsetattr(importlib.import_module('sglang.srt.models.llama'), 'EntryClass', [])\n",
+], ids=["sys-modules", "import-module", "setattr-import-module"])
+def test_sglang_entryclass_rebound_by_module_name_outside_srt_is_unknown(tmp_path, text):
+    """main: supported (the write's head was no dotted name, and outside sglang/srt/ only a write
+    into a resolved module counted); the engine imports sglang.patches and empties the list."""
+    code, res, _ = scan(sglang_tree(tmp_path, {"sglang/patches.py": text, **IMPORTS_PATCHES}), "LlamaForCausalLM")
+    assert res["verdict"] == "unknown", res
+    assert any("sglang/patches.py" in f["message"] for f in res["findings"]), res["findings"]
+
+
+def test_sglang_write_by_name_into_another_module_keeps_it_supported(tmp_path):
+    text = "import sys\n\nsys.modules['sglang.srt.models.other'].EntryClass = []\n"
+    code, res, _ = scan(sglang_tree(tmp_path, {"sglang/patches.py": text, **IMPORTS_PATCHES}), "LlamaForCausalLM")
+    assert (code, res["verdict"]) == (0, "supported"), res

@@ -94,6 +94,23 @@ def test_a_helper_never_called_is_not_a_certain_refusal(tmp_path):
     assert Severity.ERROR.value not in _severities(tmp_path, files)
 
 
+def test_an_earlier_return_on_a_user_option_leaves_it_undecided(tmp_path):
+    files = _with(CPU, FORCED, "        if cache_config.user_specified_block_size:\n            return\n" + FORCED)
+    assert _severities(tmp_path, files) == [Severity.UNKNOWN.value]
+
+
+def test_an_earlier_return_for_models_without_mla_keeps_the_block(tmp_path):
+    files = _with(CPU, FORCED, "        if not mla:\n            return\n" + FORCED)
+    assert _severities(tmp_path, files) == [Severity.ERROR.value]
+
+
+def test_a_block_size_written_on_another_object(tmp_path):
+    files = _with(CPU, "            cache_config.block_size = 16",
+                  "            scheduler_config = vllm_config.scheduler_config\n"
+                  "            scheduler_config.block_size = 16")
+    assert Severity.ERROR.value not in _severities(tmp_path, files)
+
+
 # -- the drafter's backend --------------------------------------------------------------------------
 
 def test_get_attn_backend_cls_returns_early_for_every_model(tmp_path):

@@ -157,6 +157,7 @@ _HOOK = "check_and_update_config"
 def _forced_in(cls: ast.ClassDef, fn: ast.FunctionDef, module_writes: list[tuple[int, str]]) -> list[ForcedBlockSize]:
     out: list[ForcedBlockSize] = []
     env: dict[str, ast.AST] = {}
+    reach: list = ["true"]  # the method gets this far: no earlier return/raise was taken
     for s in fn.body:
         if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
             for name in _bound_names(s.value):  # a walrus in the value
@@ -166,9 +167,10 @@ def _forced_in(cls: ast.ClassDef, fn: ast.FunctionDef, module_writes: list[tuple
         if not isinstance(s, ast.If):
             for name in _bound_names(s):
                 env[name] = s
+            reach = _past(s, reach, env)
             continue
         # walk the if/elif chain: branch k holds when every earlier test failed and its own holds
-        before: list = ["true"]
+        before: list = reach
         branch: ast.If | None = s
         while branch is not None:
             test = condition(branch.test, env)
@@ -178,15 +180,56 @@ def _forced_in(cls: ast.ClassDef, fn: ast.FunctionDef, module_writes: list[tuple
             for i, b in enumerate(branch.body):
                 size = _block_size_write(b)
                 if size is not None:
+                    obj = _not_cache_config(b, env)
+                    if obj is not None:
+                        holds = ["and", holds, obj]
                     chain = _chain_lines(s)
                     others = [w for w in module_writes if w[0] not in chain] + _later_writes(branch.body, i)
                     out.append(ForcedBlockSize(cls.name, fn.name, b.lineno, size, holds, others))
             before = ["and", before, ["not", test]]
             nxt = branch.orelse
             branch = nxt[0] if len(nxt) == 1 and isinstance(nxt[0], ast.If) else None
+        reach = _past(s, reach, env)
         for name in _bound_names(s):
             env[name] = s
     return out
+
+
+def _exits(node: ast.AST) -> list[ast.stmt]:
+    """The ``return``/``raise`` statements of the function ``node`` belongs to (nested scopes left out)."""
+    out, todo = [], [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.Return, ast.Raise)):
+            out.append(n)
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)) or n is node:
+            todo.extend(ast.iter_child_nodes(n))
+    return out
+
+
+def _past(s: ast.stmt, reach: list, env: dict[str, ast.AST]) -> list:
+    """``reach`` after statement ``s``: ``if <test>: ...; return`` (no else) goes on when the test
+    fails; any other return/raise in ``s`` leaves it undecided, named at its line."""
+    exits = _exits(s)
+    if not exits:
+        return reach
+    if isinstance(s, ast.If) and not s.orelse and isinstance(s.body[-1], (ast.Return, ast.Raise)) \
+            and exits == [s.body[-1]]:
+        return ["and", reach, ["not", condition(s.test, env)]]
+    first = min(exits, key=lambda e: e.lineno)
+    return ["and", reach, ["unknown", f"an earlier {ast.unparse(first).split(chr(10))[0][:80]} not taken", first.lineno]]
+
+
+def _not_cache_config(write: ast.Assign, env: dict[str, ast.AST]) -> list | None:
+    """None when the object of ``<x>.block_size = n`` is the config's cache config
+    (``vllm_config.cache_config``, or a local bound to it); else an undecided atom naming it."""
+    obj = write.targets[0].value
+    seen = obj
+    if isinstance(obj, ast.Name) and isinstance(env.get(obj.id), ast.expr):
+        seen = env[obj.id]
+    if isinstance(seen, ast.Attribute) and seen.attr == "cache_config":
+        return None
+    return ["unknown", f"{ast.unparse(obj)[:80]} (the object written, not read as the cache config)", write.lineno]
 
 
 def _live_methods(cls: ast.ClassDef) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:

@@ -3,8 +3,15 @@
 (a local rebound in a nested block or by ``+=``/tuple/``del``, code after a ``return``, a write
 undone later in the same branch, a method or backend method rebound after its ``def``, an
 early return for every model in ``get_attn_backend_cls``, a backend class of the same name in
-another module). Each test builds a synthetic tree from the rule's own example and checks the
-severity; each has the untouched example as its control."""
+another module, a return on a user option before the forcing, a write on another object). Each
+test builds a synthetic tree from the rule's own example and checks the severity; the untouched
+example is the control.
+
+Then issue 20's closures: a refusal behind a lambda helper (supported on main, the engine refuses),
+a helper or route hidden by an instance attribute or that is a generator/coroutine function
+(blocked on main, the raise never runs), and an SGLang patcher outside ``sglang/srt/`` that
+writes a model module's ``EntryClass`` through ``sys.modules``/``importlib.import_module``
+(supported on main)."""
 
 from __future__ import annotations
 

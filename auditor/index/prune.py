@@ -41,7 +41,31 @@ def _prune_block(body: list[ast.stmt]) -> list[ast.stmt]:
     return out
 
 
+def _own_yield(nodes: list[ast.AST]) -> ast.AST | None:
+    """A ``yield`` of the function these statements belong to (not of a nested scope), if any."""
+    todo = list(nodes)
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.Yield, ast.YieldFrom)):
+            return n
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            todo.extend(ast.iter_child_nodes(n))
+    return None
+
+
 def _prune_children(st: ast.stmt) -> None:
+    was = _own_yield(st.body) if isinstance(st, ast.FunctionDef) else None
+    _prune_fields(st)
+    if was is not None and _own_yield(st.body) is None:
+        # a yield only in dead code still makes a generator function (a call runs none of its
+        # body): keep one, under ``if False:``, so that readers still see a generator
+        at = {"lineno": was.lineno, "col_offset": was.col_offset}
+        never = ast.If(test=ast.Constant(value=False, **at), body=[ast.Expr(value=ast.Yield(value=None, **at), **at)],
+                       orelse=[], **at)
+        st.body.append(never)
+
+
+def _prune_fields(st: ast.stmt) -> None:
     for fld in ("body", "orelse", "finalbody"):
         sub = getattr(st, fld, None)
         if isinstance(sub, list) and sub and isinstance(sub[0], ast.stmt):

@@ -248,9 +248,19 @@ class Evaluator:
             raise self.cannot(node)
         if isinstance(f, ast.Name) and self.scope.is_builtin(f.id):
             return self._builtin(node)
-        helper = self.scope.function(f)
+        helper = self._function(f)
         if helper is not None:
             return self._helper(node, *helper)
+        if isinstance(f, ast.Name):  # ``_is_eagle3 = lambda c: ...``: a value bound by an assignment, called
+            local = self.scope.fn is not None and self.scope._local(f.id)
+            plain = (self.scope.fb if local else self.scope.mb).plain.get(f.id)
+            if plain:
+                self.read = self.read or any(is_method(n) for st in plain for n in ast.walk(st))
+                raise Unfollowed(f"{_at(node)}, a call of `{f.id}`, bound at {_at(plain[-1])}")
+        bound_at = self.scope.class_attribute(f) if isinstance(f, ast.Attribute) else None
+        if bound_at is not None:  # ``_is_eagle3 = lambda self: ...`` in the class: not evaluated
+            self.read = self.read or any(is_method(n) for n in ast.walk(bound_at))
+            raise Unfollowed(f"{_at(node)}, a call of `{f.attr}`, a class attribute bound at {_at(bound_at)}")
         if isinstance(f, ast.Attribute) and f.attr in ("__eq__", "__ne__") and len(node.args) == 1 \
                 and not node.keywords:  # ``self.method.__eq__("eagle3")``
             a, b = self.all([f.value, node.args[0]])
@@ -351,8 +361,17 @@ class Evaluator:
                 raise self.cannot(node) from None
         return out
 
+    def _function(self, node: ast.expr) -> "tuple[ast.AST, bool] | None":
+        """:meth:`Scope.function`; when the instance may hide the function (Unfollowed), what
+        hides it or the function may read the method: counted as read."""
+        try:
+            return self.scope.function(node)
+        except Unfollowed:
+            self.read = True
+            raise
+
     def _attribute(self, node: ast.Attribute) -> Any:
-        helper = self.scope.function(node)
+        helper = self._function(node)
         if helper is not None:
             fn, bound = helper
             if bound and any(is_name(d, "property") or is_name(d, "cached_property") for d in fn.decorator_list):

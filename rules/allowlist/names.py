@@ -288,6 +288,11 @@ class Scope:
         if cls is None:
             return None
         found = _class_member(cls, node.attr, self.module)
+        if isinstance(found, funcs) and bound:  # ``self._is_eagle3 = ...``: the instance's attribute hides it
+            store = next((n for n in ast.walk(cls) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)
+                          and n.attr == node.attr and isinstance(n.value, ast.Name) and n.value.id == name), None)
+            if store is not None:
+                raise Unfollowed(f"{_at(node)}, `{name}.{node.attr}` also bound on the instance at {_at(store)}")
         if isinstance(found, funcs):
             kinds = {getattr(d, "id", getattr(d, "attr", None)) for d in found.decorator_list}
             return found, bound and "staticmethod" not in kinds or "classmethod" in kinds

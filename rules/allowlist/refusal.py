@@ -372,6 +372,9 @@ class _Module:
         then conditional, then never), each call judged by :func:`reach` in its caller."""
         if fn in self.graph.entries:
             return Reach()
+        if raises and _deferred(fn):  # a call makes a generator or a coroutine: the body has not run
+            kind = "coroutine is awaited" if isinstance(fn, ast.AsyncFunctionDef) else "generator is iterated"
+            return Reach(UNFOLLOWED, True, f"`{fn.name}` (line {fn.lineno}), whose body runs only when its {kind}")
         best = None
         sites = [(c, caller, False) for c, caller in self.graph.callers.get(fn, ())]
         sites += [(ref, caller, True) for ref, caller in self.graph.references.get(fn, ())]
@@ -396,6 +399,23 @@ class _Module:
             elif rank.index(r.how) == rank.index(best.how):
                 best.read = best.read or r.read
         return best or Reach(NEVER)
+
+
+def _deferred(fn: ast.AST) -> bool:
+    """Whether calling ``fn`` runs none of its body: an ``async def``, or a generator function (a
+    ``yield`` of its own, not of a nested function or lambda)."""
+    if isinstance(fn, ast.AsyncFunctionDef):
+        return True
+    if not isinstance(fn, ast.FunctionDef):
+        return False
+    todo = list(ast.iter_child_nodes(fn))
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.Yield, ast.YieldFrom)):
+            return True
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            todo.extend(ast.iter_child_nodes(n))
+    return False
 
 
 def in_replaced_function(node: ast.AST, shadowed: set, parents: ParentMap) -> bool:

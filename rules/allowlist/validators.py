@@ -112,6 +112,9 @@ def call_graph(tree: ast.Module) -> CallGraph:
     graph = CallGraph()
     out = graph.functions
     todo: list[tuple[ast.AST, dict]] = []
+    # ``self._setup = ...``: an instance attribute may hide the method of that name, so a call of it
+    # is not followed as a call of the method (kept as a reference: not followed)
+    stored = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)}
     for cls in (st for st in walk_statements(tree) if isinstance(st, ast.ClassDef)):
         methods = _class_methods(cls, classes)
         for name, fn in methods.items():
@@ -137,7 +140,7 @@ def call_graph(tree: ast.Module) -> CallGraph:
             todo.append((callee, methods if callee not in module_fns.values() else {}))
             if callee is fn:
                 continue
-            if isinstance(node, ast.Call):
+            if isinstance(node, ast.Call) and not (isinstance(target, ast.Attribute) and target.attr in stored):
                 graph.callers.setdefault(callee, []).append((node, fn))
             else:  # passed as a value (``functools.partial(self._check, ...)``): how it is called is not followed
                 graph.references.setdefault(callee, []).append((node, fn))

@@ -83,6 +83,8 @@ def condition(e: ast.AST, env: dict[str, ast.AST], depth: int = 0) -> list:
         return ["true"] if e.value else ["false"]
     if isinstance(e, ast.Name) and e.id in env:
         value = env[e.id]
+        if isinstance(value, ast.stmt):  # bound last by a statement not followed (a block, +=, del, ...)
+            return ["unknown", f"{e.id} (bound by {ast.unparse(value).splitlines()[0][:120]})", value.lineno]
         inner = {k: v for k, v in env.items() if k != e.id}  # a name bound from itself is not followed
         return condition(value, inner, depth + 1)
     if _is_attr(e, "use_mla"):
@@ -118,31 +120,126 @@ def _chain_lines(top: ast.If) -> set[int]:
     return {n.lineno for n in ast.walk(top) if isinstance(n, ast.stmt)}
 
 
+def _bound_names(node: ast.AST) -> set[str]:
+    """The names a statement (or expression) binds or deletes in the function's own scope: every
+    ``Name`` stored or deleted (augmented, annotated, tuple, ``for``, ``with``, walrus, ``except``
+    targets), imports, nested ``def``/``class`` names; nested scopes are not entered."""
+    out: set[str] = set()
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(n.name)
+            continue
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            out.add(n.id)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            out |= {(a.asname or a.name).split(".")[0] for a in n.names}
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            out.add(n.name)
+        elif isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name:
+            out.add(n.name)
+        if isinstance(n, ast.Lambda):
+            continue
+        todo.extend(ast.iter_child_nodes(n))
+    return out
+
+
+def _later_writes(body: list[ast.stmt], i: int) -> list[tuple[int, str]]:
+    """The block-size writes after ``body[i]`` in the same block (they may undo it)."""
+    return [w for s in body[i + 1:] for w in _writes(s)]
+
+
+#: the platform hook the engine calls with the config; a write elsewhere rests on a call
+_HOOK = "check_and_update_config"
+
+
 def _forced_in(cls: ast.ClassDef, fn: ast.FunctionDef, module_writes: list[tuple[int, str]]) -> list[ForcedBlockSize]:
     out: list[ForcedBlockSize] = []
     env: dict[str, ast.AST] = {}
+    reach: list = ["true"]  # the method gets this far: no earlier return/raise was taken
     for s in fn.body:
         if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
+            for name in _bound_names(s.value):  # a walrus in the value
+                env[name] = s
             env[s.targets[0].id] = s.value
             continue
         if not isinstance(s, ast.If):
+            for name in _bound_names(s):
+                env[name] = s
+            reach = _past(s, reach, env)
             continue
         # walk the if/elif chain: branch k holds when every earlier test failed and its own holds
-        before: list = ["true"]
+        before: list = reach
         branch: ast.If | None = s
         while branch is not None:
             test = condition(branch.test, env)
             holds = ["and", before, test]
-            for b in branch.body:
+            if fn.name != _HOOK:
+                holds = ["and", holds, ["unknown", f"a call of {cls.name}.{fn.name} (not {_HOOK})", fn.lineno]]
+            for i, b in enumerate(branch.body):
                 size = _block_size_write(b)
                 if size is not None:
+                    obj = _not_cache_config(b, env)
+                    if obj is not None:
+                        holds = ["and", holds, obj]
                     chain = _chain_lines(s)
-                    others = [w for w in module_writes if w[0] not in chain]
+                    others = [w for w in module_writes if w[0] not in chain] + _later_writes(branch.body, i)
                     out.append(ForcedBlockSize(cls.name, fn.name, b.lineno, size, holds, others))
             before = ["and", before, ["not", test]]
             nxt = branch.orelse
             branch = nxt[0] if len(nxt) == 1 and isinstance(nxt[0], ast.If) else None
+        reach = _past(s, reach, env)
+        for name in _bound_names(s):
+            env[name] = s
     return out
+
+
+def _exits(node: ast.AST) -> list[ast.stmt]:
+    """The ``return``/``raise`` statements of the function ``node`` belongs to (nested scopes left out)."""
+    out, todo = [], [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.Return, ast.Raise)):
+            out.append(n)
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)) or n is node:
+            todo.extend(ast.iter_child_nodes(n))
+    return out
+
+
+def _past(s: ast.stmt, reach: list, env: dict[str, ast.AST]) -> list:
+    """``reach`` after statement ``s``: ``if <test>: ...; return`` (no else) goes on when the test
+    fails; any other return/raise in ``s`` leaves it undecided, named at its line."""
+    exits = _exits(s)
+    if not exits:
+        return reach
+    if isinstance(s, ast.If) and not s.orelse and isinstance(s.body[-1], (ast.Return, ast.Raise)) \
+            and exits == [s.body[-1]]:
+        return ["and", reach, ["not", condition(s.test, env)]]
+    first = min(exits, key=lambda e: e.lineno)
+    return ["and", reach, ["unknown", f"an earlier {ast.unparse(first).split(chr(10))[0][:80]} not taken", first.lineno]]
+
+
+def _not_cache_config(write: ast.Assign, env: dict[str, ast.AST]) -> list | None:
+    """None when the object of ``<x>.block_size = n`` is the config's cache config
+    (``vllm_config.cache_config``, or a local bound to it); else an undecided atom naming it."""
+    obj = write.targets[0].value
+    seen = obj
+    if isinstance(obj, ast.Name) and isinstance(env.get(obj.id), ast.expr):
+        seen = env[obj.id]
+    if isinstance(seen, ast.Attribute) and seen.attr == "cache_config":
+        return None
+    return ["unknown", f"{ast.unparse(obj)[:80]} (the object written, not read as the cache config)", write.lineno]
+
+
+def _live_methods(cls: ast.ClassDef) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The methods the class body binds last: a ``def`` rebound later (another ``def``, an
+    assignment) is dead."""
+    last: dict[str, ast.stmt] = {}
+    for s in cls.body:
+        for name in _bound_names(s):
+            last[name] = s
+    return [s for s in last.values() if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
 
 
 def _backend_of(fn: ast.FunctionDef) -> tuple[int, str, str] | None:
@@ -166,7 +263,7 @@ def extract_platform(tree: ast.Module) -> list[PlatformBlockFacts]:
     for cls in tree.body:
         if not isinstance(cls, ast.ClassDef):
             continue
-        methods = [f for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        methods = _live_methods(cls)
         writes = [w for f in methods for w in _writes(f)]
         for fn in methods:
             facts.forced += _forced_in(cls, fn, writes)
@@ -210,7 +307,11 @@ def extract_backends(tree: ast.Module) -> list[BackendFacts]:
     for cls in tree.body:
         if not isinstance(cls, ast.ClassDef):
             continue
-        for s in cls.body:
+        for s in cls.body:  # the last binding of a name wins: one not followed drops what was read
+            for name in _bound_names(s):
+                facts.members.pop(f"{cls.name}.{name}", None)
+                if name == "get_supported_kernel_block_sizes":
+                    facts.sizes.pop(cls.name, None)
             if (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
                     and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str)
                     and s.value.value.startswith("vllm.")):

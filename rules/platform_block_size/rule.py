@@ -177,7 +177,8 @@ class PlatformBlockSizeRule(Rule):
         if mt is None or not any(mt in types for _fn, _line, types in mla_lists):
             return
         selects = ctx.facts.found(SELECT_EXTRACTOR)
-        backends = [f for _p, f in ctx.facts.found(BACKEND_EXTRACTOR)]
+        found = ctx.facts.found(BACKEND_EXTRACTOR)
+        backends = [f for _p, f in found]
         for path, facts in ctx.facts.found(PLATFORM_EXTRACTOR):
             if path != module_path:
                 continue
@@ -188,8 +189,7 @@ class PlatformBlockSizeRule(Rule):
                 _line, enum, member = default
                 dotted = member if not enum else next(
                     (b.members[f"{enum}.{member}"] for b in backends if f"{enum}.{member}" in b.members), None)
-                sizes = next((b.sizes[dotted.rpartition(".")[2]] for b in backends if dotted
-                              and dotted.rpartition(".")[2] in b.sizes), None)
+                sizes = _sizes_of(found, dotted)
                 if sizes is None or _accepts(sizes[1], forced.size):
                     continue
                 holds, undecided = _eval(forced.cond, mt)
@@ -212,6 +212,18 @@ class PlatformBlockSizeRule(Rule):
                                        platform=platform, size=forced.size, backend=dotted,
                                        undecided=[t for t, _ in undecided])
                 return
+
+
+def _sizes_of(found: list, dotted: str | None) -> list | None:
+    """The ``(line, sizes)`` of backend class ``dotted`` (``pkg.module.Class``), read from that
+    module (``pkg/module.py`` or ``pkg/module/__init__.py``) only: a class of the same name in
+    another module is another class."""
+    if not dotted:
+        return None
+    module, _, name = dotted.rpartition(".")
+    base = module.replace(".", "/")
+    return next((f.sizes[name] for p, f in found if p in (f"{base}.py", f"{base}/__init__.py") and name in f.sizes),
+                None)
 
 
 def _shown_sizes(sizes: list) -> str:

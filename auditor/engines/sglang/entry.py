@@ -399,7 +399,7 @@ def extract_entry_refs(tree: ast.Module) -> list | None:
 
     for n in ast.walk(tree):
         if isinstance(n, ast.Attribute) and n.attr == ENTRY_NAME:
-            head = dotted(n.value)
+            head = dotted(n.value) or _module_by_name(n.value)
             if not isinstance(n.ctx, ast.Load):
                 record(n, head)  # ``m.EntryClass = X``, ``del m.EntryClass``
             else:
@@ -411,9 +411,9 @@ def extract_entry_refs(tree: ast.Module) -> list | None:
         elif isinstance(n, ast.Call) and dotted(n.func) in ("setattr", "delattr", "getattr") and len(n.args) >= 2 \
                 and isinstance(n.args[1], ast.Constant) and n.args[1].value == ENTRY_NAME:
             if dotted(n.func) == "getattr":
-                roots.append((n, dotted(n.args[0])))
+                roots.append((n, dotted(n.args[0]) or _module_by_name(n.args[0])))
             else:
-                record(n, dotted(n.args[0]))
+                record(n, dotted(n.args[0]) or _module_by_name(n.args[0]))
         else:
             obj = _computed_write(n)
             if obj is not None and (dotted(obj) or "").split(".")[0] in _import_names(tree):
@@ -437,6 +437,18 @@ def extract_entry_refs(tree: ast.Module) -> list | None:
     for name, module in imported.items():
         through({name}, f"from {module}")
     return out or None
+
+
+def _module_by_name(node: ast.AST) -> str | None:
+    """``sys.modules["M"]`` or ``importlib.import_module("M")`` (an absolute name written out): the
+    head ``from M`` (that module's own ``EntryClass``); else None."""
+    name = None
+    if isinstance(node, ast.Subscript) and dotted(node.value) == "sys.modules" and isinstance(node.slice, ast.Constant):
+        name = node.slice.value
+    elif isinstance(node, ast.Call) and dotted(node.func) in ("importlib.import_module", "import_module", "__import__") \
+            and len(node.args) == 1 and isinstance(node.args[0], ast.Constant) and dotted(node.func) != "__import__":
+        name = node.args[0].value
+    return f"from {name}" if isinstance(name, str) and name and not name.startswith(".") else None
 
 
 #: The ``head`` prefix of a change made by a name not written out (:func:`_computed_write`): it

@@ -235,3 +235,52 @@ def test_sglang_write_by_name_into_another_module_keeps_it_supported(tmp_path):
     text = "import sys\n\nsys.modules['sglang.srt.models.other'].EntryClass = []\n"
     code, res, _ = scan(sglang_tree(tmp_path, {"sglang/patches.py": text, **IMPORTS_PATCHES}), "LlamaForCausalLM")
     assert (code, res["verdict"]) == (0, "supported"), res
+
+
+# -- the breaks left open by the breaker, closed after it ------------------------------------------
+
+def _severities_with(tmp_path, files: dict[str, str], **kw) -> list[str]:
+    ex = Example(files, "LlamaForCausalLM", text_model_type=kw.pop("text_model_type", "deepseek_v3"),
+                 options=RunOptions(platform="cpu"), **kw)
+    folder = _example_tree(tmp_path, ex)
+    return [f.severity.value for f in _run_rule(folder, PlatformBlockSizeRule, ex)]
+
+
+@pytest.mark.parametrize("config", [
+    {"model_type": "deepseek_v3", "kv_lora_rank": 512, "is_causal": False},   # use_mla is False
+    {"model_type": "deepseek_v3"},                                           # no kv_lora_rank: not MLA
+    {"model_type": "deepseek_v3", "kv_lora_rank": None},
+    {"model_type": "deepseek_v3", "kv_lora_rank": 512, "compress_ratios": [1]},  # then head_dim decides
+    {"model_type": "x_vl", "text_config": {"model_type": "deepseek_v3"}},    # the text config decides
+])
+def test_a_checkpoint_that_does_not_use_mla_is_not_blocked(tmp_path, config):
+    assert _severities_with(tmp_path, _tree("False"), hf_config=config) == []
+
+
+def test_a_checkpoint_that_uses_mla_is_blocked(tmp_path):
+    for i, config in enumerate(({"model_type": "deepseek_v3", "kv_lora_rank": 512},
+                                {"model_type": "x_vl", "text_config": {"model_type": "deepseek_v3", "kv_lora_rank": 8}})):
+        assert _severities_with(tmp_path / str(i), _tree("False"), hf_config=config) == [Severity.ERROR.value]
+
+
+def test_a_model_type_list_that_use_mla_does_not_read_is_not_the_mla_list(tmp_path):
+    """A function named for MLA that tests the model_type is no proof the model uses MLA: only a
+    list in a function that ``use_mla`` reads counts."""
+    conv = "vllm/transformers_utils/model_arch_config_convertor.py"
+    files = _tree("False")
+    files[conv] += ("\n\nclass Other:\n    def skip_mla_for(self):\n"
+                    "        return self.hf_text_config.model_type in (\"llama\",)\n")
+    assert _severities_with(tmp_path / "a", files, text_model_type="llama") == []
+    # and use_mla reading nothing the tree tests: no model_type uses MLA as far as the tree says
+    files = _with("vllm/config/model.py", "return self.is_deepseek_mla", "return self.is_something_else")
+    assert _severities_with(tmp_path / "b", files) == []
+
+
+def test_a_class_the_platform_package_does_not_load_forces_nothing(tmp_path):
+    """The forcing write in another class of the platform module (an old class kept beside it):
+    the platform package loads ``CpuPlatform``, whose body forces nothing."""
+    files = _tree("False")
+    files[CPU] = files[CPU].replace("class CpuPlatform:", "class _OldCpuPlatform:") + (
+        "\n\nclass CpuPlatform:\n    @classmethod\n    def get_attn_backend_cls(cls, selected_backend, attn_selector_config):\n"
+        "        return AttentionBackendEnum.CPU_ATTN.get_path()\n")
+    assert _severities_with(tmp_path, files) == []

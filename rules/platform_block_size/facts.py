@@ -338,24 +338,50 @@ def extract_select(tree: ast.Module) -> list[list]:
 
 
 def extract_mla_types(tree: ast.Module) -> list[list]:
-    """``[function, line, [model_type, ...]]`` for a function whose name says ``mla`` and that
-    tests ``<config>.model_type in (<strings>)``."""
-    out = []
+    """The facts that decide which model_types use MLA, by structure:
+
+    - ``["reads", "use_mla", [name, ...]]``: the ``self.<name>`` a ``use_mla`` function reads
+      (vLLM: ``ModelConfig.use_mla`` returns ``self.is_deepseek_mla``, ``vllm/config/model.py``);
+    - ``["list", function, line, [model_type, ...]]``: a function that tests
+      ``<config>.model_type in (<strings>)`` (``is_deepseek_mla`` in
+      ``vllm/transformers_utils/model_arch_config_convertor.py``). The rule takes a list only from
+      a function whose name a ``use_mla`` reads."""
+    out: list[list] = []
     for fn in ast.walk(tree):
-        if not isinstance(fn, ast.FunctionDef) or "mla" not in fn.name:
+        if not isinstance(fn, ast.FunctionDef):
+            continue
+        if fn.name == "use_mla":
+            names = sorted({n.attr for n in ast.walk(fn) if isinstance(n, ast.Attribute) and n.attr.startswith("is_")
+                            and isinstance(n.value, ast.Name) and n.value.id == "self"})
+            if names:
+                out.append(["reads", fn.name, names])
             continue
         for n in ast.walk(fn):
             if (isinstance(n, ast.Compare) and len(n.ops) == 1 and isinstance(n.ops[0], ast.In)
                     and _is_attr(n.left, "model_type") and isinstance(n.comparators[0], (ast.Tuple, ast.List, ast.Set))):
                 types = [e.value for e in n.comparators[0].elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
                 if types and len(types) == len(n.comparators[0].elts):
-                    out.append([fn.name, n.lineno, types])
+                    out.append(["list", fn.name, n.lineno, types])
+    return out
+
+
+def extract_platform_classes(tree: ast.Module) -> list[str]:
+    """The platform classes ``vllm/platforms/__init__.py`` names (``"vllm.platforms.cpu.CpuPlatform"``,
+    returned by ``cpu_platform_plugin``)."""
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.startswith("vllm.platforms."):
+            parts = n.value.split(".")
+            if len(parts) == 4 and all(p.isidentifier() for p in parts):
+                out.append(n.value)
     return out
 
 
 #: Platform modules: forced block sizes and the default attention backend.
 PLATFORM_EXTRACTOR = Extractor("platform-block-size", extract_platform, prefixes=("vllm/platforms/",),
                                needles=(b"block_size", b"use_mla"))
+
+
 def _backend_module(source: bytes) -> bool:
     """A module that declares kernel block sizes or an enum (module-level: extractors go to
     worker processes by pickle, which a lambda does not survive)."""
@@ -370,4 +396,7 @@ SELECT_EXTRACTOR = Extractor("common-block-size", extract_select, prefixes=("vll
                              needles=(b"get_supported_kernel_block_sizes",))
 #: The model_types that use MLA.
 MLA_TYPES_EXTRACTOR = Extractor("mla-model-types", extract_mla_types,
-                                prefixes=("vllm/transformers_utils/", "vllm/config/"), needles=(b"mla", b"model_type"))
+                                prefixes=("vllm/transformers_utils/", "vllm/config/"), needles=(b"mla",))
+#: The platform classes the platform package names.
+PLATFORM_CLASSES_EXTRACTOR = Extractor("platform-classes", extract_platform_classes,
+                                       suffixes=("vllm/platforms/__init__.py",), needles=(b"vllm.platforms.",))

@@ -10,8 +10,8 @@ from auditor.cache import cacheable
 from auditor.model.findings import Finding, Severity
 from auditor.model.options import RunOptions
 from rules.base import AuditTarget, Context, Example, Rule
-from rules.platform_block_size.facts import (BACKEND_EXTRACTOR, MLA_TYPES_EXTRACTOR, PLATFORM_EXTRACTOR,
-                                             SELECT_EXTRACTOR)
+from rules.platform_block_size.facts import (BACKEND_EXTRACTOR, MLA_TYPES_EXTRACTOR, PLATFORM_CLASSES_EXTRACTOR,
+                                             PLATFORM_EXTRACTOR, SELECT_EXTRACTOR)
 
 _PLATFORM = '''"""A CPU platform (synthetic)."""
 import torch
@@ -57,6 +57,20 @@ def select_common_block_size(size, backends):
     if all(size % 32 == 0 for b in backends for s in b.get_supported_kernel_block_sizes()):
         return size
     raise ValueError(f"No common block size for {size}")
+''',
+    "vllm/platforms/__init__.py": '''"""Platforms (synthetic)."""
+
+
+def cpu_platform_plugin():
+    return "vllm.platforms.cpu.CpuPlatform"
+''',
+    "vllm/config/model.py": '''"""Model config (synthetic)."""
+
+
+class ModelConfig:
+    @property
+    def use_mla(self):
+        return self.is_deepseek_mla
 ''',
     "vllm/transformers_utils/model_arch_config_convertor.py": '''"""Config convertor (synthetic)."""
 
@@ -171,11 +185,14 @@ class PlatformBlockSizeRule(Rule):
         platform = target.options.platform
         module_path = f"vllm/platforms/{platform}.py"
         mt = target.text_model_type or target.model_type
-        if target.hf_config is not None and "kv_lora_rank" in target.hf_config and target.hf_config["kv_lora_rank"] is None:
-            return  # the convertor's MLA test also wants a kv_lora_rank
-        mla_lists = [f for _p, f in ctx.facts.found(MLA_TYPES_EXTRACTOR)]
-        if mt is None or not any(mt in types for _fn, _line, types in mla_lists):
+        if mt is None or not _checkpoint_may_use_mla(target.hf_config):
             return
+        mla = [f for _p, f in ctx.facts.found(MLA_TYPES_EXTRACTOR)]
+        read = {name for f in mla if f[0] == "reads" for name in f[2]}
+        if not any(f[0] == "list" and f[1] in read and mt in f[3] for f in mla):
+            return
+        classes = [c for _p, c in ctx.facts.found(PLATFORM_CLASSES_EXTRACTOR)
+                   if c.rpartition(".")[0] == f"vllm.platforms.{platform}"]
         selects = ctx.facts.found(SELECT_EXTRACTOR)
         found = ctx.facts.found(BACKEND_EXTRACTOR)
         backends = [f for _p, f in found]
@@ -183,6 +200,8 @@ class PlatformBlockSizeRule(Rule):
             if path != module_path:
                 continue
             for forced in facts.forced:
+                if f"vllm.platforms.{platform}.{forced.cls}" not in classes:
+                    continue  # not the class the platform package loads for this platform
                 default = facts.default_backend.get(forced.cls)
                 if not _mentions_mla(forced.cond) or default is None or not selects:
                     continue
@@ -212,6 +231,20 @@ class PlatformBlockSizeRule(Rule):
                                        platform=platform, size=forced.size, backend=dotted,
                                        undecided=[t for t, _ in undecided])
                 return
+
+
+def _checkpoint_may_use_mla(hf_config: dict | None) -> bool:
+    """What the checkpoint's config.json says of MLA, as vLLM reads its text config
+    (``vllm/config/model.py`` ``use_mla``: not for ``is_causal`` False;
+    ``vllm/transformers_utils/model_arch_config_convertor.py`` ``is_deepseek_mla``: ``head_dim``
+    set when ``compress_ratios`` is, else ``kv_lora_rank`` set). Without a config.json the config
+    class's defaults decide, which set ``kv_lora_rank`` for the MLA model_types: True."""
+    if not isinstance(hf_config, dict):
+        return True
+    text = hf_config.get("text_config") if isinstance(hf_config.get("text_config"), dict) else hf_config
+    if text.get("is_causal", True) is False:
+        return False
+    return text.get("head_dim") is not None if "compress_ratios" in text else text.get("kv_lora_rank") is not None
 
 
 def _sizes_of(found: list, dotted: str | None) -> list | None:

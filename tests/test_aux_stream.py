@@ -2,10 +2,12 @@
 
 For a decoder layer whose ``forward`` starts with ``residual = hidden_states`` (Command R,
 EXAONE 4), the state entering a layer is ``hidden_states`` alone, and the codemod captures that.
-Every shape where that is not certain keeps ``hidden_states + residual`` (which ``verify`` then
-measures): another or an imported layer class in the list, the list or the class changed after it
-is built, the loop calling something else than the layer, the residual landing in ``**kwargs``, a
-decorated forward. Each case builds its module here and runs the real codemod."""
+Where that is not certain (another or an imported layer class in the list, the list or the class
+changed after it is built, the loop calling something else than the layer, a layer class from an
+``__init__`` parameter) and the module's own rebinding layer hands a residual on, the codemod
+refuses with the reason; where that class's forward is not the one called (a decorator,
+``**kwargs``) it keeps ``hidden_states + residual`` (which ``verify`` then measures). Each case
+builds its module here and runs the real codemod."""
 
 from __future__ import annotations
 
@@ -94,5 +96,36 @@ class Layer(nn.Module):
         "class-rebound", "forward-replaced", "forward-setattr", "other-method-called", "residual-in-kwargs",
         "decorated-forward", "decorated-class", "own-call", "other-call-first", "conditional-class",
         "helper-builder", "residual-read-first"])
-def test_any_doubt_keeps_hidden_states_plus_residual(code):
-    assert _capture(code) == "split"
+def test_any_doubt_is_never_hidden_states_alone(code, request):
+    """Where the layer class is not certain: a module whose own layer class starts by rebinding
+    the residual and hands one on gets no patch (either capture may be wrong: the engine measured
+    HyperCLOVAX's ``hidden_states + residual`` as a wrong capture); where that class's forward is
+    not the one called (a decorator, ``__call__``, ``**kwargs``) or reads the residual first, the
+    capture stays ``hidden_states + residual``."""
+    kept_split = {"residual-in-kwargs", "decorated-forward", "decorated-class", "own-call", "residual-read-first"}
+    expected = "split" if request.node.callspec.id in kept_split else "refused"
+    assert _outcome(code) == expected
+
+
+def _outcome(code: str) -> str:
+    from rules.cst import NotAutoFixable
+
+    try:
+        return _capture(code)
+    except NotAutoFixable as exc:
+        assert "starts by rebinding the residual it is handed, but the layers M builds are not certainly" in str(exc)
+        return "refused"
+
+
+def test_a_layer_class_from_an_init_parameter_is_refused_and_one_handing_on_none_is_not():
+    """HyperCLOVAX's shape: ``make_layers(n, lambda prefix: layer_type(...))`` with ``layer_type``
+    an ``__init__`` parameter whose default is the module's rebinding layer: refused with the
+    reason. MiniCPM's: the rebinding layer returns ``(hidden_states, None)``, so the loop's
+    residual stays None and ``hidden_states + residual`` where it is not None is right: patched."""
+    param = ("self.start_layer, self.end_layer, self.layers = make_layers(4, lambda p: layer_type(p))")
+    code = WHOLE_LAYER + _holder(param).replace("def __init__(self, config):",
+                                                "def __init__(self, config, layer_type=Layer):")
+    assert _outcome(code) == "refused"
+    none_layer = WHOLE_LAYER.replace("return hidden_states, residual", "return hidden_states, None")
+    assert _outcome(none_layer + _holder(param).replace("def __init__(self, config):",
+                                                        "def __init__(self, config, layer_type=Layer):")) == "split"

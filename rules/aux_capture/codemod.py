@@ -11,7 +11,7 @@ from typing import Iterator
 import libcst as cst
 
 from auditor.index.summary import summarize
-from rules.aux_capture.stream import layer_call_names, whole_stream_layer
+from rules.aux_capture.stream import layer_call_names, rebinding_layer_classes, whole_stream_layer
 from rules.cst import (
     CodemodExample,
     EagleCodemod,
@@ -394,6 +394,18 @@ class AuxCaptureCodemod(EagleCodemod):
             residual = None
             self.changes.append(f"{whole}.forward starts by rebinding the residual it is handed: the state "
                                 f"entering each layer is {hidden} alone")
+        elif residual and (doubt := rebinding_layer_classes(tree)):
+            # a layer of this module hands on the whole state, and the holder's layers are not
+            # certainly of another class (HyperCLOVAX: built from an __init__ parameter whose default
+            # is that class): either capture may be the wrong one (the engine measured
+            # hidden_states + residual there as a wrong capture)
+            raise NotAutoFixable(
+                f"{qualname}.forward: {doubt[0]}.forward starts by rebinding the residual it is handed, but the "
+                f"layers {qualname} builds are not certainly of that class: the state entering a layer may be "
+                f"{hidden} alone or {hidden} + {residual}",
+                f"capture the state entering each layer in {self.LAYERS_ATTR} by hand ({hidden} alone for layers "
+                "that rebind the residual)",
+            )
         it = loop.iter
         target = loop.target
         idx_expr: str

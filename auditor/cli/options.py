@@ -104,7 +104,9 @@ OPTIONS: dict[str, Opt] = {o.name: o for o in (
         "release that satisfies the tree's own transformers requirement (fetched, sha256-checked, cached); for a "
         "folder or an installed vllm, the transformers installed beside it, else here.",
         keywords={"metavar": "PATH|VERSION", **_NO_DEFAULT}),
-    Opt("no_progress", ("--no-progress",), "No progress bars.", default=False),
+    Opt("no_progress", ("--no-progress",),
+        "No progress output: no bars on a terminal, and none of the plain lines verify writes per phase when stderr "
+        "is piped.", default=False),
     Opt("config", ("--config",), "Read [tool.eagle-audit] from this pyproject.toml (default: the nearest one with "
         "that table, from the working folder up).", keywords={"metavar": "FILE", **_NO_DEFAULT}),
     Opt("no_config", ("--no-config",), "Read no pyproject.toml: flags and defaults only.", default=False),

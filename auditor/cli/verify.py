@@ -107,6 +107,11 @@ def _run_engine(env, specs_for, cfg, run, method, timeout, dtype, num_speculativ
     auditor = Auditor(open_tree(None, None, progress=False, use_cache=use_cache, python=str(env.python)),
                       platform="cpu" if env.cpu else "cuda")
     specs = specs_for(auditor.registry)
+    for spec in specs:
+        role = auditor.registry.role(spec.architecture) if spec.architecture in auditor.registry.entries else "target"
+        if role != "target":
+            fail(f"{spec.architecture} is a {role} row of this vLLM, not a target: it never generates with a drafter, "
+                 "so verify has nothing to run (scan says the same: not-a-target)")
     status = err_console().status("starting the engine", spinner="dots") if progress_enabled(no_progress) else None
     # piped or logged (no terminal): the engine takes minutes, so each phase is one plain line
     plain = status is None and not no_progress

@@ -41,8 +41,9 @@ def _prune_block(body: list[ast.stmt]) -> list[ast.stmt]:
     return out
 
 
-def _own_yield(nodes: list[ast.AST]) -> ast.AST | None:
-    """A ``yield`` of the function these statements belong to (not of a nested scope), if any."""
+def own_yield(nodes: list[ast.AST]) -> ast.AST | None:
+    """A ``yield`` of the function ``nodes`` (its statements or children) belong to, not of a
+    nested function, class or lambda; None when there is none (the function is no generator)."""
     todo = list(nodes)
     while todo:
         n = todo.pop()
@@ -54,9 +55,9 @@ def _own_yield(nodes: list[ast.AST]) -> ast.AST | None:
 
 
 def _prune_children(st: ast.stmt) -> None:
-    was = _own_yield(st.body) if isinstance(st, ast.FunctionDef) else None
+    was = own_yield(st.body) if isinstance(st, ast.FunctionDef) else None
     _prune_fields(st)
-    if was is not None and _own_yield(st.body) is None:
+    if was is not None and own_yield(st.body) is None:
         # a yield only in dead code still makes a generator function (a call runs none of its
         # body): keep one, under ``if False:``, so that readers still see a generator
         at = {"lineno": was.lineno, "col_offset": was.col_offset}

@@ -29,6 +29,7 @@ import builtins
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from auditor.index.prune import own_yield
 from auditor.index.syntax import ParentMap
 from rules.allowlist.evaluate import Evaluator as _Eval
 from rules.allowlist.evaluate import is_name as _is_name
@@ -406,16 +407,7 @@ def _deferred(fn: ast.AST) -> bool:
     ``yield`` of its own, not of a nested function or lambda)."""
     if isinstance(fn, ast.AsyncFunctionDef):
         return True
-    if not isinstance(fn, ast.FunctionDef):
-        return False
-    todo = list(ast.iter_child_nodes(fn))
-    while todo:
-        n = todo.pop()
-        if isinstance(n, (ast.Yield, ast.YieldFrom)):
-            return True
-        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            todo.extend(ast.iter_child_nodes(n))
-    return False
+    return isinstance(fn, ast.FunctionDef) and own_yield(list(ast.iter_child_nodes(fn))) is not None
 
 
 def in_replaced_function(node: ast.AST, shadowed: set, parents: ParentMap) -> bool:

@@ -231,3 +231,15 @@ def test_a_worker_that_dies_is_an_internal_error_in_one_line(tmp_path):
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
     assert "internal error" in lines[0] and "worker process" in lines[0] and "llama.py" in lines[0]
     assert '"results"' not in r.stdout
+
+
+def test_an_unknown_target_gets_the_rule_that_says_what_decides_it(tmp_path):
+    """A scan of named targets that leaves one unknown ends with the exact ``rules`` command for
+    its unknown gates (what decides each, how to fix it); with no --python there is no engine to
+    verify, so no verify step is made up."""
+    root = make_tree(tmp_path, {f"{MODELS}/deep.py": _deep_chain()})
+    add_registry_row(root, "DeepForCausalLM", "deep", "Deep999")
+    r = cli("scan", root, "--no-cache", "--model", "DeepForCausalLM")
+    assert r.exit_code == 1
+    steps = [ln for ln in r.stderr.splitlines() if ln.startswith("next step")]
+    assert steps == ["next step (what decides each unknown gate, and how to fix it): eagle-audit rules EA300"], r.stderr

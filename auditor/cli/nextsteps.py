@@ -215,4 +215,29 @@ def scan_next_steps(result, auditor, specs, path, vllm_version, sglang_version, 
         steps += dead_end_steps(auditor, [s for s in specs if s.architecture in {r.architecture for r in stuck}],
                                 model, stuck[0].method, model_type, cfg, hf_path, run, platform,
                                 tree_words(path, vllm_version, sglang_version, python), show, audit=False)
-    return steps
+    return steps + unknown_steps(result, full, python)
+
+
+def unknown_steps(result, full: bool, python: str | None = None) -> list[str]:
+    """For the targets a scan of named targets left ``unknown``: the rules that say what decides
+    each unknown gate and how to fix it (``eagle-audit rules CODE``), then, for a vLLM installed in
+    the environment of ``python`` (the scan's ``--python``) and EAGLE-3 targets, ``verify``, which
+    runs that engine and decides what the tree cannot. Empty for a full scan or when no target is
+    unknown."""
+    from auditor.model.wording import shell_join
+
+    unknown = [r for r in result.targets if r.verdict.value == "unknown"]
+    if full or not unknown or len(unknown) > FIX_COMMAND_TARGETS:
+        return []
+    codes = list(dict.fromkeys(f.rule for r in unknown for f in r.findings if f.severity.value == "unknown"))
+    lines = []
+    if codes:
+        lines.append(f"next step (what decides each unknown gate, and how to fix it): "
+                     f"{shell_join(['eagle-audit', 'rules', *codes])}")
+    eagle3 = [r for r in unknown if r.method == "eagle3"]
+    if result.engine == "vllm" and python and eagle3:
+        argv = ["eagle-audit", "verify", "--python", python]
+        for r in eagle3:
+            argv += ["-m", r.architecture]
+        lines.append(f"next step (run this environment's engine: it decides what the tree cannot): {shell_join(argv)}")
+    return lines

@@ -119,12 +119,16 @@ def _after_table(report, console) -> None:
         if r.outcome == "proven":
             continue
         parts = [f"{r.architecture}: {r.outcome}"]
-        if r.reason:
-            parts.append(r.reason)
+        reason = r.reason
+        if r.exception and reason.startswith("EAGLE-3 refused: "):
+            # the exception part below says the type and the gate: keep only what the reason adds
+            reason = reason.split("; ", 1)[1] if "; " in reason else ""
+        if reason:
+            parts.append(reason)
         if r.exception:
             x = r.exception
-            parts.append(f"{x.get('type')}: {x.get('message', '')[:300]} at {x.get('where')} "
-                         f"({x.get('function')}) → gate {x.get('gate')}")
+            parts.append(f"{x.get('type')} at {x.get('where')} ({x.get('function')}), gate {x.get('gate')}: "
+                         f"{x.get('message', '')[:300]}")
         # whole on a wide console (one line to grep); wrapped between words on a narrow one
         console.print(escape(clean(" — ".join(parts))), highlight=False, soft_wrap=console.width >= NARROW)
     summary = report.as_dict()["summary"]

@@ -105,23 +105,35 @@ def test_a_registry_far_larger_than_any_release_is_refused_in_one_line(tmp_path)
     assert tree_hash(root) == before
 
 
-def _peak_rss_mb(argv: list[str]) -> tuple[int, float, str]:
-    """Run ``argv`` as a child; ``(exit code, its peak RSS in MB with its waited-for workers, stderr)``."""
-    import os
-    import tempfile
+#: Runs argv[1:] as a child of this small interpreter and prints its exit code, its peak RSS in MB
+#: (``wait4``: the child and its waited-for workers) and its stderr as JSON. A fresh launcher,
+#: because a child forked from a large process (a pytest worker) starts at that process's RSS.
+_RSS_LAUNCHER = r"""
+import json, os, sys, tempfile
+with tempfile.TemporaryFile() as err:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.dup2(err.fileno(), 2)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+            os.execv(sys.argv[1], sys.argv[1:])
+        finally:
+            os._exit(127)
+    _, status, usage = os.wait4(pid, 0)
+    err.seek(0)
+    print(json.dumps([os.waitstatus_to_exitcode(status), usage.ru_maxrss / 1024, err.read().decode()]))
+"""
 
-    with tempfile.TemporaryFile() as err:
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the child
-            try:
-                os.dup2(err.fileno(), 2)
-                os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
-                os.execv(argv[0], argv)
-            finally:
-                os._exit(127)
-        _, status, usage = os.wait4(pid, 0)
-        err.seek(0)
-        return os.waitstatus_to_exitcode(status), usage.ru_maxrss / 1024, err.read().decode()
+
+def _peak_rss_mb(argv: list[str]) -> tuple[int, float, str]:
+    """Run ``argv`` from a fresh launcher; ``(exit code, its peak RSS in MB, its stderr)``."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _RSS_LAUNCHER, *argv], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    code, rss, err = json.loads(out.stdout)
+    return code, rss, err
 
 
 def test_a_registry_of_100000_aliases_is_refused_in_one_line_within_bounded_memory(tmp_path):

@@ -91,7 +91,7 @@ def test_scan_and_fix_with_pp_name_a_release_that_has_a_way_and_it_works(tmp_pat
     assert other and "--pipeline-parallel-size 2" in other[0], commands
     # scan reads what fix found from the cache (it audits no other release itself), on a terminal
     code, _, screen = on_a_terminal("scan", "--vllm-version", "0.16.0", "-m", "kimi_k2", "-pp", "2", "--no-config")
-    assert code == 1
+    assert code == 1, screen[-3000:]
     joined = " ".join(screen.split())
     assert (f"next step (vLLM {m.group(1)}, " in joined and f"eagle-audit fix --vllm-version {m.group(1)} --model "
             "kimi_k2 --method eagle3 \\ --pipeline-parallel-size 2") in joined, joined

@@ -98,6 +98,11 @@ def test_scan_and_fix_with_pp_name_a_release_that_has_a_way_and_it_works(tmp_pat
     assert ("next step (without pipeline parallelism, every gate has a patch in vLLM 0.16.0): eagle-audit fix "
             "--vllm-version 0.16.0 --model kimi_k2 --method eagle3") in joined
     assert fits(screen)
+    # the same scan again comes from the result cache, whose targets were never resolved: the dead
+    # end's steps resolve them (this raised TypeError, exit 3, whenever the cache held the report)
+    code, _, again = on_a_terminal("scan", "--vllm-version", "0.16.0", "-m", "kimi_k2", "-pp", "2", "--no-config")
+    assert code == 1, again[-3000:]
+    assert "next step (without pipeline parallelism" in " ".join(again.split())
     # the release named is no guess: fix writes a validated patch there with -pp 2
     done = run_copied(other[0], tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]

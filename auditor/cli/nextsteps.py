@@ -197,7 +197,8 @@ def scan_next_steps(result, auditor, specs, path, vllm_version, sglang_version, 
     only (a scan stays as fast).
 
     Args:
-        result: the scan's report; ``auditor``: its auditor; ``specs``: its targets.
+        result: the scan's report; ``auditor``: its auditor; ``specs``: its targets (None for a
+            report from the result cache: resolved here when a dead end needs them).
         path, vllm_version, sglang_version, python: the tree as the user gave it.
         model, model_type, cfg, hf_path: the targets as given (``cfg``: the parsed ``--hf-config``).
         run: the run options; ``platform``: the platform; ``show``: progress on a terminal.
@@ -212,6 +213,11 @@ def scan_next_steps(result, auditor, specs, path, vllm_version, sglang_version, 
         not f.fix_available and codemod_exists(f.gate, result.engine)
         for f in r.findings if f.severity.value == "error")]
     if stuck and not full and len(stuck) <= FIX_COMMAND_TARGETS:
+        if specs is None:
+            # the report came from the result cache, whose targets were not resolved: resolve them now
+            from auditor.hf.targets import resolve_targets
+
+            specs = resolve_targets(auditor.registry, model, model_type, cfg)
         steps += dead_end_steps(auditor, [s for s in specs if s.architecture in {r.architecture for r in stuck}],
                                 model, stuck[0].method, model_type, cfg, hf_path, run, platform,
                                 tree_words(path, vllm_version, sglang_version, python), show, audit=False)

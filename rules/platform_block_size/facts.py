@@ -13,9 +13,10 @@
   (:data:`BACKEND_EXTRACTOR`).
 - ``vllm/v1/worker/``: the function that picks one block size for all backends and raises when
   there is none (``select_common_block_size`` in ``utils.py``) (:data:`SELECT_EXTRACTOR`).
-- The model_types that use MLA: a function whose name says ``mla`` tests
-  ``<config>.model_type in (<strings>)`` (``is_deepseek_mla`` in
+- The model_types that use MLA: the ``self.is_*`` that ``use_mla`` reads (``vllm/config/model.py``),
+  and a function of that name testing ``<config>.model_type in (<strings>)`` (``is_deepseek_mla`` in
   ``vllm/transformers_utils/model_arch_config_convertor.py``) (:data:`MLA_TYPES_EXTRACTOR`).
+- The platform classes ``vllm/platforms/__init__.py`` names (:data:`PLATFORM_CLASSES_EXTRACTOR`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import ast
 from dataclasses import dataclass, field
 
 from auditor.cache import cacheable
+from auditor.index.importsteps import bound_by
 from auditor.index.summary import Extractor
 
 #: how deep a test is followed through local names
@@ -121,27 +123,17 @@ def _chain_lines(top: ast.If) -> set[int]:
 
 
 def _bound_names(node: ast.AST) -> set[str]:
-    """The names a statement (or expression) binds or deletes in the function's own scope: every
-    ``Name`` stored or deleted (augmented, annotated, tuple, ``for``, ``with``, walrus, ``except``
-    targets), imports, nested ``def``/``class`` names; nested scopes are not entered."""
+    """The names a statement (or expression) binds or deletes in the function's own scope: what
+    :func:`auditor.index.importsteps.bound_by` says of each of its nodes (targets of every kind,
+    imports, ``global``, ``except``/``match`` names, nested ``def``/``class`` names); nested
+    scopes and lambdas are not entered."""
     out: set[str] = set()
     todo = [node]
     while todo:
         n = todo.pop()
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            out.add(n.name)
-            continue
-        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
-            out.add(n.id)
-        elif isinstance(n, (ast.Import, ast.ImportFrom)):
-            out |= {(a.asname or a.name).split(".")[0] for a in n.names}
-        elif isinstance(n, ast.ExceptHandler) and n.name:
-            out.add(n.name)
-        elif isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name:
-            out.add(n.name)
-        if isinstance(n, ast.Lambda):
-            continue
-        todo.extend(ast.iter_child_nodes(n))
+        out |= bound_by(n)
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            todo.extend(ast.iter_child_nodes(n))
     return out
 
 

@@ -208,7 +208,7 @@ class PlatformBlockSizeRule(Rule):
                 _line, enum, member = default
                 dotted = member if not enum else next(
                     (b.members[f"{enum}.{member}"] for b in backends if f"{enum}.{member}" in b.members), None)
-                sizes = _sizes_of(found, dotted)
+                sizes = _sizes_of(ctx, found, dotted)
                 if sizes is None or _accepts(sizes[1], forced.size):
                     continue
                 holds, undecided = _eval(forced.cond, mt)
@@ -247,16 +247,15 @@ def _checkpoint_may_use_mla(hf_config: dict | None) -> bool:
     return text.get("head_dim") is not None if "compress_ratios" in text else text.get("kv_lora_rank") is not None
 
 
-def _sizes_of(found: list, dotted: str | None) -> list | None:
-    """The ``(line, sizes)`` of backend class ``dotted`` (``pkg.module.Class``), read from that
-    module (``pkg/module.py`` or ``pkg/module/__init__.py``) only: a class of the same name in
-    another module is another class."""
+def _sizes_of(ctx: Context, found: list, dotted: str | None) -> list | None:
+    """The ``(line, sizes)`` of backend class ``dotted`` (``pkg.module.Class``), read from the
+    module Python imports for ``pkg.module`` (the tree's :meth:`path_of`: a package wins over a
+    module beside it) only: a class of the same name in another module is another class."""
     if not dotted:
         return None
     module, _, name = dotted.rpartition(".")
-    base = module.replace(".", "/")
-    return next((f.sizes[name] for p, f in found if p in (f"{base}.py", f"{base}/__init__.py") and name in f.sizes),
-                None)
+    path = ctx.resolver.tree.path_of(module)
+    return next((f.sizes[name] for p, f in found if p == path and name in f.sizes), None)
 
 
 def _shown_sizes(sizes: list) -> str:

@@ -5,6 +5,7 @@ residual`` (a stream split in two) or ``hidden_states`` alone (layers that sum i
 from __future__ import annotations
 
 import ast
+import functools
 
 import libcst as cst
 
@@ -205,6 +206,17 @@ def _rebound_before_read(fwd: ast.FunctionDef, name: str) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=2)
+def _parsed(code: str) -> ast.Module | None:
+    """The ``ast`` of the module the codemod rewrites, parsed once for both readings of its layers
+    (:func:`whole_stream_layer`, then :func:`rebinding_layer_classes`); None when it does not
+    parse. The tree is only read."""
+    try:
+        return ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+
+
 def whole_stream_layer(tree: cst.Module, holder: cst.ClassDef, loop: cst.For, residual: str) -> str | None:
     """The decoder layer class of this module that discards the residual the holder's loop hands
     it, or None.
@@ -222,9 +234,8 @@ def whole_stream_layer(tree: cst.Module, holder: cst.ClassDef, loop: cst.For, re
     call = _layer_call(loop, residual)
     if call is None:
         return None
-    try:
-        module = ast.parse(tree.code)
-    except (SyntaxError, ValueError, RecursionError):
+    module = _parsed(tree.code)
+    if module is None:
         return None
     classes = {st.name: st for st in module.body if isinstance(st, ast.ClassDef)}
     holder_ast = classes.get(holder.name.value)
@@ -244,9 +255,8 @@ def rebinding_layer_classes(tree: cst.Module) -> list[str]:
     for the residual (``residual = hidden_states``): layers that hand on the whole state. When
     :func:`whole_stream_layer` cannot vouch for the holder's layer class and one of these is in
     the module, the state entering a layer may be either: the codemod refuses rather than guess."""
-    try:
-        module = ast.parse(tree.code)
-    except (SyntaxError, ValueError, RecursionError):
+    module = _parsed(tree.code)
+    if module is None:
         return []
     classes = {st.name: st for st in module.body if isinstance(st, ast.ClassDef)}
     out = []

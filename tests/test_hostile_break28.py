@@ -248,19 +248,24 @@ def _severities_with(tmp_path, files: dict[str, str], **kw) -> list[str]:
 
 @pytest.mark.parametrize("config", [
     {"model_type": "deepseek_v3", "kv_lora_rank": 512, "is_causal": False},   # use_mla is False
-    {"model_type": "deepseek_v3"},                                           # no kv_lora_rank: not MLA
     {"model_type": "deepseek_v3", "kv_lora_rank": None},
-    {"model_type": "deepseek_v3", "kv_lora_rank": 512, "compress_ratios": [1]},  # then head_dim decides
-    {"model_type": "x_vl", "text_config": {"model_type": "deepseek_v3"}},    # the text config decides
+    {"model_type": "deepseek_v3", "kv_lora_rank": 512, "compress_ratios": [1], "head_dim": None},  # head_dim decides
+    {"model_type": "x_vl", "text_config": {"model_type": "deepseek_v3", "kv_lora_rank": None}},  # the text config
 ])
 def test_a_checkpoint_that_does_not_use_mla_is_not_blocked(tmp_path, config):
     assert _severities_with(tmp_path, _tree("False"), hf_config=config) == []
 
 
 def test_a_checkpoint_that_uses_mla_is_blocked(tmp_path):
+    """A key the config.json leaves out takes the config class's default (DeepseekV3Config sets
+    kv_lora_rank 512 and head_dim): only a stated None rules MLA out."""
     for i, config in enumerate(({"model_type": "deepseek_v3", "kv_lora_rank": 512},
-                                {"model_type": "x_vl", "text_config": {"model_type": "deepseek_v3", "kv_lora_rank": 8}})):
-        assert _severities_with(tmp_path / str(i), _tree("False"), hf_config=config) == [Severity.ERROR.value]
+                                {"model_type": "deepseek_v3"},
+                                {"model_type": "deepseek_v3", "kv_lora_rank": 512, "compress_ratios": [1]},
+                                {"model_type": "deepseek_v3", "compress_ratios": None, "kv_lora_rank": None},
+                                {"model_type": "x_vl", "text_config": {"model_type": "deepseek_v3", "kv_lora_rank": 8}},
+                                {"model_type": "x_vl", "text_config": {"model_type": "deepseek_v3"}})):
+        assert _severities_with(tmp_path / str(i), _tree("False"), hf_config=config) == [Severity.ERROR.value], config
 
 
 def test_a_model_type_list_that_use_mla_does_not_read_is_not_the_mla_list(tmp_path):

@@ -237,14 +237,16 @@ def _checkpoint_may_use_mla(hf_config: dict | None) -> bool:
     """What the checkpoint's config.json says of MLA, as vLLM reads its text config
     (``vllm/config/model.py`` ``use_mla``: not for ``is_causal`` False;
     ``vllm/transformers_utils/model_arch_config_convertor.py`` ``is_deepseek_mla``: ``head_dim``
-    set when ``compress_ratios`` is, else ``kv_lora_rank`` set). Without a config.json the config
-    class's defaults decide, which set ``kv_lora_rank`` for the MLA model_types: True."""
+    not None when ``compress_ratios`` is set, else ``kv_lora_rank`` not None). Only a value the
+    config.json states rules MLA out: a key it leaves out takes the config class's default, which
+    sets ``kv_lora_rank`` and ``head_dim`` for the MLA model_types. Without a config.json: True."""
     if not isinstance(hf_config, dict):
         return True
     text = hf_config.get("text_config") if isinstance(hf_config.get("text_config"), dict) else hf_config
     if text.get("is_causal", True) is False:
         return False
-    return text.get("head_dim") is not None if "compress_ratios" in text else text.get("kv_lora_rank") is not None
+    decider = "head_dim" if "compress_ratios" in text else "kv_lora_rank"
+    return not (decider in text and text[decider] is None)
 
 
 def _sizes_of(ctx: Context, found: list, dotted: str | None) -> list | None:

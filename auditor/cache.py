@@ -113,10 +113,27 @@ def _shape(t: type) -> tuple[str, tuple[str, ...], frozenset[str]] | None:
     return shape
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+def _enc_list(v: list) -> list:
+    plain = _PLAIN
+    return [x if type(x) in plain else _enc(x) for x in v]
+
+
 def _enc(v: Any) -> Any:
     t = type(v)
-    if v is None or t is str or t is int or t is float or t is bool:
+    if t in _PLAIN:
         return v
+    if t is list:
+        return _enc_list(v)
+    if t is dict:
+        if all(type(k) is str and k[:1] != "@" for k in v):
+            plain = _PLAIN
+            return {k: x if type(x) in plain else _enc(x) for k, x in v.items()}
+        return {"@d": [[_enc(k), _enc(x)] for k, x in v.items()]}
+    if t is tuple:
+        return {"@t": _enc_list(v)}
     if isinstance(v, enum.Enum):  # before str/int: str-valued enums are strings too
         return {"@e": f"{t.__module__}.{t.__qualname__}", "v": v.value}
     if isinstance(v, list):
@@ -129,8 +146,10 @@ def _enc(v: Any) -> Any:
     if shape is not None and not isinstance(v, type):
         tag, names, _ = shape
         out = {"@": tag}
+        plain = _PLAIN
         for name in names:
-            out[name] = _enc(getattr(v, name))
+            x = getattr(v, name)
+            out[name] = x if type(x) in plain else _enc(x)
         return out
     if isinstance(v, tuple):
         return {"@t": [_enc(x) for x in v]}

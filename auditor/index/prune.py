@@ -22,21 +22,36 @@ def _const_truth(test: ast.expr) -> bool | None:
     return None
 
 
+#: the statements pruning dropped, one list per function being pruned (innermost last): only
+#: they can have held the yield that made it a generator
+_DROPPED: list[list[ast.stmt]] = []
+
+
+def _drop(stmts: list[ast.stmt]) -> None:
+    if _DROPPED and stmts:
+        _DROPPED[-1].extend(stmts)
+
+
 def _prune_block(body: list[ast.stmt]) -> list[ast.stmt]:
     out: list[ast.stmt] = []
-    for st in body:
+    for i, st in enumerate(body):
         if isinstance(st, ast.If) and _const_truth(st.test) is not None:
-            out.extend(_prune_block(st.body if _const_truth(st.test) else st.orelse))
+            taken = _const_truth(st.test)
+            _drop(st.orelse if taken else st.body)
+            out.extend(_prune_block(st.body if taken else st.orelse))
             if out and isinstance(out[-1], _TERMINATORS):
+                _drop(body[i + 1:])
                 break
             continue
         if isinstance(st, ast.While) and _const_truth(st.test) is False:
+            _drop(st.body)
             out.extend(_prune_block(st.orelse))
             continue
         if isinstance(st, COMPOUND):
             _prune_children(st)
         out.append(st)
         if isinstance(st, _TERMINATORS):
+            _drop(body[i + 1:])
             break  # what follows in this block never runs
     return out
 
@@ -55,8 +70,15 @@ def own_yield(nodes: list[ast.AST]) -> ast.AST | None:
 
 
 def _prune_children(st: ast.stmt) -> None:
-    was = own_yield(st.body) if isinstance(st, ast.FunctionDef) else None
-    _prune_fields(st)
+    if not isinstance(st, ast.FunctionDef):
+        _prune_fields(st)
+        return
+    _DROPPED.append([])
+    try:
+        _prune_fields(st)
+    finally:
+        dropped = _DROPPED.pop()
+    was = own_yield(dropped) if dropped else None
     if was is not None and own_yield(st.body) is None:
         # a yield only in dead code still makes a generator function (a call runs none of its
         # body): keep one, under ``if False:``, so that readers still see a generator

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from auditor.engines.catalog import engine_for
 from auditor.model.findings import Severity, Verdict
 from auditor.model.wording import count, one_line
 
@@ -22,6 +21,8 @@ def fix_report(result: FixResult) -> str:
     Returns:
         The lines, joined by newlines; a name read from the tree never starts a line of its own.
     """
+    from auditor.engines.catalog import engine_for  # here: importing the engines costs every command
+
     name = engine_for(result.engine).display
     lines = [f"eagle-audit fix: {result.source} ({name} {result.release or '?'}), method {result.method}"]
     after = {r.architecture: r for r in result.after}

@@ -16,10 +16,22 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 from dataclasses import dataclass, field
 from typing import Iterator
 
 from auditor.index.syntax import walk
+
+
+@functools.lru_cache(maxsize=64)
+def _attribute_stores(cls: ast.ClassDef) -> dict[str, list[ast.Attribute]]:
+    """Every ``NAME.attr = ...`` store target inside ``cls`` (its methods included), by attribute
+    name, in the order ``ast.walk`` meets them (computed once per class node)."""
+    out: dict[str, list[ast.Attribute]] = {}
+    for n in ast.walk(cls):
+        if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name):
+            out.setdefault(n.attr, []).append(n)
+    return out
 
 
 class Undecided(Exception):
@@ -289,8 +301,7 @@ class Scope:
             return None
         found = _class_member(cls, node.attr, self.module)
         if isinstance(found, funcs) and bound:  # ``self._is_eagle3 = ...``: the instance's attribute hides it
-            store = next((n for n in ast.walk(cls) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)
-                          and n.attr == node.attr and isinstance(n.value, ast.Name) and n.value.id == name), None)
+            store = next((n for n in _attribute_stores(cls).get(node.attr, ()) if n.value.id == name), None)
             if store is not None:
                 raise Unfollowed(f"{_at(node)}, `{name}.{node.attr}` also bound on the instance at {_at(store)}")
         if isinstance(found, funcs):

@@ -146,6 +146,18 @@ class TreeFactsBase:
             self._found[extractor.name] = hit
         return hit
 
+    def found_in(self, extractor: Extractor, path: str) -> list[object]:
+        """The facts ``extractor`` found in the one module at ``path`` (tree path), as
+        :meth:`found` lists them for that path; empty when the module is not one the extractor
+        applies to. Only that module is summarised (a gate that asks about one class's module
+        need not summarise every candidate)."""
+        hit = self._found.get(extractor.name)
+        if hit is not None:
+            return [f for p, f in hit if p == path]
+        if path not in self.tree.candidates(extractor):
+            return []
+        return list(self.tree.summary(path).extras.get(extractor.name, ()))
+
 
 def init_assign(resolver: Resolver, ref: ClassRef, attrs: tuple[str, ...]):
     """The first ``__init__`` on ``ref``'s MRO that assigns ``self.<attr>`` for one of ``attrs``

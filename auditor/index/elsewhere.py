@@ -19,8 +19,12 @@ from auditor.index.targets import ClassRef, External, FunctionRef, ModuleRef, Ta
 #: An identifier in a module's text (see :meth:`Resolver.mentioning`).
 _IDENTIFIER = re.compile(rb"[A-Za-z_]\w*")
 #: What :meth:`Resolver._may_change` looks for. After a name: a member chain then an
-#: assignment (``N.forward = f``, ``N.x += 1``) or an item (``N[k]``), or ``N as``.
-_CHANGE_AFTER = re.compile(rb"(?:[ \t]*(?:\.[ \t]*\w+[ \t]*)*(?:[-+*/|&@%]?=(?!=)|\[)|[ \t]+as[ \t])")
+#: assignment (``N.forward = f``, ``N.x += 1``, annotated ``N.forward: T = f``) or an item
+#: (``N[k]``), or ``N as``. (An annotation's ``:`` then ``=`` on the line also matches ``if N.x: y =
+#: 1``: a module read for nothing, never one missed.)
+_WS = rb"(?:[ \t\r\n]|\\\r?\n)*"  # spaces, line ends (inside brackets) and continued lines
+_CHANGE_AFTER = re.compile(_WS + rb"(?:\." + _WS + rb"\w+" + _WS + rb")*(?:\)" + _WS + rb")*"
+                           rb"(?:[-+*/|&@%]?=(?!=)|\[|:[^\n=]*=(?!=))|[ \t]+as[ \t]")
 #: Before a name on its line: ``= N`` or ``= pkg.mod.N`` (the name then not followed by a word
 #: character, a dot or a call: :data:`_NOT_AFTER_VALUE`).
 _VALUE_BEFORE = re.compile(rb"=[ \t]*(?:[\w.]*\.)?\Z")
@@ -28,6 +32,11 @@ _NOT_AFTER_VALUE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVW
 #: Before a name on its line: ``for ... in ...``.
 _LOOP_BEFORE = re.compile(rb"\bfor[ \t][^\n]*\bin[ \t]")
 _DEL_STATEMENT = re.compile(rb"\bdel[ \t]")
+#: Before a name on its line: a call or statement that changes what it is handed
+#: (``setattr(N, ...)``, ``delattr(N, ...)``, ``vars(N)[k] = v``, ``del N.m``).
+_HANDED_TO = re.compile(rb"(?:\b(?:setattr|delattr|vars)[ \t]*\([ \t\r\n]*|\bdel\b[^\n]*)\Z")
+#: A name an ``as`` binds (``import itertools as it``, ``from x import y as z``).
+_ALIAS = re.compile(rb"\bas[ \t]+([A-Za-z_]\w*)")
 _CALLS_EXEC = re.compile(rb"(?<![\w.])(?:exec|eval)[ \t]*\(")
 #: A ``for`` loop over what a call computes whose next lines write an attribute of its target
 #: (``for c in get_classes():`` then ``c.forward = f``), in a module's text.
@@ -432,6 +441,41 @@ class ElsewhereMixin:
         else:
             memo[name] = [p for p, text in texts if needle in text and _has_word(text, needle)]
         return memo[name]
+
+    def may_change_module(self, path: str, module: str) -> bool:
+        """True when the text of the module at ``path`` (a module :meth:`mentioning` returned for
+        the last part of ``module``) may change a member of the module ``module`` (dotted, from
+        outside the tree: ``itertools``), as the summary records such changes: through its name,
+        its first part or any ``as`` alias in the text, written to (``N.m = f``, annotated too,
+        ``N[k]``, ``N as``), rebound (``X = N``, ``for X in ... N``) or handed to ``setattr``,
+        ``delattr``, ``vars`` or ``del``; or the module looked up by a name in a string
+        (``modules[``, ``import_module``, ``__import__``), or text run as code (``exec(``,
+        ``eval(``). False only when none can; a cheap test before summarising the module."""
+        by_path = self.__dict__.get("_texts_by_path")
+        if by_path is None:
+            by_path = self.__dict__["_texts_by_path"] = dict(self.__dict__["_texts"])
+        text = by_path.get(path, b"")
+        if b"modules[" in text or b"import_module" in text or b"__import__" in text \
+                or ((b"exec" in text or b"eval" in text) and _calls_exec(text, False)):
+            return True
+        parts = module.split(".")
+        names = {parts[0], parts[-1]} | {a.decode() for a in _ALIAS.findall(text)}
+        for n in names:
+            needle = n.encode()
+            size = len(needle)
+            i = text.find(needle)
+            while i >= 0:
+                end = i + size
+                if (i == 0 or not _is_word_byte(text[i - 1])) and (end == len(text) or not _is_word_byte(text[end])):
+                    start = text.rfind(b"\n", 0, i) + 1
+                    if _CHANGE_AFTER.match(text, end) is not None or _HANDED_TO.search(text, max(0, i - 200), i) \
+                            or _LOOP_BEFORE.search(text, start, i) is not None:
+                        return True
+                    if (end == len(text) or text[end] not in _NOT_AFTER_VALUE) \
+                            and _VALUE_BEFORE.search(text, start, i) is not None:
+                        return True
+                i = text.find(needle, i + 1)
+        return False
 
     def _may_change(self, path: str, names: set[str]) -> bool:
         """True when the text of the module at ``path`` may change a member of something named

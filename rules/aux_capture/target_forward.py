@@ -126,8 +126,9 @@ def target_drops(ctx, target_ref, holder_via: str) -> tuple[str, str, int] | Non
         return None
     m_head = re.match(r"self\.(\w+)", holder_via)
     heads = {m_head.group(1)} if m_head else {"model", "language_model"}
-    for path, f in ctx.facts.found(EXTRACTOR):
-        if path == m.path and f.qualname == owner.qualname and f.head in heads:
+    path = m.path
+    for f in ctx.facts.found_in(EXTRACTOR, path):
+        if f.qualname == owner.qualname and f.head in heads:
             return (f"{owner.name}.forward ({path}:{f.line}) takes apart what self.{f.head} returns (`{f.construct}` "
                     f"at line {f.at}): the aux hidden states the holder returns with hidden_states may not reach "
                     "the runner, which static analysis does not follow", path, f.line)

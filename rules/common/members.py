@@ -14,6 +14,7 @@ returns, an instance attribute bound to some other value) with its construct and
 from __future__ import annotations
 
 import builtins
+import re
 from dataclasses import dataclass
 
 from auditor.index.facts import AttrFact, MethodFact, ReturnsFact
@@ -399,6 +400,8 @@ class BuiltinsChanges(FactProvider):
                     out.append((member, construct, s.path, line))
                 elif mods and all(t == "builtins" for t in mods) and head == first:
                     out.append((member, construct, s.path, line))
+                elif _looks_up(head, "builtins"):  # sys.modules["builtins"].range = f
+                    out.append((member, construct, s.path, line))
         for p in r.mentioning("__builtins__"):
             out += _builtins_dict_writes(r.tree.read(p), p)
         return out
@@ -451,11 +454,32 @@ class OutsideModuleChanges(FactProvider):
         r = ctx.resolver
         out = []
         for p in r.mentioning(key.split(".")[-1]):
+            if not r.may_change_module(p, key):
+                continue  # its text cannot change a member of the module: not summarised
             s = r.tree.summary(p)
             for head, member, construct, line, _, mods in _member_changes(s):
-                if "." not in head and key in mods:
+                if ("." not in head and key in mods) or _looks_up(head, key):
                     out.append((member, construct, s.path, line))
         return out
+
+
+#: A change's head that looks a module up by name: ``sys.modules[...]``,
+#: ``importlib.import_module(...)``, ``__import__(...)``, with the name as a plain string when it
+#: is one (group 1, 2 or 3).
+_MODULE_LOOKUP = re.compile(r"(?:\w+\.)?modules\[\s*(?:'([\w.]+)'\s*\]|[^\]]*\])"
+                            r"|(?:\w+\.)?import_module\(\s*(?:'([\w.]+)'\s*\)|[^)]*\))"
+                            r"|__import__\(\s*(?:'([\w.]+)'\s*\)|[^)]*\))")
+
+
+def _looks_up(head: str, key: str) -> bool:
+    """True when the change's ``head`` text is a lookup of the module ``key`` by name
+    (``sys.modules['itertools']``), or one whose name is computed (``sys.modules[k]``: it may be
+    that module)."""
+    m = _MODULE_LOOKUP.fullmatch(head.replace('"', "'"))
+    if m is None:
+        return False
+    name = m.group(1) or m.group(2) or m.group(3)
+    return name is None or name == key
 
 
 def loop_helpers_rebound(resolver: Resolver, module: str, names, local=()) -> list[tuple[str, str | None]]:

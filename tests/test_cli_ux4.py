@@ -1,0 +1,107 @@
+"""What a new user still found after the ux3b round (the ux4 leftovers), each item checked as the
+user meets it: ``eagle-audit`` run as a subprocess (piped, ``COLUMNS=80``, no colour), or the
+function that renders what it prints, on synthetic trees (``fixtures/minivllm``,
+``fixtures/minisglang``, with files laid over them by the tests)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from real import REPO
+
+from auditor.model.findings import Severity
+from rules.base import Example, Rule
+
+
+def _env(**extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX", "FORCE_COLOR")}
+    env.update(NO_COLOR="1", COLUMNS="80")
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")  # this checkout's code
+    env.update(extra)
+    return env
+
+
+def piped(*args, cwd: Path = REPO, **extra: str) -> subprocess.CompletedProcess:
+    """``eagle-audit ARGS`` with stdout and stderr piped, ``COLUMNS=80``, no colour."""
+    return subprocess.run([sys.executable, "-m", "auditor", *map(str, args)], capture_output=True, text=True,
+                          timeout=600, cwd=cwd, env=_env(**extra))
+
+
+# -- 1. rules CODE: an example's files that the rule's earlier examples showed are not repeated ---
+
+_SHARED = {f"vllm/shared_{n}.py": f'"""Shared file {n} (synthetic)."""\n\n\ndef helper_{n}():\n    return {n}\n'
+           for n in range(3)}
+_LONG = "\n".join(f"X_{n} = {n}" for n in range(12)) + "\n"
+
+
+class _RepeatingRule(Rule):
+    """A rule whose examples repeat files: all of them, some of them, or one with a line changed."""
+
+    CODE, GATE, NAME = "EA999", "repeating", "repeating"
+    SUMMARY, WHY, HOW_TO_FIX = "a synthetic rule", "for the test", "nothing to fix"
+    VALID = [
+        Example({**_SHARED, "vllm/long.py": _LONG}, "LlamaForCausalLM", note="first"),
+        Example({**_SHARED, "vllm/long.py": _LONG}, "LlamaForCausalLM", note="the same files"),
+    ]
+    INVALID = [
+        Example({**_SHARED, "vllm/long.py": _LONG.replace("X_5 = 5", "X_5 = 55")}, "LlamaForCausalLM",
+                expect_severity=Severity.ERROR, note="one line changed"),
+        Example({"vllm/shared_0.py": _SHARED["vllm/shared_0.py"], "vllm/long.py": "Y = 1\n"}, "LlamaForCausalLM",
+                expect_severity=Severity.ERROR, note="one shared file, another new"),
+    ]
+
+
+def test_rule_details_show_a_repeated_file_once():
+    from auditor.render.rules import rule_details_text
+
+    text = rule_details_text([_RepeatingRule])
+    sections = re.split(r"\n\n(?=(?:VALID|INVALID) \d+: )", text.rstrip("\n"))
+    by_head = {s.split(":")[0]: s for s in sections[1:]}
+    assert text.count("def helper_1():") == 1 and text.count("X_11 = 11") == 1  # each source once
+    assert by_head["VALID 1"].count("    def helper_") == 3  # shown in full the first time
+    assert by_head["VALID 2"].splitlines()[2:] == ["  the 4 files of VALID 1, as shown there"]
+    assert by_head["INVALID 1"].splitlines()[2:] == [
+        "  vllm/long.py: as in VALID 1, except:",
+        "    @@ -5,3 +5,3 @@",
+        "     X_4 = 4",
+        "    -X_5 = 5",
+        "    +X_5 = 55",
+        "     X_6 = 6",
+        "  the other 3 files of VALID 1, as shown there",
+    ]
+    assert by_head["INVALID 2"].splitlines()[2:] == [
+        "  vllm/long.py:",
+        "    Y = 1",
+        "  as in VALID 1: vllm/shared_0.py",
+    ]
+
+
+def test_rule_details_markdown_and_json_of_repeated_files():
+    from auditor.render.rules import rule_details_json, rule_details_markdown
+
+    md = rule_details_markdown([_RepeatingRule])
+    assert md.count("def helper_2():") == 1
+    assert "`vllm/long.py`: as in VALID 1, except:\n\n```diff\n@@ -5,3 +5,3 @@\n X_4 = 4\n-X_5 = 5\n+X_5 = 55\n" in md
+    assert "\nas in VALID 1: `vllm/shared_0.py`.\n" in md
+    assert md.count("the 4 files of VALID 1, as shown there.") == 1
+    doc = json.loads(rule_details_json([_RepeatingRule]))  # JSON keeps every example's files whole
+    assert [e["files"] for e in doc[0]["examples"]] == [dict(e.files) for e in
+                                                        _RepeatingRule.VALID + _RepeatingRule.INVALID]
+
+
+def test_rules_ea318_prints_its_shared_files_once():
+    p = piped("rules", "EA318")
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    assert out.count("class CpuPlatform:") == 1 and out.count("def select_common_block_size") == 1
+    assert out.count("  the 7 files of VALID 1, as shown there\n") == 2  # VALID 2, INVALID 1
+    assert ("  vllm/platforms/cpu.py: as in VALID 1, except:\n"
+            "    @@ -16,3 +16,3 @@\n") in out
+    assert "    -        fast = mla and False\n    +        fast = mla and torch.cpu._is_amx_tile_supported()\n" in out
+    assert "  the other 6 files of VALID 1, as shown there\n" in out
+    assert len(out.splitlines()) < 110  # 275 lines when every example printed its 7 files

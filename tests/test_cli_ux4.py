@@ -105,3 +105,53 @@ def test_rules_ea318_prints_its_shared_files_once():
     assert "    -        fast = mla and False\n    +        fast = mla and torch.cpu._is_amx_tile_supported()\n" in out
     assert "  the other 6 files of VALID 1, as shown there\n" in out
     assert len(out.splitlines()) < 110  # 275 lines when every example printed its 7 files
+
+
+# -- 2. did you mean: a mistyped --model is offered targets before pooling and drafter rows -------
+
+_POOLING_ROWS = '''
+
+_EMBEDDING_MODELS = {
+    "LlamaModel": ("llama", "LlamaModel"),
+    "ToyV2Model": ("toy", "ToyV2ForCausalLM"),
+}
+'''
+
+
+def _tree_with_pooling_rows(tmp_path: Path) -> Path:
+    """minivllm with a pooling table (``_EMBEDDING_MODELS``: ``LlamaModel``, ``ToyV2Model``) beside
+    its generation tables."""
+    from conftest import MINIVLLM, make_tree
+
+    reg = "vllm/model_executor/models/registry.py"
+    text = (MINIVLLM / reg).read_text().replace("\n_VLLM_MODELS = {\n", _POOLING_ROWS + "\n_VLLM_MODELS = {\n"
+                                                "    **_EMBEDDING_MODELS,\n", 1)
+    assert "**_EMBEDDING_MODELS" in text
+    return make_tree(tmp_path, {reg: text})
+
+
+def test_close_names_of_a_mistyped_model_prefer_target_rows(tmp_path):
+    from conftest import open_auditor
+
+    from auditor.hf.targets import _close
+
+    reg = open_auditor(_tree_with_pooling_rows(tmp_path)).registry
+    assert (reg.role("LlamaModel"), reg.role("ToyV2Model"), reg.role("LlamaForCausalLM")) == (
+        "pooling", "pooling", "target")
+    # the pooling rows were offered first (LlamaModel, ToyV2Model before the targets); now after them
+    assert _close("LlamaModl", reg) == "; did you mean: LlamaForCausalLM, LlamaModel?"
+    assert _close("ToyV2Modl", reg) == "; did you mean: ToyV2ForCausalLM, ToyV32ForCausalLM, ToyV2Model?"
+    assert _close("llamamodel", reg) == "; did you mean: LlamaModel, LlamaForCausalLM, ToyV2Model?"  # same spelling: first
+    # a drafter row one letter away comes after the targets (here: none of the four shown)
+    assert _close("Eagle3LlamaForCausalLMM", reg) == (
+        "; did you mean: LlamaForCausalLM, ToyV3ForCausalLM, ToyV32ForCausalLM, ToyV2ForCausalLM?")
+
+
+def test_scan_and_fix_suggest_a_target_for_a_mistyped_model(tmp_path):
+    from clitools import one_line_error
+
+    tree = _tree_with_pooling_rows(tmp_path)
+    for command in ("scan", "fix"):
+        assert one_line_error(piped(command, tree, "--model", "LlamaModl", "--no-config")) == (
+            "unknown model 'LlamaModl': not an architecture in this tree's registry nor a known model_type; "
+            "did you mean: LlamaForCausalLM, LlamaModel?"), command

@@ -155,3 +155,47 @@ def test_scan_and_fix_suggest_a_target_for_a_mistyped_model(tmp_path):
         assert one_line_error(piped(command, tree, "--model", "LlamaModl", "--no-config")) == (
             "unknown model 'LlamaModl': not an architecture in this tree's registry nor a known model_type; "
             "did you mean: LlamaForCausalLM, LlamaModel?"), command
+
+
+# -- 4. explain's JSON names its engine for vLLM too; the README's matrix count ----------------------
+
+
+def test_explain_json_always_names_the_engine():
+    from conftest import MINIVLLM
+
+    minisglang = REPO / "fixtures" / "minisglang"
+    for tree, arch, engine in ((MINIVLLM, "LlamaForCausalLM", "vllm"), (MINIVLLM, "ToyV3ForCausalLM", "vllm"),
+                               (minisglang, "LlamaForCausalLM", "sglang")):
+        p = piped("explain", arch, tree, "--no-config", "-f", "json")
+        assert p.returncode == 0, p.stderr
+        doc = json.loads(p.stdout)
+        assert list(doc)[:2] == ["architecture", "engine"] and doc["engine"] == engine, (tree, arch)
+    everything = json.loads(piped("explain", "--all", MINIVLLM, "--no-config", "-f", "json").stdout)
+    assert len(everything) > 5 and {d["engine"] for d in everything} == {"vllm"}
+    schema = json.loads((REPO / "auditor/model/schemas/outputs/explain.json").read_text())["$defs"]["explained"]
+    assert schema["required"] == ["architecture", "engine"] and schema["properties"]["engine"]["enum"] == [
+        "vllm", "sglang"]
+
+
+def test_the_readme_matrix_plan_is_what_matrix_says_for_its_range(capsys):
+    """The README quotes the message ``matrix`` prints before it downloads, for a range it names:
+    the count, the span and the size must be those of the index for that range (it said 26
+    releases for the open range ``0.16.0..``, which had grown past that)."""
+    import re as _re
+
+    from auditor.cli.nextsteps import say_fetch_plan
+    from auditor.orchestration.matrix import FetchPlan, check_spec, parse_versions
+    from auditor.orchestration.releases import IndexReleases
+
+    text = " ".join((REPO / "README.md").read_text().split())
+    found = _re.search(r"\(`(eagle-audit matrix: \d+ releases to audit [^`]*)`, (?:measured )?for `--versions "
+                       r"([^`]+)` with an empty cache\)", text)
+    assert found, "the README's matrix plan sentence"
+    quoted, spec = found.groups()
+    listing = IndexReleases().listing()
+    releases = tuple(p.version for p in parse_versions(spec, listing) if p.skip is None)
+    say_fetch_plan(FetchPlan(releases, (), releases, sum(listing.size(v) for v in releases)))
+    said = " ".join(capsys.readouterr().err.split())
+    assert said.startswith(quoted.removesuffix("; …)")), (said, quoted)
+    ((_item, bounds),) = check_spec(spec)
+    assert bounds is not None and None not in bounds, f"{spec}: a closed range, whose count does not grow"

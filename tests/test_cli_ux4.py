@@ -199,3 +199,48 @@ def test_the_readme_matrix_plan_is_what_matrix_says_for_its_range(capsys):
     assert said.startswith(quoted.removesuffix("; …)")), (said, quoted)
     ((_item, bounds),) = check_spec(spec)
     assert bounds is not None and None not in bounds, f"{spec}: a closed range, whose count does not grow"
+
+
+# -- 5. every command's --help, subcommands included, ends its text with examples ----------------
+
+
+def _commands():
+    """Every command of the command line as the words that run it (``["cache", "prune"]``)."""
+    import typer
+
+    from auditor.cli.base import app
+
+    out = []
+
+    def visit(words, command):
+        out.append(words)
+        for name, sub in sorted(getattr(command, "commands", {}).items()):
+            visit([*words, name], sub)
+
+    for name, command in sorted(typer.main.get_command(app).commands.items()):
+        visit([name], command)
+    return out
+
+
+def test_every_commands_help_has_examples_of_that_command(tmp_path):
+    commands = _commands()
+    assert ["cache", "prune"] in commands and ["cache", "clear"] in commands and ["scan"] in commands
+    examples = {}
+    for words in commands:
+        p = piped(*words, "--help")
+        assert p.returncode == 0, (words, p.stderr)
+        assert "\n  Examples:\n" in p.stdout, f"eagle-audit {' '.join(words)} --help has no examples"
+        block = p.stdout.split("\n  Examples:\n", 1)[1].split("\n\n", 1)[0].replace(" \\\n", " ").splitlines()
+        examples[" ".join(words)] = [" ".join(line.split()) for line in block]
+        assert block and all(line.startswith(f"    eagle-audit {' '.join(words)}") for line in block), (words, block)
+    assert examples["cache prune"] == ["eagle-audit cache prune --older-than 30", "eagle-audit cache prune --max-size 2G",
+                                       "eagle-audit cache prune --older-than 7 --max-size 500M"]
+    assert examples["cache clear"] == ["eagle-audit cache clear"]
+    # the examples of cache prune and clear run as written (on a cache folder of the test's own)
+    cache = tmp_path / "cache"
+    (cache / "archives").mkdir(parents=True)
+    (cache / "archives" / "vllm-9.9.9.tar.gz").write_bytes(b"x" * 100)
+    for line in examples["cache prune"] + examples["cache clear"]:
+        p = piped(*line.split()[1:], EAGLE_AUDIT_CACHE_DIR=str(cache))
+        assert p.returncode == 0, (line, p.stderr)
+    assert not (cache / "archives" / "vllm-9.9.9.tar.gz").exists()  # cleared by the last one

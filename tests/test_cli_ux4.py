@@ -244,3 +244,43 @@ def test_every_commands_help_has_examples_of_that_command(tmp_path):
         p = piped(*line.split()[1:], EAGLE_AUDIT_CACHE_DIR=str(cache))
         assert p.returncode == 0, (line, p.stderr)
     assert not (cache / "archives" / "vllm-9.9.9.tar.gz").exists()  # cleared by the last one
+
+
+# -- 3. fix on SGLang: a forward with a layer loop per branch says its capture once ---------------
+
+_TWO_LOOPS = '''    def forward(self, input_ids, positions):
+        hidden_states = input_ids
+        if positions is None:
+            for layer in self.layers:
+                hidden_states = layer(None, hidden_states)
+        else:
+            for layer in self.layers:
+                hidden_states = layer(positions, hidden_states)
+        return hidden_states
+'''
+
+
+def test_fix_sglang_says_a_capture_in_two_layer_loops_once(tmp_path):
+    """minisglang's Gemma3TextModel with a layer loop in each branch of its forward, as SGLang
+    0.5.10.post1's (one loop for CPUs with AMX, one for the rest): the patch captures in both,
+    and the report said the same capture sentence twice, one line per loop."""
+    import shutil
+
+    tree = tmp_path / "t"
+    shutil.copytree(REPO / "fixtures" / "minisglang", tree)
+    model = tree / "sglang/srt/models/gemma3_causal.py"
+    text = model.read_text()
+    one_loop = text[text.index("    def forward(self, input_ids, positions):"):text.index("\n\nclass Gemma3ForCausalLM")]
+    model.write_text(text.replace(one_loop + "\n", _TWO_LOOPS))
+    p = piped("fix", tree, "--model", "Gemma3ForCausalLM", "--no-cache", "--no-progress", "--no-config",
+              COLUMNS="400")
+    assert p.returncode == 0, p.stderr
+    added = [line for line in p.stdout.splitlines() if line.startswith("+")]
+    assert added.count("+            for idx, layer in enumerate(self.layers):") == 2  # both loops capture
+    assert added.count("+                    aux_hidden_states.append(hidden_states)") == 2
+    report = p.stderr.splitlines()
+    assert report.count("  [sglang-aux-capture] sglang/srt/models/gemma3_causal.py: Gemma3TextModel.forward captures "
+                        "hidden_states entering the layers in layers_to_capture, keyed on the absolute layer index "
+                        "idx (in each of its 2 layer loops)") == 1
+    codemod_lines = [line for line in report if line.startswith("  [")]
+    assert len(codemod_lines) == len(set(codemod_lines)) > 4, codemod_lines

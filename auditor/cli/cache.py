@@ -44,6 +44,12 @@ def cache_prune(
     Only files inside the cache folder are removed, never through a symbolic link.
 
     Exit codes: 0 pruned, 2 usage error (no limit, a bad SIZE, a cache folder that is a link).
+
+    \b
+    Examples:
+      eagle-audit cache prune --older-than 30
+      eagle-audit cache prune --max-size 2G
+      eagle-audit cache prune --older-than 7 --max-size 500M
     """
     from auditor.orchestration.cachedir import parse_size, prune
     from auditor.render.report import print_prune
@@ -58,6 +64,10 @@ def cache_clear() -> None:
     Only files inside the cache folder are removed, never through a symbolic link.
 
     Exit codes: 0 cleared, 2 refused (a cache folder that is a link).
+
+    \b
+    Examples:
+      eagle-audit cache clear
     """
     from auditor.orchestration.cachedir import clear
     from auditor.render.report import print_prune

@@ -172,9 +172,22 @@ def close_names(name: str, pool: list[str], same: Iterable[str] = (), n: int = 4
 
 
 def _close(name: str, registry: Registry) -> str:
-    # every name --model takes: architectures, the alias table's model_types, and the model_types
-    # derived from the targets' architecture names (qwen3_moe from Qwen3MoeForCausalLM)
-    derived = {derive_model_type(a) for a in registry.architectures() if not registry.entries[a].is_drafter}
-    pool = registry.architectures() + sorted(load_alias_table().get("model_type", {}))
-    m = close_names(name, pool, sorted(derived))
+    """The "did you mean" hint for a ``--model`` (or ``--hf-config`` architecture) the tree does
+    not know, preferring what the commands that take ``--model`` audit, patch or run: targets.
+    :func:`close_names` over the target rows' architectures and the alias table's model_types
+    (with every name spelled the same, of any role, and the model_types derived from the target
+    rows' names: ``qwen3_moe`` from ``Qwen3MoeForCausalLM``); when none is close, the nearest of
+    those derived model_types, as their architectures (``LlamaForCausalLM`` for ``llama3``); after
+    them, in the places left of four, the close rows of another role (a drafter, a pooling model:
+    the registry's ``role``)."""
+    archs = registry.architectures()
+    targets = [a for a in archs if registry.role(a) == "target"]
+    others = [a for a in archs if registry.role(a) != "target"]
+    by_type: dict[str, list[str]] = {}
+    for a in targets:
+        by_type.setdefault(derive_model_type(a), []).append(a)
+    derived = sorted(by_type)
+    pool = targets + sorted(load_alias_table().get("model_type", {}))
+    m = close_names(name, pool, derived + others) or [a for t in close_names(name, derived) for a in by_type[t]]
+    m = list(dict.fromkeys(m + close_names(name, others)))[:4]
     return f"; did you mean: {', '.join(m)}?" if m else ""

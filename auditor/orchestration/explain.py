@@ -30,7 +30,8 @@ def positional_is_tree(value: str, loose: bool = False) -> bool:
 def explain(auditor: Auditor, arch: str) -> dict:
     """Explain one registry architecture.
 
-    Returns a dict with at least ``architecture``, ``class`` (dotted qualname), ``path`` (relative
+    Returns a dict with at least ``architecture``, ``engine`` (the engine's name: ``vllm``,
+    ``sglang``, as in the other JSON reports), ``class`` (dotted qualname), ``path`` (relative
     to the folder that contains ``vllm/``), ``line``, ``empty_subclass``, ``mro`` (dotted names,
     external bases as imported, e.g. ``torch.nn.Module``), plus ``mro_detail``, ``protocols``
     (member → the class that provides it, or None), ``holder`` and ``language_model``: the
@@ -45,4 +46,5 @@ def explain(auditor: Auditor, arch: str) -> dict:
         close = difflib.get_close_matches(arch, reg.architectures(), n=4, cutoff=0.5)
         hint = f"; did you mean: {', '.join(close)}?" if close else ""
         raise AuditError(f"unknown architecture {arch!r}: not in this tree's model registry{hint}")
-    return auditor.engine.explain(auditor.resolver, reg, auditor.facts, arch, auditor.platform)
+    info = auditor.engine.explain(auditor.resolver, reg, auditor.facts, arch, auditor.platform)
+    return {"architecture": arch, "engine": auditor.engine.name, **info}

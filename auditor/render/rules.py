@@ -4,7 +4,9 @@ with its examples (text, Markdown, JSON). No analysis here."""
 
 from __future__ import annotations
 
+import difflib
 import json
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from auditor.render.text import clean, print_wrapped
@@ -128,6 +130,74 @@ def _expectation(kind: str, ex) -> str:
     return f"reports {ex.expect_severity.value}"
 
 
+
+@dataclass
+class ExampleFile:
+    """How the rule details show one file of an example: ``shown`` is ``base`` (the base tree's
+    file, kept), ``full`` (``lines``: the source), ``same`` (the file as an earlier example of the
+    rule, ``like``, showed it) or ``changed`` (``lines``: a unified diff from the file as ``like``
+    showed it in full)."""
+
+    path: str
+    shown: str
+    like: str = ""
+    lines: list[str] = field(default_factory=list)
+
+
+def _example_files(rule) -> list[list[ExampleFile]]:
+    """Per example of ``rule`` (in :func:`_examples` order), how each of its files is shown, so that
+    a file the rule's examples repeat is printed once: in full the first time, then by the name of
+    the first example that showed it (``as in VALID 1``), or as a unified diff from the closest
+    version shown in full when that is at most half as long as the file. The examples themselves
+    (what the tests run) are unchanged; JSON carries every file whole."""
+    full: dict[str, list[tuple[str, list[str]]]] = {}  # path -> (example, lines) shown in full
+    seen: dict[tuple[str, str], str] = {}  # (path, source) -> the first example that showed it
+    out = []
+    for kind, i, ex in _examples(rule):
+        label, files = f"{kind} {i}", []
+        for path, src in ex.files.items():
+            if src is None:
+                files.append(ExampleFile(path, "base"))
+                continue
+            if (path, src) in seen:
+                files.append(ExampleFile(path, "same", seen[(path, src)]))
+                continue
+            seen[(path, src)] = label
+            lines = src.strip("\n").split("\n")
+            diffs = [(like, list(difflib.unified_diff(old, lines, n=1, lineterm=""))[2:])
+                     for like, old in full.get(path, [])]
+            like, diff = min(diffs, key=lambda d: len(d[1]), default=("", []))
+            if diff and 2 * len(diff) <= len(lines):
+                files.append(ExampleFile(path, "changed", like, diff))
+                continue
+            full.setdefault(path, []).append((label, lines))
+            files.append(ExampleFile(path, "full", lines=lines))
+        out.append(files)
+    return out
+
+
+def _same_lines(rule, files: list[ExampleFile], name) -> list[str]:
+    """One line per earlier example whose files an example repeats unchanged, in the order first
+    met: ``the 7 files of VALID 1, as shown there`` when they are all of that example's files
+    (``the other 6 files``: all but those shown changed from it; three files or more), else ``as in VALID 1: a.py, b.py`` (each
+    path through ``name``)."""
+    by: dict[str, list[str]] = {}
+    for f in files:
+        if f.shown == "same":
+            by.setdefault(f.like, []).append(f.path)
+    if not by:
+        return []
+    own = {f"{kind} {i}": {p for p, src in ex.files.items() if src is not None} for kind, i, ex in _examples(rule)}
+    out = []
+    for like, paths in by.items():
+        changed = {f.path for f in files if f.shown == "changed" and f.like == like}
+        if len(paths) >= 3 and set(paths) | changed == own[like]:
+            out.append(f"the {'other ' if changed else ''}{len(paths)} files of {like}, as shown there")
+        else:
+            out.append(f"as in {like}: {', '.join(name(p) for p in paths)}")
+    return out
+
+
 def _rule_detail_lines(rules) -> list[tuple[str, bool]]:
     """The lines of :func:`print_rule_details`, each with True for a line of example code (kept
     as written, never wrapped)."""
@@ -145,16 +215,20 @@ def _rule_detail_lines(rules) -> list[tuple[str, bool]]:
         if not examples:
             prose += ["", "Examples: none yet."]
         out += [(line, False) for line in prose]
-        for kind, i, ex in examples:
+        for (kind, i, ex), files in zip(examples, _example_files(r)):
             note = f" ({ex.note})" if ex.note else ""
             out += [("", False), (f"{kind} {i}: {ex.architecture}{note}: {_expectation(kind, ex)}", False),
                     (f"  with {'; '.join(_example_run(ex))}", False)]
-            for path, src in ex.files.items():
-                if src is None:
-                    out.append((f"  {path}: the base tree's file, unchanged", False))
-                    continue
-                out.append((f"  {path}:", False))
-                out += [(f"    {line}".rstrip(), True) for line in src.strip("\n").split("\n")]
+            for f in files:
+                if f.shown == "base":
+                    out.append((f"  {f.path}: the base tree's file, unchanged", False))
+                elif f.shown == "full":
+                    out.append((f"  {f.path}:", False))
+                    out += [(f"    {line}".rstrip(), True) for line in f.lines]
+                elif f.shown == "changed":
+                    out.append((f"  {f.path}: as in {f.like}, except:", False))
+                    out += [(f"    {line}".rstrip(), True) for line in f.lines]
+            out += [(f"  {line}", False) for line in _same_lines(r, files, lambda p: p)]
             if not ex.files:
                 out.append(("  the base tree, unchanged", False))
     return [(clean(line), code) for line, code in out]
@@ -189,15 +263,18 @@ def rule_details_markdown(rules) -> str:
                 f"{'Blocks' if r.BLOCKING else 'Warning'}; {'fix available' if r.FIX_AVAILABLE else 'no automatic fix'}; "
                 f"methods {', '.join(r.METHODS)}.", "", f"**What:** {r.SUMMARY}", "", f"**Why:** {r.WHY}", "",
                 f"**How to fix:** {r.HOW_TO_FIX}", ""]
-        for kind, i, ex in _examples(r):
+        for (kind, i, ex), files in zip(_examples(r), _example_files(r)):
             note = f" ({ex.note})" if ex.note else ""
             out += [f"### {kind} {i}: `{ex.architecture}`{note}", "",
                     f"{_expectation(kind, ex).capitalize()}; with {'; '.join(_example_run(ex))}.", ""]
-            for path, src in ex.files.items():
-                if src is None:
-                    out += [f"`{path}`: the base tree's file, unchanged.", ""]
-                else:
-                    out += [f"`{path}`:", "", "```python", src.strip("\n"), "```", ""]
+            for f in files:
+                if f.shown == "base":
+                    out += [f"`{f.path}`: the base tree's file, unchanged.", ""]
+                elif f.shown == "full":
+                    out += [f"`{f.path}`:", "", "```python", *f.lines, "```", ""]
+                elif f.shown == "changed":
+                    out += [f"`{f.path}`: as in {f.like}, except:", "", "```diff", *f.lines, "```", ""]
+            out += [f"{line}.\n" for line in _same_lines(r, files, lambda p: f"`{p}`")]
     return "\n".join(out).rstrip("\n") + "\n"
 
 

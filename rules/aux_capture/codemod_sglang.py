@@ -244,9 +244,15 @@ class SGLangAuxCaptureCodemod(AuxCaptureCodemod):
         used = names_used(fwd)
         aux = fresh_name("aux_hidden_states", used)
         swap: dict[int, list] = {}
+        before = len(self.changes)
         for _, loc in located:
             _, new_loop = self._capture_loop(tree, qualname, loc.node, aux, used, fn_depth + loc.depth - 1, "list")
             swap[id(loc.node)] = [new_loop.with_changes(leading_lines=loc.node.leading_lines)]
+        # each loop says what it captures; a forward with several layer loops (one per branch:
+        # 0.5.10.post1's Gemma3TextModel) says it once, with how many loops it holds for
+        said = self.changes[before:]
+        self.changes[before:] = [s if said.count(s) == 1 else f"{s} (in each of its {said.count(s)} layer loops)"
+                                 for s in dict.fromkeys(said)]
         init = cst.parse_statement(f"{aux} = []\n", config=tree.config_for_parsing)
         first = located[0][1]
         top = first.path[0][0][first.path[0][1]]

@@ -21,7 +21,7 @@ def explain(resolver: Resolver, registry, facts_, arch: str, platform: str) -> d
     r, reg = resolver, registry
     facts = target_facts(r, reg, arch)
     entry = reg.entries[arch]
-    base = {"architecture": arch, "engine": "sglang", "registered_in": {"path": entry.path, "line": entry.line}}
+    base = {"architecture": arch, "registered_in": {"path": entry.path, "line": entry.line}}
     if facts.ref is None:
         return {**base, **unresolved_class(f"{entry.module}.{entry.class_name}", facts)}
     name = facts_.setter_name()

@@ -186,7 +186,7 @@ def test_a_member_replaced_in_forms_the_summary_does_not_count_is_never_supporte
     _toy("import itertools\nCHUNKS = list(itertools.islice(range(9), 3))  # \u00e9t\u00e9\n"),
     _toy("import itertools\nCHUNKS = sorted(itertools.islice(range(9), 3), key=None)\n"),
     _toy(H + "_NAME = LlamaForCausalLM.__name__  # \u2192 \uff2clama\n_K = dict(cls=LlamaForCausalLM, x=1)\n"),
-    _new("# coding: utf-7\nimport itertools\nCHUNKS = list(itertools.islice(range(9), 3)) +AC0- \\\n    []\n"),
+    _new("# coding: utf-7\nimport itertools\nCHUNKS = list(itertools.islice(range(9), 3)) +ACs- \\\n    []\n"),
     _new("\u00e9 = 1\nimport itertools\nCHUNKS = list(itertools.islice(range(9), 3))\n"),
 ], ids=["read", "keyword", "class-read", "utf7-read", "non-ascii-ident"])
 def test_modules_that_only_read_keep_the_verdict(tmp_path, files):

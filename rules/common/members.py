@@ -389,7 +389,7 @@ class BuiltinsChanges(FactProvider):
     def compute(cls, ctx, key=None):
         r = ctx.resolver
         out = []
-        for p in r.mentioning("builtins"):
+        for p in _candidates(r, "builtins"):
             s = r.tree.summary(p)
             for head, member, construct, line, b, mods in _member_changes(s):
                 if member != "*" and member not in PY_BUILTINS:
@@ -400,7 +400,8 @@ class BuiltinsChanges(FactProvider):
                     out.append((member, construct, s.path, line))
                 elif mods and all(t == "builtins" for t in mods) and head == first:
                     out.append((member, construct, s.path, line))
-                elif _looks_up(head, "builtins"):  # sys.modules["builtins"].range = f
+                elif _looks_up(head, "builtins") or _reaches(s, head, b, "builtins"):
+                    # sys.modules["builtins"].range = f, an alias, a head computed from the module
                     out.append((member, construct, s.path, line))
         for p in r.mentioning("__builtins__"):
             out += _builtins_dict_writes(r.tree.read(p), p)
@@ -453,14 +454,53 @@ class OutsideModuleChanges(FactProvider):
     def compute(cls, ctx, key=None):
         r = ctx.resolver
         out = []
-        for p in r.mentioning(key.split(".")[-1]):
+        for p in _candidates(r, key):
             if not r.may_change_module(p, key):
                 continue  # its text cannot change a member of the module: not summarised
             s = r.tree.summary(p)
-            for head, member, construct, line, _, mods in _member_changes(s):
-                if ("." not in head and key in mods) or _looks_up(head, key):
+            for head, member, construct, line, b, mods in _member_changes(s):
+                if ("." not in head and key in mods) or _looks_up(head, key) or _reaches(s, head, b, key):
                     out.append((member, construct, s.path, line))
         return out
+
+
+#: The names a change's head may look a module up by under a computed name
+#: (``sys.modules.get(name)``, ``importlib.import_module(a + b)``, ``pkgutil.resolve_name(...)``,
+#: ``inspect.getmodule(obj)``).
+_LOOKUP_WORDS = ("modules", "import_module", "__import__", "resolve_name", "getmodule")
+
+
+def _candidates(r, key: str) -> list[str]:
+    """The modules whose changes may reach the module ``key``: those whose text names it, and
+    those that may look a module up under a computed name (:data:`_LOOKUP_WORDS`), which need
+    not spell it (``sys.modules['iter' + 'tools']``)."""
+    got = set(r.mentioning(key.split(".")[-1]))
+    for w in _LOOKUP_WORDS:
+        got.update(r.mentioning(w))
+    return sorted(got)
+
+
+def _reaches(s, head: str, b, key: str) -> bool:
+    """True when a change's ``head`` in module summary ``s`` may be the module ``key``
+    other than by its imported name: a plain alias of it (``it = itertools``), or a head
+    computed from it or from a module lookup (``(itertools if a else b)``, ``[itertools][0]``,
+    ``sys.modules.get('itertools')``, ``inspect.getmodule(itertools.chain)``)."""
+    if "." not in head and b is not None and b.kind == "alias" and b.target.split(".")[0] in (key, key.split(".")[0]):
+        return True
+    if _DOTTED_HEAD.fullmatch(head):
+        return False
+    words = set(_WORD.findall(head))
+    if words & {key.split(".")[0], key.split(".")[-1], *_LOOKUP_WORDS}:
+        return True
+    for w in words:
+        x = s.bindings.get(w)
+        if x is not None and ((x.kind == "module" and x.target == key) or (x.kind == "alias" and x.target == key)):
+            return True
+    return False
+
+
+_DOTTED_HEAD = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+_WORD = re.compile(r"[A-Za-z_]\w*")
 
 
 #: A change's head that looks a module up by name: ``sys.modules[...]``,

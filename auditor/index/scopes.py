@@ -28,6 +28,12 @@ from auditor.index.syntax import (
 _DOTTED_TEXT = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 
 
+def _stored_attributes(target: ast.AST) -> list[ast.Attribute]:
+    """The attributes an assignment, ``for`` or ``with ... as`` target writes (``C.m`` in ``a, C.m``,
+    ``*C.m``, ``[C.m]``): every ``Attribute`` in store context inside it."""
+    return [n for n in ast.walk(target) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)]
+
+
 def _root_name(node: ast.AST) -> str | None:
     """The name an attribute chain starts from (``self`` of ``self.__class__.forward``), or None."""
     while isinstance(node, (ast.Attribute, ast.Subscript)):
@@ -112,6 +118,8 @@ class ScopesMixin:
         for st in stmts:
             if isinstance(st, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
                 targets = st.targets if isinstance(st, (ast.Assign, ast.Delete)) else [st.target]
+                # an attribute inside an unpacking target (``a, C.forward = g()``, ``*_, C.m = v``)
+                targets = [n for t in targets for n in ([t] if isinstance(t, ast.Attribute) else _stored_attributes(t))]
                 for t in targets:
                     if isinstance(t, ast.Attribute):
                         self._seen.add(id(t))
@@ -126,6 +134,14 @@ class ScopesMixin:
                             record(t.value.value, t.value.attr, st)
                         else:
                             record(t.value, t.attr, st)
+            elif isinstance(st, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)):
+                # ``for C.forward in fs:``, ``with cm as C.forward:``: a member written by the loop
+                # or the context manager, with a value the index does not follow
+                outs = [st.target] if isinstance(st, (ast.For, ast.AsyncFor)) else \
+                    [i.optional_vars for i in st.items if i.optional_vars is not None]
+                for t in (a for o in outs for a in _stored_attributes(o)):
+                    self._seen.add(id(t))
+                    record(t.value, t.attr, st)
             elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) \
                     and dotted(st.value.func) in ("setattr", "delattr") and st.value.args \
                     and dotted(st.value.args[0]) is not None:

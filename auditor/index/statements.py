@@ -98,6 +98,7 @@ class StatementsMixin:
             for n in walk(target):
                 if isinstance(n, ast.Name):
                     self._mark(n.id, f"tuple unpacking (line {line})", line)
+            self._unfollowed_members(target, f"{node_text(target)[:60]} = {short_text(value)}", line)
         elif isinstance(target, ast.Attribute) and self._namespace_of(target.value, "module") == "module":
             pass  # ``sys.modules[__name__].X = v``: the namespace walk marks X (:meth:`_namespaces`)
         elif isinstance(target, ast.Attribute) and dotted(target.value) is None:
@@ -117,6 +118,18 @@ class StatementsMixin:
             if isinstance(key, ast.Constant) and isinstance(key.value, str):
                 self._handled.add(id(target.value))
                 self._assign_name(key.value, value, line, guarded, type_checking)
+
+    def _unfollowed_members(self, target: ast.AST, construct: str, line: int) -> None:
+        """The members an unpacking, ``for`` or ``with ... as`` target writes (``a, C.m = g()``,
+        ``for C.m in fs``), recorded as changes whose value the index does not follow."""
+        for n in walk(target):
+            if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and id(n) not in self._seen:
+                self._seen.add(id(n))
+                d = dotted(n.value)
+                if d is not None:
+                    self._set_member(d, n.attr, None, construct, line)
+                else:
+                    self.s.foreign_changes.append((head_of(n.value), n.attr, construct, line))
 
     def _bind_names_of(self, target: ast.AST, construct: str, line: int) -> None:
         for n in walk(target):
@@ -220,6 +233,7 @@ class StatementsMixin:
         elif isinstance(stmt, (ast.For, ast.AsyncFor)):
             end = getattr(stmt, "end_lineno", None) or stmt.lineno
             self._bind_names_of(stmt.target, f"a for loop target (line {stmt.lineno})", end)
+            self._unfollowed_members(stmt.target, f"a for loop target {node_text(stmt.target)[:60]}", stmt.lineno)
             was = dict(self.loop_iters)
             if isinstance(stmt.target, ast.Name):
                 self.loop_iters[stmt.target.id] = stmt.iter
@@ -267,6 +281,8 @@ class StatementsMixin:
             for item in stmt.items:
                 if item.optional_vars is not None:
                     self._bind_names_of(item.optional_vars, f"a with ... as target (line {stmt.lineno})", stmt.lineno)
+                    self._unfollowed_members(item.optional_vars, f"a with ... as target {node_text(item.optional_vars)[:60]}",
+                                             stmt.lineno)
             self._stmts(stmt.body, guarded, type_checking)
 
     def _function(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:

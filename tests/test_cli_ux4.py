@@ -105,6 +105,10 @@ def test_rules_ea318_prints_its_shared_files_once():
     assert "    -        fast = mla and False\n    +        fast = mla and torch.cpu._is_amx_tile_supported()\n" in out
     assert "  the other 6 files of VALID 1, as shown there\n" in out
     assert len(out.splitlines()) < 110  # 275 lines when every example printed its 7 files
+    # the examples after VALID 1 run on the CPU platform: said with their run (new-user round 29:
+    # VALID 1 and INVALID 1 read the same without it)
+    assert "with method eagle3; text model_type deepseek_v3; --platform cpu\n" in out
+    assert "with method eagle3; text model_type deepseek_v3\n" in out  # VALID 1: the default platform
 
 
 # -- 2. did you mean: a mistyped --model is offered targets before pooling and drafter rows -------
@@ -284,3 +288,22 @@ def test_fix_sglang_says_a_capture_in_two_layer_loops_once(tmp_path):
                         "idx (in each of its 2 layer loops)") == 1
     codemod_lines = [line for line in report if line.startswith("  [")]
     assert len(codemod_lines) == len(set(codemod_lines)) > 4, codemod_lines
+
+
+def test_a_derived_model_type_is_offered_as_its_architecture_never_as_a_name(tmp_path):
+    # LLaMAForCausalLM derives the model_type 'lla_ma', which no config uses; `--model Llama` offered
+    # it, and `--model lla_ma` then audited a model_type the allowlist never admits (new-user round 29)
+    from conftest import MINIVLLM, make_tree, open_auditor
+
+    from auditor.hf.targets import _close, derive_model_type
+
+    reg_path = "vllm/model_executor/models/registry.py"
+    text = (MINIVLLM / reg_path).read_text().replace(
+        '    "LlamaForCausalLM": ("llama", "LlamaForCausalLM"),\n',
+        '    "LlamaForCausalLM": ("llama", "LlamaForCausalLM"),\n    "LLaMAForCausalLM": ("llama", "LlamaForCausalLM"),\n', 1)
+    reg = open_auditor(make_tree(tmp_path, {reg_path: text})).registry
+    assert derive_model_type("LLaMAForCausalLM") == "lla_ma" and reg.role("LLaMAForCausalLM") == "target"
+    hint = _close("Llama", reg)
+    assert "lla_ma" not in hint, hint
+    offered = hint.removeprefix("; did you mean: ").rstrip("?").split(", ")
+    assert hint.startswith("; did you mean: ") and "LLaMAForCausalLM" in offered and "llama" in offered, hint

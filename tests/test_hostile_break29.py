@@ -151,8 +151,6 @@ def test_islice_changed_in_forms_the_summary_does_not_count_is_never_supported(t
 
 
 # -- 5. a member of LlamaForCausalLM replaced in forms the summary does not count -------------
-# (the six forms marked xfail, strict: still open; a fix makes them pass, and then the mark fails the
-# run until it is removed)
 
 @pytest.mark.parametrize("files", [
     # *_a, LlamaForCausalLM.forward = 1, 2, f: a starred unpacking
@@ -165,16 +163,15 @@ def test_islice_changed_in_forms_the_summary_does_not_count_is_never_supported(t
     _toy(H + "def _g():\n    _a, LlamaForCausalLM.forward = 1, _f\n_g()\n"),
     _toy(H + "def _g():\n    for LlamaForCausalLM.forward in [_f]:\n        pass\n_g()\n"),
     # with nullcontext(LlamaForCausalLM) as _C: _C.forward = f: the class bound by with ... as
-    pytest.param(_toy(H + "import contextlib\nwith contextlib.nullcontext(LlamaForCausalLM) as _C:\n    _C.forward = _f\n"),
-                 marks=pytest.mark.xfail(strict=True, reason="open: the summary follows no alias that holds the class (with-as, a default, a container, a match capture)")),
+    _toy(H + "import contextlib\nwith contextlib.nullcontext(LlamaForCausalLM) as _C:\n    _C.forward = _f\n"),
     # def _g(c=LlamaForCausalLM): c.forward = f: the class as a parameter's default
-    pytest.param(_toy(H + "def _g(c=LlamaForCausalLM):\n    c.forward = _f\n_g()\n"), marks=pytest.mark.xfail(strict=True, reason="open: the summary follows no alias that holds the class (with-as, a default, a container, a match capture)")),
-    pytest.param(_toy(H + "def _g(*, c=LlamaForCausalLM):\n    c.forward = _f\n_g()\n"), marks=pytest.mark.xfail(strict=True, reason="open: the summary follows no alias that holds the class (with-as, a default, a container, a match capture)")),
+    _toy(H + "def _g(c=LlamaForCausalLM):\n    c.forward = _f\n_g()\n"),
+    _toy(H + "def _g(*, c=LlamaForCausalLM):\n    c.forward = _f\n_g()\n"),
     # _c = [LlamaForCausalLM][0]; _d = {'k': LlamaForCausalLM}: the class through a container
-    pytest.param(_toy(H + "_c = [LlamaForCausalLM][0]\n_c.forward = _f\n"), marks=pytest.mark.xfail(strict=True, reason="open: the summary follows no alias that holds the class (with-as, a default, a container, a match capture)")),
-    pytest.param(_toy(H + "_d = {'k': LlamaForCausalLM}\n_d['k'].forward = _f\n"), marks=pytest.mark.xfail(strict=True, reason="open: the summary follows no alias that holds the class (with-as, a default, a container, a match capture)")),
+    _toy(H + "_c = [LlamaForCausalLM][0]\n_c.forward = _f\n"),
+    _toy(H + "_d = {'k': LlamaForCausalLM}\n_d['k'].forward = _f\n"),
     # match LlamaForCausalLM: case _C: _C.forward = f: a capture pattern binds the class
-    pytest.param(_toy(H + "match LlamaForCausalLM:\n    case _C:\n        _C.forward = _f\n"), marks=pytest.mark.xfail(strict=True, reason="open: the summary follows no alias that holds the class (with-as, a default, a container, a match capture)")),
+    _toy(H + "match LlamaForCausalLM:\n    case _C:\n        _C.forward = _f\n"),
 ], ids=["starred", "for-target", "with-target", "fn-unpack", "fn-for-target", "with-alias", "default-param",
         "kw-default-param", "list-alias", "dict-alias", "match-capture"])
 def test_a_member_replaced_in_forms_the_summary_does_not_count_is_never_supported(tmp_path, files):

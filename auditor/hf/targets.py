@@ -176,7 +176,9 @@ def _close(name: str, registry: Registry) -> str:
     not know, preferring what the commands that take ``--model`` audit, patch or run: targets.
     :func:`close_names` over the target rows' architectures and the alias table's model_types
     (with every name spelled the same, of any role, and the model_types derived from the target
-    rows' names: ``qwen3_moe`` from ``Qwen3MoeForCausalLM``); when none is close, the nearest of
+    rows' names: ``qwen3_moe`` from ``Qwen3MoeForCausalLM``; of those spelled alike, only the one
+    split the least: ``lla_ma`` from ``LLaMAForCausalLM``, which no config uses, is offered as its
+    architecture beside ``llama``); when none is close, the nearest of
     those derived model_types, as their architectures (``LlamaForCausalLM`` for ``llama3``); after
     them, in the places left of four, the close rows of another role (a drafter, a pooling model:
     the registry's ``role``)."""
@@ -188,6 +190,16 @@ def _close(name: str, registry: Registry) -> str:
         by_type.setdefault(derive_model_type(a), []).append(a)
     derived = sorted(by_type)
     pool = targets + sorted(load_alias_table().get("model_type", {}))
-    m = close_names(name, pool, derived + others) or [a for t in close_names(name, derived) for a in by_type[t]]
+    # of the derived model_types spelled alike, the one split the least is offered as it is
+    # (``llama`` from ``LlamaForCausalLM``); the others are no names to type (``lla_ma`` from
+    # ``LLaMAForCausalLM``, which no config uses) and are offered as their architectures
+    want = _spelling(name)
+    fewest: dict[str, int] = {}
+    for t in derived:
+        fewest[_spelling(t)] = min(fewest.get(_spelling(t), 99), t.count("_"))
+    clean = [t for t in derived if t.count("_") == fewest[_spelling(t)]]
+    spelled = [a for t in derived if t not in clean and _spelling(t) == want for a in by_type[t]]
+    m = list(dict.fromkeys(spelled + close_names(name, pool, clean + others))) \
+        or [a for t in close_names(name, derived) for a in by_type[t]]
     m = list(dict.fromkeys(m + close_names(name, others)))[:4]
     return f"; did you mean: {', '.join(m)}?" if m else ""

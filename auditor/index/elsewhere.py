@@ -214,8 +214,8 @@ class ElsewhereMixin:
                 mod == ref.module and rest == ref.name)
         if not DOTTED.fullmatch(head):
             for ident in set(IDENT_TEXT.findall(head)):
-                if ident in names:
-                    return True
+                if ident in names or (fn is None and names & set(s.holders.get(ident, ()))):
+                    return True  # ``_d = {"k": C}; _d["k"].forward = f``: through what a holder holds
                 t = self._head_target(s, ident, fn)
                 if (isinstance(t, ClassRef) and (t.module, t.qualname) == (ref.module, ref.qualname)) \
                         or (isinstance(t, ModuleRef) and t.module == ref.module):
@@ -228,6 +228,11 @@ class ElsewhereMixin:
         t = self._head_target(s, head, fn)
         first = head.split(".")[0]
         b = s.bindings.get(first)
+        held = s.holders.get(first) if fn is None or b is not None or first in s.unfollowable else None
+        if held and (names & set(held) or any(self._head_target(s, h, None) == ref for h in held)):
+            # ``_c = [LlamaForCausalLM][0]``, ``with nullcontext(C) as _C``, ``match C: case _C``:
+            # the name holds what an expression of the class computes
+            return True
         if isinstance(t, Unresolved) and b is not None and b.kind in ("import", "module"):
             # the name is marked as changed by the same construct (text run as code that names
             # ``llama`` changes what ``llama`` holds): what it was bound to before is what it reaches

@@ -338,6 +338,11 @@ class ModuleSummary:
     #: when it is called), as ``(dotted head as written, member or "*", construct, line, function
     #: name)``; heads that are the function's parameters or locals are left out
     deferred_changes: list[tuple[str, str, str, int, str]] = field(default_factory=list)
+    #: module-level names bound to what the index does not follow (a container, a subscript, a
+    #: ``with ... as`` or a ``match`` capture), with the names their value expression reads
+    #: (``_c = [LlamaForCausalLM][0]``: ``["LlamaForCausalLM"]``): a change written through one
+    #: may change what those names hold
+    holders: dict[str, list[str]] = field(default_factory=dict)
     #: calls that may change a container reached through a dotted name (``R.register_model("X",
     #: ...)``, ``R.update(...)``) and item writes through one (``R.models["X"] = ...``, ``del
     #: R[k]``), at module level or in a module-level function, as ``(dotted head, method or

@@ -28,6 +28,15 @@ from auditor.index.syntax import (
 _DOTTED_TEXT = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 
 
+def _defaults(args: ast.arguments) -> dict[str, ast.expr]:
+    """The parameters of a signature whose default reads a name (``c=LlamaForCausalLM``), with
+    that default (a constant default holds no class)."""
+    pos = args.posonlyargs + args.args
+    pairs = list(zip(pos[len(pos) - len(args.defaults):], args.defaults))
+    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+    return {a.arg: d for a, d in pairs if any(isinstance(n, ast.Name) for n in ast.walk(d))}
+
+
 def _stored_attributes(target: ast.AST) -> list[ast.Attribute]:
     """The attributes an assignment, ``for`` or ``with ... as`` target writes (``C.m`` in ``a, C.m``,
     ``*C.m``, ``[C.m]``): every ``Attribute`` in store context inside it."""
@@ -85,9 +94,9 @@ class ScopesMixin:
         """Record the member changes ``fn``'s body makes to names it does not own
         (:attr:`ModuleSummary.deferred_changes`)."""
         stmts = list(iter_stmts(fn.body))
-        self._changes_in(stmts, _Locals(stmts, params), fn.name)
+        self._changes_in(stmts, _Locals(stmts, params), fn.name, _defaults(fn.args))
 
-    def _changes_in(self, stmts: list[ast.stmt], local, label: str) -> None:
+    def _changes_in(self, stmts: list[ast.stmt], local, label: str, defaults: dict | None = None) -> None:
         """Record the member changes the statements ``stmts`` of one scope (a function, a method,
         a class body: ``label``; every statement, as :func:`iter_stmts` gives them) make to
         names that are not ``local`` to it (a set, or :class:`_Locals`), and its changing calls
@@ -108,6 +117,13 @@ class ScopesMixin:
                     heads = [ITEMS_OF + node_text(it)[:100]]
                 for h in heads:
                     self.s.deferred_changes.append((h + rest, member, node_text(st)[:100], st.lineno, label))
+                return
+            if root is not None and defaults and root in defaults and root not in _OWN:
+                # ``def g(c=LlamaForCausalLM): c.forward = f``: a call without that argument
+                # changes what the default holds
+                rest = head_of(head_node)[len(root):]
+                self.s.deferred_changes.append((ITEMS_OF + node_text(defaults[root])[:100] + rest, member,
+                                                node_text(st)[:100], st.lineno, label))
                 return
             if root is not None and (root in _OWN or root in local) \
                     and not (isinstance(head_node, ast.Attribute) and head_node.attr == "__class__"):
@@ -190,7 +206,7 @@ class ScopesMixin:
             if own:
                 if any(isinstance(st, (ast.Import, ast.ImportFrom)) for st in stmts):
                     scope_imports(fn.body, label)
-                self._changes_in(stmts, local, label)
+                self._changes_in(stmts, local, label, _defaults(args))
             if self.reflective:
                 self._reflective(fn.body, local, label)
             inner(stmts, label, local)

@@ -61,6 +61,7 @@ class StatementsMixin:
             )
         else:
             b = Binding("other", short_text(value), line, guarded)
+            self._hold(name, value)
         self._bind(name, b, type_checking)
         if name == "__all__":
             try:
@@ -131,12 +132,23 @@ class StatementsMixin:
                 else:
                     self.s.foreign_changes.append((head_of(n.value), n.attr, construct, line))
 
-    def _bind_names_of(self, target: ast.AST, construct: str, line: int) -> None:
+    def _hold(self, name: str, value: ast.AST | None) -> None:
+        """Record that module-level ``name`` holds what ``value`` computes, when it reads names
+        (:attr:`ModuleSummary.holders`)."""
+        if value is None:
+            return
+        read = sorted({n.id for n in walk(value) if isinstance(n, ast.Name)})
+        if read:
+            self.s.holders[name] = read
+
+    def _bind_names_of(self, target: ast.AST, construct: str, line: int, value: ast.AST | None = None) -> None:
         for n in walk(target):
             if isinstance(n, ast.Name):
                 self._mark(n.id, construct, line)
+                self._hold(n.id, value)
             elif isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name:
                 self._mark(n.name, construct, line)
+                self._hold(n.name, value)
             elif isinstance(n, ast.MatchMapping) and n.rest:
                 self._mark(n.rest, construct, line)
 
@@ -246,7 +258,8 @@ class StatementsMixin:
         elif type(stmt).__name__ == "Match":
             end = getattr(stmt, "end_lineno", None) or stmt.lineno
             for case in stmt.cases:
-                self._bind_names_of(case.pattern, f"a match capture pattern (line {case.pattern.lineno})", end)
+                self._bind_names_of(case.pattern, f"a match capture pattern (line {case.pattern.lineno})", end,
+                                    stmt.subject)
             self._loop_body(stmt, [c.body for c in stmt.cases], type_checking)
         elif isinstance(stmt, ast.If):
             if is_type_checking(stmt.test):
@@ -280,7 +293,8 @@ class StatementsMixin:
         elif isinstance(stmt, (ast.With, ast.AsyncWith)):
             for item in stmt.items:
                 if item.optional_vars is not None:
-                    self._bind_names_of(item.optional_vars, f"a with ... as target (line {stmt.lineno})", stmt.lineno)
+                    self._bind_names_of(item.optional_vars, f"a with ... as target (line {stmt.lineno})", stmt.lineno,
+                                        item.context_expr)
                     self._unfollowed_members(item.optional_vars, f"a with ... as target {node_text(item.optional_vars)[:60]}",
                                              stmt.lineno)
             self._stmts(stmt.body, guarded, type_checking)

@@ -110,6 +110,8 @@ def _example_run(ex) -> list[str]:
         out.append(f"--num-speculative-tokens {o.num_speculative_tokens}")
     if o.draft_config is not None:
         out.append(f"--draft-config {json.dumps(o.draft_config, sort_keys=True)}")
+    if o.platform != base.platform:
+        out.append(f"--platform {o.platform}")
     if ex.hf_config is not None:
         out.append(f"--hf-config {json.dumps(ex.hf_config, sort_keys=True)}")
     out += [f"registry row {arch} -> {module}.{cls} ({table})" for arch, module, cls, table in ex.rows]

@@ -105,8 +105,8 @@ OPTIONS: dict[str, Opt] = {o.name: o for o in (
         "folder or an installed vllm, the transformers installed beside it, else here.",
         keywords={"metavar": "PATH|VERSION", **_NO_DEFAULT}),
     Opt("no_progress", ("--no-progress",),
-        "No progress output: no bars on a terminal, and none of the plain lines verify writes per phase when stderr "
-        "is piped.", default=False),
+        "No progress output: no bars on a terminal, and no plain progress lines when stderr is piped (verify writes "
+        "one per phase).", default=False),
     Opt("config", ("--config",), "Read [tool.eagle-audit] from this pyproject.toml (default: the nearest one with "
         "that table, from the working folder up).", keywords={"metavar": "FILE", **_NO_DEFAULT}),
     Opt("no_config", ("--no-config",), "Read no pyproject.toml: flags and defaults only.", default=False),

@@ -20,10 +20,10 @@ IDENTIFIER = re.compile(rb"[A-Za-z_]\w*")
 #: Before a name on its line: ``= N`` or ``= pkg.mod.N`` (the name then not followed by a word
 #: character, a dot or a call: :data:`_NOT_AFTER_VALUE`).
 _VALUE_BEFORE = re.compile(rb"=[ \t\f]*(?:[\w.]*\.)?\Z")
-#: Before a name on its line: an assignment whose value reads it inside an expression
-#: (``_c = [N][0]``, ``_d = {"k": N}``: the target may hold N; also a keyword argument, read for
-#: nothing).
-_ASSIGNED_BEFORE = re.compile(rb"(?<![=!<>])=(?!=)[^\n]*\Z")
+#: Before a name on its line: an assignment whose value reads it inside brackets (``_c =
+#: [N][0]``, ``_d = {"k": N}``, ``x = f(N)``: the target may hold N; also a keyword argument
+#: after a bracket, read for nothing).
+_ASSIGNED_BEFORE = re.compile(rb"(?<![=!<>])=(?!=)[^\n]*[\[{(][^\n]*\Z")
 _NOT_AFTER_VALUE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.(")
 #: Before a name on its line: ``for ... in ...``.
 _LOOP_BEFORE = re.compile(rb"\bfor\b[^\n]*\bin\b")

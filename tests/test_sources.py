@@ -228,6 +228,9 @@ def test_corrupt_and_truncated_archives(tmp_path: Path) -> None:
         message = str(info.value)
         assert message.startswith(f"cannot read archive {path}:"), message
         assert "\n" not in message
+        if path is truncated:  # said in words first, the decompressor's text after (new-user round 29)
+            assert message.startswith(f"cannot read archive {path}: it is truncated: the compressed data ends early ("), \
+                message
 
 
 def test_archive_without_vllm(tmp_path: Path) -> None:

@@ -270,6 +270,8 @@ def test_piped_verify_says_each_phase_on_one_plain_line(tmp_path):
     lines = p.stderr.strip().splitlines()
     assert [line.rsplit(" (", 1)[0] for line in lines][-2:] == [
         "eagle-audit: LlamaForCausalLM: importing the engine", "eagle-audit: LlamaForCausalLM: spec: \\x1b[31mdecoding"], lines
+    # the first line comes before the scan of the installed tree (it took 30 s cold, in silence)
+    assert lines[0].startswith("eagle-audit: LlamaForCausalLM: reading the installed vLLM for the scan's verdict (0 s)"), lines
     assert all(line.startswith("eagle-audit: ") and line.endswith(" s)") for line in lines), lines
     assert "\x1b" not in p.stderr
     assert json.loads(p.stdout)["results"][0]["outcome"] == "crashed"

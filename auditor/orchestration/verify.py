@@ -246,6 +246,8 @@ class Verifier:
             AuditError: the engine's interpreter cannot be started.
         """
         options = options or RunOptions()
+        # the scan of the installed tree comes first and may take a while cold: said at once
+        self.progress(f"{spec.architecture}: reading the installed vLLM for the scan's verdict")
         spec = self.auditor.with_model_type(spec)
         static = self.auditor.audit(spec, method, hf_config, options)
         res = VerifyResult(spec.architecture, method, spec.model_type, "unknown", static.verdict.value,

@@ -364,7 +364,9 @@ class ArchiveSource(TreeSource):
                                        "(truncated or forged)")
         except SourceError:
             raise
-        except (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError, OSError, ValueError) as exc:
+        except EOFError as exc:  # gzip/xz/bz2: "Compressed file ended before the end-of-stream marker..."
+            raise self._error(f"it is truncated: the compressed data ends early ({exc})") from None
+        except (tarfile.TarError, zlib.error, lzma.LZMAError, OSError, ValueError) as exc:
             raise self._error(exc) from None
         except MemoryError:
             raise self._refuse("it does not fit in memory") from None

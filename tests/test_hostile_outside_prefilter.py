@@ -16,6 +16,15 @@ MODELS = "vllm/model_executor/models"
 TOY = (REPO / "fixtures" / "minivllm" / MODELS / "toy.py").read_text()
 
 
+def _never_supported(tmp_path, patch: str) -> None:
+    """Scan LlamaForCausalLM of minivllm with ``patch`` appended to ``toy.py``: exit 1, and a
+    verdict other than ``supported``."""
+    root = make_tree(tmp_path, {f"{MODELS}/toy.py": TOY + "\n" + patch})
+    code, doc, _ = scan_json(root)
+    r = result_of(doc)
+    assert code == 1 and r["verdict"] != "supported", r
+
+
 @pytest.mark.parametrize("patch", [
     "import itertools\nitertools.islice: object = lambda *a: iter(())\n",
     "import itertools as _it\n_it.islice : object = lambda *a: iter(())\n",
@@ -23,10 +32,7 @@ TOY = (REPO / "fixtures" / "minivllm" / MODELS / "toy.py").read_text()
     "import itertools, sys\nsys.modules['itertools'].islice = lambda *a: iter(())\n",
 ])
 def test_islice_changed_from_another_module_in_other_forms_is_never_supported(tmp_path, patch):
-    root = make_tree(tmp_path, {f"{MODELS}/toy.py": TOY + "\n" + patch})
-    code, doc, _ = scan_json(root)
-    r = result_of(doc)
-    assert code == 1 and r["verdict"] != "supported", r
+    _never_supported(tmp_path, patch)
 
 
 @pytest.mark.parametrize("patch", [
@@ -36,10 +42,7 @@ def test_islice_changed_from_another_module_in_other_forms_is_never_supported(tm
     "llama.LlamaForCausalLM.set_aux_hidden_state_layers : object = _f\n",
 ])
 def test_a_member_replaced_by_an_annotated_assignment_elsewhere_is_never_supported(tmp_path, patch):
-    root = make_tree(tmp_path, {f"{MODELS}/toy.py": TOY + "\n" + patch})
-    code, doc, _ = scan_json(root)
-    r = result_of(doc)
-    assert code == 1 and r["verdict"] != "supported", r
+    _never_supported(tmp_path, patch)
 
 
 def test_a_module_that_only_reads_itertools_keeps_the_verdict(tmp_path):
@@ -51,10 +54,7 @@ def test_a_module_that_only_reads_itertools_keeps_the_verdict(tmp_path):
 
 def test_a_builtin_changed_through_sys_modules_elsewhere_is_never_supported(tmp_path):
     patch = "import sys\nsys.modules['builtins'].enumerate = lambda it, start=0: zip(range(100, 200), it)\n"
-    root = make_tree(tmp_path, {f"{MODELS}/toy.py": TOY + "\n" + patch})
-    code, doc, _ = scan_json(root)
-    r = result_of(doc)
-    assert code == 1 and r["verdict"] != "supported", r
+    _never_supported(tmp_path, patch)
 
 
 @pytest.mark.parametrize("patch", [
@@ -64,10 +64,7 @@ def test_a_builtin_changed_through_sys_modules_elsewhere_is_never_supported(tmp_
     "import itertools\ndel(itertools.islice)\n",
 ])
 def test_islice_changed_in_spread_out_forms_is_never_supported(tmp_path, patch):
-    root = make_tree(tmp_path, {f"{MODELS}/toy.py": TOY + "\n" + patch})
-    code, doc, _ = scan_json(root)
-    r = result_of(doc)
-    assert code == 1 and r["verdict"] != "supported", r
+    _never_supported(tmp_path, patch)
 
 
 @pytest.mark.parametrize("patch", [
@@ -77,7 +74,4 @@ def test_islice_changed_in_spread_out_forms_is_never_supported(tmp_path, patch):
     "llama.LlamaForCausalLM \\\n    .forward = _f\n",
 ])
 def test_a_member_replaced_in_spread_out_forms_elsewhere_is_never_supported(tmp_path, patch):
-    root = make_tree(tmp_path, {f"{MODELS}/toy.py": TOY + "\n" + patch})
-    code, doc, _ = scan_json(root)
-    r = result_of(doc)
-    assert code == 1 and r["verdict"] != "supported", r
+    _never_supported(tmp_path, patch)

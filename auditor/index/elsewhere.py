@@ -347,10 +347,7 @@ class ElsewhereMixin:
         ``delattr``, ``vars`` or ``del``; or the module looked up by a name in a string
         (``modules[``, ``import_module``, ``__import__``), or text run as code (``exec(``,
         ``eval(``). False only when none can; a cheap test before summarising the module."""
-        by_path = self.__dict__.get("_texts_by_path")
-        if by_path is None:
-            by_path = self.__dict__["_texts_by_path"] = dict(self.__dict__["_texts"])
-        text = by_path.get(path, b"")
+        text = self._text_of(path)
         if b"modules[" in text or b"import_module" in text or b"__import__" in text \
                 or ((b"exec" in text or b"eval" in text) and calls_exec(text, False)):
             return True
@@ -368,10 +365,7 @@ class ElsewhereMixin:
         call computes that writes an attribute of its target) are looked for once
         per module; then each occurrence of one of ``names`` as a whole word is read in its line
         (the module came from :meth:`mentioning`, so it has a few)."""
-        by_path = self.__dict__.get("_texts_by_path")
-        if by_path is None:
-            by_path = self.__dict__["_texts_by_path"] = dict(self.__dict__["_texts"])
-        text = by_path.get(path, b"")
+        text = self._text_of(path)
         anonymous = self.__dict__.setdefault("_anonymous_change", {})
         hit = anonymous.get(path)
         if hit is None:

@@ -105,6 +105,10 @@ class VerifyResult:
     model_code_failed: bool | None = None
     #: the engine's last lines of stderr, when the target was not proven
     engine_log: list[str] = field(default_factory=list)
+    #: a multimodal target run in the engine's text-only mode (vLLM's ``language_model_only``: no
+    #: multimodal processor, which would need the tokenizer verify never has; the prompts are
+    #: token ids either way, so the multimodal input path is not exercised); None: not started
+    text_only_mode: bool | None = None
 
     def as_dict(self) -> dict:
         """The result as plain JSON data."""
@@ -303,6 +307,9 @@ class Verifier:
     def _interpret(self, res: VerifyResult, result: dict, static) -> VerifyResult:
         runs = {r.get("name"): r for r in result.get("runs", [])}
         res.times["import_s"] = result.get("import_s")
+        started = [r for r in runs.values() if r.get("started")]
+        if started:
+            res.text_only_mode = bool(result.get("language_model_only")) and any(r.get("multimodal") for r in started)
         for n, r in runs.items():
             res.times[n] = r.get("timing", {})
         if "exception" in result and not runs:

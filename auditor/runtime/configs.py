@@ -147,7 +147,10 @@ def _shrink_language(cfg: dict, attribute_map: dict, sizes: dict) -> tuple[int, 
                 if current and all(isinstance(v, int) and not isinstance(v, bool) for v in current):
                     cfg[stored] = [value] * len(current)
                 continue
-            cfg[stored] = value
+            # never larger than the checkpoint's own: a router that takes one expert per token
+            # (Llama 4: vLLM's no_dp_ep.py asserts topk 1 when the router weight is applied to
+            # the input) stays at one
+            cfg[stored] = min(value, current) if isinstance(current, int) and current > 0 else value
     if isinstance(cfg.get("n_shared_experts"), int) and cfg["n_shared_experts"] > 1:
         cfg["n_shared_experts"] = 1
     new_layers = sizes["num_hidden_layers"]

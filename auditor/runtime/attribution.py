@@ -3,7 +3,8 @@
 The scan records, for each blocking finding, the ``file:line`` of the construct that fails. An
 exception the engine raised is attributed to a gate when one of its traceback frames inside the
 engine's package is in the same function as one of the target's findings (the allowlist test,
-the proposer's sharing of the embedding, the holder's ``forward``), or is the function that
+the proposer's sharing of the embedding, the holder's ``forward``) or as the place the finding
+says the engine enforces it (``enforced_at``), or is the function that
 tests the gate's protocol with the tree's own checker (``supports_eagle3(model)`` in the model
 runner, for ``interface``). The innermost such frame wins. An error a library re-raised without
 the frames of the code that raised it (pydantic's ``ValidationError`` around the allowlist's
@@ -132,6 +133,14 @@ def attribute(frames: list[tuple[str, int, str]], findings: list[Finding], spans
             if f.path != path:
                 continue
             if f.line == line or (fdef is not None and spans.enclosing(path, f.line) is fdef):
+                return Attribution(f.gate, where, function)
+        for f in blocking:
+            # where the engine enforces the gate, when the scan recorded it apart from the
+            # finding's own place (aux-capture: the protocol default that asserts the holder
+            # inherits EagleModelMixin)
+            at = getattr(f.data, "enforced_at", None)
+            if isinstance(at, (list, tuple)) and len(at) == 2 and at[0] == path and isinstance(at[1], int) and (
+                    at[1] == line or (fdef is not None and spans.enclosing(path, at[1]) is fdef)):
                 return Attribution(f.gate, where, function)
         if fdef is not None:
             for checker, gate in checkers.items():

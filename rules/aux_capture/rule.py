@@ -104,6 +104,23 @@ def _assigns(ctx: Context, ref, attr: str) -> bool:
     return False
 
 
+def _mixin_assertion(ctx: Context, ref, holder) -> list | None:
+    """``[path, line]`` of the ``set_aux_hidden_state_layers`` the target ``ref`` runs when it is
+    the ``SupportsEagle3`` protocol's default, that default asserts the holder inherits
+    ``EagleModelMixin``, and ``holder`` does not; else None."""
+    setter = ctx.resolver.lookup(ref, "set_aux_hidden_state_layers")
+    if setter is None or not isinstance(setter[1], MethodFact):
+        return None
+    proto = ctx.facts.protocol("SupportsEagle3")
+    if not (proto and proto.is_protocol_class(setter[0]) and method_requires_mixin(setter[1])):
+        return None
+    mixin = ctx.facts.eagle_model_mixin
+    if mixin is not None and ctx.resolver.is_subclass(holder, mixin):
+        return None
+    loc = ctx.resolver.location(setter[0])
+    return [loc[0], setter[1].line] if loc and loc[0] and isinstance(setter[1].line, int) else None
+
+
 @cacheable
 @dataclass
 class AuxCaptureData:
@@ -116,6 +133,11 @@ class AuxCaptureData:
     needs_mixin: bool = False
     requires: list[str] = field(default_factory=list)
     assumed: bool = False
+    #: ``[path, line]`` of the protocol default ``set_aux_hidden_state_layers`` the target runs,
+    #: which asserts that the holder inherits ``EagleModelMixin`` when the holder does not: the
+    #: engine refuses there, at load, before any forward runs (vLLM 0.32.0
+    #: ``vllm/model_executor/models/interfaces.py``)
+    enforced_at: list | None = None
 
 
 @cacheable
@@ -218,7 +240,8 @@ class AuxCaptureRule(Rule):
                 msg = (f"{fwd.defined_in.name}.forward{lm} has no loop over its decoder layers that "
                        f"captures aux hidden states (holder found via {h.via})")
                 line = fwd.line
-            yield self.finding(Severity.ERROR, msg, fwd.path, line, holder=holder.dotted)
+            yield self.finding(Severity.ERROR, msg, fwd.path, line, holder=holder.dotted,
+                               enforced_at=_mixin_assertion(ctx, facts.ref, holder))
             return
         if not fwd.returns_aux:
             yield self.finding(
@@ -246,6 +269,7 @@ class AuxCaptureRule(Rule):
                 Severity.ERROR,
                 f"{holder.name} must inherit EagleModelMixin: {why}",
                 loc[0] if loc else None, loc[1] if loc else None, holder=holder.dotted, needs_mixin=True,
+                enforced_at=_mixin_assertion(ctx, facts.ref, holder),
             )
         # the protocol's default layer getter (vLLM >= 0.18) reads ``<holder>.layers``
         proto = ctx.facts.protocol("SupportsEagle3")

@@ -632,6 +632,17 @@ def test_the_config_action_keeps_the_first_import_failure(tmp_path, monkeypatch)
     assert out["ok"] is False and out["import_failed_in"] == "fakevision2", out
 
 
+def test_shrink_shrinks_every_kv_head_count_name_the_engine_reads():
+    """vLLM reads a KV head count under Step 3.5's ``num_attention_groups`` and Falcon RW's
+    ``n_head_kv`` too (model_arch_config_convertor.py); 8 groups over 4 shrunk heads do not divide."""
+    step = {"model_type": "step3p5", "num_hidden_layers": 48, "hidden_size": 5120, "num_attention_heads": 40,
+            "num_attention_groups": 8, "vocab_size": 65536}
+    assert shrink_target(step, "Step3p5ForCausalLM").config["num_attention_groups"] == 2
+    rw = {"model_type": "RefinedWeb", "num_hidden_layers": 60, "hidden_size": 8192, "num_attention_heads": 128,
+          "n_head_kv": 8, "vocab_size": 65024}
+    assert shrink_target(rw, "FalconForCausalLM").config["n_head_kv"] == 2
+
+
 def test_the_child_names_a_missing_module_anywhere_in_the_chain():
 
     child = _engine_child("engine_child_missing")

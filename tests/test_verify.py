@@ -632,6 +632,64 @@ def test_the_config_action_keeps_the_first_import_failure(tmp_path, monkeypatch)
     assert out["ok"] is False and out["import_failed_in"] == "fakevision2", out
 
 
+def test_the_config_action_builds_from_the_class_the_engine_parses_the_model_type_with(monkeypatch):
+    """The 0.32.0 sweep: vLLM parses a config.json of a model_type in its ``_CONFIG_REGISTRY`` with
+    its own class, and the child built step3p5's from transformers' Step3p7TextConfig (a per-layer
+    rope_parameters dict: ``unhashable type: 'dict'`` in get_rope) and deepseek_v4's from
+    transformers' class (``mlp_layer_types`` vLLM's class refuses). The registry resolves entries in
+    ``__getitem__`` (LazyConfigDict), which ``.get`` bypasses."""
+    import types
+
+    child = _engine_child("engine_child_registry")
+
+    class Config:
+        attribute_map: dict = {}
+
+        def __init__(self, **kw):
+            self.__dict__.update(kw)
+
+        def to_dict(self):
+            return dict(self.__dict__)
+
+    class EngineStep(Config):
+        def __init__(self):
+            super().__init__(model_type="step3p5", num_attention_groups=8)
+
+    class TransformersStep(Config):
+        def __init__(self):
+            super().__init__(model_type="step3p7_text", rope_parameters={"full_attention": {}})
+
+    class Lazy(dict):
+        def __getitem__(self, key):
+            value = super().__getitem__(key)
+            return value if isinstance(value, type) else {"EngineStep": EngineStep}[value]
+
+    def for_model(model_type):
+        if model_type == "step3p5":
+            return TransformersStep()
+        if model_type == "llama":
+            return Config(model_type="llama")
+        raise ValueError(f"Unrecognized model identifier: {model_type}")
+
+    monkeypatch.setitem(sys.modules, "transformers", types.SimpleNamespace(
+        AutoConfig=types.SimpleNamespace(for_model=for_model), PretrainedConfig=Config))
+    vcfg = types.ModuleType("vllm.transformers_utils.config")
+    vcfg._CONFIG_REGISTRY = Lazy(step3p5="EngineStep", other="EngineStep")
+    utils = types.ModuleType("vllm.transformers_utils")
+    utils.config = vcfg
+    monkeypatch.setitem(sys.modules, "vllm", types.ModuleType("vllm"))
+    monkeypatch.setitem(sys.modules, "vllm.transformers_utils", utils)
+    monkeypatch.setitem(sys.modules, "vllm.transformers_utils.config", vcfg)
+    monkeypatch.setattr(child, "_fill_encoder_configs", lambda cfg, cls, arch: [])
+    out = child.action_config({"model_type": "step3p5"})
+    assert (out["source"], out["config"]["num_attention_groups"]) == ("vllm", 8), out
+    assert out["class"].endswith("EngineStep")
+    # a model_type only transformers defines, and one only the engine registers (lazily)
+    assert child.action_config({"model_type": "llama"})["source"] == "transformers"
+    assert child.action_config({"model_type": "other"})["class"].endswith("EngineStep")
+    assert child.action_config({"model_type": "none"})["ok"] is False
+
+
 def test_shrink_shrinks_every_kv_head_count_name_the_engine_reads():
     """vLLM reads a KV head count under Step 3.5's ``num_attention_groups`` and Falcon RW's
     ``n_head_kv`` too (model_arch_config_convertor.py); 8 groups over 4 shrunk heads do not divide."""

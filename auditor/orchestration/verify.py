@@ -343,6 +343,10 @@ class Verifier:
             engine_frames = [f.get("file", "") for f in ((context or {}).get("exception") or {}).get("frames", [])
                              if "/vllm/" in f.get("file", "")]
             in_model = bool(engine_frames) and "/vllm/model_executor/models/" in engine_frames[-1]
+            if ((context or {}).get("exception") or {}).get("type") in ("ImportError", "ModuleNotFoundError"):
+                # a package the model imports is missing here (Gemma 3n's timm): the environment's
+                # limit, raised from a model file but not by the model's code
+                in_model = False
             lacks = _CONFIG_LACKS.fullmatch(str(((context or {}).get("exception") or {}).get("message", "")))
             if lacks and res.config_source != "--hf-config" and (
                     ((context or {}).get("exception") or {}).get("type") == "AttributeError"):

@@ -585,10 +585,10 @@ def test_a_model_that_refuses_a_built_config_in_an_unpatched_tree_is_unknown_not
     config = {"ok": True, "class": "LlamaConfig", "source": "transformers",
               "config": {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_hidden_layers": 8,
                          "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 100}}
+    site = tmp_path / "env" / "lib" / "python3.11" / "site-packages"
     run = {"runs": [{"name": "context", "ok": False, "exception": {
         "type": "ValueError", "message": "first_k_dense_replace not exist,please check config",
-        "where": "vllm/model_executor/models/llama.py:3",
-        "frames": [{"file": "/x/vllm/model_executor/models/llama.py", "line": 3, "function": "__init__"}]}}]}
+        "frames": [{"file": f"{site}/vllm/model_executor/models/llama.py", "line": 3, "function": "__init__"}]}}]}
     (tmp_path / "config.out").write_text(json.dumps(config))
     (tmp_path / "run.out").write_text(json.dumps(run))
     script = textwrap.dedent(f'''\

@@ -363,7 +363,7 @@ class Verifier:
                 # has no first_k_dense_replace, Lfm2MoeConfig leaves layer_types None): that says
                 # what the built config lacks, not what the model or EAGLE-3 does
                 res.outcome = "unknown"
-                where = ((context or {}).get("exception") or {}).get("where") or engine_frames[-1]
+                where = (res.exception or {}).get("where") or "a model file"
                 res.reason = (f"the model's own code ({where}) refused the config built from {res.config_source}, "
                               "in a tree no patch touched: a checkpoint's config.json holds what this one lacks; "
                               "pass --hf-config")

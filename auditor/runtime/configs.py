@@ -88,6 +88,11 @@ class ShrunkTarget:
     moved_token_ids: dict
 
 
+def _is_int(value: object) -> bool:
+    """An int that is not a bool (JSON's ``true`` is no size)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _stored(key: str, cfg: dict, attribute_map: dict) -> str:
     """The name ``cfg`` stores the canonical ``key`` under (``attribute_map``: canonical → stored)."""
     mapped = attribute_map.get(key)
@@ -130,14 +135,10 @@ def _move_token_ids(cfg: dict, vocab: int, moved: dict, prefix: str = "") -> Non
         if isinstance(value, int) and value >= vocab:
             cfg[key] = new_id(value)
             moved[prefix + key] = (value, cfg[key])
-        elif isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        elif isinstance(value, list) and all(_is_int(v) for v in value):
             if any(v >= vocab for v in value):
                 cfg[key] = [new_id(v) if v >= vocab else v for v in value]
                 moved[prefix + key] = (value, cfg[key])
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _first(cfg: dict, keys: tuple) -> str | None:
@@ -199,7 +200,7 @@ def _shrink_language(cfg: dict, attribute_map: dict, sizes: dict) -> tuple[int, 
     original = dict(cfg)
     layers_key = _stored("num_hidden_layers", cfg, attribute_map)
     old_layers = cfg.get(layers_key)
-    old_layers = old_layers if isinstance(old_layers, int) and not isinstance(old_layers, bool) else 0
+    old_layers = old_layers if _is_int(old_layers) else 0
     heads_key = _stored("num_attention_heads", cfg, attribute_map)
     old_heads = cfg.get(heads_key)
     for key in KV_HEADS_KEYS:
@@ -211,7 +212,7 @@ def _shrink_language(cfg: dict, attribute_map: dict, sizes: dict) -> tuple[int, 
             # the first attribute present) and ModelConfig refuses None; None means one KV head per
             # query head in HF configs
             cfg[stored] = sizes["num_attention_heads"]
-        elif isinstance(old_kv, int) and not isinstance(old_kv, bool):
+        elif _is_int(old_kv):
             if old_kv == 1:
                 cfg[stored] = 1
             elif isinstance(old_heads, int) and old_kv < old_heads:
@@ -229,8 +230,7 @@ def _shrink_language(cfg: dict, attribute_map: dict, sizes: dict) -> tuple[int, 
             # power) gets hidden / heads, the size the class would derive.
             continue
         cfg[stored] = value
-    moe = any(_is_int(cfg.get(_stored(k, cfg, attribute_map))) and cfg[_stored(k, cfg, attribute_map)] > 0
-              for k in EXPERT_COUNT_KEYS)
+    moe = any(_is_int(n := cfg.get(_stored(k, cfg, attribute_map))) and n > 0 for k in EXPERT_COUNT_KEYS)
     for key, value in OPTIONAL_SIZES.items():
         stored = _stored(key, cfg, attribute_map)
         current = cfg.get(stored)
@@ -244,7 +244,7 @@ def _shrink_language(cfg: dict, attribute_map: dict, sizes: dict) -> tuple[int, 
                 continue
             if isinstance(current, list):
                 # one size per part (Ernie 4.5 VL's moe_intermediate_size: [text, vision]): keep the shape
-                if current and all(isinstance(v, int) and not isinstance(v, bool) for v in current):
+                if current and all(_is_int(v) for v in current):
                     cfg[stored] = [value] * len(current)
                 continue
             # never larger than the checkpoint's own: a router that takes one expert per token
@@ -265,7 +265,7 @@ def _shrink_language(cfg: dict, attribute_map: dict, sizes: dict) -> tuple[int, 
                 # above keep their first entries
                 cfg[key] = {k: v for k, v in value.items() if int(k) < new_layers}
     for key in ("sliding_window", "attention_chunk_size"):
-        if isinstance(cfg.get(key), int) and not isinstance(cfg.get(key), bool) and cfg[key] > 128:
+        if _is_int(cfg.get(key)) and cfg[key] > 128:
             cfg[key] = 128
     for key in ("layer_types_pattern",):
         cfg.pop(key, None)
@@ -319,7 +319,7 @@ def shrink_target(config: dict, architecture: str, *, attribute_map: dict | None
         sub = cfg.get(key)
         if isinstance(sub, dict):
             for lk in ENCODER_LAYER_KEYS:
-                if isinstance(sub.get(lk), int) and not isinstance(sub.get(lk), bool):
+                if _is_int(sub.get(lk)):
                     sub[lk] = 2
             if "out_hidden_size" in sub:
                 sub["out_hidden_size"] = hidden
@@ -378,4 +378,4 @@ def original_layer_count(config: dict, attribute_map: dict | None = None) -> int
     """The language model's layer count of an unshrunk config (its text config's for a wrapper)."""
     text = next((config[k] for k in TEXT_SUBCONFIGS if isinstance(config.get(k), dict)), config)
     value = text.get(_stored("num_hidden_layers", text, attribute_map or {}))
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return value if _is_int(value) else None

@@ -179,13 +179,14 @@ def _engine_config_class(model_type: str):
 
 def action_config(req: dict) -> dict:
     model_type = req["model_type"]
-    cls = cfg = source = first_failure = None
+    cls = cfg = source = first_failure = engine_error = None
     try:
         cls = _engine_config_class(model_type)
         if cls is not None:
             cfg, source = cls(), "vllm"
     except Exception as exc:  # noqa: BLE001 - said below, if transformers has no class either
         cls = cfg = None
+        engine_error = exc
         # a torch companion built for another torch fails here first (torchvision's
         # 'operator torchvision::nms does not exist'); a second import may no longer show it
         first_failure = _import_failure(exc)
@@ -199,15 +200,9 @@ def action_config(req: dict) -> dict:
         except Exception as exc:  # noqa: BLE001 - not a transformers model_type either
             cfg = None
             first_failure = first_failure or _import_failure(exc)
-    if cfg is None:
-        try:
-            cls = _engine_config_class(model_type)
-            if cls is not None:
-                cfg = cls()
-                source = "vllm"
-        except Exception as exc:  # noqa: BLE001
-            return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500],
-                    "import_failed_in": _import_failure(exc) or first_failure}
+    if cfg is None and engine_error is not None:
+        return {"ok": False, "error": f"{type(engine_error).__name__}: {engine_error}"[:500],
+                "import_failed_in": first_failure}
     if cfg is None:
         return {"ok": False, "error": f"no HF config class for model_type {model_type!r} in transformers "
                                       "or the engine's config registry", "import_failed_in": first_failure}
